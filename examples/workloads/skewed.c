@@ -1,0 +1,193 @@
+/*
+ * skewed - identical threads given an uneven share of the input, joined at a
+ * barrier after every phase.
+ *
+ * What it models: a data-parallel program whose static partitioning does not
+ * match the cost of the data (fluidanimate-like imbalance plus barriers), the
+ * first cause of unequal per-thread load named in the Tumbler paper.  Why:
+ * counting threads per core says nothing about where the load is.  With the
+ * defaults (4 threads, skew 0.5) the per-phase shares are 1 : 1.5 : 2 : 2.5,
+ * so on two CPU domains the grouping {0,3} | {1,2} is perfectly balanced
+ * (3.5 : 3.5) while {0,1} | {2,3} is not (2.5 : 4.5); since every phase waits
+ * for the slowest domain, the grouping decides the run time.
+ *
+ * Share formula: thread i of T gets
+ *     units_i = T * work * (1 + skew * i) / sum_j (1 + skew * j)
+ * work units per phase, so the total per phase is always T * work.
+ */
+#include "barrier.h"
+#include "common.h"
+
+#include <stdlib.h>
+
+#define DEFAULT_THREADS 4
+#define DEFAULT_WORK 100
+#define DEFAULT_PHASES 20
+#define DEFAULT_SKEW 0.5
+#define MAX_SKEW 1000.0
+#define DEFAULT_BARRIER BARRIER_SLEEP
+
+struct skewed_config {
+    unsigned threads;
+    uint64_t work;   /* mean units per phase per thread */
+    uint64_t phases;
+    double skew;
+    enum barrier_kind barrier;
+};
+
+/* One per thread, padded so that the hot loop never shares a cache line. */
+struct skewed_thread {
+    _Alignas(CACHE_PAD) unsigned index;
+    barrier_sense sense;
+    uint64_t iters_per_phase; /* this thread's share, in loop iterations */
+    const struct skewed_config *config;
+    struct barrier *barrier;
+    pthread_t handle;
+};
+
+static void print_usage(void)
+{
+    printf("Usage: %s [OPTION]...\n"
+           "Identical threads with an uneven share of the work, joined at a barrier\n"
+           "after every phase.\n"
+           "\n"
+           "  -t, --threads N    worker threads (default %d)\n"
+           "  -w, --work N       mean work units per phase per thread; 1 unit is a\n"
+           "                     fixed loop of %llu iterations, about 1 ms of CPU\n"
+           "                     (default %d)\n"
+           "  -p, --phases N     number of phases (default %d)\n"
+           "  -s, --skew X       unevenness, X >= 0: thread i of T does\n"
+           "                     T*work*(1+X*i)/sum_j(1+X*j) units per phase, so the\n"
+           "                     total per phase stays T*work; 0 means equal shares\n"
+           "                     (default %g)\n"
+           "  -b, --barrier KIND barrier between phases: spin, yield or sleep\n"
+           "                     (pthread_barrier_wait) (default %s)\n"
+           "  -h, --help         print this help and exit\n"
+           "\n"
+           "Threads are named skewed-0, skewed-1, ... (thread 0 has the smallest\n"
+           "share).  Prints one line:\n"
+           "workload=skewed threads=N phases=N elapsed_s=S throughput=UNITS_PER_S\n"
+           "skew=X barrier=KIND work=N min_units=U max_units=U\n",
+           program_name, DEFAULT_THREADS, (unsigned long long)WORK_UNIT_ITERS, DEFAULT_WORK,
+           DEFAULT_PHASES, DEFAULT_SKEW, barrier_kind_name(DEFAULT_BARRIER));
+}
+
+static void parse_args(int argc, char **argv, struct skewed_config *config)
+{
+    static const char optstring[] = ":t:w:p:s:b:h";
+    static const struct option options[] = {
+        {"threads", required_argument, NULL, 't'},
+        {"work", required_argument, NULL, 'w'},
+        {"phases", required_argument, NULL, 'p'},
+        {"skew", required_argument, NULL, 's'},
+        {"barrier", required_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int code;
+
+    config->threads = DEFAULT_THREADS;
+    config->work = DEFAULT_WORK;
+    config->phases = DEFAULT_PHASES;
+    config->skew = DEFAULT_SKEW;
+    config->barrier = DEFAULT_BARRIER;
+
+    opterr = 0;
+    while ((code = getopt_long(argc, argv, optstring, options, NULL)) != -1) {
+        switch (code) {
+        case 't':
+            config->threads = (unsigned)cli_parse_long("--threads", optarg, 1, MAX_THREADS);
+            break;
+        case 'w':
+            config->work = (uint64_t)cli_parse_long("--work", optarg, 0, MAX_WORK);
+            break;
+        case 'p':
+            config->phases = (uint64_t)cli_parse_long("--phases", optarg, 1, MAX_PHASES);
+            break;
+        case 's':
+            config->skew = cli_parse_double("--skew", optarg, 0.0, MAX_SKEW);
+            break;
+        case 'b':
+            config->barrier = barrier_kind_parse("--barrier", optarg);
+            break;
+        case 'h':
+            print_usage();
+            exit(0);
+        default:
+            cli_fail_getopt(code, optstring, argv);
+        }
+    }
+    cli_no_operands(argc, argv);
+}
+
+/* Thread i's share of one phase, in work units (see the header comment). */
+static double share_units(const struct skewed_config *config, unsigned index)
+{
+    double threads = config->threads;
+    double weight_sum = threads + config->skew * threads * (threads - 1.0) / 2.0;
+
+    return threads * (double)config->work * (1.0 + config->skew * index) / weight_sum;
+}
+
+static void *skewed_thread_main(void *arg)
+{
+    struct skewed_thread *self = arg;
+    uint64_t state = work_seed(self->index);
+
+    name_current_thread("skewed-", self->index);
+    for (uint64_t phase = 0; phase < self->config->phases; phase++) {
+        state = work_iters(state, self->iters_per_phase);
+        barrier_wait(self->barrier, &self->sense);
+    }
+    work_publish(state);
+    return NULL;
+}
+
+/* Run all phases on all threads; returns the wall time from the first
+ * pthread_create to the last pthread_join. */
+static double run_skewed(const struct skewed_config *config)
+{
+    struct skewed_thread *threads = alloc_aligned_zeroed(config->threads, sizeof *threads);
+    struct barrier *barrier = alloc_aligned_zeroed(1, sizeof *barrier);
+    double start, elapsed;
+
+    barrier_init(barrier, config->barrier, config->threads);
+    for (unsigned i = 0; i < config->threads; i++) {
+        threads[i].index = i;
+        threads[i].iters_per_phase =
+            (uint64_t)(share_units(config, i) * (double)WORK_UNIT_ITERS + 0.5);
+        threads[i].config = config;
+        threads[i].barrier = barrier;
+    }
+
+    start = monotonic_seconds();
+    for (unsigned i = 0; i < config->threads; i++)
+        start_thread(&threads[i].handle, skewed_thread_main, &threads[i]);
+    for (unsigned i = 0; i < config->threads; i++)
+        join_thread(threads[i].handle);
+    elapsed = monotonic_seconds() - start;
+
+    barrier_destroy(barrier);
+    free(barrier);
+    free(threads);
+    return elapsed;
+}
+
+int main(int argc, char **argv)
+{
+    struct skewed_config config;
+    double elapsed, total_units;
+
+    cli_init(argv[0]);
+    parse_args(argc, argv, &config);
+
+    elapsed = run_skewed(&config);
+    total_units = (double)config.threads * (double)config.phases * (double)config.work;
+    printf("workload=skewed threads=%u phases=%llu elapsed_s=%.6f throughput=%.2f "
+           "skew=%g barrier=%s work=%llu min_units=%.2f max_units=%.2f\n",
+           config.threads, (unsigned long long)config.phases, elapsed,
+           elapsed > 0 ? total_units / elapsed : 0.0, config.skew,
+           barrier_kind_name(config.barrier), (unsigned long long)config.work,
+           share_units(&config, 0), share_units(&config, config.threads - 1));
+    return 0;
+}

@@ -1,0 +1,164 @@
+/*
+ * spmd - phases of equal work per thread separated by a barrier.
+ *
+ * What it models: the SPMD style of OpenMP/MPI/UPC codes (compute phase,
+ * barrier, repeat).  Why: with more threads than cores the OS keeps some
+ * cores doubly loaded, and because every phase waits for the slowest thread,
+ * the whole program runs at the speed of the most crowded core.  The default
+ * (3 threads on a 2-core machine, spin barriers) is the case from the
+ * speed-balancing paper: Linux leaves two threads sharing one core for good,
+ * so each 0.12 s phase takes 0.24 s (~4.8 s in total) while rotating the
+ * threads fairly would need only 3 * 0.12 / 2 s per phase (~3.6 s).  The
+ * barrier flavour (-b) decides what the OS can see: spinning and yielding
+ * waiters look busy, sleeping ones look idle.
+ */
+#include "barrier.h"
+#include "common.h"
+
+#include <stdlib.h>
+
+#define DEFAULT_THREADS 3
+#define DEFAULT_WORK 120
+#define DEFAULT_PHASES 20
+#define DEFAULT_BARRIER BARRIER_SPIN
+
+struct spmd_config {
+    unsigned threads;
+    uint64_t work;   /* units per phase per thread */
+    uint64_t phases;
+    enum barrier_kind barrier;
+};
+
+/* One per thread, padded so that the hot loop never shares a cache line. */
+struct spmd_thread {
+    _Alignas(CACHE_PAD) unsigned index;
+    barrier_sense sense;
+    const struct spmd_config *config;
+    struct barrier *barrier;
+    pthread_t handle;
+};
+
+static void print_usage(void)
+{
+    printf("Usage: %s [OPTION]...\n"
+           "Phases of equal CPU work per thread, separated by a barrier (SPMD).\n"
+           "\n"
+           "  -t, --threads N    worker threads (default %d)\n"
+           "  -w, --work N       work units per phase per thread; 1 unit is a fixed\n"
+           "                     loop of %llu iterations, about 1 ms of CPU (default %d)\n"
+           "  -p, --phases N     number of phases (default %d)\n"
+           "  -b, --barrier KIND barrier between phases: spin (busy-wait on an atomic\n"
+           "                     sense-reversing barrier), yield (the same, calling\n"
+           "                     sched_yield while waiting) or sleep\n"
+           "                     (pthread_barrier_wait) (default %s)\n"
+           "  -h, --help         print this help and exit\n"
+           "\n"
+           "Threads are named spmd-0, spmd-1, ...  Prints one line:\n"
+           "workload=spmd threads=N phases=N elapsed_s=S throughput=UNITS_PER_S\n"
+           "barrier=KIND work=N\n",
+           program_name, DEFAULT_THREADS, (unsigned long long)WORK_UNIT_ITERS, DEFAULT_WORK,
+           DEFAULT_PHASES, barrier_kind_name(DEFAULT_BARRIER));
+}
+
+static void parse_args(int argc, char **argv, struct spmd_config *config)
+{
+    static const char optstring[] = ":t:w:p:b:h";
+    static const struct option options[] = {
+        {"threads", required_argument, NULL, 't'},
+        {"work", required_argument, NULL, 'w'},
+        {"phases", required_argument, NULL, 'p'},
+        {"barrier", required_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int code;
+
+    config->threads = DEFAULT_THREADS;
+    config->work = DEFAULT_WORK;
+    config->phases = DEFAULT_PHASES;
+    config->barrier = DEFAULT_BARRIER;
+
+    opterr = 0;
+    while ((code = getopt_long(argc, argv, optstring, options, NULL)) != -1) {
+        switch (code) {
+        case 't':
+            config->threads = (unsigned)cli_parse_long("--threads", optarg, 1, MAX_THREADS);
+            break;
+        case 'w':
+            config->work = (uint64_t)cli_parse_long("--work", optarg, 0, MAX_WORK);
+            break;
+        case 'p':
+            config->phases = (uint64_t)cli_parse_long("--phases", optarg, 1, MAX_PHASES);
+            break;
+        case 'b':
+            config->barrier = barrier_kind_parse("--barrier", optarg);
+            break;
+        case 'h':
+            print_usage();
+            exit(0);
+        default:
+            cli_fail_getopt(code, optstring, argv);
+        }
+    }
+    cli_no_operands(argc, argv);
+}
+
+static void *spmd_thread_main(void *arg)
+{
+    struct spmd_thread *self = arg;
+    uint64_t state = work_seed(self->index);
+
+    name_current_thread("spmd-", self->index);
+    for (uint64_t phase = 0; phase < self->config->phases; phase++) {
+        state = work_units(state, self->config->work);
+        barrier_wait(self->barrier, &self->sense);
+    }
+    work_publish(state);
+    return NULL;
+}
+
+/* Run all phases on all threads; returns the wall time from the first
+ * pthread_create to the last pthread_join. */
+static double run_spmd(const struct spmd_config *config)
+{
+    struct spmd_thread *threads = alloc_aligned_zeroed(config->threads, sizeof *threads);
+    struct barrier *barrier = alloc_aligned_zeroed(1, sizeof *barrier);
+    double start, elapsed;
+
+    barrier_init(barrier, config->barrier, config->threads);
+    for (unsigned i = 0; i < config->threads; i++) {
+        threads[i].index = i;
+        threads[i].config = config;
+        threads[i].barrier = barrier;
+    }
+
+    start = monotonic_seconds();
+    for (unsigned i = 0; i < config->threads; i++)
+        start_thread(&threads[i].handle, spmd_thread_main, &threads[i]);
+    for (unsigned i = 0; i < config->threads; i++)
+        join_thread(threads[i].handle);
+    elapsed = monotonic_seconds() - start;
+
+    barrier_destroy(barrier);
+    free(barrier);
+    free(threads);
+    return elapsed;
+}
+
+int main(int argc, char **argv)
+{
+    struct spmd_config config;
+    double elapsed, total_units;
+
+    cli_init(argv[0]);
+    parse_args(argc, argv, &config);
+
+    elapsed = run_spmd(&config);
+    total_units = (double)config.threads * (double)config.phases * (double)config.work;
+    printf("workload=spmd threads=%u phases=%llu elapsed_s=%.6f throughput=%.2f "
+           "barrier=%s work=%llu\n",
+           config.threads, (unsigned long long)config.phases, elapsed,
+           elapsed > 0 ? total_units / elapsed : 0.0, barrier_kind_name(config.barrier),
+           (unsigned long long)config.work);
+    return 0;
+}

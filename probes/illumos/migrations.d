@@ -1,0 +1,91 @@
+#!/usr/sbin/dtrace -qs
+/*
+ * migrations.d	CPU migrations per thread (LWP) of one process, and how many
+ *		of them crossed from one CPU domain to another.
+ *		For illumos, uses DTrace.  Part of tumbler.
+ *
+ * USAGE: dtrace -q -p PID -s migrations.d PERIOD_MS
+ *
+ *   PID        the process to trace ($target; dtrace exits when it exits).
+ *   PERIOD_MS  print the cumulative aggregations every PERIOD_MS
+ *              milliseconds (10 ms granularity).
+ *
+ * sched:::on-cpu fires in the thread going on a CPU; self->last holds the
+ * CPU it ran on before, plus one (0 = not seen yet), so a thread's first
+ * on-cpu after the start is not a migration.  A migration is counted when
+ * the thread runs on its new CPU.
+ *
+ * CPU domains: dom[cpu] = domain index + 1.  A migration counts in
+ * @cross_domain when both CPUs have a domain and the domains differ.  As
+ * shipped the array is empty (no cross-domain counts); tumbler(8) adds one
+ * line per CPU at the TUMBLER-PRELUDE mark, e.g. "dom[0] = 1; dom[1] = 2;".
+ *
+ * The aggregations are CUMULATIVE since the start, keyed by [pid, tid]; they
+ * are printed every PERIOD_MS and once more at exit, one line per thread in
+ * the format below, each time followed by "tumbler-probe migrations period"
+ * (or "... final").  A reader gets an interval's values by subtracting two
+ * prints.  "tumbler-probe migrations ready" is printed by BEGIN, once every
+ * probe is enabled.  Can run in the same dtrace as locktime.d and runqlat.d
+ * (several -s options, one -p).
+ *
+ * Example of usage (with the domains of CPUs 0-3 and 4-7 added):
+ *
+ * # dtrace -q -p 4242 -s migrations.d 1000
+ * tumbler-probe migrations ready
+ * migrations pid=4242 tid=2 count=31 cross=4
+ * migrations pid=4242 tid=3 count=12 cross=0
+ * tumbler-probe migrations period
+ * ^C
+ *
+ * Needs root or the dtrace_kernel privilege (the sched provider).
+ */
+
+#pragma D option quiet
+#pragma D option switchrate=20hz
+#pragma D option aggrate=20hz
+#pragma D option dynvarsize=8m
+
+int dom[int];
+
+dtrace:::BEGIN
+{
+	/* TUMBLER-PRELUDE */
+	printf("tumbler-probe migrations ready\n");
+}
+
+sched:::on-cpu
+/pid == $target && self->last && self->last != cpu + 1/
+{
+	@migrations[pid, tid] = count();
+}
+
+sched:::on-cpu
+/pid == $target && self->last && self->last != cpu + 1 &&
+    dom[self->last - 1] && dom[cpu] && dom[self->last - 1] != dom[cpu]/
+{
+	@cross_domain[pid, tid] = count();
+}
+
+sched:::on-cpu
+/pid == $target/
+{
+	self->last = cpu + 1;
+}
+
+profile:::tick-10ms
+/++migrations_ticks >= $1 / 10/
+{
+	migrations_ticks = 0;
+	printa("migrations pid=%d tid=%d count=%@d cross=%@d\n",
+	    @migrations, @cross_domain);
+	printf("tumbler-probe migrations period\n");
+}
+
+dtrace:::END
+{
+	printa("migrations pid=%d tid=%d count=%@d cross=%@d\n",
+	    @migrations, @cross_domain);
+	printf("tumbler-probe migrations final\n");
+	trunc(@migrations);
+	trunc(@cross_domain);
+}

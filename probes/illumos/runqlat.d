@@ -1,0 +1,87 @@
+#!/usr/sbin/dtrace -qs
+/*
+ * runqlat.d	Run-queue latency per thread (LWP) of one process: the time
+ *		its threads spend runnable on a dispatch queue, waiting for a
+ *		CPU (the per-thread view of the LAT microstate of prstat -mL).
+ *		For illumos, uses DTrace.  Part of tumbler.
+ *
+ * USAGE: dtrace -q -p PID -s runqlat.d PERIOD_MS
+ *
+ *   PID        the process to trace ($target; dtrace exits when it exits).
+ *   PERIOD_MS  print the cumulative aggregations every PERIOD_MS
+ *              milliseconds (10 ms granularity).
+ *
+ * The pattern of usr/src/cmd/dtrace/demo/sched/qtime.d, ending at on-cpu
+ * instead of dequeue: sched:::enqueue (args[0] the LWP, args[1] its process)
+ * starts a wait, sched:::on-cpu (which fires in the thread that goes on the
+ * CPU, so pid and tid are its own) ends it.  A thread moved from one queue
+ * to another (dequeue then enqueue, e.g. a priority change) keeps the first
+ * time; a thread stolen by an idle CPU is dequeued and runs at once, which
+ * on-cpu also ends.  A wait is counted when it ends.
+ *
+ * The aggregations are CUMULATIVE since the start, keyed by [pid, tid]; they
+ * are printed every PERIOD_MS and once more at exit, one line per thread in
+ * the format below, each time followed by "tumbler-probe runqlat period"
+ * (or "... final").  A reader gets an interval's values by subtracting two
+ * prints.  "tumbler-probe runqlat ready" is printed by BEGIN, once every
+ * probe is enabled.  Can run in the same dtrace as locktime.d and
+ * migrations.d (several -s options, one -p).
+ *
+ * Example of usage:
+ *
+ * # dtrace -q -p 4242 -s runqlat.d 1000
+ * tumbler-probe runqlat ready
+ * runqlat pid=4242 tid=1 ns=20480 count=3
+ * runqlat pid=4242 tid=2 ns=331052774 count=84
+ * runqlat pid=4242 tid=3 ns=334716002 count=84
+ * tumbler-probe runqlat period
+ * ^C
+ *
+ * Needs root or the dtrace_kernel privilege (the sched provider).
+ */
+
+#pragma D option quiet
+#pragma D option switchrate=20hz
+#pragma D option aggrate=20hz
+#pragma D option dynvarsize=8m
+
+dtrace:::BEGIN
+{
+	printf("tumbler-probe runqlat ready\n");
+}
+
+sched:::enqueue
+/args[1]->pr_pid == $target && runqlat_ts[args[0]->pr_lwpid] == 0/
+{
+	runqlat_ts[args[0]->pr_lwpid] = timestamp;
+}
+
+sched:::on-cpu
+/pid == $target && runqlat_ts[tid]/
+{
+	@runq_ns[pid, tid] = sum(timestamp - runqlat_ts[tid]);
+	@runq_count[pid, tid] = count();
+	runqlat_ts[tid] = 0;
+}
+
+proc:::lwp-exit
+/pid == $target/
+{
+	runqlat_ts[tid] = 0;
+}
+
+profile:::tick-10ms
+/++runqlat_ticks >= $1 / 10/
+{
+	runqlat_ticks = 0;
+	printa("runqlat pid=%d tid=%d ns=%@d count=%@d\n", @runq_ns, @runq_count);
+	printf("tumbler-probe runqlat period\n");
+}
+
+dtrace:::END
+{
+	printa("runqlat pid=%d tid=%d ns=%@d count=%@d\n", @runq_ns, @runq_count);
+	printf("tumbler-probe runqlat final\n");
+	trunc(@runq_ns);
+	trunc(@runq_count);
+}

@@ -1,0 +1,83 @@
+"""Shared fixtures: built workloads, a tumbler runner, thread inspection."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKLOADS = os.path.join(REPO, "examples", "workloads")
+
+
+def tumbler_cmd(*args):
+    return [sys.executable, "-m", "tumbler", *args]
+
+
+def run_tumbler(*args, timeout=60, **kwargs):
+    """Run tumbler to completion; return the CompletedProcess (text)."""
+    return subprocess.run(tumbler_cmd(*args), capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, **kwargs)
+
+
+def thread_masks(pid):
+    """{tid: frozenset of allowed CPUs} for every thread of ``pid``."""
+    masks = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            masks[int(tid)] = frozenset(os.sched_getaffinity(int(tid)))
+        except OSError:
+            pass
+    return masks
+
+
+def thread_names(pid):
+    names = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                names[int(tid)] = f.read().strip()
+        except OSError:
+            pass
+    return names
+
+
+def wait_for_threads(pid, count, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(os.listdir("/proc/%d/task" % pid)) >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError("process %d never reached %d threads" % (pid, count))
+
+
+def assert_no_traceback(stderr):
+    assert "Traceback" not in stderr, stderr
+
+
+@pytest.fixture(scope="session")
+def workloads():
+    """Directory with the example workloads built (make)."""
+    subprocess.run(["make", "-s", "-C", WORKLOADS], check=True)
+    return WORKLOADS
+
+
+@pytest.fixture(scope="session")
+def duty(tmp_path_factory):
+    """Path of the duty-cycle test workload (tests/workloads/duty.c)."""
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.fail("a C compiler is needed: the test command installs gcc")
+    out = tmp_path_factory.mktemp("duty") / "duty"
+    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
+                    os.path.join(REPO, "tests", "workloads", "duty.c")], check=True)
+    return str(out)
+
+
+@pytest.fixture
+def two_cpus():
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs at least 2 CPUs")
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[0], cpus[1]

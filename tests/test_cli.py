@@ -1,0 +1,174 @@
+"""CLI behaviour: exit statuses, one-line errors, exec pass-through."""
+
+import json
+import os
+import stat
+import subprocess
+import threading
+
+import pytest
+
+from conftest import assert_no_traceback, run_tumbler, tumbler_cmd
+
+
+def test_version_and_help():
+    result = run_tumbler("--version")
+    assert result.returncode == 0 and "tumbler" in result.stdout
+    result = run_tumbler("--help")
+    assert result.returncode == 0
+    for option in ("--level", "--domains", "--policy", "--interval", "--config", "--binder",
+                   "--log", "--dry-run", "--duration", "exec", "topology"):
+        assert option in result.stdout
+
+
+def test_topology_json_lists_levels_and_auto_choice():
+    result = run_tumbler("topology", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    online = set()
+    for cpus in data["levels"]["core"]:
+        online.add(cpus)
+    assert data["online"]
+    assert set(data["levels"]) >= {"package", "llc", "core"}
+    assert data["auto"]["level"] in ("auto", "package", "numa", "llc")
+    text = run_tumbler("topology")
+    assert text.returncode == 0 and "auto:" in text.stdout
+
+
+@pytest.mark.parametrize("args, status, words", [
+    ((), 2, "nothing to do"),
+    (("-p", "999999999"), 1, "no such process"),
+    (("--domains", "0-", "-p", "1"), 2, "bad CPU list"),
+    (("--domains", "0/0", "-p", str(os.getpid())), 2, "in two domains"),
+    (("--domains", "0//1", "-p", str(os.getpid())), 2, "empty domain"),
+    (("--domains", "0/4096", "-p", str(os.getpid())), 2, "not on-line"),
+    (("-p", "1"), 2, "refusing PID 1"),
+    (("-p", "2"), 2, "kernel thread"),
+    (("--interval", "0", "-p", str(os.getpid())), 2, "--interval"),
+    (("--interval", "-5", "-p", str(os.getpid())), 2, "--interval"),
+    (("--duration", "-1", "-p", str(os.getpid())), 2, "--duration"),
+    (("--level", "llc", "--domains", "0", "-p", str(os.getpid())), 2, "exclude"),
+    (("--policy", "bogus", "-p", "1"), 2, "bogus"),
+    (("--config", "/nonexistent/x.yaml", "-p", str(os.getpid())), 2, "cannot read config"),
+])
+def test_bad_input_is_one_line_and_documented_status(args, status, words):
+    result = run_tumbler(*args)
+    assert result.returncode == status, (result.returncode, result.stderr)
+    assert words in result.stderr
+    assert_no_traceback(result.stderr)
+    assert "tumbler" in result.stderr.strip().splitlines()[-1]
+
+
+def test_thread_id_is_refused_as_a_process():
+    ready = threading.Event()
+    stop = threading.Event()
+
+    def body():
+        ready.set()
+        stop.wait()
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    ready.wait()
+    try:
+        result = run_tumbler("-p", str(worker.native_id))
+    finally:
+        stop.set()
+        worker.join()
+    assert result.returncode == 2
+    assert "is a thread of process %d" % os.getpid() in result.stderr
+
+
+@pytest.mark.parametrize("config_text, words", [
+    ("- just\n- a list\n", "must be a mapping"),
+    ("tolerance: [1, 2\n", "not valid YAML"),
+    ("colour: blue\n", "unknown key colour"),
+    ("tolerance: -1\n", "tolerance must be between"),
+    ("idle_interval_ms: 0\n", "idle_interval_ms must be between"),
+    ("variation_table: [{cv: 0.1, interval_ms: 50}, {cv: 0.2, interval_ms: 100}]\n",
+     "strictly decreasing"),
+    ("speed: {threshold: 5}\n", "speed.threshold"),
+    ("defaults: {policy: fastest}\n", "defaults.policy"),
+])
+def test_bad_config_exits_2(tmp_path, config_text, words):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text(config_text)
+    result = run_tumbler("--config", str(path), "-p", str(os.getpid()))
+    assert result.returncode == 2, result.stderr
+    assert words in result.stderr
+    assert_no_traceback(result.stderr)
+
+
+def test_good_config_is_accepted(tmp_path):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text("variation_table:\n  - {cv: 0.3, interval_ms: 100}\n  - [0.1, 300]\n"
+                    "tolerance: 0.2\ndefaults: {policy: observe}\n")
+    result = run_tumbler("--config", str(path), "-q", "exec", "--", "true")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("command, status", [
+    (["true"], 0),
+    (["false"], 1),
+    (["sh", "-c", "exit 7"], 7),
+    (["sh", "-c", "kill -TERM $$"], 128 + 15),
+    (["sh", "-c", "kill -KILL $$"], 128 + 9),
+    (["/nonexistent/command"], 127),
+])
+def test_exec_passes_exit_status_through(command, status):
+    result = run_tumbler("-q", "exec", "--", *command)
+    assert result.returncode == status, result.stderr
+    assert_no_traceback(result.stderr)
+
+
+def test_exec_not_executable_is_126(tmp_path):
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(stat.S_IRUSR)
+    result = run_tumbler("exec", "--", str(script))
+    assert result.returncode == 126
+    assert "cannot execute" in result.stderr
+
+
+def test_options_after_exec_override_those_before(tmp_path):
+    log = tmp_path / "run.jsonl"
+    result = run_tumbler("--policy", "tumbler", "--log", str(log), "exec", "--policy",
+                         "observe", "--", "sh", "-c", "sleep 0.4")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines and all(line["policy"] == "observe" for line in lines)
+
+
+def test_exec_forwards_sigterm_and_reports_status(tmp_path):
+    marker = tmp_path / "got-term"
+    script = "trap 'touch %s; exit 3' TERM; while :; do sleep 0.05; done" % marker
+    proc = subprocess.Popen(tumbler_cmd("-q", "exec", "--", "sh", "-c", script),
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = 50
+        while deadline and not _has_child(proc.pid):
+            deadline -= 1
+            threading.Event().wait(0.05)
+        threading.Event().wait(0.2)
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert marker.exists(), "SIGTERM was not forwarded to the command"
+    assert proc.returncode == 3, stderr
+
+
+def _has_child(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return bool(f.read().split())
+    except OSError:
+        return False
+
+
+def test_summary_is_printed_on_stderr():
+    result = run_tumbler("--domains", "0/1", "exec", "--", "sh", "-c", "sleep 0.3")
+    assert result.returncode == 0
+    assert "intervals" in result.stderr and "own CPU time" in result.stderr
+    assert "explicit domains" in result.stderr

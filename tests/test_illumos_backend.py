@@ -1,0 +1,770 @@
+"""illumos backend against fixture trees, a fake libc and a fake libkstat."""
+
+import ctypes
+import errno
+import struct
+
+import pytest
+
+import illumos_fixtures as fx
+from tumbler.platform import _illumos_kstat as kstat
+from tumbler.platform import _illumos_structs as structs
+from tumbler.platform.base import (AccessDenied, NoSuchProcess, PlatformError, ThreadTimes,
+                                   Unmovable, Unsupported)
+from tumbler.errors import UsageError
+from tumbler.platform.illumos import (PRSTAT_COLUMNS, IllumosBackend, microstate_percent,
+                                      topology_from_cpu_info)
+
+S = fx.NANOSEC
+PID = 4242
+
+
+def lwp(lwpid, **fields):
+    row = {"lwpid": lwpid, "create_ns": 500 * S + lwpid, "sname": "S", "onpro": 0}
+    row.update(fields)
+    return row
+
+
+@pytest.fixture
+def tree(tmp_path):
+    fx.write_kstat(str(tmp_path), fx.machine(2, 2, 2, 2, offline={15}))
+    return tmp_path
+
+
+def backend(tree, **kwargs):
+    return IllumosBackend(str(tree), **kwargs)
+
+
+# -- struct layouts ----------------------------------------------------------
+
+def test_struct_sizes_match_procfs_h():
+    assert structs.PRUSAGE.size == fx.PRUSAGE_SIZE == 504
+    assert structs.LWPSINFO.size == fx.LWPSINFO_SIZE == 128
+    assert structs.PSINFO_SIZE == fx.PSINFO_SIZE == 416
+    assert structs.PRHEADER.size == 16
+
+
+def test_kstat_structs_match_kstat_h():
+    assert ctypes.sizeof(kstat.Kstat) == 184
+    assert kstat.Kstat.ks_next.offset == 8
+    assert kstat.Kstat.ks_module.offset == 20
+    assert kstat.Kstat.ks_instance.offset == 52
+    assert kstat.Kstat.ks_type.offset == 87
+    assert kstat.Kstat.ks_data.offset == 120
+    assert kstat.KstatCtl.kc_chain.offset == 8
+
+
+# -- sampling ----------------------------------------------------------------
+
+def test_sample_parses_every_field(tree):
+    fx.write_process(str(tree), PID, {"fname": "app"}, [
+        lwp(1, utime_ns=3 * S + 5, stime_ns=S + 7, wtime_ns=250, ltime_ns=11,
+            slptime_ns=13, ttime_ns=17, tftime_ns=19, dftime_ns=23, kftime_ns=29,
+            rtime_ns=9 * S + 31, tstamp_ns=77 * S, term_ns=0, stoptime_ns=37,
+            create_ns=123 * S + 456, onpro=6, sname="O", lwpname="main"),
+        lwp(2, utime_ns=S, onpro=9, sname="S", bindpset=3, lwpname="worker"),
+    ])
+    sample = backend(tree).sample(PID)
+    assert sample.pid == PID and sample.wall_ns > 0
+    assert sorted(sample.threads) == [1, 2]
+    one = sample.threads[1]
+    assert one.tid == 1
+    assert one.start == 123 * S + 456
+    assert one.name == "main"
+    assert one.run_ns == 4 * S + 12
+    assert (one.usr_ns, one.sys_ns, one.lat_ns) == (3 * S + 5, S + 7, 250)
+    assert one.cpu == 6
+    assert one.state == "R"                 # 'O' (on a CPU) reported as running
+    assert dict(one.micro) == {"lck": 11, "slp": 13, "trp": 17, "tfl": 19, "dfl": 23,
+                               "rtime": 9 * S + 31}
+    two = sample.threads[2]
+    assert (two.name, two.cpu, two.state, two.run_ns) == ("worker", 9, "S", S)
+
+
+def test_exited_lwp_entry_is_skipped(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(7, utime_ns=S)],
+                     exited={"count": 5, "utime_ns": 999 * S, "rtime_ns": 999 * S})
+    threads = backend(tree).sample(PID).threads
+    assert list(threads) == [7]
+    assert threads[7].run_ns == S
+
+
+def test_entry_stride_comes_from_the_header(tree):
+    lwps = [lwp(1, utime_ns=S, onpro=4, lwpname="a"), lwp(2, utime_ns=2 * S, onpro=5)]
+    fx.write_process(str(tree), PID, {}, lwps, usage_entsize=512, lpsinfo_entsize=136)
+    threads = backend(tree).sample(PID).threads
+    assert (threads[1].run_ns, threads[1].cpu) == (S, 4)
+    assert (threads[2].run_ns, threads[2].cpu) == (2 * S, 5)
+
+
+def test_table_larger_than_first_read_is_read_whole(tree):
+    lwps = [lwp(i, utime_ns=i * S) for i in range(1, 301)]      # > 32 entries
+    fx.write_process(str(tree), PID, {}, lwps)
+    be = backend(tree)
+    threads = be.sample(PID).threads
+    assert len(threads) == 300 and threads[300].run_ns == 300 * S
+    assert be.thread_ids(PID) == list(range(1, 301))
+
+
+def test_zombie_lwps_only_in_lpsinfo_are_left_out(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1), lwp(2)], zombies=[{"lwpid": 3}])
+    be = backend(tree)
+    assert sorted(be.sample(PID).threads) == [1, 2]
+    assert be.thread_ids(PID) == [1, 2]
+
+
+def test_lwp_missing_from_lpsinfo_still_sampled(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1, utime_ns=S), lwp(2, utime_ns=S)])
+    lusage = (tree / "proc" / str(PID) / "lusage").read_bytes()
+    fx.write_process(str(tree), PID, {}, [lwp(1, utime_ns=S)])
+    (tree / "proc" / str(PID) / "lusage").write_bytes(lusage)     # LWP 2 born between reads
+    threads = backend(tree).sample(PID).threads
+    assert threads[2].state == "?" and threads[2].cpu is None
+
+
+def test_system_lwp_name_from_pr_name_beats_lwpname(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1, name="zpool-rpool", lwpname="ignored"),
+                                          lwp(2)])
+    threads = backend(tree).sample(PID).threads
+    assert threads[1].name == "zpool-rpool"
+    assert threads[2].name == ""            # no lwpname file: unnamed
+
+
+def test_lwpname_is_read_once_per_lwp(tree, monkeypatch):
+    fx.write_process(str(tree), PID, {}, [lwp(1, lwpname="first")])
+    be = backend(tree)
+    assert be.sample(PID).threads[1].name == "first"
+    fx.write_process(str(tree), PID, {}, [lwp(1, lwpname="renamed")])
+    assert be.sample(PID).threads[1].name == "first"      # cached
+    be.forget(PID, 1)
+    assert be.sample(PID).threads[1].name == "renamed"
+
+
+def test_reused_lwpid_gets_its_own_name(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1, lwpname="old", create_ns=5)])
+    be = backend(tree)
+    assert be.sample(PID).threads[1].name == "old"
+    fx.write_process(str(tree), PID, {}, [lwp(1, lwpname="new", create_ns=6)])
+    assert be.sample(PID).threads[1].name == "new"
+
+
+def test_missing_process_raises_no_such_process(tree):
+    be = backend(tree)
+    for call in (be.sample, be.thread_ids, be.process):
+        with pytest.raises(NoSuchProcess):
+            call(999)
+    with pytest.raises(NoSuchProcess):
+        be.allowed_cpus(999, 1)
+
+
+def test_corrupt_header_is_a_platform_error(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1)])
+    path = tree / "proc" / str(PID) / "lusage"
+    path.write_bytes(struct.pack("=qq", 3, 504) + bytes(504))     # says 3, holds 1
+    with pytest.raises(PlatformError):
+        backend(tree).sample(PID)
+
+
+# -- process -----------------------------------------------------------------
+
+def test_process_from_psinfo(tree):
+    fx.write_process(str(tree), PID, {"fname": "postgres", "uid": 70, "euid": 0,
+                                      "start_ns": 1_700_000_000 * S + 42}, [lwp(1)])
+    info = backend(tree).process(PID)
+    assert (info.pid, info.name, info.uid, info.tgid) == (PID, "postgres", 70, PID)
+    assert info.start == 1_700_000_000 * S + 42
+    assert info.is_kernel is False
+
+
+def test_system_process_is_kernel(tree):
+    fx.write_process(str(tree), 3, {"fname": "fsflush", "flag": fx.SSYS}, [lwp(1)])
+    assert backend(tree).process(3).is_kernel is True
+
+
+def test_zombie_process_is_gone(tree):
+    fx.write_process(str(tree), PID, {"fname": "dead", "nlwp": 0}, [lwp(1)])
+    with pytest.raises(NoSuchProcess):
+        backend(tree).process(PID)
+
+
+# -- prstat -m percentages ---------------------------------------------------
+
+def times(usr, sys_, trp, tfl, dfl, lck, slp, lat, rtime, start=1, tid=1):
+    return ThreadTimes(tid=tid, start=start, name="t", run_ns=usr + sys_, usr_ns=usr,
+                       sys_ns=sys_, lat_ns=lat,
+                       micro={"trp": trp, "tfl": tfl, "dfl": dfl, "lck": lck, "slp": slp,
+                              "rtime": rtime})
+
+
+def test_first_sample_is_total_over_rtime():
+    cur = times(usr=2 * S, sys_=S, trp=0, tfl=0, dfl=0, lck=S, slp=5 * S, lat=S,
+                rtime=10 * S)
+    assert microstate_percent(None, cur) == {
+        "usr": 20.0, "sys": 10.0, "trp": 0.0, "tfl": 0.0, "dfl": 0.0, "lck": 10.0,
+        "slp": 50.0, "lat": 10.0}
+
+
+def test_percent_is_delta_over_delta_rtime():
+    prev = times(usr=2 * S, sys_=S, trp=10, tfl=20, dfl=30, lck=S, slp=5 * S, lat=S,
+                 rtime=10 * S)
+    # 400 ms later: +100 usr, +20 sys, +4 trp, +8 tfl, +12 dfl, +60 lck, +160 slp, +36 lat
+    ms = S // 1000
+    cur = times(usr=2 * S + 100 * ms, sys_=S + 20 * ms, trp=10 + 4 * ms, tfl=20 + 8 * ms,
+                dfl=30 + 12 * ms, lck=S + 60 * ms, slp=5 * S + 160 * ms, lat=S + 36 * ms,
+                rtime=10 * S + 400 * ms)
+    got = microstate_percent(prev, cur)
+    expected = {"usr": 25.0, "sys": 5.0, "trp": 1.0, "tfl": 2.0, "dfl": 3.0, "lck": 15.0,
+                "slp": 40.0, "lat": 9.0}
+    assert list(got) == list(PRSTAT_COLUMNS)
+    assert got == pytest.approx(expected)
+
+
+def test_percent_of_a_reused_tid_starts_over():
+    prev = times(usr=9 * S, sys_=0, trp=0, tfl=0, dfl=0, lck=0, slp=0, lat=0, rtime=9 * S)
+    cur = times(usr=S, sys_=0, trp=0, tfl=0, dfl=0, lck=0, slp=3 * S, lat=0, rtime=4 * S,
+                start=2)
+    assert microstate_percent(prev, cur)["usr"] == 25.0
+
+
+def test_percent_with_no_elapsed_time_is_zero_and_linux_times_empty():
+    same = times(usr=S, sys_=0, trp=0, tfl=0, dfl=0, lck=0, slp=0, lat=0, rtime=S)
+    assert set(microstate_percent(same, same).values()) == {0.0}
+    assert microstate_percent(None, ThreadTimes(tid=1, start=0, name="", run_ns=5)) == {}
+
+
+def test_percent_from_two_fixture_snapshots(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1, utime_ns=S, stime_ns=S, slptime_ns=2 * S,
+                                              rtime_ns=4 * S)])
+    be = backend(tree)
+    first = be.sample(PID).threads[1]
+    fx.write_process(str(tree), PID, {}, [lwp(1, utime_ns=S + 300 * S // 1000,
+                                              stime_ns=S, slptime_ns=2 * S + 200 * S // 1000,
+                                              wtime_ns=S // 2, rtime_ns=5 * S)])
+    second = be.sample(PID).threads[1]
+    assert microstate_percent(None, first)["usr"] == 25.0
+    pct = microstate_percent(first, second)
+    assert (pct["usr"], pct["sys"], pct["slp"], pct["lat"]) == pytest.approx(
+        (30.0, 0.0, 20.0, 50.0))
+
+
+# -- topology ----------------------------------------------------------------
+
+def test_topology_two_sockets_two_llcs_offline_cpu_excluded(tree):
+    topo = backend(tree).topology()
+    assert topo.online == frozenset(range(15))
+    assert topo.levels["package"] == (frozenset(range(8)), frozenset(range(8, 15)))
+    assert topo.levels["llc"] == (frozenset(range(0, 4)), frozenset(range(4, 8)),
+                                  frozenset(range(8, 12)), frozenset(range(12, 15)))
+    assert topo.levels["core"][0] == frozenset({0, 1})
+    assert topo.levels["core"][-1] == frozenset({14})
+    assert len(topo.levels["core"]) == 8
+    assert "numa" not in topo.levels
+
+
+def test_topology_without_cache_id_has_no_llc_level():
+    cpu_info = {0: {"state": "on-line", "chip_id": 0, "core_id": 0},
+                1: {"state": "no-intr", "chip_id": 0, "core_id": 1},
+                2: {"state": "powered-off", "chip_id": 1, "core_id": 2},
+                3: {"state": "on-line", "chip_id": 1, "core_id": 3}}
+    topo = topology_from_cpu_info(cpu_info)
+    assert topo.online == frozenset({0, 1, 3})            # no-intr still runs threads
+    assert topo.levels["package"] == (frozenset({0, 1}), frozenset({3}))
+    assert "llc" not in topo.levels
+    assert topo.levels["core"] == (frozenset({0}), frozenset({1}), frozenset({3}))
+
+
+def test_core_ids_repeating_per_chip_stay_apart():
+    cpu_info = {c: {"state": "on-line", "chip_id": c // 2, "core_id": 0, "cache_id": 0}
+                for c in range(4)}
+    topo = topology_from_cpu_info(cpu_info)
+    assert topo.levels["core"] == (frozenset({0, 1}), frozenset({2, 3}))
+    assert topo.levels["llc"] == (frozenset({0, 1}), frozenset({2, 3}))
+
+
+def test_no_online_cpu_or_no_kstat_file_is_unsupported(tmp_path):
+    with pytest.raises(Unsupported):
+        topology_from_cpu_info({0: {"state": "off-line", "chip_id": 0, "core_id": 0}})
+    with pytest.raises(Unsupported):
+        IllumosBackend(str(tmp_path)).topology()
+
+
+def test_kstat_text_parser_handles_odd_lines():
+    text = ("cpu_info:0:cpu_info0:brand\tAMD EPYC 7742 64-Core Processor: rev B0\n"
+            "cpu_info:0:cpu_info0:chip_id\t0\n"
+            "cpu_info:0:cpu_info0:state\ton-line\n"
+            "cpu_stat:0:cpu_stat0:idle\t12345\n"
+            "garbage line\n"
+            "cpu_info:1:cpu_info1:chip_id\t-1\n")
+    parsed = kstat.read_kstat_text(text)
+    assert parsed[0]["brand"] == "AMD EPYC 7742 64-Core Processor: rev B0"
+    assert parsed[0]["chip_id"] == 0 and parsed[0]["state"] == "on-line"
+    assert parsed[1] == {"chip_id": -1}
+
+
+def test_kstat_command_fallback_uses_kstat_p():
+    calls = []
+
+    class Done:
+        returncode, stdout, stderr = 0, fx.kstat_text(fx.machine(1, 1, 1, 2)), ""
+
+    def runner(argv, **kwargs):
+        calls.append(argv)
+        return Done()
+
+    assert sorted(kstat.run_kstat_command(runner)) == [0, 1]
+    assert calls == [["kstat", "-p", "cpu_info:::"]]
+
+
+def test_injected_kstat_reader(tmp_path):
+    be = IllumosBackend(str(tmp_path), kstat_reader=lambda: {
+        5: {"state": "on-line", "chip_id": 0, "core_id": 5, "cache_id": 0}})
+    assert be.topology().online == frozenset({5})
+
+
+# -- libkstat through ctypes, with a fake library ----------------------------
+
+def _named(name, data_type, value):
+    buf = ctypes.create_string_buffer(kstat.KSTAT_NAMED_SIZE)
+    buf[:len(name)] = name.encode()
+    buf[31] = bytes([data_type])
+    if data_type == kstat.KSTAT_DATA_CHAR:
+        buf[32:32 + len(value)] = value.encode()
+    elif data_type == kstat.KSTAT_DATA_INT32:
+        struct.pack_into("=i", buf, 32, value)
+    elif data_type == kstat.KSTAT_DATA_INT64:
+        struct.pack_into("=q", buf, 32, value)
+    return buf
+
+
+class FakeLibKstat:
+    """kstat_open/read/data_lookup/close over a chain built in memory."""
+
+    def __init__(self, entries):
+        self.keep = []
+        self.named = {}
+        previous = None
+        self.headers = []
+        for module, instance, fields in reversed(entries):
+            header = kstat.Kstat(ks_module=module, ks_instance=instance,
+                                 ks_type=kstat.KSTAT_TYPE_NAMED)
+            if previous is not None:
+                header.ks_next = ctypes.pointer(previous)
+            self.named[(module, instance)] = {n: _named(n, t, v) for n, (t, v) in fields.items()}
+            self.headers.append(header)
+            previous = header
+        self.control = kstat.KstatCtl(kc_chain=ctypes.pointer(previous))
+        self.closed = False
+
+    def kstat_open(self):
+        return ctypes.pointer(self.control)
+
+    def kstat_close(self, control):
+        self.closed = True
+        return 0
+
+    def kstat_read(self, control, entry, buf):
+        return 0
+
+    def kstat_data_lookup(self, entry, name):
+        header = entry.contents
+        found = self.named[(header.ks_module, header.ks_instance)].get(name.decode())
+        return ctypes.addressof(found) if found is not None else None
+
+
+def test_libkstat_walks_the_chain_and_decodes_named_values():
+    CHAR, I32, I64 = kstat.KSTAT_DATA_CHAR, kstat.KSTAT_DATA_INT32, kstat.KSTAT_DATA_INT64
+    lib = FakeLibKstat([
+        (b"cpu_info", 0, {"state": (CHAR, "on-line"), "chip_id": (I64, 0),
+                          "core_id": (I64, 0), "cache_id": (I32, 0)}),
+        (b"cpu_stat", 0, {"state": (CHAR, "ignored")}),
+        (b"cpu_info", 1, {"state": (CHAR, "off-line"), "chip_id": (I64, 1),
+                          "core_id": (I64, 4)}),
+    ])
+    result = kstat.LibKstat(lib).read()
+    assert result == {
+        0: {"state": "on-line", "chip_id": 0, "core_id": 0, "cache_id": 0},
+        1: {"state": "off-line", "chip_id": 1, "core_id": 4},
+    }
+    assert lib.closed
+
+
+def test_named_string_value_follows_the_pointer():
+    text = ctypes.create_string_buffer(b"GenuineIntel")
+    buf = ctypes.create_string_buffer(kstat.KSTAT_NAMED_SIZE)
+    buf[31] = bytes([kstat.KSTAT_DATA_STRING])
+    struct.pack_into("@P", buf, 32, ctypes.addressof(text))
+    assert kstat.named_value(ctypes.addressof(buf)) == "GenuineIntel"
+
+
+# -- processor sets with a fake libc -----------------------------------------
+
+class FakeLibc:
+    """pset_* with the kernel's rules; ``fail[(call, arg)] = errno`` injects errors."""
+
+    def __init__(self, cpus=range(15), psets=None):
+        self.psets = {k: set(v) for k, v in (psets or {}).items()}
+        self.default = set(cpus).difference(*self.psets.values())
+        self.next_id = max(self.psets, default=0) + 1
+        self.bound = {}             # (pid, lwpid) -> pset
+        self.calls = []
+        self.fail = {}
+
+    def _maybe_fail(self, call, arg=None):
+        self.calls.append((call, arg))
+        code = self.fail.get((call, arg), self.fail.get((call, None)))
+        if code:
+            raise OSError(code, "%s failed" % call)
+
+    def pset_create(self):
+        self._maybe_fail("pset_create")
+        pset = self.next_id
+        self.next_id += 1
+        self.psets[pset] = set()
+        return pset
+
+    def pset_assign(self, pset, cpu):
+        self._maybe_fail("pset_assign", (pset, cpu))
+        owner = next((p for p, c in self.psets.items() if cpu in c), -1)
+        source = self.default if owner == -1 else self.psets[owner]
+        if owner == -1 and len(self.default) == 1:
+            raise OSError(errno.EBUSY, "last CPU")
+        source.discard(cpu)
+        self.psets[pset].add(cpu)
+        return owner
+
+    def pset_destroy(self, pset):
+        self._maybe_fail("pset_destroy", pset)
+        if pset not in self.psets:
+            raise OSError(errno.EINVAL, "no such set")
+        self.default |= self.psets.pop(pset)
+        for key in [k for k, v in self.bound.items() if v == pset]:
+            del self.bound[key]
+
+    def pset_bind_lwp(self, pset, lwpid, pid):
+        self._maybe_fail("pset_bind_lwp", (pset, lwpid))
+        if pset != -1 and pset not in self.psets:
+            raise OSError(errno.EINVAL, "no such set")
+        old = self.bound.get((pid, lwpid), -1)
+        if pset == -1:
+            self.bound.pop((pid, lwpid), None)
+        else:
+            self.bound[(pid, lwpid)] = pset
+        return old
+
+    def pset_info(self, pset):
+        self._maybe_fail("pset_info", pset)
+        if pset == -1:
+            return frozenset(self.default)
+        if pset not in self.psets:
+            raise OSError(errno.EINVAL, "no such set")
+        return frozenset(self.psets[pset])
+
+    def names(self):
+        return [c for c, _ in self.calls]
+
+
+DOMAINS = [frozenset({0, 1, 2, 3}), frozenset({8, 9, 10, 11})]
+
+
+@pytest.fixture
+def bound_tree(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1), lwp(2, bindpset=7), lwp(3, bindpro=5),
+                                          lwp(4)])
+    return tree
+
+
+def test_pset_setup_bind_restore_close_sequence(bound_tree):
+    libc = FakeLibc(psets={7: {14}})
+    be = backend(bound_tree, libc=libc)
+    binder = be.binder("pset")
+    assert binder.kind == "pset"
+    binder.setup(DOMAINS)
+    assert binder.sets == [8, 9]
+    assert libc.calls[:2] == [("pset_info", -1), ("pset_create", None)]
+    assert libc.psets[8] == {0, 1, 2, 3} and libc.psets[9] == {8, 9, 10, 11}
+    assert ("pset_assign", (9, 11)) in libc.calls
+
+    saved = {tid: binder.save(PID, tid) for tid in (1, 2, 3)}
+    assert saved[1] == {"bindpset": -1, "bindpro": -1}
+    assert saved[2] == {"bindpset": 7, "bindpro": -1}
+    assert saved[3] == {"bindpset": -1, "bindpro": 5}
+
+    binder.bind(PID, 1, 0, DOMAINS[0])
+    binder.bind(PID, 2, 1, DOMAINS[1])
+    assert libc.bound == {(PID, 1): 8, (PID, 2): 9}
+
+    binder.restore(PID, 1, saved[1])
+    binder.restore(PID, 2, saved[2])
+    assert libc.bound == {(PID, 2): 7}
+    binder.setup(DOMAINS)                       # same domains: nothing recreated
+    assert libc.names().count("pset_create") == 2
+    binder.close()
+    assert [c for c in libc.calls if c[0] == "pset_destroy"] == [("pset_destroy", 8),
+                                                                 ("pset_destroy", 9)]
+    assert libc.psets == {7: {14}} and binder.sets == []
+    assert libc.default == set(range(14))
+
+
+def test_setup_refuses_to_empty_the_default_set(bound_tree):
+    libc = FakeLibc(cpus=range(8))
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    with pytest.raises(Unsupported, match="default processor set must keep at least one CPU"):
+        binder.setup([frozenset(range(4)), frozenset(range(4, 8))])
+    assert "pset_create" not in libc.names()                     # nothing changed
+
+
+def test_setup_refuses_cpus_of_another_set(bound_tree):
+    libc = FakeLibc(psets={7: {14}})
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    with pytest.raises(Unsupported, match="psrset -i"):
+        binder.setup([frozenset({13, 14})])
+    assert "pset_create" not in libc.names()
+
+
+def test_ebusy_from_assign_is_the_same_message_and_rolls_back(bound_tree):
+    libc = FakeLibc()
+    libc.fail[("pset_assign", (2, 9))] = errno.EBUSY
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    with pytest.raises(Unsupported, match="default processor set must keep at least one CPU"):
+        binder.setup(DOMAINS)
+    assert libc.psets == {} and binder.sets == []                # both sets destroyed
+    assert libc.default == set(range(15))
+
+
+def test_eperm_names_the_privilege(bound_tree):
+    libc = FakeLibc()
+    libc.fail[("pset_create", None)] = errno.EPERM
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    with pytest.raises(AccessDenied) as caught:
+        binder.setup(DOMAINS)
+    assert caught.value.privilege == "PRIV_SYS_RES_CONFIG"
+    assert "PRIV_SYS_RES_CONFIG" in str(caught.value)
+
+
+def test_enotsup_means_pools_are_enabled(bound_tree):
+    libc = FakeLibc()
+    libc.fail[("pset_create", None)] = errno.ENOTSUP
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    with pytest.raises(Unsupported, match="pooladm -d"):
+        binder.setup(DOMAINS)
+
+
+def test_bind_errors(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    libc.fail[("pset_bind_lwp", (1, 2))] = errno.ESRCH
+    libc.fail[("pset_bind_lwp", (1, 3))] = errno.EBUSY
+    libc.fail[("pset_bind_lwp", (1, 4))] = errno.EINVAL
+    with pytest.raises(NoSuchProcess) as gone:
+        binder.bind(PID, 2, 0, DOMAINS[0])
+    assert (gone.value.pid, gone.value.tid) == (PID, 2)
+    with pytest.raises(Unmovable, match="pbind -u 4242/3"):
+        binder.bind(PID, 3, 0, DOMAINS[0])
+    with pytest.raises(Unmovable):
+        binder.bind(PID, 4, 0, DOMAINS[0])
+    binder.bind(PID, 1, 0, DOMAINS[0])         # a vanished LWP does not stop the others
+    assert libc.bound == {(PID, 1): 1}
+    libc.fail[("pset_bind_lwp", (2, 1))] = errno.EPERM
+    with pytest.raises(AccessDenied) as denied:
+        binder.bind(PID, 1, 1, DOMAINS[1])
+    assert denied.value.privilege == "PRIV_SYS_RES_CONFIG"
+
+
+def test_save_of_a_vanished_lwp_is_no_such_process(bound_tree):
+    binder = backend(bound_tree, libc=FakeLibc()).binder("pset")
+    with pytest.raises(NoSuchProcess):
+        binder.save(PID, 99)
+
+
+def test_restore_to_a_destroyed_saved_set_unbinds(bound_tree):
+    libc = FakeLibc(psets={7: {14}})
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    saved = binder.save(PID, 2)
+    binder.bind(PID, 2, 0, DOMAINS[0])
+    del libc.psets[7]                               # the admin removed set 7 meanwhile
+    binder.restore(PID, 2, saved)
+    assert (PID, 2) not in libc.bound
+    assert libc.calls[-2:] == [("pset_bind_lwp", (7, 2)), ("pset_bind_lwp", (-1, 2))]
+
+
+def test_close_destroys_every_set_even_after_errors(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    libc.fail[("pset_bind_lwp", None)] = errno.ESRCH
+    with pytest.raises(NoSuchProcess):
+        binder.bind(PID, 1, 0, DOMAINS[0])
+    libc.fail[("pset_destroy", 1)] = errno.EPERM
+    with pytest.raises(AccessDenied, match="psrset -d 1"):
+        binder.close()
+    assert ("pset_destroy", 2) in libc.calls and 2 not in libc.psets
+    assert binder.sets == [1]
+    del libc.fail[("pset_destroy", 1)]
+    binder.close()                                  # a retry finishes the job
+    assert libc.psets == {} and binder.sets == []
+
+
+def test_resetup_with_new_domains_replaces_the_sets(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    binder.setup([frozenset({0, 1}), frozenset({2, 3})])
+    assert sorted(libc.psets.values(), key=min) == [{0, 1}, {2, 3}]
+    assert [c for c in libc.calls if c[0] == "pset_destroy"] == [("pset_destroy", 1),
+                                                                 ("pset_destroy", 2)]
+
+
+def test_linux_binders_and_missing_libc(tree):
+    be = backend(tree, libc=FakeLibc())
+    for kind in ("affinity", "cpuset"):
+        with pytest.raises(Unsupported, match="--binder pset"):
+            be.binder(kind)
+    with pytest.raises(UsageError):
+        be.binder("magic")
+    with pytest.raises(Unsupported, match="pset_create"):
+        backend(tree).binder("pset")            # a fixture tree never uses the real libc
+
+
+# -- allowed CPUs --------------------------------------------------------------
+
+def test_allowed_cpus(bound_tree):
+    libc = FakeLibc(psets={7: {14}})
+    be = backend(bound_tree, libc=libc)
+    be.topology()
+    assert be.allowed_cpus(PID, 1) == frozenset(range(14))    # the default set
+    assert be.allowed_cpus(PID, 2) == frozenset({14})         # its processor set
+    assert be.allowed_cpus(PID, 3) == frozenset({5})          # its processor
+    binder = be.binder("pset")
+    binder.setup(DOMAINS)
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1, bindpset=binder.sets[0])])
+    # tumbler's own sets still count as the default set they came from
+    assert be.allowed_cpus(PID, 1) == frozenset(range(14))
+
+
+def test_allowed_cpus_without_libc_is_the_online_set(bound_tree):
+    be = backend(bound_tree)
+    assert be.allowed_cpus(PID, 2) == frozenset(range(15))
+    assert be.allowed_cpus(PID, 3) == frozenset({5})
+
+
+# -- example tree --------------------------------------------------------------
+
+def test_example_tree(tmp_path):
+    fx.build_example_tree(str(tmp_path))
+    be = IllumosBackend(str(tmp_path))
+    topo = be.topology()
+    assert len(topo.levels["package"]) == 2 and len(topo.levels["llc"]) == 4
+    assert 15 not in topo.online
+    info = be.process(fx.EXAMPLE_PID)
+    assert (info.name, info.uid, info.is_kernel) == ("worker", 1000, False)
+    threads = be.sample(fx.EXAMPLE_PID).threads
+    assert [threads[t].name for t in sorted(threads)] == ["main", "compute-0", "compute-1",
+                                                          "io"]
+    busiest = max(threads.values(), key=lambda t: t.run_ns)
+    assert busiest.name == "compute-0" and busiest.state == "R"
+    assert microstate_percent(None, busiest)["usr"] == pytest.approx(30 / 40 * 100)
+
+
+# -- the ctypes libc wrapper, over a fake CDLL ---------------------------------
+
+class FakeCDLL:
+    """C-like pset_* taking ctypes byref() arguments and setting errno."""
+
+    def __init__(self):
+        self.sets = {-1: [0, 2, 3], 4: [1]}
+        self.info_calls = 0
+        for name in ("pset_create", "pset_destroy", "pset_assign", "pset_bind_lwp",
+                     "pset_info"):
+            bound = getattr(self, name)
+            # a plain function object, like a ctypes function, takes argtypes
+            setattr(self, name, lambda *args, _bound=bound: _bound(*args))
+
+    @staticmethod
+    def _fail(code):
+        ctypes.set_errno(code)
+        return -1
+
+    def pset_create(self, new):
+        new._obj.value = 6
+        return 0
+
+    def pset_destroy(self, pset):
+        return 0 if pset in self.sets else self._fail(errno.EINVAL)
+
+    def pset_assign(self, pset, cpu, old):
+        if cpu == 0:
+            return self._fail(errno.EBUSY)
+        old._obj.value = -1
+        return 0
+
+    def pset_bind_lwp(self, pset, lwpid, pid, old):
+        if pid == 1:
+            return self._fail(errno.ESRCH)
+        old._obj.value = 4
+        return 0
+
+    def pset_info(self, pset, kind, count, cpus):
+        self.info_calls += 1
+        members = self.sets[pset]
+        if cpus is not None:
+            for i, cpu in enumerate(members[:count._obj.value]):
+                cpus[i] = cpu
+        count._obj.value = len(members)
+        return 0
+
+
+def test_ctypes_libc_wrapper_marshals_arguments_and_errno():
+    from tumbler.platform._illumos_pset import PsetLibc
+    cdll = FakeCDLL()
+    libc = PsetLibc(cdll)
+    assert libc.pset_create() == 6
+    assert libc.pset_assign(6, 1) == -1
+    assert libc.pset_bind_lwp(6, 3, 42) == 4
+    assert libc.pset_info(-1) == frozenset({0, 2, 3})
+    assert cdll.info_calls == 2                     # count first, then the list
+    with pytest.raises(OSError) as busy:
+        libc.pset_assign(6, 0)
+    assert busy.value.errno == errno.EBUSY
+    with pytest.raises(OSError) as gone:
+        libc.pset_bind_lwp(6, 3, 1)
+    assert gone.value.errno == errno.ESRCH
+    libc.pset_destroy(4)
+    cdll.priv_ineffect = lambda name: int(name == b"sys_res_config")
+    assert libc.has_privilege("sys_res_config") and not libc.has_privilege("proc_owner")
+
+
+def test_live_proc_keeps_table_files_open(tree):
+    fx.write_process(str(tree), PID, {}, [lwp(1, utime_ns=S)])
+    be = backend(tree, libc=FakeLibc())
+    be._live = True                 # exercise the cached-fd path of the real /proc
+    assert be.sample(PID).threads[1].run_ns == S
+    fds = dict(be._fds)
+    assert sorted(name for _, name in fds) == ["lpsinfo", "lusage"]
+    fx.write_process(str(tree), PID, {}, [lwp(1, utime_ns=2 * S), lwp(2)])
+    assert sorted(be.sample(PID).threads) == [1, 2]
+    assert be._fds == fds and be.sample(PID).threads[1].run_ns == 2 * S
+    be.close()
+    assert be._fds == {}
+
+
+def test_check_can_bind_asks_for_privileges_first(tree):
+    from tumbler.platform.base import ProcessInfo
+    mine = ProcessInfo(pid=PID, name="app", uid=__import__("os").geteuid(), start=0,
+                       is_kernel=False, tgid=PID)
+    other = mine.__class__(**dict(mine.__dict__, uid=mine.uid + 1))
+    libc = FakeLibc()
+    be = backend(tree, libc=libc)
+    be.check_can_bind(mine, "pset")                 # no has_privilege: cannot tell
+    libc.has_privilege = lambda name: name != "sys_res_config"
+    with pytest.raises(AccessDenied) as denied:
+        be.check_can_bind(mine, "pset")
+    assert denied.value.privilege == "PRIV_SYS_RES_CONFIG"
+    libc.has_privilege = lambda name: name != "proc_owner"
+    be.check_can_bind(mine, "pset")
+    with pytest.raises(AccessDenied, match="belongs to uid"):
+        be.check_can_bind(other, "pset")
+    with pytest.raises(Unsupported, match="--binder pset"):
+        be.check_can_bind(mine, "affinity")
+    assert "pset_create" not in libc.names()

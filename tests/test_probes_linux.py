@@ -1,0 +1,449 @@
+"""The bpftrace probes, run for real against small C workloads.
+
+Skipped unless root on Linux with bpftrace installed (CI installs bpftrace and
+mounts tracefs).  No assertion depends on how long anything took: workloads are
+frozen with SIGSTOP outside the measured window, so the probes and the kernel's
+own counters (/proc/PID/task/TID/schedstat) see exactly the same activity, and
+magnitudes are compared as ratios with wide margins.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tumbler import probe
+from tumbler.errors import TumblerError
+
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only"),
+    pytest.mark.skipif(sys.platform.startswith("linux") and os.geteuid() != 0,
+                       reason="bpftrace needs root"),
+    pytest.mark.skipif(shutil.which("bpftrace") is None,
+                       reason="bpftrace is not installed (apt-get install bpftrace)"),
+]
+
+REPO = Path(__file__).resolve().parent.parent
+
+WORKLOAD_C = textwrap.dedent(r"""
+    /* work MODE NTHREADS CPU: lock | spin | sleep; CPU -1 = not pinned */
+    #define _GNU_SOURCE
+    #include <pthread.h>
+    #include <sched.h>
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include <string.h>
+    #include <time.h>
+    #include <unistd.h>
+
+    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    static volatile unsigned long sink;
+
+    static long long cpu_ns(void)
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    }
+
+    /* holds the mutex for 5 ms of its own CPU time, then takes it again */
+    static void *locker(void *a)
+    {
+        for (;;) {
+            pthread_mutex_lock(&m);
+            long long end = cpu_ns() + 5000000;
+            while (cpu_ns() < end)
+                sink++;
+            pthread_mutex_unlock(&m);
+        }
+        return 0;
+    }
+
+    static void *spinner(void *a)
+    {
+        for (;;)
+            sink++;
+        return 0;
+    }
+
+    static void *sleeper(void *a)
+    {
+        for (;;)
+            usleep(1000);
+        return 0;
+    }
+
+    int main(int argc, char **argv)
+    {
+        void *(*fn)(void *);
+        int n = atoi(argv[2]), cpu = atoi(argv[3]);
+        pthread_t t;
+
+        if (strcmp(argv[1], "lock") == 0)
+            fn = locker;
+        else if (strcmp(argv[1], "spin") == 0)
+            fn = spinner;
+        else
+            fn = sleeper;
+        if (cpu >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+                perror("sched_setaffinity");
+                return 1;
+            }
+        }
+        for (int i = 0; i < n; i++)
+            if (pthread_create(&t, 0, fn, 0) != 0)
+                return 1;
+        printf("ready\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+""")
+
+#: Failure guard for conditions the tests wait for (never asserted on).
+WAIT_LIMIT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def workload_bin(tmp_path_factory):
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the workloads")
+    probe.ensure_tracefs()
+    d = tmp_path_factory.mktemp("probe-workloads")
+    src = d / "work.c"
+    src.write_text(WORKLOAD_C)
+    exe = d / "work"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(src)], check=True)
+    return str(exe)
+
+
+@pytest.fixture
+def spawn(workload_bin):
+    """spawn(mode, nthreads, cpu=-1) -> Popen of a running workload."""
+    procs = []
+
+    def _spawn(mode, nthreads, cpu=-1):
+        # Own session, so own autogroup: with CONFIG_SCHED_AUTOGROUP one
+        # group's CPU share is split among its threads on all CPUs, which
+        # would make two workloads slow each other down across CPUs.
+        p = subprocess.Popen([workload_bin, mode, str(nthreads), str(cpu)],
+                             stdout=subprocess.PIPE, universal_newlines=True,
+                             start_new_session=True)
+        procs.append(p)
+        assert p.stdout.readline().strip() == "ready"
+        return p
+
+    yield _spawn
+    for p in procs:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+
+
+@pytest.fixture
+def two_cpus():
+    cpus = sorted(os.sched_getaffinity(0))
+    if not {0, 1} <= set(cpus):
+        pytest.skip("needs CPUs 0 and 1, have %s" % cpus)
+    return 0, 1
+
+
+def tids(pid):
+    return sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
+
+
+def workers(pid):
+    return [t for t in tids(pid) if t != pid]
+
+
+def schedstat(pid):
+    """{tid: (cpu_ns, run_delay_ns, timeslices)} from the kernel."""
+    out = {}
+    for tid in tids(pid):
+        with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
+            out[tid] = tuple(int(x) for x in f.read().split())
+    return out
+
+
+def wait_until(cond, what):
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail("gave up waiting for " + what)
+        time.sleep(0.01)
+
+
+def thread_state(pid, tid):
+    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def freeze(*procs):
+    """SIGSTOP and wait until every thread is stopped: nothing runs or queues."""
+    for p in procs:
+        os.kill(p.pid, signal.SIGSTOP)
+    for p in procs:
+        wait_until(lambda: all(thread_state(p.pid, t) in "tT" for t in tids(p.pid)),
+                   "process %d to stop" % p.pid)
+
+
+def thaw(*procs):
+    for p in procs:
+        os.kill(p.pid, signal.SIGCONT)
+
+
+def run_bracketed(session, procs, kinds, seconds=2.0, domain_of_cpu=None):
+    """Trace ``procs`` while they run for ``seconds``, frozen outside.
+
+    Returns (final snapshot, {pid: schedstat delta per tid}).
+    """
+    freeze(*procs)
+    session.start([p.pid for p in procs], kinds, domain_of_cpu)
+    before = dict((p.pid, schedstat(p.pid)) for p in procs)
+    thaw(*procs)
+    time.sleep(seconds)
+    freeze(*procs)
+    after = dict((p.pid, schedstat(p.pid)) for p in procs)
+    final = session.stop()
+    thaw(*procs)
+    deltas = {}
+    for pid in before:
+        deltas[pid] = dict(
+            (tid, tuple(a - b for a, b in zip(after[pid][tid], before[pid][tid])))
+            for tid in before[pid] if tid in after[pid])
+    return final, deltas
+
+
+def field_sum(snapshot, pid, fld, only=None):
+    return sum(rec[fld] for (p, t), rec in snapshot.items()
+               if p == pid and (only is None or t in only))
+
+
+def assert_no_children_left(session):
+    for child in session._children:
+        assert child.proc.poll() is not None, "%s still running" % child.label
+
+
+# -- locks -------------------------------------------------------------------
+
+def test_lock_time_high_when_contended_zero_when_alone(spawn):
+    contended = spawn("lock", 4)
+    alone = spawn("lock", 1)
+    session = probe.ProbeSession(period_ms=100)
+    final, ss = run_bracketed(session, [contended, alone], {"locks"})
+    assert_no_children_left(session)
+
+    # Four threads on one mutex held for 5 ms of CPU at a time: while one
+    # runs the three others are blocked, so blocked time is several times
+    # the CPU time used (3x on an idle machine; more when the holder has to
+    # wait for a CPU while holding the mutex).
+    busy = workers(contended.pid)
+    lock_ns = field_sum(final, contended.pid, "lock_ns", busy)
+    cpu_ns = sum(ss[contended.pid][t][0] for t in busy)
+    assert cpu_ns > 0
+    assert lock_ns > 1.0 * cpu_ns, (lock_ns, cpu_ns)
+    blocked = [t for t in busy
+               if final.get((contended.pid, t), probe.empty_record())["lock_count"] > 0]
+    assert len(blocked) >= 3, final
+    # Nothing else is keyed by the other process's threads.
+    assert all(p in (contended.pid, alone.pid) for p, _ in final)
+
+    # One thread never finds the mutex taken: no futex wait at all.
+    assert field_sum(final, alone.pid, "lock_count") == 0
+    assert field_sum(final, alone.pid, "lock_ns") == 0
+
+
+def test_run_window_one_shot(spawn):
+    contended = spawn("lock", 3)
+    final = probe.run_window([contended.pid], ["locks"], 1.0)
+    recs = probe.by_tid(final, contended.pid)
+    assert sum(1 for r in recs.values() if r["lock_count"] > 0) >= 2, final
+    for rec in recs.values():
+        assert set(rec) == set(probe.FIELDS)
+        assert rec["runq_ns"] == rec["migrations"] == 0     # kinds not traced
+    totals = probe.process_totals(final)
+    assert totals[contended.pid]["lock_ns"] == sum(r["lock_ns"] for r in recs.values())
+
+
+# -- run-queue latency -------------------------------------------------------
+
+def test_runq_latency_matches_kernel_and_grows_with_overload(spawn, two_cpus):
+    cpu_a, cpu_b = two_cpus
+    crowded = spawn("spin", 4, cpu_a)      # 4 spinners share one CPU
+    alone = spawn("spin", 1, cpu_b)        # 1 spinner has one CPU
+    session = probe.ProbeSession(period_ms=100)
+    final, ss = run_bracketed(session, [crowded, alone], {"latency"})
+    assert_no_children_left(session)
+
+    def ratio(proc):
+        busy = workers(proc.pid)
+        wait = field_sum(final, proc.pid, "runq_ns", busy)
+        cpu = sum(ss[proc.pid][t][0] for t in busy)
+        return wait / cpu
+
+    # The probe agrees with the kernel's run_delay over the same activity.
+    for proc in (crowded, alone):
+        bpf_ns = field_sum(final, proc.pid, "runq_ns")
+        bpf_n = field_sum(final, proc.pid, "runq_count")
+        kernel_ns = sum(v[1] for v in ss[proc.pid].values())
+        kernel_n = sum(v[2] for v in ss[proc.pid].values())
+        assert 0.8 * kernel_ns <= bpf_ns <= 1.25 * kernel_ns + 1e6, (bpf_ns, kernel_ns)
+        assert 0.8 * kernel_n <= bpf_n <= 1.25 * kernel_n + 5, (bpf_n, kernel_n)
+
+    # Four spinners on a CPU each wait about three times as long as they
+    # run; a lone spinner waits only for whatever else wants its CPU.
+    assert ratio(crowded) > 1.5
+    assert ratio(crowded) > ratio(alone) + 1.0, (ratio(crowded), ratio(alone))
+
+
+# -- migrations --------------------------------------------------------------
+
+FLIPS = 10
+
+
+def flip(pid, cpus, times):
+    """Move every worker of ``pid`` between ``cpus``, ``times`` times."""
+    for i in range(times):
+        for tid in workers(pid):
+            os.sched_setaffinity(tid, {cpus[(i + 1) % 2]})
+
+
+def test_migrations_counted_and_cross_domain(spawn, two_cpus):
+    cpu_a, cpu_b = two_cpus
+    moved = spawn("spin", 2, cpu_a)        # runnable all the time, on cpu_a
+    idle = spawn("sleep", 2, cpu_a)        # wakes 1000 times/s, pinned
+    with probe.ProbeSession(period_ms=100) as session:
+        session.start([moved.pid, idle.pid], {"migrations", "latency"},
+                      {cpu_a: 0, cpu_b: 1})
+        # start() returned: probes are attached, the first move counts.
+        flip(moved.pid, (cpu_a, cpu_b), FLIPS)
+        final = session.stop()
+    assert_no_children_left(session)
+
+    for tid in workers(moved.pid):
+        rec = final[(moved.pid, tid)]
+        # Each sched_setaffinity moves the running or queued thread at once.
+        assert rec["migrations"] >= FLIPS, rec
+        assert rec["cross_domain"] == rec["migrations"], rec
+    assert final.get((moved.pid, moved.pid), probe.empty_record())["migrations"] == 0
+
+    assert field_sum(final, idle.pid, "migrations") == 0
+    assert field_sum(final, idle.pid, "cross_domain") == 0
+    # ...and not because it was missed: its wakeups were traced.
+    assert field_sum(final, idle.pid, "runq_count") > 0
+
+
+def test_migrations_within_one_domain_are_not_cross_domain(spawn, two_cpus):
+    cpu_a, cpu_b = two_cpus
+    moved = spawn("spin", 1, cpu_a)
+    with probe.ProbeSession(period_ms=100) as session:
+        session.start([moved.pid], {"migrations"}, {cpu_a: 0, cpu_b: 0})
+        flip(moved.pid, (cpu_a, cpu_b), FLIPS)
+        final = session.stop()
+    (tid,) = workers(moved.pid)
+    assert final[(moved.pid, tid)]["migrations"] >= FLIPS
+    assert final[(moved.pid, tid)]["cross_domain"] == 0
+
+
+# -- lifecycle ---------------------------------------------------------------
+
+def test_snapshots_are_cumulative_and_readable_while_running(spawn):
+    proc = spawn("lock", 3)
+    with probe.ProbeSession(period_ms=50) as session:
+        session.start(proc.pid, ["locks"])
+        first = session.snapshot()
+        # Wait (not assert) until a period with lock time was printed.
+        wait_until(lambda: field_sum(session.snapshot(), proc.pid, "lock_count") > 0,
+                   "a period with lock waits")
+        second = session.snapshot()
+        final = session.stop()
+    for key, rec in second.items():
+        before = first.get(key, probe.empty_record())
+        for fld in probe.FIELDS:
+            assert rec[fld] >= before[fld]
+            assert final.get(key, rec)[fld] >= rec[fld]
+    d = probe.delta(final, second)
+    assert all(v >= 0 for rec in d.values() for v in rec.values())
+
+
+def test_broken_script_fails_start_with_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    (tmp_path / "linux").mkdir()
+    (tmp_path / "linux" / "locktime.bt").write_text(
+        "BEGIN\n{\n\t// TUMBLER-PRELUDE\n\tthis is not bpftrace;\n}\n")
+    monkeypatch.setenv("TUMBLER_PROBES", str(tmp_path))
+    session = probe.ProbeSession()
+    with pytest.raises(TumblerError) as info:
+        session.start([os.getpid()], ["locks"])
+    msg = str(info.value)
+    assert "\n" not in msg and "bpftrace" in msg and "locktime" in msg
+    assert_no_children_left(session)
+
+
+def test_unknown_process_is_an_error():
+    pid = 1
+    while os.path.exists("/proc/%d" % pid):
+        pid += 7919
+    with pytest.raises(TumblerError, match="no such process"):
+        probe.ProbeSession().start([pid], ["locks"])
+
+
+CHILD = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, %r)
+    from tumbler.probe import ProbeSession
+    s = ProbeSession(period_ms=%d)
+    s.start([os.getpid()], ["migrations"])
+    print(" ".join(str(c.proc.pid) for c in s._children), flush=True)
+    if sys.argv[1] == "crash":
+        os._exit(3)
+    sys.exit(0)
+""")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _run_child(how, period_ms):
+    out = subprocess.run([sys.executable, "-c", CHILD % (str(REPO), period_ms), how],
+                         stdout=subprocess.PIPE, universal_newlines=True)
+    pids = [int(p) for p in out.stdout.split()]
+    assert pids, out
+    return pids
+
+
+def test_exit_without_stop_kills_bpftrace():
+    # A long period: only the atexit handler can end bpftrace this soon.
+    pids = _run_child("exit", 600000)
+    try:
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_bpftrace_dies_with_a_crashed_parent():
+    # No atexit after os._exit: bpftrace dies of SIGPIPE at its next print.
+    pids = _run_child("crash", 100)
+    try:
+        wait_until(lambda: not any(_alive(p) for p in pids), "orphaned bpftrace to exit")
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)

@@ -1,0 +1,436 @@
+"""Probe output parsers, script structure, script lookup and tool checks.
+
+Pure tests: recorded bpftrace output and hand-written DTrace output from
+tests/data/probes/ (see its README.md); no tracing tool is run.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tumbler import _probe_parse as pp
+from tumbler import probe
+from tumbler.errors import TumblerError, UsageError
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data" / "probes"
+PROBES = REPO / "probes"
+
+
+def read(name):
+    return (DATA / name).read_text()
+
+
+# -- bpftrace JSON ----------------------------------------------------------
+
+def test_locktime_recording_final_values():
+    snap = pp.parse_output(read("locktime.ndjson"), "json")
+    assert set(snap) == {(14252, 14253), (14252, 14254), (14252, 14255)}
+    assert snap[(14252, 14253)] == dict(pp.empty_record(), lock_ns=240125871, lock_count=15)
+    assert snap[(14252, 14255)]["lock_ns"] == 272069763
+    assert snap[(14252, 14255)]["lock_count"] == 16
+    # The uncontended process (14256) never blocked; the [0, 0] placeholder
+    # that keeps maps printed is not a thread.
+    assert not any(pid in (0, 14256) for pid, _ in snap)
+
+
+def test_runqlat_recording_two_processes():
+    snap = pp.parse_output(read("runqlat.ndjson"), "json")
+    totals = pp.process_totals(snap)
+    assert set(totals) == {14271, 14275}
+    crowded, sleepers = totals[14271], totals[14275]
+    assert crowded["runq_ns"] == 539135631 + 535311763 + 522776449
+    assert sleepers["runq_count"] == 1040
+    # three spinners sharing a CPU wait far longer per wakeup than sleepers
+    assert crowded["runq_ns"] / crowded["runq_count"] > 100 * (
+        sleepers["runq_ns"] / sleepers["runq_count"])
+    assert all(r["lock_ns"] == r["migrations"] == 0 for r in snap.values())
+
+
+def test_migrations_recording_cross_domain():
+    snap = pp.parse_output(read("migrations.ndjson"), "json")
+    assert snap == {
+        (14293, 14294): dict(pp.empty_record(), migrations=5, cross_domain=5),
+        (14293, 14295): dict(pp.empty_record(), migrations=5, cross_domain=5),
+    }
+
+
+def test_recorded_streams_have_markers_in_order():
+    for name, script in (("locktime.ndjson", "locktime"), ("runqlat.ndjson", "runqlat"),
+                         ("migrations.ndjson", "migrations")):
+        stream = pp.ProbeStream("json")
+        events = [e for e in map(stream.feed, read(name).splitlines()) if e]
+        assert events[0][0] == "attached"
+        assert events[1] == ("marker", script, "ready")
+        assert events[-1] == ("marker", script, "final")
+        assert stream.ready == stream.final == {script}
+        text = read(name)
+        assert stream.periods[script] == text.count(script + " period") + 1 >= 5
+        assert stream.lost_events == 0
+
+
+def test_values_change_only_at_markers():
+    stream = pp.ProbeStream("json")
+    committed = [stream.values()]
+    for line in read("locktime.ndjson").splitlines():
+        before = stream.values()
+        event = stream.feed(line)
+        if event and event[0] == "marker" and event[2] != "ready":
+            committed.append(stream.values())
+        else:
+            # a map alone is not visible until its period's marker
+            assert stream.values() == before
+    assert committed[0] == {} and len(committed) == 6
+    # cumulative: every committed value is >= the one before
+    for older, newer in zip(committed[1:], committed[2:]):
+        assert set(older) == set(newer)
+        for key, rec in older.items():
+            assert all(newer[key][f] >= rec[f] for f in pp.FIELDS)
+        assert newer != older
+
+
+def test_truncated_period_is_not_visible():
+    lines = read("runqlat.ndjson").splitlines()
+    last_marker = max(i for i, l in enumerate(lines) if "runqlat period" in l)
+    complete = pp.parse_output("\n".join(lines[:last_marker + 1]), "json")
+    # the final maps are there but their marker is cut off
+    cut = [l for l in lines if "runqlat final" not in l]
+    assert pp.parse_output("\n".join(cut), "json") == complete
+    assert complete != pp.parse_output("\n".join(lines), "json")
+
+
+def test_delta_gives_interval_values():
+    lines = read("locktime.ndjson").splitlines()
+    markers = [i for i, l in enumerate(lines) if "locktime period" in l]
+    first = pp.parse_output("\n".join(lines[:markers[0] + 1]), "json")
+    second = pp.parse_output("\n".join(lines[:markers[1] + 1]), "json")
+    d = pp.delta(second, first)
+    assert d[(14252, 14253)]["lock_ns"] == 68200599 - 21107306
+    assert d[(14252, 14253)]["lock_count"] == 3
+    # a thread absent before counts from zero; a value that went down
+    # (restarted probe) counts from zero too
+    assert pp.delta({(1, 2): dict(pp.empty_record(), lock_ns=7)}, {}) == {
+        (1, 2): dict(pp.empty_record(), lock_ns=7)}
+    assert pp.delta({(1, 2): dict(pp.empty_record(), lock_ns=7)},
+                    {(1, 2): dict(pp.empty_record(), lock_ns=9)})[(1, 2)]["lock_ns"] == 7
+
+
+@pytest.mark.parametrize("key", ["4242,4243", "4242, 4243", "(4242, 4243)"])
+def test_map_key_spellings_of_bpftrace_versions(key):
+    line = '{"type": "map", "data": {"@runq_ns": {"0,0": 0, "%s": 12}}}' % key
+    assert pp.parse_bpftrace_line(line) == ("map", "runqlat", "runq_ns", {(4242, 4243): 12})
+
+
+def test_bpftrace_lines_of_no_interest_or_malformed():
+    assert pp.parse_bpftrace_line("") is None
+    assert pp.parse_bpftrace_line("Attaching 8 probes...") is None
+    assert pp.parse_bpftrace_line('{"type": "map", "data": {"@other": {"1": 2}}}') is None
+    assert pp.parse_bpftrace_line('{"type": "printf", "data": "hello\\n"}') is None
+    assert pp.parse_bpftrace_line('{"type": "lost_events", "data": {"events": 3}}') == ("lost", 3)
+    assert pp.parse_bpftrace_line('{"type": "attached_probes", "count": 6, "data": {"probes": 6}}') == ("attached", 6)
+    with pytest.raises(pp.ParseError):
+        pp.parse_bpftrace_line('{"type": "map", "data": {"@lock_ns": {"17": 5}}}')
+    with pytest.raises(pp.ParseError):
+        pp.parse_bpftrace_line('{"type": "map", "data": {"@lock_ns": {"1,2": "x"}}}')
+    with pytest.raises(pp.ParseError):
+        pp.parse_bpftrace_line('{"type": "map", "data": {"@lock_ns": 5}}')
+
+
+# -- DTrace text --------------------------------------------------------------
+
+def test_dtrace_hand_written_sample():
+    stream = pp.ProbeStream("dtrace")
+    for line in read("illumos.txt").splitlines():
+        stream.feed(line)
+    assert stream.ready == stream.final == set(pp.SCRIPTS)
+    snap = stream.values()
+    assert snap[(4242, 2)] == {"lock_ns": 16777216, "lock_count": 10,
+                               "runq_ns": 3670016, "runq_count": 28,
+                               "migrations": 3, "cross_domain": 1}
+    assert snap[(4242, 3)]["migrations"] == 9
+    assert snap[(4242, 4)] == dict(pp.empty_record(), lock_ns=1024, lock_count=1)
+    assert snap[(4242, 1)] == dict(pp.empty_record(), runq_ns=20480, runq_count=1)
+
+
+def test_dtrace_records_wait_for_their_marker():
+    stream = pp.ProbeStream("dtrace")
+    stream.feed("runqlat pid=7 tid=1 ns=100 count=2")
+    assert stream.values() == {}
+    stream.feed("tumbler-probe runqlat period")
+    assert stream.values() == {(7, 1): dict(pp.empty_record(), runq_ns=100, runq_count=2)}
+    stream.feed("runqlat pid=7 tid=1 ns=300 count=5")
+    stream.feed("migrations pid=7 tid=1 count=4 cross=1")
+    stream.feed("tumbler-probe migrations period")
+    assert stream.values()[(7, 1)]["runq_ns"] == 100      # runqlat not committed
+    assert stream.values()[(7, 1)]["migrations"] == 4
+
+
+def test_dtrace_malformed_and_foreign_lines():
+    assert pp.parse_dtrace_line("") is None
+    assert pp.parse_dtrace_line("dtrace: pid 4242 has exited") is None
+    assert pp.parse_dtrace_line("  4242   2   17") is None
+    with pytest.raises(pp.ParseError):
+        pp.parse_dtrace_line("locktime pid=1 tid=2 ns=3")
+    with pytest.raises(pp.ParseError):
+        pp.parse_dtrace_line("migrations pid=1 count=2 cross=0")
+
+
+def test_helpers():
+    snap = {(1, 10): dict(pp.empty_record(), lock_ns=5), (1, 11): dict(pp.empty_record(), lock_ns=7),
+            (2, 10): dict(pp.empty_record(), migrations=3)}
+    assert pp.process_totals(snap)[1]["lock_ns"] == 12
+    assert pp.process_totals(snap)[2]["migrations"] == 3
+    assert set(pp.by_tid(snap, 1)) == {10, 11}
+    merged = pp.merge({(1, 10): dict(pp.empty_record(), lock_ns=5)},
+                      {(1, 10): dict(pp.empty_record(), runq_ns=2)})
+    assert merged[(1, 10)]["lock_ns"] == 5 and merged[(1, 10)]["runq_ns"] == 2
+
+
+# -- script structure -----------------------------------------------------------
+
+def bt(name):
+    return (PROBES / "linux" / (name + ".bt")).read_text()
+
+
+def d(name):
+    return (PROBES / "illumos" / (name + ".d")).read_text()
+
+
+def header(text):
+    m = re.search(r"/\*(.*?)\*/", text, re.S)
+    assert m, "no header comment"
+    return m.group(1)
+
+
+@pytest.mark.parametrize("name", pp.SCRIPTS)
+def test_bt_header_and_outputs(name):
+    text = bt(name)
+    assert text.startswith("#!/usr/bin/env bpftrace\n")
+    head = header(text)
+    assert ("USAGE: %s.bt PID PERIOD_MS" % name) in head
+    assert "Example of usage" in head
+    assert "tumbler-probe %s ready" % name in head
+    code = text[text.index("*/"):]
+    assert code.count("// TUMBLER-PRELUDE") == 1
+    assert "interval:ms:$2" in code and "@target[$1] = 1;" in code
+    for mark in pp.MARKS:
+        assert 'printf("tumbler-probe %s %s\\n");' % (name, mark) in code
+    # every map it prints is one the parser knows, for this script, keyed [pid, tid]
+    printed = set(re.findall(r"print\((@\w+)\)", code))
+    assert printed == {m for m, (s, _) in pp.MAP_FIELD.items() if s == name}
+    for m in printed:
+        assert "%s[0, 0] = sum(0);" % m in code        # placeholder
+        assert "clear(%s);" % m in code
+    # the example output uses the same map names
+    for m in re.findall(r"^ \* (@\w+)\[", head, re.M):
+        assert m in printed
+
+
+def test_bt_probe_names():
+    assert "tracepoint:syscalls:sys_enter_futex" in bt("locktime")
+    assert "tracepoint:syscalls:sys_exit_futex" in bt("locktime")
+    assert "(args->op & 0x7f)" not in bt("locktime")    # masked once, into $op
+    assert "args->op & 0x7f" in bt("locktime")
+    for probe_name in ("tracepoint:sched:sched_wakeup,", "tracepoint:sched:sched_wakeup_new",
+                       "tracepoint:sched:sched_switch", "tracepoint:task:task_newtask"):
+        assert probe_name in bt("runqlat")
+    assert "tracepoint:sched:sched_migrate_task" in bt("migrations")
+    assert "args->orig_cpu" in bt("migrations") and "args->dest_cpu" in bt("migrations")
+
+
+SAMPLE_VALUES = {"pid": 4242, "tid": 3, "ns": 1000, "count": 7, "cross": 2}
+
+
+@pytest.mark.parametrize("name", pp.SCRIPTS)
+def test_d_scripts_print_what_the_parser_reads(name):
+    text = d(name)
+    assert text.startswith("#!/usr/sbin/dtrace -qs\n")
+    head = header(text)
+    assert ("USAGE: dtrace -q -p PID -s %s.d PERIOD_MS" % name) in head
+    assert "Example of usage" in head
+    code = text[text.index("*/", text.index("Example of usage")):]
+    assert "dtrace:::BEGIN" in code and "dtrace:::END" in code
+    assert "profile:::tick-10ms" in code and "$1 / 10" in code
+    assert "#pragma D option quiet" in code
+    for mark in pp.MARKS:
+        assert 'printf("tumbler-probe %s %s\\n");' % (name, mark) in code
+    formats = re.findall(r'printa\(\s*"([^"]*)\\n",\s*(@\w+),\s*(@\w+)\)', code)
+    assert len(formats) == 2, formats                   # tick and END
+    for fmt, agg1, agg2 in formats:
+        assert fmt.startswith(name + " pid=%d tid=%d ")
+        # fill the format as printa would and parse it back
+        line = re.sub(r"(\w+)=%@?d", lambda m: "%s=%d" % (m.group(1), SAMPLE_VALUES[m.group(1)]), fmt)
+        event = pp.parse_dtrace_line(line)
+        assert event[0] == "record" and event[1] == name and event[2] == (4242, 3)
+        fields = pp.FIELDS_OF_SCRIPT[name]
+        assert set(event[3]) == set(fields)
+        assert "%s[pid, tid]" % agg1 in code and "%s[pid, tid]" % agg2 in code
+        assert "trunc(%s);" % agg1 in code and "trunc(%s);" % agg2 in code
+    # the example output in the header parses too
+    for line in re.findall(r"^ \* (%s pid=.*)$" % name, head, re.M):
+        assert pp.parse_dtrace_line(line)[0] == "record"
+
+
+def test_d_probe_names():
+    lock = d("locktime")
+    for p in ("plockstat$target:::mutex-block", "plockstat$target:::mutex-blocked",
+              "plockstat$target:::rw-block", "plockstat$target:::rw-blocked"):
+        assert p + "\n" in lock
+    runq = d("runqlat")
+    assert "sched:::enqueue" in runq and "sched:::on-cpu" in runq
+    assert "args[1]->pr_pid == $target" in runq and "args[0]->pr_lwpid" in runq
+    mig = d("migrations")
+    assert "sched:::on-cpu" in mig and "self->last = cpu + 1;" in mig
+    assert mig.count("/* TUMBLER-PRELUDE */") == 1 and "int dom[int];" in mig
+    # scripts share one dtrace: their global variables must not collide
+    for name in pp.SCRIPTS:
+        for var in re.findall(r"^\s*([a-z_]+(?:_ticks|_ts))\b", d(name), re.M):
+            assert var.startswith(name + "_")
+
+
+# -- preludes -------------------------------------------------------------------
+
+def test_bpftrace_prelude_lines():
+    text = probe._bpftrace_prelude("migrations", (10, 20), {10: [10, 11], 20: [20, 21]},
+                                   {0: 0, 1: 1})
+    assert text == ("@target[20] = 1; @tgid[11] = 10; @tgid[20] = 20; "
+                    "@tgid[21] = 20; @dom[0] = 1; @dom[1] = 2;")
+    assert probe._bpftrace_prelude("locktime", (10, 20), {10: [10, 11]}, {0: 0}) == "@target[20] = 1;"
+    # no thread list (too many threads): still the other processes' main threads
+    assert probe._bpftrace_prelude("runqlat", (10, 20), {}, None) == (
+        "@target[20] = 1; @tgid[20] = 20;")
+
+
+def test_with_prelude_inserts_at_the_mark():
+    path = probe.find_script("linux", "migrations")
+    text = probe._with_prelude("linux", path, "@dom[0] = 1;")
+    begin = text[text.index("\nBEGIN\n"):text.index("printf(\"tumbler-probe migrations ready")]
+    assert "\t@dom[0] = 1; // TUMBLER-PRELUDE\n" in begin
+    # same line numbers as the file, for the tool's error messages
+    assert text.count("\n") == path.read_text().count("\n")
+    dtext = probe._with_prelude("illumos", probe.find_script("illumos", "migrations"),
+                                probe._dtrace_prelude("migrations", {0: 0, 3: 1}))
+    assert "\tdom[0] = 1; dom[3] = 2; /* TUMBLER-PRELUDE */\n" in dtext
+    assert probe._dtrace_prelude("runqlat", {0: 0}) == ""
+
+
+def test_with_prelude_needs_exactly_one_mark(tmp_path):
+    p = tmp_path / "x.bt"
+    p.write_text("BEGIN { }\n")
+    with pytest.raises(TumblerError, match="TUMBLER-PRELUDE"):
+        probe._with_prelude("linux", p, "@x[1] = 1;")
+
+
+# -- finding scripts ------------------------------------------------------------
+
+def test_find_script_in_checkout():
+    assert probe.find_script("linux", "runqlat") == PROBES / "linux" / "runqlat.bt"
+    assert probe.find_script("illumos", "locktime") == PROBES / "illumos" / "locktime.d"
+
+
+def test_find_script_env_first_then_checkout(tmp_path, monkeypatch):
+    (tmp_path / "linux").mkdir()
+    (tmp_path / "linux" / "locktime.bt").write_text("// mine\n")
+    monkeypatch.setenv("TUMBLER_PROBES", str(tmp_path))
+    assert probe.find_script("linux", "locktime") == tmp_path / "linux" / "locktime.bt"
+    assert probe.find_script("linux", "runqlat") == PROBES / "linux" / "runqlat.bt"
+    assert probe.probe_dirs()[0] == tmp_path
+
+
+def test_find_script_installed_prefix(tmp_path, monkeypatch):
+    share = tmp_path / "share" / "tumbler" / "probes" / "illumos"
+    share.mkdir(parents=True)
+    (share / "runqlat.d").write_text("/* */\n")
+    monkeypatch.delenv("TUMBLER_PROBES", raising=False)
+    monkeypatch.setattr(probe.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(probe, "__file__", str(tmp_path / "lib" / "tumbler" / "probe.py"))
+    assert probe.find_script("illumos", "runqlat") == share / "runqlat.d"
+    with pytest.raises(TumblerError, match="locktime.d not found"):
+        probe.find_script("illumos", "locktime")
+
+
+def test_find_script_rejects_unknown_names():
+    with pytest.raises(UsageError):
+        probe.find_script("linux", "offcpu")
+    with pytest.raises(UsageError):
+        probe.find_script("freebsd", "runqlat")
+
+
+# -- tool checks ------------------------------------------------------------------
+
+def one_line(exc_info):
+    msg = str(exc_info.value)
+    assert "\n" not in msg and msg
+    return msg
+
+
+def test_check_tool_bpftrace_missing(monkeypatch):
+    monkeypatch.setattr(probe.shutil, "which", lambda name: None)
+    with pytest.raises(TumblerError) as info:
+        probe.check_tool("linux")
+    assert "apt-get install bpftrace" in one_line(info)
+
+
+def test_check_tool_needs_privilege(monkeypatch):
+    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(probe, "_effective_caps", lambda: 0)
+    with pytest.raises(TumblerError) as info:
+        probe.check_tool("linux")
+    assert "CAP_BPF" in one_line(info) and "root" in one_line(info)
+    # CAP_BPF + CAP_PERFMON is enough
+    monkeypatch.setattr(probe, "_effective_caps", lambda: (1 << 39) | (1 << 38))
+    monkeypatch.setattr(probe, "_tracefs_ready", lambda: True)
+    assert probe.check_tool("linux") == "/usr/bin/bpftrace"
+
+
+def test_check_tool_tracefs_not_mounted(monkeypatch):
+    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(probe, "_tracefs_ready", lambda: False)
+    with pytest.raises(TumblerError) as info:
+        probe.check_tool("linux")
+    assert "mount -t tracefs nodev /sys/kernel/" in one_line(info)
+
+
+def test_ensure_tracefs_not_root_does_nothing(monkeypatch):
+    monkeypatch.setattr(probe, "_tracefs_ready", lambda: False)
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 1000)
+    assert probe.ensure_tracefs() is None
+
+
+def test_check_tool_dtrace(monkeypatch):
+    monkeypatch.setattr(probe.shutil, "which", lambda name: None)
+    monkeypatch.setattr(probe.os.path, "exists", lambda p: False)
+    with pytest.raises(TumblerError) as info:
+        probe.check_tool("illumos")
+    assert "dtrace not found" in one_line(info)
+    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 100)
+    monkeypatch.setattr(probe, "_illumos_missing_privileges",
+                        lambda kinds: ["dtrace_kernel"] if "latency" in kinds else [])
+    with pytest.raises(TumblerError) as info:
+        probe.check_tool("illumos", {"latency"})
+    assert "dtrace_kernel" in one_line(info)
+    assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
+
+
+# -- session arguments ----------------------------------------------------------
+
+def test_session_rejects_bad_arguments():
+    with pytest.raises(UsageError):
+        probe.ProbeSession("linux", period_ms=5)
+    with pytest.raises(UsageError):
+        probe.ProbeSession("beos")
+    s = probe.ProbeSession("linux")
+    with pytest.raises(UsageError, match="kinds"):
+        s.start([1], {"locks", "cache-misses"})
+    with pytest.raises(UsageError):
+        s.start([], {"locks"})
+    with pytest.raises(UsageError):
+        s.start([1], {"migrations"}, {0: -1})
+    with pytest.raises(TumblerError, match="not started"):
+        s.snapshot()
+    with pytest.raises(UsageError):
+        probe.run_window([1], ["locks"], 0)

@@ -1,0 +1,332 @@
+"""The balancing loop: platform -> samples -> engine -> plan -> platform.
+
+Each round (paper Algorithm 1):
+
+1. sample every thread of every target (one pass over /proc);
+2. turn the deltas into loads (Eq. 1: delta(usr+sys) / delta(wall));
+3. ask the policy for a plan (engine, no OS calls);
+4. apply the plan's moves through the binder, saving each thread's original
+   placement before its first move;
+5. log the round and sleep the interval the plan chose.
+
+Between rounds the loop wakes every ``discover_ms`` to look for new threads
+and places them at once (initial placement), and at once for signals.
+
+Whatever ends the run -- the targets exit, ``--duration`` passes, a signal,
+an error -- ``restore_all`` puts every touched thread back the way it was
+found, and the binder removes what it created.
+"""
+
+import resource
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional
+
+from .engine.model import Domain, ThreadLoad
+from .platform.base import AccessDenied, NoSuchProcess, Unmovable
+
+
+@dataclass
+class TrackedThread:
+    pid: int
+    tid: int
+    start: int
+    name: str
+    allowed: frozenset              # CPUs it was allowed when first seen
+    eligible: frozenset             # domain indices it may use
+    history: deque                  # (wall_ns, run_ns, lat_ns) samples in the load window
+    load: Optional[float] = None    # None until measured over one interval
+    runnable: Optional[float] = None
+    domain: Optional[int] = None    # domain tumbler bound it to
+    saved: Optional[dict] = None    # original placement, once touched
+    migrations: int = 0
+    unmovable: bool = False
+
+
+@dataclass
+class RunStats:
+    started: float
+    intervals: int = 0
+    threads_seen: int = 0
+    migrations: int = 0
+    spreads: list = None
+    warnings: int = 0
+
+    def __post_init__(self):
+        self.spreads = []
+
+
+class Controller:
+    def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
+                 discover_ms=100, observers=(), warn=None, first_interval_ms=100,
+                 load_window_ms=500):
+        self.backend = backend
+        self.binder = binder
+        self.policy = policy
+        self.choice = domain_choice
+        self.domains = [Domain(i, cpus) for i, cpus in enumerate(domain_choice.domains)]
+        self.dry_run = dry_run
+        self.moves_threads = policy.moves_threads and not domain_choice.single
+        self.discover_s = discover_ms / 1000.0
+        self.load_window_ns = load_window_ms * 1_000_000
+        self.first_interval_ms = first_interval_ms
+        self.observers = list(observers)   # each has write_round(controller, plan, moves)
+        self.warn = warn or (lambda message: print("tumbler: warning: " + message,
+                                                   file=sys.stderr))
+        self.targets = []
+        self.placed_between_rounds = []     # initial placements, logged next round
+        self.base_allowed = {}              # pid -> CPUs the process may use
+        self._bound_masks = set()           # CPU sets tumbler bound threads to
+        self.threads = {}           # (pid, tid) -> TrackedThread
+        self.stats = RunStats(started=time.monotonic())
+        self._cpu_domain = {cpu: d.index for d in self.domains for cpu in d.cpus}
+        binder.setup([d.cpus for d in self.domains])
+
+    # -- targets and threads -------------------------------------------------
+
+    def add_target(self, pid, allowed=None):
+        """Start managing ``pid``.  ``allowed`` is the CPU set the process
+        may use (default: the union of its threads' masks now)."""
+        sample = self.backend.sample(pid)
+        if allowed is None:
+            allowed = frozenset()
+            for tid in sample.threads:
+                try:
+                    allowed |= self.backend.allowed_cpus(pid, tid)
+                except NoSuchProcess:
+                    continue
+        self.base_allowed[pid] = frozenset(allowed)
+        self.targets.append(pid)
+        self._track(sample, place=True)
+
+    def _track(self, sample, place):
+        """Start tracking threads of ``sample`` not seen before."""
+        new = []
+        for tid, times in sample.threads.items():
+            key = (sample.pid, tid)
+            known = self.threads.get(key)
+            if known is not None and known.start == times.start:
+                continue
+            try:
+                allowed = self._original_allowed(sample.pid, tid)
+            except NoSuchProcess:
+                continue
+            eligible = frozenset(d.index for d in self.domains if d.cpus & allowed)
+            thread = TrackedThread(pid=sample.pid, tid=tid, start=times.start,
+                                   name=times.name, allowed=allowed, eligible=eligible,
+                                   history=deque([(sample.wall_ns, times.run_ns,
+                                                    times.lat_ns)]))
+            self.threads[key] = thread
+            self.stats.threads_seen += 1
+            new.append(thread)
+        if place and new and self.moves_threads:
+            self._place_new(new)
+        return new
+
+    def _original_allowed(self, pid, tid):
+        """The CPUs a thread may use, as if tumbler had never run.
+
+        A new thread inherits its creator's mask; if its creator was bound
+        by tumbler, that mask is tumbler's doing, and the thread's real
+        allowance is the process's.
+        """
+        allowed = self.backend.allowed_cpus(pid, tid)
+        if allowed in self._bound_masks:
+            return self.base_allowed.get(pid, allowed)
+        return allowed
+
+    def _place_new(self, new):
+        from .engine.grouping import place_new
+        # A placed thread not measured yet counts as busy (1 CPU): threads
+        # created one by one then alternate between domains.
+        placed = [ThreadLoad(t.tid, 1.0 if t.load is None else t.load, t.domain, t.eligible)
+                  for t in self.threads.values() if t.domain is not None]
+        movable = [t for t in new if t.eligible]
+        moves = place_new([ThreadLoad(t.tid, 0.0, None, t.eligible) for t in movable],
+                          placed, self.domains)
+        by_tid = {t.tid: t for t in movable}
+        self.placed_between_rounds += self._apply([(by_tid[m.tid], m.dst) for m in moves])
+
+    def _load_of(self, thread):
+        return ThreadLoad(thread.tid, thread.load or 0.0, thread.domain, thread.eligible)
+
+    # -- one round -----------------------------------------------------------
+
+    def sample_all(self):
+        """Sample every target; drop targets that exited. Returns live samples."""
+        samples = []
+        for pid in list(self.targets):
+            try:
+                if self.backend.process(pid).zombie:
+                    raise NoSuchProcess(pid)
+                samples.append(self.backend.sample(pid))
+            except NoSuchProcess:
+                self.targets.remove(pid)
+                self._drop_process(pid)
+        return samples
+
+    def _drop_process(self, pid):
+        for key in [k for k in self.threads if k[0] == pid]:
+            del self.threads[key]
+
+    def update_loads(self, samples):
+        """Compute each thread's load over the last interval; drop vanished ones."""
+        seen = set()
+        for sample in samples:
+            self._track(sample, place=True)
+            for tid, times in sample.threads.items():
+                thread = self.threads.get((sample.pid, tid))
+                if thread is None or thread.start != times.start:
+                    continue
+                seen.add((sample.pid, tid))
+                self._measure(thread, sample.wall_ns, times)
+        for key in [k for k in self.threads if k not in seen]:
+            del self.threads[key]
+            self.backend.forget(*key)
+
+    def _measure(self, thread, wall_ns, times):
+        """Load (Eq. 1) and runnable share over the load window.
+
+        Eq. 1 over a single short interval is mostly noise for programs
+        whose phases are longer than the interval: a thread that happened
+        to wait at a barrier for most of 50 ms looks idle.  The load is
+        therefore taken over the newest sample at least ``load_window`` old
+        (or the oldest one kept), which is Eq. 1 with a longer delta.
+        """
+        history = thread.history
+        history.append((wall_ns, times.run_ns, times.lat_ns))
+        while len(history) > 2 and wall_ns - history[1][0] >= self.load_window_ns:
+            history.popleft()
+        old_wall, old_run, old_lat = history[0]
+        wall = wall_ns - old_wall
+        if wall <= 0:
+            return
+        run = max(times.run_ns - old_run, 0)
+        thread.load = run / wall
+        if times.lat_ns is not None and old_lat is not None:
+            thread.runnable = (run + max(times.lat_ns - old_lat, 0)) / wall
+
+    def round(self):
+        """One monitor-group-apply round; returns the plan."""
+        samples = self.sample_all()
+        self.update_loads(samples)
+        measured = [t for t in self.threads.values() if t.load is not None and not t.unmovable]
+        plan = self.policy.plan([self._load_of(t) for t in measured], self.domains)
+        by_tid = {t.tid: t for t in measured}
+        applied, self.placed_between_rounds = self.placed_between_rounds, []
+        if self.moves_threads:
+            applied += self._apply([(by_tid[m.tid], m.dst) for m in plan.moves])
+        self.stats.intervals += 1
+        if not self.choice.single:
+            self.stats.spreads.append(plan.spread_before)
+        for observer in self.observers:
+            observer.write_round(self, plan, applied)
+        return plan
+
+    def _apply(self, moves):
+        """Bind each (thread, domain); return the moves actually made."""
+        made = []
+        for thread, dst in moves:
+            src = thread.domain
+            if src == dst:
+                continue
+            if self.dry_run:
+                thread.domain = dst
+                made.append((thread, src, dst))
+                continue
+            try:
+                cpus = self.domains[dst].cpus & thread.allowed
+                if thread.saved is None:
+                    thread.saved = self.binder.save(thread.pid, thread.tid)
+                    if "cpus" in thread.saved:
+                        thread.saved["cpus"] = sorted(thread.allowed)
+                self._bound_masks.add(cpus)
+                self.binder.bind(thread.pid, thread.tid, dst, cpus)
+            except NoSuchProcess:
+                continue
+            except Unmovable as exc:
+                thread.unmovable = True
+                self.stats.warnings += 1
+                self.warn("%s; leaving it where it is" % exc)
+                continue
+            except AccessDenied:
+                raise
+            thread.domain = dst
+            if src is not None:
+                thread.migrations += 1
+                self.stats.migrations += 1
+            made.append((thread, src, dst))
+        return made
+
+    # -- the loop ------------------------------------------------------------
+
+    def run(self, waiter, deadline=None, child=None, on_signal=None):
+        """Balance until targets exit, the deadline passes or a stop signal.
+
+        Returns a short reason string.  ``on_signal(signum)`` decides what a
+        signal means (exec mode forwards it); it returns True to stop.
+        """
+        next_round = time.monotonic() + self.first_interval_ms / 1000.0
+        while True:
+            for signum in waiter.take():
+                if on_signal is None or on_signal(signum):
+                    return "signal %d" % signum
+            if child is not None and child.poll() is not None:
+                return "command exited"
+            if not self.targets:
+                return "target exited"
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return "duration reached"
+            if now >= next_round:
+                plan = self.round()
+                next_round = time.monotonic() + plan.interval_ms / 1000.0
+                continue
+            self.discover()
+            wake = min(next_round, now + self.discover_s)
+            if deadline is not None:
+                wake = min(wake, deadline)
+            waiter.sleep(max(0.0, wake - time.monotonic()))
+
+    def discover(self):
+        """Look for new threads (cheap: a directory listing) and place them."""
+        for pid in list(self.targets):
+            try:
+                tids = self.backend.thread_ids(pid)
+            except NoSuchProcess:
+                continue
+            if any((pid, tid) not in self.threads for tid in tids):
+                try:
+                    self._track(self.backend.sample(pid), place=True)
+                except NoSuchProcess:
+                    continue
+
+    # -- restore -------------------------------------------------------------
+
+    def restore_all(self):
+        """Put back every thread tumbler touched; return how many failed."""
+        failed = 0
+        for thread in self.threads.values():
+            if thread.saved is None:
+                continue
+            try:
+                self.binder.restore(thread.pid, thread.tid, thread.saved)
+            except NoSuchProcess:
+                pass
+            except Exception as exc:      # keep restoring the others
+                failed += 1
+                self.warn("could not restore thread %d: %s" % (thread.tid, exc))
+            thread.saved = None
+        try:
+            self.binder.close()
+        except Exception as exc:
+            failed += 1
+            self.warn(str(exc))
+        self.backend.close()
+        return failed
+
+    def own_cpu_seconds(self):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime

@@ -1,0 +1,86 @@
+"""Choose the CPU domains threads are grouped across.
+
+Domains come from ``--domains`` (explicit CPU lists) or from a level of the
+topology.  Either way they are cut down to the CPUs the target may use (its
+allowed CPUs, on-line ones only), because binding a thread outside them
+would override a restriction someone else set.
+
+``--level auto`` takes the highest of package, numa and llc that yields at
+least two domains within the allowed CPUs: grouping across sockets first,
+then nodes, then caches.  ``core`` is never chosen automatically -- pinning
+thread groups to single cores takes placement inside a domain away from the
+OS scheduler, which does that job well.  With one domain there is nothing to
+group across; the caller says so in the log and the summary.
+"""
+
+from dataclasses import dataclass
+from typing import Tuple
+
+from .cpulist import format_cpulist
+from .errors import UsageError
+from .platform.base import LEVELS
+
+AUTO_LEVELS = ("package", "numa", "llc")
+
+
+@dataclass(frozen=True)
+class DomainChoice:
+    level: str                       # "explicit", or a name from LEVELS
+    domains: Tuple[frozenset, ...]   # each already within the allowed CPUs
+    note: str                        # why these, for the log and summary
+
+    @property
+    def single(self):
+        return len(self.domains) < 2
+
+
+def choose_domains(topology, allowed, level="auto", explicit=None):
+    """Return the DomainChoice for a target allowed to run on ``allowed``."""
+    usable = frozenset(allowed) & topology.online
+    if not usable:
+        raise UsageError("the target may run on CPUs %s, none of which is on-line"
+                         % format_cpulist(allowed))
+    if explicit is not None:
+        return _explicit(explicit, usable, topology.online)
+    if level == "auto":
+        for name in AUTO_LEVELS:
+            domains = _restrict(topology.levels.get(name, ()), usable)
+            if len(domains) >= 2:
+                return DomainChoice(name, domains, "level %s (auto): %d domains"
+                                    % (name, len(domains)))
+        return DomainChoice("auto", (usable,),
+                            "single domain (CPUs %s): no package, NUMA node or LLC "
+                            "boundary inside the allowed CPUs, nothing to group across"
+                            % format_cpulist(usable))
+    if level not in LEVELS:
+        raise UsageError("unknown level %r" % level)
+    if level not in topology.levels:
+        raise UsageError("this machine does not report the %s level" % level)
+    domains = _restrict(topology.levels[level], usable)
+    note = "level %s: %d domains" % (level, len(domains))
+    if len(domains) < 2:
+        note = "level %s gives a single domain (CPUs %s): nothing to group across" % (
+            level, format_cpulist(usable))
+    return DomainChoice(level, domains, note)
+
+
+def _restrict(domains, usable):
+    cut = [frozenset(d) & usable for d in domains]
+    return tuple(sorted((d for d in cut if d), key=min))
+
+
+def _explicit(domains, usable, online):
+    result = []
+    for cpus in domains:
+        offline = cpus - online
+        if offline:
+            raise UsageError("--domains: CPU %s is not on-line" % format_cpulist(offline))
+        outside = cpus - usable
+        if outside:
+            raise UsageError("--domains: CPU %s is outside the CPUs the target may use (%s)"
+                             % (format_cpulist(outside), format_cpulist(usable)))
+        result.append(cpus)
+    note = "explicit domains: %s" % " / ".join(format_cpulist(d) for d in result)
+    if len(result) < 2:
+        note += " (a single domain: nothing to group across)"
+    return DomainChoice("explicit", tuple(result), note)

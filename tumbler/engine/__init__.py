@@ -1,0 +1,24 @@
+"""The balancing engine: pure, deterministic, OS-free.
+
+Given per-thread loads and the CPU domains of a target, decide which threads
+go to which domain and when to look again.  Nothing here reads /proc or binds
+a thread; the controller does that with the platform layer.
+
+* model.py     -- Domain, ThreadLoad, Move, Plan.
+* variation.py -- CV and the variation-interval table (paper Table IV).
+* wave.py      -- wave grouping (paper Algorithm 2), capacity units.
+* mapping.py   -- slots -> domains with the fewest migrations (Hungarian).
+* grouping.py  -- the tumbler policy: plan_tumbler, place_new.
+"""
+
+from .grouping import DEFAULT_TOLERANCE, place_new, plan_tumbler, spread
+from .mapping import assign_slots, hungarian
+from .model import Domain, Move, Plan, ThreadLoad
+from .variation import DEFAULT_TABLE, VariationTable, cv
+from .wave import capacity_units, sort_by_load, wave_groups, wave_slots
+
+__all__ = [
+    "DEFAULT_TABLE", "DEFAULT_TOLERANCE", "Domain", "Move", "Plan", "ThreadLoad",
+    "VariationTable", "assign_slots", "capacity_units", "cv", "hungarian", "place_new",
+    "plan_tumbler", "sort_by_load", "spread", "wave_groups", "wave_slots",
+]

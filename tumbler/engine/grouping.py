@@ -1,0 +1,343 @@
+"""The "tumbler" policy: one planning round of the balancing loop.
+
+Each interval the controller hands us every live thread of the target with
+its load (paper Eq. 1) and its current domain; we return a Plan.  Threads
+that vanished are simply absent from the input, so a plan never names them.
+
+1. Interval.  ``thread_cv`` = CV of all thread loads; the variation-interval
+   table (variation.py, paper Table IV) gives the next interval and whether
+   to regroup at all (CV >= 0.05 by default).
+2. Nothing to group.  With fewer than two domains, or a CV below the lowest
+   table row, the current groups are kept -- unless the domains themselves
+   are out of balance by at least ``tolerance``: threads of equal load can
+   still sit unevenly (say 4+4 threads bound, then 3 exit on one side), and
+   since tumbler bound them, the OS can no longer even them out.
+3. Candidate groups.  Otherwise the threads are wave-grouped into
+   capacity-sized slots (wave.py, Algorithm 2 generalised to unequal
+   domains) and the slots mapped to domains so that slots land where their
+   threads may run and then the most threads stay where they are
+   (mapping.py, exact assignment).  A thread eligible for exactly one
+   domain is pinned there: grouping never moves it elsewhere.  When a slot
+   mixes threads with incompatible restrictions, a thread whose slot landed
+   on a domain it may not use goes to the eligible domain with the least
+   per-capacity load after adding it (heaviest such thread first; ties: its
+   current domain, then the lowest index).
+4. Error tolerance.  "Spread" is the CV of the per-capacity domain loads
+   (load / CPUs).  The candidate is adopted only if it lowers the predicted
+   spread by at least ``tolerance`` (default 0.10) compared with keeping the
+   current groups; otherwise nothing migrates.  This is the LBP error
+   tolerance of PMQS (papers/pmqs-load-balancers.md, section 6): balancing
+   every small deviation (LBC) over-corrects and oscillates, while LBP-10 /
+   LBP-45 only act on queues outside X% of the mean.  A program that is
+   already balanced therefore sees no migrations, round after round, even
+   though a fresh wave grouping of noisy loads would shuffle it.  The
+   paper's own rule agrees: "when thread migrations are not expected to
+   yield any benefit, they will not be performed" (section 3.4).
+   "Keeping the current groups" still places new threads (step 6), so the
+   comparison is made against that; without new threads it is exactly
+   ``spread_before - spread_after``.
+5. Moves are only the threads whose domain changes, ordered by tid; two
+   opposite moves of near-equal loads (within 0.02 CPU) cancel out, since
+   swapping them changes no domain's load.
+6. Initial placement (PMQS "IP").  A thread with no domain yet, or sitting
+   on a domain it is no longer eligible for, is always placed in this
+   round, even when regrouping is skipped: ``place_new`` puts it on the
+   domain with the least per-capacity load.  Until a thread has been
+   measured its load is assumed to be at least the mean load of the placed
+   threads, so a burst of new threads spreads out in proportion to capacity
+   instead of piling onto the currently lightest domain.
+"""
+
+import math
+from numbers import Real
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from .mapping import assign_slots
+from .model import Domain, Move, Plan, ThreadLoad
+from .variation import VariationTable, cv
+from .wave import sort_by_load, wave_slots
+
+#: Default error tolerance on the spread (absolute CV), PMQS LBP-10.
+DEFAULT_TOLERANCE = 0.10
+
+#: Two opposite moves of threads whose loads differ by at most this many
+#: CPUs cancel out (see _cancel_swaps).
+SWAP_EPSILON = 0.02
+
+#: Gains smaller than this are float noise, not an improvement.
+_NO_GAIN = 1e-9
+
+#: Load assumed for a new thread when neither it nor the placed threads have
+#: shown any load: one full CPU, so new threads count as threads at all.
+_UNKNOWN_LOAD = 1.0
+
+
+# -- input checks ------------------------------------------------------------
+
+def _ordered_domains(domains: Sequence[Domain]) -> List[Domain]:
+    ordered = sorted(domains, key=lambda domain: domain.index)
+    if not ordered:
+        raise ValueError("need at least one domain")
+    indices = [domain.index for domain in ordered]
+    if indices != list(range(len(ordered))):
+        raise ValueError("domain indices must be 0..%d without gaps or repeats, got %r"
+                         % (len(ordered) - 1, indices))
+    for domain in ordered:
+        if domain.capacity < 1:
+            raise ValueError("domain %d has no CPUs" % domain.index)
+    return ordered
+
+
+def _checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> List[ThreadLoad]:
+    threads = list(threads)
+    seen = set()
+    for thread in threads:
+        if thread.tid in seen:
+            raise ValueError("thread %r appears twice" % (thread.tid,))
+        seen.add(thread.tid)
+        if (isinstance(thread.load, bool) or not isinstance(thread.load, Real)
+                or not math.isfinite(thread.load)):
+            raise ValueError("thread %r: load must be a finite number, got %r"
+                             % (thread.tid, thread.load))
+        if thread.domain is not None and not 0 <= thread.domain < domain_count:
+            raise ValueError("thread %r is on unknown domain %r" % (thread.tid, thread.domain))
+        if not _eligible_domains(thread, domain_count):
+            raise ValueError("thread %r is not eligible for any domain (eligible %r)"
+                             % (thread.tid, sorted(thread.eligible)))
+    return threads
+
+
+# -- small decisions -----------------------------------------------------------
+
+def _effective_load(load: float) -> float:
+    """A negative load is a counter glitch: it weighs nothing."""
+    return max(0.0, float(load))
+
+
+def _eligible_domains(thread: ThreadLoad, domain_count: int) -> List[int]:
+    if thread.eligible is None:
+        return list(range(domain_count))
+    return sorted(d for d in thread.eligible if 0 <= d < domain_count)
+
+
+def _may_use(thread: ThreadLoad, domain: int) -> bool:
+    return thread.eligible is None or domain in thread.eligible
+
+
+def _needs_placement(thread: ThreadLoad) -> bool:
+    return thread.domain is None or not _may_use(thread, thread.domain)
+
+
+def _pinned_domain(thread: ThreadLoad, domain_count: int) -> Optional[int]:
+    """The only domain a thread may use, or None when it has a choice."""
+    eligible = _eligible_domains(thread, domain_count)
+    return eligible[0] if len(eligible) == 1 else None
+
+
+def _summed_loads(assignment: Mapping[int, Optional[int]], loads: Mapping[int, float],
+                  domain_count: int) -> List[float]:
+    sums = [[] for _ in range(domain_count)]
+    for tid, domain in assignment.items():
+        if domain is not None:
+            sums[domain].append(loads[tid])
+    return [math.fsum(values) for values in sums]
+
+
+def spread(domain_loads: Sequence[float], capacities: Sequence[int]) -> float:
+    """CV of per-capacity domain loads; 0 when there is no load at all."""
+    return cv(load / capacity for load, capacity in zip(domain_loads, capacities))
+
+
+def _lightest_after_adding(candidates, load, domain_loads, capacities, preferred=None):
+    """Domain whose per-capacity load is least once ``load`` is added to it."""
+    return min(candidates, key=lambda d: ((domain_loads[d] + load) / capacities[d],
+                                          d != preferred, d))
+
+
+def _assumed_load(thread: ThreadLoad, placed_mean: float) -> float:
+    assumed = max(_effective_load(thread.load), placed_mean)
+    return assumed if assumed > 0.0 else _UNKNOWN_LOAD
+
+
+# -- initial placement -----------------------------------------------------------
+
+def place_new(new_threads: Sequence[ThreadLoad], placed: Sequence[ThreadLoad],
+              domains: Sequence[Domain]) -> List[Move]:
+    """Initial placement: put each new thread at once on the lightest domain.
+
+    "Lightest" is the least per-capacity load after adding the thread.  A
+    new thread counts as max(its load, mean load of the placed threads),
+    and as 1.0 CPU if that is still 0 (nothing known), so several new
+    threads spread out in proportion to capacity.  Heaviest first (ties by
+    tid); ties between domains go to the lowest index.  ``eligible`` is
+    respected.  ``src`` of each move is the thread's current domain (None
+    for a thread never placed).  Moves are returned in placement order.
+    """
+    ordered = _ordered_domains(domains)
+    capacities = [domain.capacity for domain in ordered]
+    placed = [thread for thread in _checked_threads(placed, len(ordered))
+              if thread.domain is not None]
+    new_threads = _checked_threads(new_threads, len(ordered))
+    placed_loads = [_effective_load(thread.load) for thread in placed]
+    placed_mean = math.fsum(placed_loads) / len(placed_loads) if placed_loads else 0.0
+    domain_loads = [0.0] * len(ordered)
+    for thread, load in zip(placed, placed_loads):
+        domain_loads[thread.domain] += load
+    assumed = {thread.tid: _assumed_load(thread, placed_mean) for thread in new_threads}
+    by_tid = {thread.tid: thread for thread in new_threads}
+    moves = []
+    for tid in sort_by_load(assumed):
+        thread = by_tid[tid]
+        target = _lightest_after_adding(_eligible_domains(thread, len(ordered)),
+                                        assumed[tid], domain_loads, capacities)
+        domain_loads[target] += assumed[tid]
+        moves.append(Move(tid, thread.domain, target))
+    return moves
+
+
+# -- the two candidate assignments -------------------------------------------------
+
+def _kept_assignment(threads: List[ThreadLoad], domains: List[Domain]) -> Dict[int, int]:
+    """Everyone stays; threads that need a domain get one by initial placement."""
+    staying = [thread for thread in threads if not _needs_placement(thread)]
+    assignment = {thread.tid: thread.domain for thread in staying}
+    arriving = [thread for thread in threads if _needs_placement(thread)]
+    for move in place_new(arriving, staying, domains):
+        assignment[move.tid] = move.dst
+    return assignment
+
+
+def _regrouped_assignment(threads: List[ThreadLoad], capacities: List[int],
+                          loads: Mapping[int, float]) -> Dict[int, int]:
+    """Wave grouping + fewest-move mapping, then the eligibility constraints."""
+    domain_count = len(capacities)
+    pinned = {}
+    where_now = {}
+    for thread in threads:
+        pin = _pinned_domain(thread, domain_count)
+        if pin is not None:
+            pinned[thread.tid] = pin
+            where_now[thread.tid] = pin     # it will be there whatever we do
+        elif not _needs_placement(thread):
+            where_now[thread.tid] = thread.domain
+    slots, units = wave_slots(loads, capacities)
+    target = assign_slots(slots, units, where_now, loads,
+                          {thread.tid: thread.eligible for thread in threads})
+    target.update(pinned)
+    by_tid = {thread.tid: thread for thread in threads}
+    misfits = {tid for tid, domain in target.items() if not _may_use(by_tid[tid], domain)}
+    settled = {tid: domain for tid, domain in target.items() if tid not in misfits}
+    domain_loads = _summed_loads(settled, loads, domain_count)
+    for tid in sort_by_load({tid: loads[tid] for tid in misfits}):
+        thread = by_tid[tid]
+        domain = _lightest_after_adding(_eligible_domains(thread, domain_count), loads[tid],
+                                        domain_loads, capacities, preferred=thread.domain)
+        domain_loads[domain] += loads[tid]
+        target[tid] = domain
+    return target
+
+
+def _cancel_swaps(threads: List[ThreadLoad], target: Dict[int, int],
+                  loads: Mapping[int, float]) -> Dict[int, int]:
+    """Drop pairs of opposite moves that would only swap near-equal loads.
+
+    Wave grouping fixes which threads share a group, so evening out equal
+    threads split 4:1 can move one thread from each side where moving one
+    would do.  A move X->Y paired with a move Y->X of a thread whose load is
+    within ``SWAP_EPSILON`` CPUs changes the domain loads by at most that
+    much: both stay.
+    """
+    by_route = {}
+    for thread in threads:
+        dst = target[thread.tid]
+        if thread.domain is not None and dst != thread.domain and _may_use(thread, thread.domain):
+            by_route.setdefault((thread.domain, dst), []).append(thread)
+    result = dict(target)
+    for (src, dst), forward in by_route.items():
+        if src > dst or (dst, src) not in by_route:
+            continue
+        backward = sorted(by_route[(dst, src)], key=lambda t: (loads[t.tid], t.tid))
+        for thread in sorted(forward, key=lambda t: (loads[t.tid], t.tid)):
+            match = next((other for other in backward
+                          if abs(loads[other.tid] - loads[thread.tid]) <= SWAP_EPSILON), None)
+            if match is not None:
+                backward.remove(match)
+                result[thread.tid], result[match.tid] = src, dst
+    return result
+
+
+def _moves(threads: List[ThreadLoad], assignment: Mapping[int, int]) -> List[Move]:
+    return [Move(thread.tid, thread.domain, assignment[thread.tid])
+            for thread in sorted(threads, key=lambda thread: thread.tid)
+            if assignment[thread.tid] != thread.domain]
+
+
+def _placement_note(threads: List[ThreadLoad]) -> str:
+    new = sum(1 for thread in threads if thread.domain is None)
+    evicted = sum(1 for thread in threads
+                  if thread.domain is not None and not _may_use(thread, thread.domain))
+    notes = []
+    if new:
+        notes.append("placed %d new thread%s" % (new, "" if new == 1 else "s"))
+    if evicted:
+        notes.append("moved %d thread%s off ineligible domains"
+                     % (evicted, "" if evicted == 1 else "s"))
+    return "; " + ", ".join(notes) if notes else ""
+
+
+def _worth_regrouping(gain: float, tolerance: float) -> bool:
+    """Migrate only for a real gain of at least the error tolerance."""
+    return gain > _NO_GAIN and gain >= tolerance
+
+
+def _kept_reason(gain: float, tolerance: float) -> str:
+    if gain < tolerance:
+        return "predicted spread gain %.2f < tolerance %.2f: keep groups" % (gain, tolerance)
+    return "no predicted spread gain: keep groups"
+
+
+# -- the policy ------------------------------------------------------------------
+
+def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
+                 table: VariationTable, tolerance: float = DEFAULT_TOLERANCE) -> Plan:
+    """Plan one round of the tumbler policy (see the module docstring)."""
+    if (isinstance(tolerance, bool) or not isinstance(tolerance, Real)
+            or not math.isfinite(tolerance) or tolerance < 0):
+        raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
+    ordered = _ordered_domains(domains)
+    capacities = [domain.capacity for domain in ordered]
+    threads = _checked_threads(threads, len(ordered))
+    loads = {thread.tid: _effective_load(thread.load) for thread in threads}
+    thread_cv = cv(loads.values())
+    interval_ms, wants_grouping = table.interval_for(thread_cv)
+    current = {thread.tid: thread.domain for thread in threads}
+    domain_loads = _summed_loads(current, loads, len(ordered))
+    spread_before = spread(domain_loads, capacities)
+
+    def plan(assignment, regroup, reason):
+        predicted = _summed_loads(assignment, loads, len(ordered))
+        return Plan(moves=_moves(threads, assignment), assignment=dict(assignment),
+                    thread_cv=thread_cv, interval_ms=interval_ms, regroup=regroup,
+                    domain_loads=domain_loads, predicted_loads=predicted,
+                    spread_before=spread_before, spread_after=spread(predicted, capacities),
+                    reason=reason)
+
+    kept = _kept_assignment(threads, ordered)
+    note = _placement_note(threads)
+    if len(ordered) < 2:
+        return plan(kept, False, "single domain: nothing to group across" + note)
+    kept_spread = spread(_summed_loads(kept, loads, len(ordered)), capacities)
+    if not wants_grouping and kept_spread < tolerance:
+        return plan(kept, False, "cv %.2f < %.2f: no grouping%s"
+                    % (thread_cv, table.lowest_cv, note))
+
+    regrouped = _cancel_swaps(threads, _regrouped_assignment(threads, capacities, loads), loads)
+    regrouped_spread = spread(_summed_loads(regrouped, loads, len(ordered)), capacities)
+    gain = kept_spread - regrouped_spread
+    if not _worth_regrouping(gain, tolerance):
+        return plan(kept, False, _kept_reason(gain, tolerance) + note)
+    result = plan(regrouped, True, "")
+    result.reason = "regrouped: spread %.2f -> %.2f, %d move%s" % (
+        spread_before, result.spread_after, len(result.moves),
+        "" if len(result.moves) == 1 else "s")
+    return result

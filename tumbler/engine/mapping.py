@@ -1,0 +1,176 @@
+"""Which wave slot goes to which domain: fewest migrations, solved exactly.
+
+Wave grouping (wave.py) decides which threads travel together, not where.
+Any slot can go to any domain as long as domain d receives exactly
+``units[d]`` slots, so we pick the mapping that leaves the most threads
+where they already are (paper section 3.3: "typically only a subset of
+threads need to be migrated ... because many threads are already bound to
+the set of cores on the CPUs where we want them to be").
+
+This is an assignment problem.  Columns are *domain copies*: domain d
+appears ``units[d]`` times, so the matrix is square (slots x slots).  The
+cost of giving slot s to a copy of domain d is, lexicographically:
+
+1. the number of threads of s that may not run on d (optional ``eligible``
+   sets: a slot holding a thread restricted to some domains should land on
+   one of them, or that thread has to leave its slot later and leaves a
+   hole in the balance);
+2. minus the number of threads of s that are in d now (each one is a
+   migration saved);
+3. minus the summed load of those threads (prefer keeping the busy ones,
+   whose caches are warmest);
+4. a preference for the copy with the same position as the slot, only so
+   that a program with nothing placed yet gets slot i -> domain i, like the
+   paper ("the first group is assigned to CPU(0), the second to CPU(1)").
+
+The levels are folded into one integer cost with weights large enough that
+the sum of a lower level over all slots never outweighs one unit of a
+higher level.  Loads are
+quantised to micro-units first so the arithmetic is exact and the result
+does not depend on float rounding.  The Hungarian (Kuhn-Munkres) algorithm
+with potentials solves the problem exactly in O(n^2 m); with at most 64
+slots that is about 260 000 steps.
+"""
+
+import math
+from numbers import Real
+from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
+
+#: Loads are compared in millionths of a CPU.
+LOAD_QUANTUM = 1_000_000
+
+
+def _checked_matrix(cost):
+    rows = [list(row) for row in cost]
+    if not rows:
+        return rows, 0
+    width = len(rows[0])
+    for row in rows:
+        if len(row) != width:
+            raise ValueError("cost matrix rows must all have the same length")
+        for value in row:
+            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+                raise ValueError("cost matrix entries must be finite numbers, got %r" % (value,))
+    if len(rows) > width:
+        raise ValueError("cost matrix needs at least as many columns as rows (%d x %d)"
+                         % (len(rows), width))
+    return rows, width
+
+
+def hungarian(cost) -> List[int]:
+    """Minimum-cost assignment: the column chosen for each row.
+
+    ``cost`` is an n x m matrix with n <= m; every row gets a distinct
+    column.  Exact for integer costs.  Shortest augmenting paths with row
+    and column potentials (Kuhn-Munkres, Jonker-Volgenant style), O(n^2 m).
+    """
+    rows, width = _checked_matrix(cost)
+    n = len(rows)
+    if n == 0:
+        return []
+    infinity = math.inf
+    # 1-based internally; column 0 is a virtual column used to start a path.
+    row_potential = [0] * (n + 1)
+    col_potential = [0] * (width + 1)
+    row_of_col = [0] * (width + 1)       # 0 = column free
+    previous_col = [0] * (width + 1)     # back-pointers of the augmenting path
+    for row in range(1, n + 1):
+        row_of_col[0] = row
+        col = 0
+        slack = [infinity] * (width + 1)
+        visited = [False] * (width + 1)
+        while True:
+            visited[col] = True
+            current_row = row_of_col[col]
+            costs = rows[current_row - 1]
+            potential = row_potential[current_row]
+            delta = infinity
+            next_col = 0
+            for j in range(1, width + 1):
+                if visited[j]:
+                    continue
+                reduced = costs[j - 1] - potential - col_potential[j]
+                if reduced < slack[j]:
+                    slack[j] = reduced
+                    previous_col[j] = col
+                if slack[j] < delta:
+                    delta = slack[j]
+                    next_col = j
+            for j in range(width + 1):
+                if visited[j]:
+                    row_potential[row_of_col[j]] += delta
+                    col_potential[j] -= delta
+                else:
+                    slack[j] -= delta
+            col = next_col
+            if row_of_col[col] == 0:
+                break
+        while col:
+            prior = previous_col[col]
+            row_of_col[col] = row_of_col[prior]
+            col = prior
+    column_of_row = [0] * n
+    for j in range(1, width + 1):
+        if row_of_col[j]:
+            column_of_row[row_of_col[j] - 1] = j - 1
+    return column_of_row
+
+
+def _quantised(load) -> int:
+    return max(0, round(float(load) * LOAD_QUANTUM))
+
+
+def _checked_units(units_per_domain, slot_count):
+    units = list(units_per_domain)
+    for unit in units:
+        if isinstance(unit, bool) or not isinstance(unit, int) or unit < 0:
+            raise ValueError("units per domain must be non-negative integers, got %r" % (units,))
+    if sum(units) != slot_count:
+        raise ValueError("units per domain %r must add up to the number of slots (%d)"
+                         % (units, slot_count))
+    return units
+
+
+def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence[int],
+                 current: Mapping[Hashable, Optional[int]],
+                 loads: Mapping[Hashable, float],
+                 eligible: Optional[Mapping[Hashable, Optional[AbstractSet[int]]]] = None,
+                 ) -> Dict[Hashable, int]:
+    """Map every thread of every slot to a domain, keeping most threads in place.
+
+    Domain d receives exactly ``units_per_domain[d]`` slots.  ``current``
+    gives each thread's domain now (None or absent: not placed, never counts
+    as staying).  ``eligible`` optionally gives the domains a thread may use
+    (None or absent: any); slots go to domains their threads may use
+    whenever possible.  Returns tid -> domain index.
+    """
+    units = _checked_units(units_per_domain, len(slots))
+    eligible = eligible or {}
+    column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
+    quantised = {tid: _quantised(loads.get(tid, 0.0)) for slot in slots for tid in slot}
+    stay_weight = len(quantised) + 1              # > any number of threads kept
+    load_weight = sum(quantised.values()) + 1     # > any summed staying load
+    position_weight = len(slots) + 1              # > any number of off-position slots
+    cost = []
+    for position, slot in enumerate(slots):
+        staying_count = [0] * len(units)
+        staying_load = [0] * len(units)
+        barred = [0] * len(units)
+        for tid in slot:
+            domain = current.get(tid)
+            if domain is not None and 0 <= domain < len(units):
+                staying_count[domain] += 1
+                staying_load[domain] += quantised[tid]
+            allowed = eligible.get(tid)
+            if allowed is not None:
+                for other in range(len(units)):
+                    barred[other] += other not in allowed
+        row = []
+        for column, domain in enumerate(column_domain):
+            level = barred[domain] * stay_weight - staying_count[domain]
+            level = level * load_weight - staying_load[domain]
+            row.append(level * position_weight + (column != position))
+        cost.append(row)
+    chosen = hungarian(cost)
+    return {tid: column_domain[chosen[position]]
+            for position, slot in enumerate(slots) for tid in slot}

@@ -1,0 +1,86 @@
+"""Values the balancing engine reads and returns.
+
+The engine never touches the OS.  The controller describes the world with
+``Domain`` (a set of CPUs the engine may put threads on: a socket, a NUMA node
+or an LLC) and ``ThreadLoad`` (one thread's load over the last interval and
+the domain it is bound to now), and gets back a ``Plan``: the ``Move``s to
+make, the resulting thread -> domain assignment, and the numbers behind the
+decision so that it can be logged and explained.
+
+Conventions shared by every engine module:
+
+* Domain indices are ``0 .. len(domains) - 1``; every per-domain list
+  (``Plan.domain_loads``, ``Plan.predicted_loads``) is indexed by them.
+* A thread's load is its CPU fraction over the last interval (paper Eq. 1:
+  delta(usr + sys) / delta(wall)).  Sampling noise can push it slightly out of
+  0..1; the engine accepts that, and counts a negative load (a counter glitch)
+  as 0.
+* ``ThreadLoad.domain is None`` means "not placed by us yet" (a new thread).
+* ``ThreadLoad.eligible`` restricts a thread to some domains (derived from the
+  CPUs it is allowed on); ``None`` means any domain.
+"""
+
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Optional
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A group of CPUs that threads are bound to as a whole."""
+
+    index: int
+    cpus: FrozenSet[int]
+
+    def __post_init__(self):
+        # Accept any iterable but store a frozenset, so Domain stays hashable.
+        object.__setattr__(self, "cpus", frozenset(self.cpus))
+
+    @property
+    def capacity(self) -> int:
+        """How many CPUs the domain offers: the weight of its share of load."""
+        return len(self.cpus)
+
+
+@dataclass(frozen=True)
+class ThreadLoad:
+    """One thread's load over the last interval and where it is bound now."""
+
+    tid: int
+    load: float
+    domain: Optional[int]
+    eligible: Optional[FrozenSet[int]] = None
+
+    def __post_init__(self):
+        if self.eligible is not None:
+            object.__setattr__(self, "eligible", frozenset(self.eligible))
+
+
+@dataclass(frozen=True)
+class Move:
+    """Bind thread ``tid`` to domain ``dst``; ``src`` is None for a new thread."""
+
+    tid: int
+    src: Optional[int]
+    dst: int
+
+
+@dataclass
+class Plan:
+    """What the engine decided for one interval, and why.
+
+    ``domain_loads`` are the summed loads per domain before the plan (threads
+    not yet placed do not count), ``predicted_loads`` the same sums after it.
+    ``spread_*`` are the coefficients of variation of the per-capacity domain
+    loads (``load / capacity``) before and after.
+    """
+
+    moves: List[Move]
+    assignment: Dict[int, int]
+    thread_cv: float
+    interval_ms: int
+    regroup: bool
+    domain_loads: List[float]
+    predicted_loads: List[float]
+    spread_before: float
+    spread_after: float
+    reason: str

@@ -1,0 +1,125 @@
+"""Wave grouping (paper Algorithm 2) and its extension to unequal domains.
+
+Algorithm 2 sorts the threads by load and deals them out to K groups like a
+wave: left to right on even passes, right to left on odd passes.  Sorted
+item ``i`` goes to group ``i % K`` when ``(i // K) % 2 == 0`` and to group
+``K - (i % K) - 1`` otherwise.  With 16 threads and 4 groups (paper Fig. 3)
+group 0 gets sorted items 0, 7, 8, 15; group 3 gets 3, 4, 11, 12.  Every
+pass gives each group one thread, and the pass order alternates, so the
+heaviest thread of one pass is paired with the lightest of the next: group
+sizes differ by at most one and group sums stay close (a heavy group in one
+pass is the light one in the next).  Sorting is O(N log N); dealing is O(N).
+
+Unequal domains.  The paper assumes K identical sockets and N/K threads per
+group.  A target process often gets unequal domains (cpusets, offline CPUs,
+hybrid parts): say it may run on 6 CPUs of socket 0 and 2 of socket 1.
+Socket 0 should then carry 3/4 of the load and of the threads.  We split
+every domain into *capacity units* of equal size: capacities divided by
+their gcd (6:2 -> 3:1), so K' = 3 + 1 = 4 units, and run Algorithm 2
+unchanged over K' slots.  Every slot then carries about the same load and
+thread count, and a domain with u units later receives u whole slots (the
+mapping step chooses which), i.e. a share of load and threads proportional
+to its capacity.  With equal capacities every domain has one unit, K' = K,
+and this is exactly Algorithm 2.
+
+Bounds on K'.  Capacities without a useful common divisor (63:1, 7:5) would
+give many slots; each slot becomes a row of the assignment problem solved
+later (O(K'^3)), so ``capacity_units`` scales the units down to at most
+``max_units`` (64, the largest machine of the paper) by largest-remainder
+apportionment, never below one unit per domain.  ``wave_slots`` further
+caps K' at the number of threads: with fewer threads than slots some slots
+would stay empty, and empty slots no longer carry "about the same load", so
+the mapping could pile all threads onto one domain's slots.
+"""
+
+import math
+from functools import reduce
+from typing import Hashable, List, Mapping, Sequence, Tuple
+
+#: Upper bound on the number of slots (rows of the assignment problem).
+DEFAULT_MAX_UNITS = 64
+
+
+def wave_groups(items, k) -> List[list]:
+    """Deal an already-sorted sequence into ``k`` groups, paper Algorithm 2."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError("number of groups must be a positive integer, got %r" % (k,))
+    groups = [[] for _ in range(k)]
+    for i, item in enumerate(items):
+        if (i // k) % 2 == 0:
+            groups[i % k].append(item)
+        else:
+            groups[k - (i % k) - 1].append(item)
+    return groups
+
+
+def sort_by_load(loads: Mapping[Hashable, float]) -> list:
+    """Thread ids by descending load; equal loads in ascending tid order."""
+    return sorted(loads, key=lambda tid: (-loads[tid], tid))
+
+
+def _checked_capacities(capacities):
+    capacities = list(capacities)
+    if not capacities:
+        raise ValueError("need at least one domain capacity")
+    for capacity in capacities:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError("domain capacities must be positive integers, got %r"
+                             % (capacities,))
+    return capacities
+
+
+def _divided_by_gcd(values):
+    divisor = reduce(math.gcd, values)
+    return [value // divisor for value in values]
+
+
+def _apportioned(weights, seats):
+    """Largest-remainder apportionment of ``seats`` by ``weights``, min 1 each.
+
+    Integer arithmetic throughout: the quota of weight w is w * seats / total.
+    """
+    total = sum(weights)
+    units = [weight * seats // total for weight in weights]
+    remainders = [weight * seats % total for weight in weights]
+    left = seats - sum(units)
+    for index in sorted(range(len(weights)), key=lambda i: (-remainders[i], i))[:left]:
+        units[index] += 1
+    # A small domain may round down to 0 units; it still needs a slot, taken
+    # from the domain furthest above its quota (surplus = units - quota,
+    # compared as units * total - weight * seats to stay in integers).
+    for index in range(len(weights)):
+        if units[index] == 0:
+            donor = max(
+                (i for i in range(len(weights)) if units[i] > 1),
+                key=lambda i: (units[i] * total - weights[i] * seats, units[i], -i),
+            )
+            units[donor] -= 1
+            units[index] = 1
+    return units
+
+
+def capacity_units(capacities: Sequence[int], max_units: int = DEFAULT_MAX_UNITS) -> List[int]:
+    """Equal-sized units per domain: capacities / gcd, scaled to <= max_units."""
+    capacities = _checked_capacities(capacities)
+    if isinstance(max_units, bool) or not isinstance(max_units, int) or max_units < len(capacities):
+        raise ValueError("max_units must be an integer >= the number of domains (%d), got %r"
+                         % (len(capacities), max_units))
+    units = _divided_by_gcd(capacities)
+    if sum(units) > max_units:
+        units = _divided_by_gcd(_apportioned(units, max_units))
+    return units
+
+
+def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],
+               max_units: int = DEFAULT_MAX_UNITS) -> Tuple[List[list], List[int]]:
+    """Wave-group threads into equal slots; return (slots, units per domain).
+
+    ``slots[s]`` lists the tids of slot s; ``units[d]`` is how many slots
+    domain d must receive.  ``sum(units) == len(slots)``.
+    """
+    capacities = _checked_capacities(capacities)
+    order = sort_by_load(loads)
+    slot_bound = min(max_units, max(len(capacities), len(order)))
+    units = capacity_units(capacities, slot_bound)
+    return wave_groups(order, sum(units)), units

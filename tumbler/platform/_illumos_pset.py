@@ -1,0 +1,293 @@
+"""``--binder pset``: one illumos processor set per domain.
+
+illumos has no per-thread mask of several CPUs: an LWP is either unbound,
+bound to one processor (processor_bind(2), ``pbind``) or bound to a
+processor set (pset_bind(2), ``psrset``).  So tumbler creates one set per
+domain, moves the domain's CPUs into it, and binds LWPs of the target with
+``pset_bind_lwp(psetid, lwpid, pid, &opset)`` -- the only call that binds an
+LWP of *another* process (usr/src/uts/common/syscall/pset.c,
+``pset_bind_lwp``; libc exports it, usr/src/uts/common/sys/pset.h).
+
+Processor sets are exclusive: a CPU in a set runs only LWPs bound to that
+set, so every CPU tumbler takes leaves the default set that runs the rest of
+the system.  ``setup`` therefore takes CPUs from the default set only
+(never from an administrator's set) and refuses, before changing anything,
+if the default set would be left with no CPU -- the kernel would refuse the
+last one anyway (``cpupart_move_cpu`` returns EBUSY when the last CPU of a
+partition with threads in it would leave; usr/src/uts/common/disp/cpupart.c).
+
+Processor bindings are left alone: processor_bind(2) resolves ``P_LWPID``
+in the *calling* process (usr/src/uts/common/syscall/processor_bind.c), so
+another process's LWP cannot be unbound or rebound from outside.  The kernel
+refuses to move an LWP bound to a CPU outside the target set (EBUSY from
+``cpupart_movable_thread``); such an LWP is reported Unmovable.  ``save``
+records ``pr_bindpro`` for the state file only.
+
+Errors, as the kernel returns them (pset.c, cpupart.c, policy.c):
+
+* EPERM   -- pset_create/assign/destroy need PRIV_SYS_RES_CONFIG
+             (``secpolicy_pset``); binding needs PRIV_SYS_RES_CONFIG or
+             PRIV_SYS_RES_BIND, plus PRIV_PROC_OWNER for another user's LWP;
+* ENOTSUP -- resource pools are enabled: sets belong to poolcfg/pooladm;
+* EBUSY   -- pset_assign: last CPU of its set, or CPUs with bound threads;
+             pset_bind_lwp: the LWP is bound to a CPU outside the set;
+* ESRCH   -- the process or LWP is gone;
+* EINVAL  -- no such set / CPU off-line; for a bind: a SYSDC thread.
+
+``close`` destroys every set it created; pset_destroy first unbinds every
+LWP still bound to the set (``cpupart_unbind_threads``), so nothing is left
+pinned to a vanished set.
+"""
+
+import ctypes
+import errno
+import os
+
+from ..cpulist import format_cpulist
+from .base import AccessDenied, NoSuchProcess, PlatformError, Unmovable, Unsupported
+
+PS_NONE = -1
+CONFIG_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
+
+POOLS_MESSAGE = ("resource pools are enabled (pooladm): tumbler cannot create processor "
+                 "sets while pools own them; disable pools with `pooladm -d` "
+                 "(or `svcadm disable pools`) and try again")
+LAST_CPU_MESSAGE = ("the default processor set must keep at least one CPU for the rest "
+                    "of the system; %s")
+
+
+class PsetLibc:
+    """pset_*(2) from illumos libc.so.1 through ctypes.
+
+    Each method returns its result or raises OSError with the errno of the
+    call; the binder maps errno to tumbler's exceptions.  Tests pass an
+    object with the same methods instead.
+    """
+
+    def __init__(self, cdll=None):
+        self.lib = cdll if cdll is not None else ctypes.CDLL("libc.so.1", use_errno=True)
+        int_p = ctypes.POINTER(ctypes.c_int)
+        self._declare("pset_create", [int_p])
+        self._declare("pset_destroy", [ctypes.c_int])
+        self._declare("pset_assign", [ctypes.c_int, ctypes.c_int, int_p])
+        self._declare("pset_bind_lwp", [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_p])
+        self._declare("pset_info", [ctypes.c_int, int_p, ctypes.POINTER(ctypes.c_uint), int_p])
+
+    def _declare(self, name, argtypes):
+        function = getattr(self.lib, name)
+        function.argtypes = argtypes
+        function.restype = ctypes.c_int
+
+    @staticmethod
+    def _check(result, what):
+        if result == -1:
+            code = ctypes.get_errno()
+            raise OSError(code, "%s: %s" % (what, os.strerror(code)))
+
+    def pset_create(self):
+        new = ctypes.c_int(PS_NONE)
+        self._check(self.lib.pset_create(ctypes.byref(new)), "pset_create")
+        return new.value
+
+    def pset_destroy(self, pset):
+        self._check(self.lib.pset_destroy(pset), "pset_destroy(%d)" % pset)
+
+    def pset_assign(self, pset, cpu):
+        old = ctypes.c_int(PS_NONE)
+        self._check(self.lib.pset_assign(pset, cpu, ctypes.byref(old)),
+                    "pset_assign(%d, %d)" % (pset, cpu))
+        return old.value
+
+    def pset_bind_lwp(self, pset, lwpid, pid):
+        old = ctypes.c_int(PS_NONE)
+        self._check(self.lib.pset_bind_lwp(pset, lwpid, pid, ctypes.byref(old)),
+                    "pset_bind_lwp(%d, %d, %d)" % (pset, lwpid, pid))
+        return old.value
+
+    def has_privilege(self, name):
+        """Whether ``name`` (e.g. "sys_res_config") is in our effective set,
+        by priv_ineffect(3C); True when libc cannot tell."""
+        try:
+            function = self.lib.priv_ineffect
+        except AttributeError:
+            return True
+        function.argtypes = [ctypes.c_char_p]
+        function.restype = ctypes.c_int
+        return bool(function(name.encode("ascii")))
+
+    def pset_info(self, pset):
+        """CPUs of ``pset``; PS_NONE gives the CPUs of the default set."""
+        while True:
+            count = ctypes.c_uint(0)
+            self._check(self.lib.pset_info(pset, None, ctypes.byref(count), None),
+                        "pset_info(%d)" % pset)
+            wanted = count.value
+            cpus = (ctypes.c_int * max(wanted, 1))()
+            self._check(self.lib.pset_info(pset, None, ctypes.byref(count), cpus),
+                        "pset_info(%d)" % pset)
+            if count.value <= wanted:       # no CPU joined between the calls
+                return frozenset(cpus[:count.value])
+
+
+def load_libc():
+    """PsetLibc of the running system, or None where libc.so.1 has no psets."""
+    try:
+        return PsetLibc()
+    except (OSError, AttributeError):
+        return None
+
+
+class PsetBinder:
+    """Binder of kind ``pset``.  ``lwp_binding(pid, tid)`` returns the LWP's
+    (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone."""
+
+    kind = "pset"
+
+    def __init__(self, libc, lwp_binding):
+        self.libc = libc
+        self.lwp_binding = lwp_binding
+        self.sets = []          # processor set ids created, index = domain
+        self.domains = []
+
+    # -- Binder interface ----------------------------------------------------
+
+    def setup(self, domains):
+        domains = [frozenset(d) for d in domains]
+        if self.sets and domains == self.domains:
+            return
+        self._destroy_all()     # a rescan changed the domains: start over
+        self._check_domains(domains)
+        try:
+            for domain in domains:
+                pset = self._configure(self.libc.pset_create)
+                self.sets.append(pset)
+                for cpu in sorted(domain):
+                    self._configure(self.libc.pset_assign, pset, cpu, cpu=cpu)
+        except PlatformError:
+            self._destroy_all(quiet=True)
+            raise
+        self.domains = domains
+
+    def save(self, pid, tid):
+        bindpset, bindpro = self.lwp_binding(pid, tid)
+        if bindpset in self.sets:       # already ours: its origin was unbound
+            bindpset = PS_NONE
+        return {"bindpset": bindpset, "bindpro": bindpro}
+
+    def bind(self, pid, tid, domain_index, cpus):
+        """Bind to the set of ``domain_index``; a set is the unit, so ``cpus``
+        (the domain's CPUs) needs no further restriction."""
+        self._bind(pid, tid, self.sets[domain_index])
+
+    def restore(self, pid, tid, saved):
+        target = saved.get("bindpset", PS_NONE)
+        if target in self.sets:
+            target = PS_NONE
+        try:
+            self.libc.pset_bind_lwp(target, tid, pid)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or target == PS_NONE:
+                raise _bind_error(exc, pid, tid, target) from None
+            self._bind(pid, tid, PS_NONE)   # the saved set was destroyed meanwhile
+
+    def close(self):
+        self._destroy_all()
+
+    # -- helpers -------------------------------------------------------------
+
+    def _check_domains(self, domains):
+        if not domains or not all(domains):
+            raise Unsupported("--binder pset needs at least one non-empty domain")
+        wanted = frozenset().union(*domains)
+        if sum(len(d) for d in domains) != len(wanted):
+            raise Unsupported("processor sets cannot share CPUs: the domains overlap")
+        default = self._configure(self.libc.pset_info, PS_NONE)
+        foreign = wanted - default
+        if foreign:
+            raise Unsupported(
+                "CPUs %s are not in the default processor set (another processor set "
+                "holds them, see `psrset -i`); tumbler only takes CPUs from the default set"
+                % format_cpulist(foreign))
+        if not default - wanted:
+            raise Unsupported(LAST_CPU_MESSAGE % (
+                "the domains (%s) take all of its CPUs; leave at least one CPU out "
+                "(e.g. with --cpus)" % format_cpulist(wanted)))
+
+    def _configure(self, call, *args, cpu=None):
+        """Run a pset configuration call, mapping errno to exceptions."""
+        try:
+            return call(*args)
+        except OSError as exc:
+            raise _configure_error(exc, call, cpu) from None
+
+    def _bind(self, pid, tid, pset):
+        try:
+            self.libc.pset_bind_lwp(pset, tid, pid)
+        except OSError as exc:
+            raise _bind_error(exc, pid, tid, pset) from None
+
+    def _destroy_all(self, quiet=False):
+        left, first_error = [], None
+        for pset in self.sets:
+            try:
+                self.libc.pset_destroy(pset)
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:      # already destroyed by someone
+                    continue
+                left.append(pset)
+                first_error = first_error or exc
+        self.sets, self.domains = left, []
+        if first_error is not None and not quiet:
+            raise _destroy_error(first_error, left)
+
+
+def _configure_error(exc, call, cpu):
+    code = exc.errno
+    name = getattr(call, "__name__", "pset call")
+    if code == errno.EPERM:
+        return AccessDenied("creating processor sets needs privilege %s (run as root)"
+                            % CONFIG_PRIVILEGE, CONFIG_PRIVILEGE)
+    if code == errno.ENOTSUP:
+        return Unsupported(POOLS_MESSAGE)
+    if code == errno.EBUSY:
+        return Unsupported(LAST_CPU_MESSAGE % (
+            "CPU %s cannot leave it: it is the set's last CPU, or threads are bound "
+            "to it (see `pbind -q`)" % ("?" if cpu is None else cpu)))
+    if code == errno.EINVAL and cpu is not None:
+        return Unsupported("CPU %d cannot join a processor set: it is off-line or does "
+                           "not exist (see `psrinfo`)" % cpu)
+    if code == errno.ENOMEM:
+        return Unsupported("the system limit on processor sets is reached (see `psrset -i`)")
+    return PlatformError("%s: %s" % (name, exc.strerror or exc))
+
+
+def _bind_error(exc, pid, tid, pset):
+    code = exc.errno
+    if code == errno.ESRCH:
+        return NoSuchProcess(pid, tid)
+    if code == errno.EPERM:
+        return AccessDenied(
+            "binding LWP %d of process %d to a processor set needs %s (or "
+            "PRIV_SYS_RES_BIND), and PRIV_PROC_OWNER for another user's process"
+            % (tid, pid, CONFIG_PRIVILEGE), CONFIG_PRIVILEGE)
+    if code == errno.EBUSY:
+        return Unmovable(tid, "it is bound to a processor outside processor set %d "
+                         "(unbind it with `pbind -u %d/%d`)" % (pset, pid, tid))
+    if code == errno.EINVAL:
+        return Unmovable(tid, "the kernel refused to bind it to processor set %d "
+                         "(a system-class thread, or the set is gone)" % pset)
+    if code == errno.ENOTSUP:
+        return Unsupported(POOLS_MESSAGE)
+    return PlatformError("pset_bind_lwp(%d, %d, %d): %s" % (pset, tid, pid,
+                                                          exc.strerror or exc))
+
+
+def _destroy_error(exc, left):
+    hint = "processor sets %s were left behind; remove them with `psrset -d %s`" % (
+        ", ".join(map(str, left)), " ".join(map(str, left)))
+    if exc.errno == errno.EPERM:
+        return AccessDenied("cannot destroy processor sets without %s: %s"
+                            % (CONFIG_PRIVILEGE, hint), CONFIG_PRIVILEGE)
+    if exc.errno == errno.ENOTSUP:
+        return Unsupported("%s; %s" % (POOLS_MESSAGE, hint))
+    return PlatformError("pset_destroy: %s; %s" % (exc.strerror or exc, hint))

@@ -1,0 +1,183 @@
+"""The small interface every OS backend implements.
+
+A backend answers five questions and does two things:
+
+* ``topology()``      -- which CPUs are on-line and how they group into
+                         packages, NUMA nodes, LLCs and cores;
+* ``process(pid)``    -- does the process exist, who owns it, is it a kernel
+                         thread;
+* ``thread_ids(pid)`` -- the threads (LWPs) of a process;
+* ``sample(pid)``     -- per-thread CPU times, all in nanoseconds;
+* ``allowed_cpus(pid, tid)`` -- the CPUs a thread may run on now;
+* ``binder(kind)``    -- an object that binds a thread to a set of CPUs and
+                         puts back what it found.
+
+Backends take a ``root`` directory so tests read fixture trees instead of
+``/proc`` and ``/sys``.  They raise only the exceptions below: OS errors are
+mapped once, at the backend edge (as psutil does), so nothing above this
+layer looks at errno.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, Mapping, Optional, Tuple
+
+#: Levels of the CPU hierarchy, outermost first.  ``auto`` picks the first of
+#: package, numa, llc that splits the target's CPUs into two or more domains.
+LEVELS = ("package", "numa", "llc", "core")
+
+
+# -- exceptions --------------------------------------------------------------
+
+class PlatformError(Exception):
+    """Something the OS refused that is not covered below."""
+
+
+class NoSuchProcess(PlatformError):
+    """The process or thread does not exist (any more)."""
+
+    def __init__(self, pid, tid=None):
+        self.pid, self.tid = pid, tid
+        what = "process %d" % pid if tid is None else "thread %d of process %d" % (tid, pid)
+        super().__init__("no such %s" % what)
+
+
+class AccessDenied(PlatformError):
+    """Missing privilege.  ``privilege`` names what is needed, for the user."""
+
+    def __init__(self, message, privilege):
+        self.privilege = privilege
+        super().__init__(message)
+
+
+class Unmovable(PlatformError):
+    """The thread exists but cannot be bound (kernel thread, PF_NO_SETAFFINITY)."""
+
+    def __init__(self, tid, reason):
+        self.tid, self.reason = tid, reason
+        super().__init__("thread %d cannot be moved: %s" % (tid, reason))
+
+
+class Unsupported(PlatformError):
+    """The platform or a feature of it is not supported (e.g. pools enabled)."""
+
+
+# -- data --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    name: str
+    uid: int
+    start: int              # start-time token; guards PID reuse
+    is_kernel: bool         # kernel thread (never managed unless forced)
+    tgid: int               # == pid for a process; differs for a thread id
+    zombie: bool = False    # exited, not yet reaped by its parent
+
+
+@dataclass(frozen=True)
+class ThreadTimes:
+    """Cumulative times of one thread, nanoseconds since the thread started.
+
+    ``run_ns`` (user + system CPU time) is the load numerator of the paper's
+    Eq. 1.  ``usr_ns``/``sys_ns`` split it where the OS says so (Linux: from
+    clock ticks, so coarser than ``run_ns``).  ``lat_ns`` is time spent
+    runnable but waiting for a CPU.  ``micro`` holds further microstates the
+    OS offers (illumos: lck, slp, trp, tfl, dfl, and rtime = elapsed time of
+    the LWP), empty on Linux.
+    """
+
+    tid: int
+    start: int                      # start-time token; guards TID reuse
+    name: str
+    run_ns: int
+    usr_ns: Optional[int] = None
+    sys_ns: Optional[int] = None
+    lat_ns: Optional[int] = None
+    cpu: Optional[int] = None       # CPU the thread last ran on
+    state: str = "?"                # one letter: R running/runnable, S sleeping, ...
+    micro: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One snapshot of all threads of one process."""
+
+    pid: int
+    wall_ns: int                    # time.monotonic_ns() when taken
+    threads: Dict[int, ThreadTimes]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """On-line CPUs and their grouping at each level of ``LEVELS``.
+
+    ``levels[name]`` is a tuple of disjoint CPU sets ordered by lowest CPU;
+    a level the platform cannot see is absent.
+    """
+
+    online: FrozenSet[int]
+    levels: Mapping[str, Tuple[FrozenSet[int], ...]]
+
+
+# -- interfaces --------------------------------------------------------------
+
+class Binder:
+    """Binds threads to CPU sets and restores them.
+
+    Call order: ``setup(domains)`` once (and again after a topology rescan),
+    ``save`` before the first ``bind`` of a thread, ``restore`` for every
+    thread saved, ``close`` last.  ``save`` returns a JSON-serialisable dict
+    (it is also written to the crash-safe state file).
+    """
+
+    kind = "?"
+
+    def setup(self, domains):
+        """Prepare one binding target per domain (a list of CPU frozensets)."""
+
+    def save(self, pid, tid):
+        raise NotImplementedError
+
+    def bind(self, pid, tid, domain_index, cpus):
+        """Bind the thread to domain ``domain_index`` restricted to ``cpus``."""
+        raise NotImplementedError
+
+    def restore(self, pid, tid, saved):
+        raise NotImplementedError
+
+    def close(self):
+        """Remove whatever setup() created (cgroups, processor sets)."""
+
+
+class Backend:
+    name = "?"
+
+    def __init__(self, root="/"):
+        self.root = root
+
+    def topology(self):
+        raise NotImplementedError
+
+    def process(self, pid):
+        raise NotImplementedError
+
+    def thread_ids(self, pid):
+        raise NotImplementedError
+
+    def sample(self, pid):
+        raise NotImplementedError
+
+    def allowed_cpus(self, pid, tid):
+        raise NotImplementedError
+
+    def binder(self, kind):
+        raise NotImplementedError
+
+    def check_can_bind(self, info, binder_kind):
+        """Raise AccessDenied now if binding ``info``'s threads will be refused."""
+
+    def forget(self, pid, tid):
+        """Drop anything cached for a thread that is gone."""
+
+    def close(self):
+        """Release cached file descriptors."""

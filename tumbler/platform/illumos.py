@@ -1,0 +1,399 @@
+"""illumos backend: /proc for LWPs and microstates, kstat for topology,
+processor sets for binding.
+
+Sampling reads two files per sample, each with one ``os.pread`` into a
+buffer sized from the previous read:
+
+* ``/proc/PID/lusage``  -- ``prusage_t`` of every live LWP: microstate times
+  in nanoseconds (entry 0, the sum over exited LWPs, is skipped);
+* ``/proc/PID/lpsinfo`` -- ``lwpsinfo_t`` of every LWP: state letter, last
+  CPU, name of system LWPs.
+
+User thread names are in ``/proc/PID/lwp/LWPID/lwpname`` (illumos RFD 96);
+that file is read once per new LWP (again after a second while still
+unnamed), not per sample.  On the real /proc (``root == "/"``) the two table
+files stay open and are re-read: an fd of a procfs file is tied to its
+process, so a reused PID can never be read through it.  Fixture trees are
+re-opened on every read.  Layouts: ``_illumos_structs``.
+
+``ThreadTimes`` fields: ``run_ns = pr_utime + pr_stime``, ``usr_ns``,
+``sys_ns``, ``lat_ns = pr_wtime`` (waiting for a CPU), ``micro`` = lck
+(pr_ltime), slp, trp, tfl, dfl and rtime (elapsed time of the LWP, the
+denominator of prstat -m); ``start`` is ``pr_create`` (hrtime of creation);
+``state`` is ``pr_sname`` with 'O' (on a CPU) reported as 'R'.
+``microstate_percent`` turns two of them into prstat -mL percentages.
+
+Topology comes from the ``cpu_info`` kstats (``_illumos_kstat``): chip_id
+is the package, cache_id (x86 only) the LLC, core_id the core.  CPUs whose
+state is "on-line" or "no-intr" (runs threads, takes no interrupts) are
+on-line; the others are left out.  NUMA ("numa" level) is not reported:
+lgroups are only reachable through liblgrp's lgrp_init/lgrp_cpus walk, which
+tumbler does not wrap; on illumos x86 the package level coincides with the
+leaf lgroup on common two-socket machines.
+
+Only this module and ``_illumos_pset`` look at errno; everything leaves as
+the exceptions of ``tumbler.platform.base``.
+"""
+
+import errno
+import os
+import struct
+import sys
+import time
+
+from ..errors import UsageError
+from . import _illumos_kstat as kstat
+from . import _illumos_pset as pset
+from ._illumos_structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
+                               parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
+                               PSINFO_SIZE)
+from .base import (AccessDenied, Backend, NoSuchProcess, PlatformError, ProcessInfo,
+                   Sample, ThreadTimes, Topology, Unsupported)
+
+#: cpu_info ``state`` values of CPUs that run threads (sys/processor.h PS_*).
+RUNNING_STATES = ("on-line", "no-intr")
+#: Columns of prstat -mL, in its order.
+PRSTAT_COLUMNS = ("usr", "sys", "trp", "tfl", "dfl", "lck", "slp", "lat")
+READ_PRIVILEGE = "read access to /proc (PRIV_PROC_OWNER for another user's process)"
+
+_LWPNAME_SIZE = 32              # THREAD_NAME_MAX
+_NAME_RECHECK_NS = 1_000_000_000
+_FIRST_READ_SIZE = 16 + 32 * 504
+
+
+class IllumosBackend(Backend):
+    name = "illumos"
+
+    def __init__(self, root="/", libc=None, kstat_reader=None):
+        super().__init__(root)
+        self.proc = os.path.join(root, "proc")
+        self._live = root == "/"
+        if self._live and sys.platform.startswith("sunos") and struct.calcsize("P") != 8:
+            raise Unsupported("tumbler needs a 64-bit Python on illumos: /proc gives "
+                              "32-bit readers other structure layouts")
+        self._libc = libc
+        self._libc_loaded = libc is not None or not self._live
+        self._kstat_reader = kstat_reader or (
+            kstat.read_system_cpu_info if self._live else self._read_kstat_file)
+        self._fds = {}          # (pid, file name) -> fd, live /proc only
+        self._sizes = {}        # (pid, file name) -> read size that fitted
+        self._names = {}        # (pid, lwpid) -> [create_ns, name, checked_ns]
+        self._online = None
+        self._binder = None
+
+    # -- processes and LWPs --------------------------------------------------
+
+    def process(self, pid):
+        try:
+            info = parse_psinfo(self._read_small(pid, "psinfo", PSINFO_SIZE))
+        except ValueError as exc:
+            raise PlatformError("/proc/%d/psinfo: %s" % (pid, exc)) from None
+        if info.nlwp == 0:
+            raise NoSuchProcess(pid)        # a zombie: nothing left to balance
+        return ProcessInfo(pid=pid, name=info.fname, uid=info.uid, start=info.start_ns,
+                           is_kernel=bool(info.flag & SSYS), tgid=pid)
+
+    def thread_ids(self, pid):
+        return sorted(lwp.lwpid for lwp in self._read_table(pid, "lpsinfo", parse_lpsinfo)
+                      if lwp.sname != "Z")
+
+    def sample(self, pid, detail=False):
+        """Times of every live LWP of ``pid`` (``detail`` is accepted for
+        symmetry with Linux: illumos always has the full detail)."""
+        usages = self._read_table(pid, "lusage", parse_lusage)
+        wall_ns = time.monotonic_ns()
+        infos = {lwp.lwpid: lwp for lwp in self._read_table(pid, "lpsinfo", parse_lpsinfo)}
+        threads = {}
+        for usage in usages:
+            info = infos.get(usage.lwpid)
+            threads[usage.lwpid] = ThreadTimes(
+                tid=usage.lwpid, start=usage.create_ns,
+                name=self._lwp_name(pid, usage, info, wall_ns),
+                run_ns=usage.utime_ns + usage.stime_ns,
+                usr_ns=usage.utime_ns, sys_ns=usage.stime_ns, lat_ns=usage.wtime_ns,
+                cpu=info.onpro if info else None,
+                state=_state_letter(info.sname) if info else "?",
+                micro={"lck": usage.ltime_ns, "slp": usage.slptime_ns,
+                       "trp": usage.ttime_ns, "tfl": usage.tftime_ns,
+                       "dfl": usage.dftime_ns, "rtime": usage.rtime_ns})
+        for key in [k for k in self._names if k[0] == pid and k[1] not in threads]:
+            del self._names[key]
+        return Sample(pid=pid, wall_ns=wall_ns, threads=threads)
+
+    def forget(self, pid, tid):
+        self._names.pop((pid, tid), None)
+
+    def close(self):
+        for key in list(self._fds):
+            self._close_fd(key)
+        self._names.clear()
+
+    # -- CPUs ----------------------------------------------------------------
+
+    def topology(self):
+        try:
+            cpu_info = self._kstat_reader()
+        except OSError as exc:
+            raise Unsupported("cannot read the cpu_info kstats: %s" % exc) from None
+        topology = topology_from_cpu_info(cpu_info)
+        self._online = topology.online
+        return topology
+
+    def allowed_cpus(self, pid, tid):
+        """CPUs the LWP may use: its bound processor, else its processor set's
+        CPUs, else the default set's.  Sets made by this backend's binder count
+        as the default set they were carved from (the answer is what the LWP
+        had before tumbler).  Without libc psets: all on-line CPUs."""
+        info = self.lwp_info(pid, tid)
+        online = self._online if self._online is not None else self.topology().online
+        if info.bindpro != PBIND_NONE:
+            return frozenset([info.bindpro])
+        libc = self._pset_libc()
+        if libc is None:
+            return online
+        ours = self._binder.sets if self._binder is not None else []
+        try:
+            if info.bindpset != PS_NONE and info.bindpset not in ours:
+                cpus = libc.pset_info(info.bindpset)
+            else:
+                cpus = libc.pset_info(PS_NONE).union(*(self._binder.domains if ours else []))
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:   # the set vanished between the reads
+                return online
+            raise PlatformError("pset_info: %s" % (exc.strerror or exc)) from None
+        return (cpus & online) or online
+
+    def check_can_bind(self, info, binder_kind):
+        """Fail early, before anything changes, if binding will be refused."""
+        libc = self._binder_libc(binder_kind)
+        has_privilege = getattr(libc, "has_privilege", None)
+        if has_privilege is None:
+            return
+        if not has_privilege("sys_res_config"):
+            raise AccessDenied("--binder pset creates processor sets, which needs %s"
+                               % pset.CONFIG_PRIVILEGE, pset.CONFIG_PRIVILEGE)
+        if info.uid != os.geteuid() and not has_privilege("proc_owner"):
+            raise AccessDenied("process %d belongs to uid %d, tumbler runs as uid %d"
+                               % (info.pid, info.uid, os.geteuid()), "PRIV_PROC_OWNER")
+
+    def binder(self, kind):
+        self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding)
+        return self._binder
+
+    def _binder_libc(self, kind):
+        if kind in ("affinity", "cpuset"):
+            raise Unsupported("--binder %s is a Linux binder; on illumos use --binder pset"
+                              % kind)
+        if kind != "pset":
+            raise UsageError("--binder %s is not available on illumos (use pset)" % kind)
+        libc = self._pset_libc()
+        if libc is None:
+            raise Unsupported("--binder pset needs processor sets (pset_create(2) in "
+                              "illumos libc.so.1), which this system does not have")
+        return libc
+
+    # -- one LWP -------------------------------------------------------------
+
+    def lwp_info(self, pid, tid):
+        """LwpInfo of one LWP from /proc/PID/lwp/LWPID/lwpsinfo."""
+        path = "%s/%d/lwp/%d/lwpsinfo" % (self.proc, pid, tid)
+        try:
+            data = _read_file(path, LWPSINFO.size)
+        except OSError as exc:
+            raise _read_error(exc, path, pid, tid) from None
+        if len(data) < LWPSINFO.size:
+            raise NoSuchProcess(pid, tid)
+        return parse_lwpsinfo(data)
+
+    def _lwp_binding(self, pid, tid):
+        info = self.lwp_info(pid, tid)
+        return info.bindpset, info.bindpro
+
+    def _lwp_name(self, pid, usage, info, now_ns):
+        if info is not None and info.name:
+            return info.name                # a system LWP's pr_name
+        entry = self._names.get((pid, usage.lwpid))
+        if entry is None or entry[0] != usage.create_ns:
+            entry = self._names[(pid, usage.lwpid)] = [usage.create_ns, None, 0]
+        if entry[1] is None or (not entry[1] and now_ns - entry[2] > _NAME_RECHECK_NS):
+            entry[1], entry[2] = self._read_lwpname(pid, usage.lwpid), now_ns
+        return entry[1]
+
+    def _read_lwpname(self, pid, lwpid):
+        try:
+            data = _read_file("%s/%d/lwp/%d/lwpname" % (self.proc, pid, lwpid),
+                              _LWPNAME_SIZE)
+        except OSError:
+            return ""               # no such file before RFD 96, or the LWP exited
+        return data.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+    # -- reading /proc -------------------------------------------------------
+
+    def _read_small(self, pid, name, size):
+        path = "%s/%d/%s" % (self.proc, pid, name)
+        try:
+            data = _read_file(path, size)
+        except OSError as exc:
+            raise _read_error(exc, path, pid) from None
+        if not data:
+            raise NoSuchProcess(pid)
+        return data
+
+    def _read_table(self, pid, name, parse):
+        """Parse a prheader_t table file, re-reading once if it outgrew the buffer."""
+        key = (pid, name)
+        size = self._sizes.get(key, _FIRST_READ_SIZE)
+        for _ in range(3):
+            data = self._pread(key, size)
+            if not data:
+                self._close_fd(key)
+                raise NoSuchProcess(pid)
+            try:
+                result = parse(data)
+            except Truncated as exc:
+                if len(data) < size:
+                    raise PlatformError("/proc/%d/%s is shorter than its header says"
+                                        % (pid, name)) from None
+                size = exc.needed + exc.needed // 4
+                continue
+            except (ValueError, struct.error) as exc:
+                raise PlatformError("/proc/%d/%s: %s" % (pid, name, exc)) from None
+            self._sizes[key] = max(size, len(data) + len(data) // 4)
+            return result
+        raise PlatformError("/proc/%d/%s keeps growing while read" % (pid, name))
+
+    def _pread(self, key, size):
+        pid, name = key
+        path = "%s/%d/%s" % (self.proc, pid, name)
+        try:
+            if not self._live:
+                return _read_file(path, size)
+            fd = self._fds.get(key)
+            if fd is None:
+                fd = self._fds[key] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, size, 0)
+        except OSError as exc:
+            self._close_fd(key)
+            raise _read_error(exc, path, pid) from None
+
+    def _close_fd(self, key):
+        fd = self._fds.pop(key, None)
+        self._sizes.pop(key, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    # -- kstat and libc ------------------------------------------------------
+
+    def _read_kstat_file(self):
+        path = os.path.join(self.root, "kstat")
+        with open(path) as f:
+            return kstat.read_kstat_text(f.read())
+
+    def _pset_libc(self):
+        if not self._libc_loaded:
+            self._libc = pset.load_libc()
+            self._libc_loaded = True
+        return self._libc
+
+
+# -- topology --------------------------------------------------------------------
+
+def topology_from_cpu_info(cpu_info):
+    """Topology from ``{cpuid: {"state", "chip_id", "core_id", "cache_id"}}``."""
+    online = frozenset(cpu for cpu, fields in cpu_info.items()
+                       if fields.get("state") in RUNNING_STATES)
+    if not online:
+        raise Unsupported("the cpu_info kstats show no on-line CPU")
+    levels = {}
+    package = _group_by(online, lambda cpu: cpu_info[cpu].get("chip_id"))
+    if package:
+        levels["package"] = package
+    llc = _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "cache_id"))
+    if llc:
+        levels["llc"] = llc
+    core = _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "core_id"))
+    levels["core"] = core or tuple(frozenset([cpu]) for cpu in sorted(online))
+    return Topology(online=online, levels=levels)
+
+
+def _within_chip(fields, key):
+    """(chip_id, fields[key]): an LLC or a core never spans two packages."""
+    value = fields.get(key)
+    if not isinstance(value, int) or value < 0:
+        return None
+    return fields.get("chip_id"), value
+
+
+def _group_by(online, key_of):
+    """CPU groups with equal keys, ordered by lowest CPU; () if a key is missing."""
+    groups = {}
+    for cpu in online:
+        key = key_of(cpu)
+        if key is None:
+            return ()
+        groups.setdefault(key, set()).add(cpu)
+    return tuple(sorted((frozenset(g) for g in groups.values()), key=min))
+
+
+# -- prstat -m -------------------------------------------------------------------
+
+def microstate_percent(prev, cur):
+    """prstat -mL percentages of one LWP between two ThreadTimes.
+
+    As usr/src/cmd/prstat/prstat.c (``lwp_update``): each column is
+    delta(field) / delta(pr_rtime) * 100; with no previous sample (or a
+    previous one of another LWP that reused the id) it is the total since
+    the LWP was created over its pr_rtime.  Columns: ``PRSTAT_COLUMNS``.
+    Empty if ``cur`` has no microstates (not an illumos sample); all zero
+    if no time elapsed.
+    """
+    if "rtime" not in cur.micro:
+        return {}
+    now = _microstates(cur)
+    if (prev is not None and prev.tid == cur.tid and prev.start == cur.start
+            and "rtime" in prev.micro):
+        before = _microstates(prev)
+        period = cur.micro["rtime"] - prev.micro["rtime"]
+    else:
+        before = dict.fromkeys(PRSTAT_COLUMNS, 0)
+        period = cur.micro["rtime"]
+    if period <= 0:
+        return dict.fromkeys(PRSTAT_COLUMNS, 0.0)
+    return {column: (now[column] - before[column]) * 100.0 / period
+            for column in PRSTAT_COLUMNS}
+
+
+def _microstates(times):
+    micro = times.micro
+    return {"usr": times.usr_ns or 0, "sys": times.sys_ns or 0, "trp": micro["trp"],
+            "tfl": micro["tfl"], "dfl": micro["dfl"], "lck": micro["lck"],
+            "slp": micro["slp"], "lat": times.lat_ns or 0}
+
+
+# -- helpers ---------------------------------------------------------------------
+
+def _state_letter(sname):
+    return "R" if sname == "O" else sname
+
+
+def _read_file(path, size):
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+
+
+def _read_error(exc, path, pid, tid=None):
+    """Map an OSError reading /proc to the backend exceptions."""
+    code = exc.errno
+    if code in (errno.ENOENT, errno.ESRCH):
+        return NoSuchProcess(pid, tid)
+    if code in (errno.EACCES, errno.EPERM):
+        return AccessDenied("cannot read %s" % path, READ_PRIVILEGE)
+    if code == errno.EOVERFLOW:
+        return Unsupported("%s: a 32-bit reader cannot read a 64-bit process" % path)
+    return PlatformError("%s: %s" % (path, exc.strerror or exc))

@@ -1,0 +1,394 @@
+"""Linux backend: /proc for threads and times, /sys for topology.
+
+Sampling cost matters (the paper measured 410 us for 64 threads), so:
+
+* per-thread times come from ``/proc/PID/task/TID/schedstat``
+  (``sum_exec_runtime run_delay timeslices``, nanoseconds), which is small and
+  cheap for the kernel to format; ``stat`` (clock ticks, 10 ms resolution) is
+  read only when a thread is first seen (start time, flags, name), when the
+  caller asks for details (``tumbler stat``), or as the fallback on kernels
+  whose schedstat prints zeros;
+* each file is opened once and re-read with ``os.pread``;  an fd pins the
+  task it was opened for, so a TID reused by a new thread can never be read
+  through an old fd -- reads on it fail and the entry is reopened, and the
+  start time read at open (stat field 22) is the thread's identity.
+
+``root`` replaces ``/`` so tests can run on fixture trees.  Only this module
+and ``_linux_cpuset`` look at errno: everything leaves as the exceptions of
+``tumbler.platform.base``.
+"""
+
+import errno
+import os
+import time
+
+from ..cpulist import parse_cpulist
+from ..errors import UsageError
+from .base import (AccessDenied, Backend, NoSuchProcess, PlatformError,
+                   ProcessInfo, Sample, ThreadTimes, Topology, Unmovable,
+                   Unsupported)
+
+PF_KTHREAD = 0x00200000
+CAP_SYS_NICE = 23
+PF_NO_SETAFFINITY = 0x04000000
+SETAFFINITY_PRIVILEGE = "the same user as the target, or CAP_SYS_NICE"
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_NS_PER_TICK = 1_000_000_000 // _CLK_TCK
+
+# Fields of /proc/.../stat counted from the one after "(comm)": field 3 of
+# proc(5) is index 0 here.
+_STAT_STATE, _STAT_FLAGS, _STAT_UTIME, _STAT_STIME = 0, 6, 11, 12
+_STAT_STARTTIME, _STAT_PROCESSOR = 19, 36
+
+
+def parse_stat(text):
+    """Split a /proc stat line into (comm, fields after the comm).
+
+    The comm may itself contain ')' and spaces, so cut at the LAST ')'.
+    """
+    open_paren = text.index("(")
+    close_paren = text.rindex(")")
+    return text[open_paren + 1:close_paren], text[close_paren + 2:].split()
+
+
+class _ThreadFiles:
+    """Open fds of one thread, and what never changes for it."""
+
+    __slots__ = ("schedstat_fd", "stat_fd", "start", "flags", "name")
+
+    def __init__(self, schedstat_fd, stat_fd, start, flags, name):
+        self.schedstat_fd = schedstat_fd
+        self.stat_fd = stat_fd
+        self.start = start
+        self.flags = flags
+        self.name = name
+
+    def close(self):
+        for fd in (self.schedstat_fd, self.stat_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class LinuxBackend(Backend):
+    name = "linux"
+
+    def __init__(self, root="/"):
+        super().__init__(root)
+        self.proc = os.path.join(root, "proc")
+        self.sys = os.path.join(root, "sys")
+        self._files = {}            # (pid, tid) -> _ThreadFiles
+        self._schedstat_ok = None   # None: not yet known
+
+    # -- processes and threads -----------------------------------------------
+
+    def process(self, pid):
+        path = "%s/%d" % (self.proc, pid)
+        try:
+            with open(path + "/stat") as f:
+                comm, fields = parse_stat(f.read())
+            status = _read_status(path + "/status")
+        except FileNotFoundError:
+            raise NoSuchProcess(pid) from None
+        except ProcessLookupError:
+            raise NoSuchProcess(pid) from None
+        except PermissionError:
+            raise AccessDenied("cannot read %s" % path, "read access to /proc") from None
+        flags = int(fields[_STAT_FLAGS])
+        return ProcessInfo(
+            pid=pid, name=comm, uid=int(status["Uid"].split()[0]),
+            start=int(fields[_STAT_STARTTIME]),
+            is_kernel=bool(flags & PF_KTHREAD),
+            tgid=int(status["Tgid"]), zombie=fields[_STAT_STATE] in ("Z", "X"))
+
+    def thread_ids(self, pid):
+        try:
+            return sorted(int(t) for t in os.listdir("%s/%d/task" % (self.proc, pid)))
+        except (FileNotFoundError, ProcessLookupError):
+            raise NoSuchProcess(pid) from None
+        except PermissionError:
+            raise AccessDenied("cannot list threads of %d" % pid, "read access to /proc") from None
+
+    def _open_thread(self, pid, tid):
+        base = "%s/%d/task/%d/" % (self.proc, pid, tid)
+        try:
+            schedstat_fd = os.open(base + "schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            schedstat_fd = -1       # kernel without CONFIG_SCHED_INFO
+        except (ProcessLookupError, OSError) as exc:
+            raise _thread_error(exc, pid, tid)
+        try:
+            stat_fd = os.open(base + "stat", os.O_RDONLY | os.O_CLOEXEC)
+            comm, fields = parse_stat(os.pread(stat_fd, 4096, 0).decode(errors="replace"))
+        except OSError as exc:
+            if schedstat_fd >= 0:
+                os.close(schedstat_fd)
+            raise _thread_error(exc, pid, tid)
+        files = _ThreadFiles(schedstat_fd, stat_fd, int(fields[_STAT_STARTTIME]),
+                             int(fields[_STAT_FLAGS]), comm)
+        self._files[(pid, tid)] = files
+        return files
+
+    def forget(self, pid, tid):
+        files = self._files.pop((pid, tid), None)
+        if files is not None:
+            files.close()
+
+    def close(self):
+        for key in list(self._files):
+            self.forget(*key)
+
+    def thread_start(self, pid, tid):
+        """Start-time token of a thread (stat field 22, clock ticks since boot)."""
+        files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
+        return files.start
+
+    def thread_flags(self, pid, tid):
+        files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
+        return files.flags
+
+    # -- sampling ------------------------------------------------------------
+
+    def sample(self, pid, detail=False):
+        """Times of every thread of ``pid``; ``detail`` adds usr/sys/cpu/state.
+
+        Threads that vanish while being read are left out; a process that is
+        gone raises NoSuchProcess.
+        """
+        tids = self.thread_ids(pid)
+        wall_ns = time.monotonic_ns()
+        threads = {}
+        for tid in tids:
+            files = self._files.get((pid, tid))
+            try:
+                if files is None:
+                    files = self._open_thread(pid, tid)
+                times = self._read_times(tid, files, detail)
+            except NoSuchProcess:
+                self.forget(pid, tid)
+                continue
+            threads[tid] = times
+        for key in [k for k in self._files if k[0] == pid and k[1] not in threads]:
+            self.forget(*key)
+        return Sample(pid=pid, wall_ns=wall_ns, threads=threads)
+
+    def _read_times(self, tid, files, detail):
+        run_ns = lat_ns = None
+        if files.schedstat_fd >= 0 and self._schedstat_ok is not False:
+            try:
+                data = os.pread(files.schedstat_fd, 128, 0)
+            except OSError:
+                raise NoSuchProcess(0, tid) from None
+            if not data:
+                raise NoSuchProcess(0, tid)
+            exec_text, delay_text = data.split()[:2]
+            run_ns, lat_ns = int(exec_text), int(delay_text)
+        if not detail and run_ns is not None and (run_ns or self._schedstat_ok):
+            return ThreadTimes(tid=tid, start=files.start, name=files.name,
+                               run_ns=run_ns, lat_ns=lat_ns)
+        try:
+            text = os.pread(files.stat_fd, 4096, 0).decode(errors="replace")
+        except OSError:
+            raise NoSuchProcess(0, tid) from None
+        if not text:
+            raise NoSuchProcess(0, tid)
+        comm, fields = parse_stat(text)
+        files.name = comm
+        usr_ns = int(fields[_STAT_UTIME]) * _NS_PER_TICK
+        sys_ns = int(fields[_STAT_STIME]) * _NS_PER_TICK
+        if run_ns is not None and self._schedstat_ok is None and usr_ns + sys_ns:
+            # A thread with CPU ticks but a zero schedstat: this kernel does
+            # not account schedstat; use ticks from now on.
+            self._schedstat_ok = run_ns > 0
+        if run_ns is None or self._schedstat_ok is False:
+            run_ns, lat_ns = usr_ns + sys_ns, None
+        return ThreadTimes(tid=tid, start=files.start, name=comm, run_ns=run_ns,
+                           usr_ns=usr_ns, sys_ns=sys_ns, lat_ns=lat_ns,
+                           cpu=int(fields[_STAT_PROCESSOR]), state=fields[_STAT_STATE])
+
+    # -- CPUs ----------------------------------------------------------------
+
+    def allowed_cpus(self, pid, tid):
+        if self.root == "/":
+            try:
+                return frozenset(os.sched_getaffinity(tid))
+            except OSError as exc:
+                raise _thread_error(exc, pid, tid)
+        try:
+            status = _read_status("%s/%d/task/%d/status" % (self.proc, pid, tid))
+        except OSError as exc:
+            raise _thread_error(exc, pid, tid)
+        return parse_cpulist(status["Cpus_allowed_list"])
+
+    def topology(self):
+        cpu_dir = self.sys + "/devices/system/cpu"
+        try:
+            online = _read_cpulist(cpu_dir + "/online")
+        except OSError:
+            raise Unsupported("cannot read %s/online: is /sys mounted?" % cpu_dir) from None
+        levels = {}
+        package = _group_by(online, lambda c: _read_cpulist_or_none(
+            "%s/cpu%d/topology/package_cpus_list" % (cpu_dir, c))
+            or _read_cpulist_or_none("%s/cpu%d/topology/core_siblings_list" % (cpu_dir, c)))
+        if package:
+            levels["package"] = package
+        numa = _numa_nodes(self.sys + "/devices/system/node", online)
+        if numa:
+            levels["numa"] = numa
+        llc = _group_by(online, lambda c: _last_level_cache(cpu_dir, c))
+        if llc:
+            levels["llc"] = llc
+        core = _group_by(online, lambda c: _read_cpulist_or_none(
+            "%s/cpu%d/topology/core_cpus_list" % (cpu_dir, c))
+            or _read_cpulist_or_none("%s/cpu%d/topology/thread_siblings_list" % (cpu_dir, c)))
+        levels["core"] = core or tuple(frozenset([c]) for c in sorted(online))
+        return Topology(online=online, levels=levels)
+
+    def check_can_bind(self, info, binder_kind):
+        """Fail early, before anything changes, if binding will be refused."""
+        if os.geteuid() == 0:
+            return
+        if binder_kind == "cpuset":
+            raise AccessDenied("--binder cpuset creates cgroups", "root")
+        if info.uid != os.geteuid() and not _has_capability(self.proc, CAP_SYS_NICE):
+            raise AccessDenied("process %d belongs to uid %d, tumbler runs as uid %d"
+                               % (info.pid, info.uid, os.geteuid()), SETAFFINITY_PRIVILEGE)
+
+    def binder(self, kind):
+        if kind == "affinity":
+            return AffinityBinder(self)
+        if kind == "cpuset":
+            from ._linux_cpuset import CpusetBinder
+            return CpusetBinder(self)
+        raise UsageError("--binder %s is not available on Linux (use affinity or cpuset)" % kind)
+
+
+# -- binders -------------------------------------------------------------------
+
+class AffinityBinder:
+    """Binds with sched_setaffinity(2); the OS balances inside the domain."""
+
+    kind = "affinity"
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def setup(self, domains):
+        pass
+
+    def save(self, pid, tid):
+        return {"cpus": sorted(self.backend.allowed_cpus(pid, tid))}
+
+    def bind(self, pid, tid, domain_index, cpus):
+        if self.backend.thread_flags(pid, tid) & PF_NO_SETAFFINITY:
+            raise Unmovable(tid, "the kernel forbids changing its affinity (PF_NO_SETAFFINITY)")
+        set_affinity(pid, tid, cpus)
+
+    def restore(self, pid, tid, saved):
+        set_affinity(pid, tid, saved["cpus"])
+
+    def close(self):
+        pass
+
+
+def set_affinity(pid, tid, cpus):
+    try:
+        os.sched_setaffinity(tid, cpus)
+    except OSError as exc:
+        raise _thread_error(exc, pid, tid)
+
+
+# -- helpers -------------------------------------------------------------------
+
+def _thread_error(exc, pid, tid):
+    """Map an OSError about one thread to the backend exceptions."""
+    code = getattr(exc, "errno", None)
+    if code in (errno.ESRCH, errno.ENOENT):
+        return NoSuchProcess(pid, tid)
+    if code in (errno.EPERM, errno.EACCES):
+        return AccessDenied("not permitted to change thread %d of process %d" % (tid, pid),
+                            SETAFFINITY_PRIVILEGE)
+    if code == errno.EINVAL:
+        return Unmovable(tid, "the kernel refused the CPU set (EINVAL)")
+    return PlatformError("thread %d: %s" % (tid, exc))
+
+
+def _has_capability(proc, bit):
+    try:
+        status = _read_status(proc + "/self/status")
+        return bool(int(status["CapEff"], 16) >> bit & 1)
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def _read_status(path):
+    fields = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
+def _read_cpulist(path):
+    with open(path) as f:
+        text = f.read().strip()
+    return parse_cpulist(text) if text else frozenset()
+
+
+def _read_cpulist_or_none(path):
+    try:
+        return _read_cpulist(path)
+    except (OSError, UsageError):
+        return None
+
+
+def _group_by(online, cpus_of):
+    """Distinct CPU groups (restricted to ``online``) given each CPU's group."""
+    groups = set()
+    for cpu in online:
+        group = cpus_of(cpu)
+        if group is None:
+            return ()
+        group = frozenset(group) & online
+        groups.add(group or frozenset([cpu]))
+    return tuple(sorted(groups, key=min))
+
+
+def _numa_nodes(node_dir, online):
+    try:
+        names = [n for n in os.listdir(node_dir) if n.startswith("node") and n[4:].isdigit()]
+    except OSError:
+        return ()
+    nodes = set()
+    for name in names:
+        cpus = _read_cpulist_or_none("%s/%s/cpulist" % (node_dir, name))
+        if cpus and cpus & online:
+            nodes.add(frozenset(cpus & online))
+    return tuple(sorted(nodes, key=min))
+
+
+def _last_level_cache(cpu_dir, cpu):
+    """shared_cpu_list of the highest-level cache of ``cpu`` (its LLC)."""
+    cache_dir = "%s/cpu%d/cache" % (cpu_dir, cpu)
+    best_level, best = -1, None
+    try:
+        indexes = [n for n in os.listdir(cache_dir) if n.startswith("index")]
+    except OSError:
+        return None
+    for index in indexes:
+        try:
+            with open("%s/%s/level" % (cache_dir, index)) as f:
+                level = int(f.read())
+            with open("%s/%s/type" % (cache_dir, index)) as f:
+                kind = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or level <= best_level:
+            continue
+        shared = _read_cpulist_or_none("%s/%s/shared_cpu_list" % (cache_dir, index))
+        if shared:
+            best_level, best = level, shared
+    return best

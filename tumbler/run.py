@@ -1,0 +1,195 @@
+"""Balancing runs: ``tumbler -p PID ...`` and ``tumbler exec -- CMD``.
+
+Everything that can be wrong with the input is checked before anything is
+changed or any command is started, so a usage error leaves the system as it
+was.  Once threads are moved, every exit path (the targets exit, the
+duration passes, a signal, an error) goes through ``restore_all``.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from .controller import Controller
+from .domains import choose_domains
+from .engine.policy import make_policy
+from .engine.variation import VariationTable
+from .errors import EXIT_FAILURE, TumblerError, UsageError
+from .platform import open_backend
+from .platform.base import NoSuchProcess
+from .runlog import RunLog
+from .summary import summary_lines
+from .waiting import SignalWaiter
+
+DEFAULT_BINDER = {"linux": "affinity", "illumos": "pset"}
+
+
+def check_target(backend, pid, force):
+    """Validate a -p PID; return its ProcessInfo or raise a one-line error."""
+    if pid <= 0:
+        raise UsageError("bad PID %d" % pid)
+    if pid == os.getpid():
+        raise UsageError("refusing to balance tumbler itself (PID %d)" % pid)
+    try:
+        info = backend.process(pid)
+    except NoSuchProcess:
+        raise TumblerError("no such process: %d" % pid, EXIT_FAILURE) from None
+    if info.tgid != pid:
+        raise UsageError("%d is a thread of process %d, not a process: give -p %d"
+                         % (pid, info.tgid, info.tgid))
+    if not force:
+        if info.is_kernel:
+            raise UsageError("refusing kernel thread %d (%s); use --force to override"
+                             % (pid, info.name))
+        if pid == 1:
+            raise UsageError("refusing PID 1 (%s), the init process; use --force to override"
+                             % info.name)
+    return info
+
+
+def _prepare(settings):
+    backend = open_backend(settings["platform"], settings["root"])
+    config = settings["config"]
+    table = VariationTable(config.variation_table, config.idle_interval_ms)
+    policy = make_policy(settings["policy"], table, config.tolerance, settings["interval_ms"])
+    return backend, policy
+
+
+def _binder(backend, settings, policy):
+    kind = settings["binder"] or DEFAULT_BINDER[backend.name]
+    return backend.binder(kind)
+
+
+def _observers(settings):
+    observers = []
+    if settings["log_path"]:
+        try:
+            observers.append(RunLog(settings["log_path"]))
+        except OSError as exc:
+            raise UsageError("cannot write log %s: %s" % (settings["log_path"], exc.strerror))
+    if settings["verbose"]:
+        observers.append(VerboseReport())
+    return observers
+
+
+class VerboseReport:
+    """``-v``: one stderr line per interval, plus one per move."""
+
+    def write_round(self, controller, plan, moves):
+        print("tumbler: round %d: cv %.2f, next %d ms, domain loads %s: %s"
+              % (controller.stats.intervals, plan.thread_cv, plan.interval_ms,
+                 " ".join("%.2f" % x for x in plan.domain_loads), plan.reason),
+              file=sys.stderr)
+        for thread, src, dst in moves:
+            print("tumbler:   %s %d (%s) -> domain %d" % (
+                "place" if src is None else "move", thread.tid, thread.name, dst),
+                file=sys.stderr)
+
+
+def _allowed_union(backend, pids):
+    allowed = set()
+    for pid in pids:
+        for tid in backend.thread_ids(pid):
+            try:
+                allowed |= backend.allowed_cpus(pid, tid)
+            except NoSuchProcess:
+                continue
+    return frozenset(allowed)
+
+
+def _finish(controller, observers, waiter, settings, started, cpu_before, reason):
+    failed = controller.restore_all()
+    waiter.close()
+    for observer in observers:
+        close = getattr(observer, "close", None)
+        if close:
+            close()
+    if not settings["quiet"]:
+        wall = time.monotonic() - started
+        cpu = controller.own_cpu_seconds() - cpu_before
+        for line in summary_lines(controller, wall, cpu, reason):
+            print("tumbler: " + line, file=sys.stderr)
+    return failed
+
+
+def run_attach(settings, pids):
+    backend, policy = _prepare(settings)
+    for pid in pids:
+        info = check_target(backend, pid, settings["force"])
+        if policy.moves_threads and not settings["dry_run"]:
+            backend.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[backend.name])
+    choice = choose_domains(backend.topology(), _allowed_union(backend, pids),
+                            settings["level"], settings["domains"])
+    binder = _binder(backend, settings, policy)
+    observers = _observers(settings)
+    waiter = SignalWaiter()
+    controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
+                            discover_ms=settings["config"].discover_ms, observers=observers,
+                            load_window_ms=settings["config"].load_window_ms)
+    started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
+    reason = "error"
+    deadline = started + settings["duration"] if settings["duration"] else None
+    try:
+        for pid in pids:
+            try:
+                controller.add_target(pid)
+            except NoSuchProcess:
+                pass
+        reason = controller.run(waiter, deadline=deadline)
+    finally:
+        failed = _finish(controller, observers, waiter, settings, started, cpu_before, reason)
+    return EXIT_FAILURE if failed else 0
+
+
+def run_exec(settings, command):
+    backend, policy = _prepare(settings)
+    allowed = frozenset(os.sched_getaffinity(0)) if settings["root"] == "/" else \
+        backend.topology().online
+    choice = choose_domains(backend.topology(), allowed, settings["level"], settings["domains"])
+    binder = _binder(backend, settings, policy)
+    observers = _observers(settings)
+    waiter = SignalWaiter(watch_children=True)
+    try:
+        child = subprocess.Popen(command)
+    except FileNotFoundError:
+        waiter.close()
+        raise TumblerError("%s: command not found" % command[0], 127) from None
+    except OSError as exc:
+        waiter.close()
+        raise TumblerError("%s: cannot execute: %s" % (command[0], exc.strerror), 126) from None
+
+    def forward(signum):
+        if signum != signal.SIGCHLD and child.poll() is None:
+            try:
+                os.kill(child.pid, signum)
+            except ProcessLookupError:
+                pass
+        return False
+
+    controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
+                            discover_ms=settings["config"].discover_ms, observers=observers,
+                            first_interval_ms=50, load_window_ms=settings["config"].load_window_ms)
+    started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
+    reason = "error"
+    deadline = started + settings["duration"] if settings["duration"] else None
+    try:
+        try:
+            controller.add_target(child.pid, allowed)
+        except NoSuchProcess:
+            pass
+        reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
+        while child.poll() is None:         # --duration ended balancing, not the command
+            for signum in waiter.take():
+                forward(signum)
+            waiter.sleep(0.2)
+    finally:
+        if child.poll() is None:            # an error: do not leave the command orphaned
+            for signum in waiter.take():
+                forward(signum)
+        _finish(controller, observers, waiter, settings, started, cpu_before, reason)
+        if child.poll() is None:
+            child.wait()
+    status = child.returncode
+    return 128 - status if status < 0 else status

@@ -1,0 +1,57 @@
+"""``--log FILE``: one JSON object per interval (JSON lines).
+
+Keys of each line (stable; scripts may rely on them):
+
+``t``               seconds since tumbler started
+``round``           interval number, from 1
+``policy``          the policy that planned it
+``reason``          why the plan is what it is (human text)
+``threads``         threads measured this interval
+``thread_cv``       CV of the thread loads (selects the interval)
+``interval_ms``     the interval chosen for the next round
+``domains``         the domains, as CPU lists
+``domain_loads``    summed load per domain before the moves (CPUs' worth)
+``domain_spread``   CV of per-capacity domain loads before the moves
+``predicted_loads`` the same after the plan, ``predicted_spread`` its CV
+``moves``           moves made: ``{"tid", "name", "from", "to"}`` (``from``
+                    is null for a thread's first placement)
+``dry_run``         true if nothing was really moved
+"""
+
+import json
+import time
+
+from .cpulist import format_cpulist
+
+
+class RunLog:
+    def __init__(self, path):
+        self.path = path
+        self.file = open(path, "w", buffering=1)
+        self.started = time.monotonic()
+        self.extra = []         # callables(controller) -> dict merged into each line
+
+    def write_round(self, controller, plan, applied):
+        record = {
+            "t": round(time.monotonic() - self.started, 4),
+            "round": controller.stats.intervals,
+            "policy": controller.policy.name,
+            "reason": plan.reason,
+            "threads": len(plan.assignment),
+            "thread_cv": round(plan.thread_cv, 4),
+            "interval_ms": plan.interval_ms,
+            "domains": [format_cpulist(d.cpus) for d in controller.domains],
+            "domain_loads": [round(x, 4) for x in plan.domain_loads],
+            "domain_spread": round(plan.spread_before, 4),
+            "predicted_loads": [round(x, 4) for x in plan.predicted_loads],
+            "predicted_spread": round(plan.spread_after, 4),
+            "moves": [{"tid": t.tid, "name": t.name, "from": src, "to": dst}
+                      for t, src, dst in applied],
+            "dry_run": controller.dry_run,
+        }
+        for extra in self.extra:
+            record.update(extra(controller))
+        self.file.write(json.dumps(record) + "\n")
+
+    def close(self):
+        self.file.close()

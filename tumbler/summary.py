@@ -1,0 +1,35 @@
+"""The exit summary printed on stderr after a balancing run.
+
+"Early" and "late" spread are the mean per-domain load spread (CV of
+per-capacity domain loads, as measured before each round's moves) over the
+first and the last quarter of the rounds: a run that balanced well shows a
+late figure well below the early one.
+"""
+
+import math
+
+
+def early_late(values):
+    """Mean of the first and last quarter of ``values`` (each >= 1 item)."""
+    if not values:
+        return None, None
+    quarter = max(1, len(values) // 4)
+    return (math.fsum(values[:quarter]) / quarter,
+            math.fsum(values[-quarter:]) / quarter)
+
+
+def summary_lines(controller, wall_s, cpu_s, end_reason):
+    stats = controller.stats
+    rate = stats.migrations / wall_s if wall_s > 0 else 0.0
+    lines = [
+        "ran %.1f s (%s): %d intervals, %d threads seen, %d migrations (%.1f/s), policy %s%s"
+        % (wall_s, end_reason, stats.intervals, stats.threads_seen, stats.migrations, rate,
+           controller.policy.name, ", dry run" if controller.dry_run else ""),
+        controller.choice.note,
+    ]
+    early, late = early_late(stats.spreads)
+    if early is not None:
+        lines.append("domain load spread (CV): early %.2f, late %.2f" % (early, late))
+    share = 100.0 * cpu_s / wall_s if wall_s > 0 else 0.0
+    lines.append("own CPU time %.3f s (%.2f%% of one CPU)" % (cpu_s, share))
+    return lines

@@ -1,0 +1,58 @@
+"""Sleep between intervals, waking at once for signals and child exits.
+
+A self-pipe registered with ``signal.set_wakeup_fd`` turns every signal
+into a byte, so ``select`` returns as soon as SIGINT, SIGTERM, SIGHUP,
+SIGQUIT or SIGCHLD arrives instead of finishing a sleep of up to 800 ms.
+The handlers only record the signal; the loop acts on it between steps, so
+no state is ever changed from inside a handler.
+"""
+
+import os
+import select
+import signal
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class SignalWaiter:
+    """Records signals and lets the main loop sleep until one arrives."""
+
+    def __init__(self, signals=STOP_SIGNALS, watch_children=False):
+        self.pending = []
+        self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._old_wakeup = signal.set_wakeup_fd(self._write_fd)
+        self._old_handlers = {}
+        wanted = list(signals) + ([signal.SIGCHLD] if watch_children else [])
+        for signum in wanted:
+            self._old_handlers[signum] = signal.signal(signum, self._record)
+
+    def _record(self, signum, frame):
+        self.pending.append(signum)
+
+    def take(self):
+        """Return and clear the signals received so far, oldest first."""
+        taken, self.pending = self.pending, []
+        return taken
+
+    def sleep(self, seconds):
+        """Sleep up to ``seconds``; return early if a signal arrived."""
+        if self.pending:
+            return
+        if seconds > 0:
+            ready, _, _ = select.select([self._read_fd], [], [], seconds)
+            if ready:
+                self._drain()
+
+    def _drain(self):
+        try:
+            while os.read(self._read_fd, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self):
+        for signum, handler in self._old_handlers.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(self._old_wakeup)
+        os.close(self._read_fd)
+        os.close(self._write_fd)
