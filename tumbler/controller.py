@@ -61,7 +61,7 @@ class RunStats:
 class Controller:
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
-                 load_window_ms=500):
+                 load_window_ms=500, journal=None):
         self.backend = backend
         self.binder = binder
         self.policy = policy
@@ -72,6 +72,7 @@ class Controller:
         self.discover_s = discover_ms / 1000.0
         self.load_window_ns = load_window_ms * 1_000_000
         self.first_interval_ms = first_interval_ms
+        self.journal = journal          # crash-safe record of original placements
         self.observers = list(observers)   # each has write_round(controller, plan, moves)
         self.warn = warn or (lambda message: print("tumbler: warning: " + message,
                                                    file=sys.stderr))
@@ -239,9 +240,15 @@ class Controller:
             try:
                 cpus = self.domains[dst].cpus & thread.allowed
                 if thread.saved is None:
-                    thread.saved = self.binder.save(thread.pid, thread.tid)
-                    if "cpus" in thread.saved:
-                        thread.saved["cpus"] = sorted(thread.allowed)
+                    saved = self.binder.save(thread.pid, thread.tid)
+                    if "cpus" in saved:
+                        saved["cpus"] = sorted(thread.allowed)
+                    if self.journal is not None:
+                        # On disk before the first change, so a tumbler
+                        # killed by SIGKILL can still be undone.
+                        self.journal.record(thread.pid, thread.tid, thread.start,
+                                            self.binder.kind, saved)
+                    thread.saved = saved
                 self._bound_masks.add(cpus)
                 self.binder.bind(thread.pid, thread.tid, dst, cpus)
             except NoSuchProcess:
@@ -318,12 +325,19 @@ class Controller:
             except Exception as exc:      # keep restoring the others
                 failed += 1
                 self.warn("could not restore thread %d: %s" % (thread.tid, exc))
+                continue
             thread.saved = None
+            if self.journal is not None:
+                self.journal.drop(thread.pid, thread.tid)
         try:
             self.binder.close()
         except Exception as exc:
             failed += 1
             self.warn(str(exc))
+        if self.journal is not None:
+            # Kept when something could not be restored: `tumbler restore`
+            # can retry from it.
+            self.journal.close(keep=failed > 0)
         self.backend.close()
         return failed
 

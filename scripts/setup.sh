@@ -1,0 +1,39 @@
+#!/bin/sh
+# Set up everything tumbler, its tests and its examples need, on a fresh
+# Debian 12 (or Ubuntu) machine, as root; elsewhere, install the same by hand.
+#   - system packages: python3-venv, gcc, make, bpftrace, man-db
+#   - tracefs mounted (bpftrace probes need it)
+#   - a virtualenv in .venv with tumbler installed (editable) and pytest
+#   - the example workloads built
+# Idempotent: a second run only checks.
+set -eu
+cd "$(dirname "$0")/.."
+
+need_apt=""
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt="$need_apt python3-venv"
+command -v gcc >/dev/null 2>&1 || need_apt="$need_apt gcc libc6-dev"
+command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
+command -v bpftrace >/dev/null 2>&1 || need_apt="$need_apt bpftrace"
+command -v man >/dev/null 2>&1 || need_apt="$need_apt man-db"
+if [ -n "$need_apt" ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends $need_apt >/dev/null
+    else
+        echo "setup: please install:$need_apt" >&2
+        exit 1
+    fi
+fi
+
+if [ "$(id -u)" -eq 0 ] && [ -d /sys/kernel/tracing ] && \
+   ! grep -q ' /sys/kernel/tracing tracefs ' /proc/mounts; then
+    mount -t tracefs nodev /sys/kernel/tracing || echo "setup: could not mount tracefs" >&2
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+make -s -C examples
