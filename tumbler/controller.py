@@ -24,7 +24,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional
 
+from .cpulist import format_cpulist
 from .engine.model import Domain, ThreadLoad
+from .engine.policy import RUNNABLE_SHARE, ThreadView
 from .platform.base import AccessDenied, NoSuchProcess, Unmovable
 
 
@@ -42,7 +44,10 @@ class TrackedThread:
     domain: Optional[int] = None    # domain tumbler bound it to
     saved: Optional[dict] = None    # original placement, once touched
     migrations: int = 0
-    unmovable: bool = False
+    unmovable: bool = False         # the OS refused, or someone else manages it now
+    pinned_cpu: Optional[int] = None    # speed balancing pinned it to this CPU
+    bound_mask: Optional[frozenset] = None  # the mask tumbler last set
+    switches: Optional[deque] = None    # (wall_ns, voluntary switches) at rounds
 
 
 @dataclass
@@ -68,7 +73,7 @@ class Controller:
         self.choice = domain_choice
         self.domains = [Domain(i, cpus) for i, cpus in enumerate(domain_choice.domains)]
         self.dry_run = dry_run
-        self.moves_threads = policy.moves_threads and not domain_choice.single
+        self.moves_threads = policy.moves_threads
         self.discover_s = discover_ms / 1000.0
         self.load_window_ns = load_window_ms * 1_000_000
         self.first_interval_ms = first_interval_ms
@@ -78,6 +83,8 @@ class Controller:
                                                    file=sys.stderr))
         self.targets = []
         self.placed_between_rounds = []     # initial placements, logged next round
+        self.last_decision = None
+        self.pins_made = []
         self.base_allowed = {}              # pid -> CPUs the process may use
         self._bound_masks = set()           # CPU sets tumbler bound threads to
         self.threads = {}           # (pid, tid) -> TrackedThread
@@ -115,14 +122,15 @@ class Controller:
             except NoSuchProcess:
                 continue
             eligible = frozenset(d.index for d in self.domains if d.cpus & allowed)
-            thread = TrackedThread(pid=sample.pid, tid=tid, start=times.start,
+            thread = TrackedThread(domain=0 if self.choice.single else None,
+                                   pid=sample.pid, tid=tid, start=times.start,
                                    name=times.name, allowed=allowed, eligible=eligible,
                                    history=deque([(sample.wall_ns, times.run_ns,
                                                     times.lat_ns)]))
             self.threads[key] = thread
             self.stats.threads_seen += 1
             new.append(thread)
-        if place and new and self.moves_threads:
+        if place and new and self.moves_threads and not self.choice.single:
             self._place_new(new)
         return new
 
@@ -186,6 +194,7 @@ class Controller:
         for key in [k for k in self.threads if k not in seen]:
             del self.threads[key]
             self.backend.forget(*key)
+            self.policy.forget(key[1])
 
     def _measure(self, thread, wall_ns, times):
         """Load (Eq. 1) and runnable share over the load window.
@@ -210,62 +219,142 @@ class Controller:
             thread.runnable = (run + max(times.lat_ns - old_lat, 0)) / wall
 
     def round(self):
-        """One monitor-group-apply round; returns the plan."""
+        """One monitor-group-apply round; returns the Decision."""
         samples = self.sample_all()
         self.update_loads(samples)
         measured = [t for t in self.threads.values() if t.load is not None and not t.unmovable]
-        plan = self.policy.plan([self._load_of(t) for t in measured], self.domains)
+        decision = self.policy.decide([self._view(t) for t in measured], self.domains)
+        plan = decision.plan
         by_tid = {t.tid: t for t in measured}
         applied, self.placed_between_rounds = self.placed_between_rounds, []
         if self.moves_threads:
             applied += self._apply([(by_tid[m.tid], m.dst) for m in plan.moves])
+            self.pins_made = self._pin(by_tid, decision.pins)
+        self.last_decision = decision
         self.stats.intervals += 1
         if not self.choice.single:
             self.stats.spreads.append(plan.spread_before)
         for observer in self.observers:
             observer.write_round(self, plan, applied)
-        return plan
+        return decision
+
+    def _view(self, thread):
+        """The policy's view of a thread: loads, last-round speed, sleeping."""
+        history = thread.history
+        exec_ns = wall_ns = 0
+        if len(history) >= 2:
+            wall_ns = history[-1][0] - history[-2][0]
+            exec_ns = max(history[-1][1] - history[-2][1], 0)
+        sleeps = None
+        if self.policy.needs_sleep_data and (thread.runnable or 0) >= RUNNABLE_SHARE:
+            sleeps = self._sleeps_per_second(thread)
+        return ThreadView(thread.tid, thread.load or 0.0, thread.domain, thread.eligible,
+                          thread.pinned_cpu, exec_ns, wall_ns, thread.runnable, sleeps)
+
+    def _sleeps_per_second(self, thread):
+        """Voluntary context switches per second over the load window.
+
+        Read only for threads that look always-runnable, since it costs a
+        /proc status read; None until two readings exist.
+        """
+        reader = getattr(self.backend, "voluntary_switches", None)
+        if reader is None:
+            return None
+        try:
+            count = reader(thread.pid, thread.tid)
+        except NoSuchProcess:
+            return None
+        now = thread.history[-1][0]
+        if thread.switches is None:
+            thread.switches = deque()
+        switches = thread.switches
+        switches.append((now, count))
+        while len(switches) > 2 and now - switches[1][0] >= self.load_window_ns:
+            switches.popleft()
+        if len(switches) < 2 or now <= switches[0][0]:
+            return None
+        return (count - switches[0][1]) * 1e9 / (now - switches[0][0])
+
+    def _pin(self, by_tid, pins):
+        """Apply speed balancing's pins: a CPU, or None for the whole domain."""
+        made = []
+        for tid, cpu in sorted(pins.items()):
+            thread = by_tid.get(tid)
+            if thread is None or thread.domain is None or thread.pinned_cpu == cpu:
+                continue
+            if self._bind(thread, thread.domain, cpu):
+                made.append((thread, cpu))
+        return made
 
     def _apply(self, moves):
         """Bind each (thread, domain); return the moves actually made."""
         made = []
         for thread, dst in moves:
             src = thread.domain
-            if src == dst:
+            if src == dst or not self._bind(thread, dst):
                 continue
-            if self.dry_run:
-                thread.domain = dst
-                made.append((thread, src, dst))
-                continue
-            try:
-                cpus = self.domains[dst].cpus & thread.allowed
-                if thread.saved is None:
-                    saved = self.binder.save(thread.pid, thread.tid)
-                    if "cpus" in saved:
-                        saved["cpus"] = sorted(thread.allowed)
-                    if self.journal is not None:
-                        # On disk before the first change, so a tumbler
-                        # killed by SIGKILL can still be undone.
-                        self.journal.record(thread.pid, thread.tid, thread.start,
-                                            self.binder.kind, saved)
-                    thread.saved = saved
-                self._bound_masks.add(cpus)
-                self.binder.bind(thread.pid, thread.tid, dst, cpus)
-            except NoSuchProcess:
-                continue
-            except Unmovable as exc:
-                thread.unmovable = True
-                self.stats.warnings += 1
-                self.warn("%s; leaving it where it is" % exc)
-                continue
-            except AccessDenied:
-                raise
-            thread.domain = dst
             if src is not None:
                 thread.migrations += 1
                 self.stats.migrations += 1
             made.append((thread, src, dst))
         return made
+
+    def _bind(self, thread, dst, cpu=None):
+        """Bind ``thread`` to domain ``dst`` (or to ``cpu`` of it); True if done."""
+        cpus = self.domains[dst].cpus & thread.allowed
+        if cpu is not None:
+            cpus = cpus & {cpu}
+        if not cpus:
+            return False
+        if not self.dry_run:
+            try:
+                if thread.saved is None:
+                    self._save(thread)
+                elif self._changed_by_someone_else(thread):
+                    return False
+                self._bound_masks.add(cpus)
+                self.binder.bind(thread.pid, thread.tid, dst, cpus)
+            except NoSuchProcess:
+                return False
+            except Unmovable as exc:
+                thread.unmovable = True
+                self.stats.warnings += 1
+                self.warn("%s; leaving it where it is" % exc)
+                return False
+        thread.domain, thread.pinned_cpu, thread.bound_mask = dst, cpu, cpus
+        return True
+
+    def _save(self, thread):
+        saved = self.binder.save(thread.pid, thread.tid)
+        if "cpus" in saved:
+            saved["cpus"] = sorted(thread.allowed)
+        if self.journal is not None:
+            # On disk before the first change, so a tumbler killed by
+            # SIGKILL can still be undone with `tumbler restore`.
+            self.journal.record(thread.pid, thread.tid, thread.start, self.binder.kind, saved)
+        thread.saved = saved
+
+    def _changed_by_someone_else(self, thread):
+        """True (and hands the thread over) if its mask is no longer ours.
+
+        An admin or the program itself changed the affinity of a thread
+        tumbler had bound: its new mask is now its allowed set, tumbler
+        stops managing it and will not "restore" over that choice.
+        """
+        if self.binder.kind != "affinity" or thread.bound_mask is None:
+            return False
+        current = self.backend.allowed_cpus(thread.pid, thread.tid)
+        if current == thread.bound_mask:
+            return False
+        thread.unmovable = True
+        thread.allowed = current
+        thread.saved = None
+        if self.journal is not None:
+            self.journal.drop(thread.pid, thread.tid)
+        self.warn("thread %d (%s): its affinity was changed to %s by someone else; "
+                  "tumbler leaves it alone from now on"
+                  % (thread.tid, thread.name, format_cpulist(current)))
+        return True
 
     # -- the loop ------------------------------------------------------------
 
@@ -288,8 +377,8 @@ class Controller:
             if deadline is not None and now >= deadline:
                 return "duration reached"
             if now >= next_round:
-                plan = self.round()
-                next_round = time.monotonic() + plan.interval_ms / 1000.0
+                decision = self.round()
+                next_round = time.monotonic() + decision.interval_ms / 1000.0
                 continue
             self.discover()
             wake = min(next_round, now + self.discover_s)
@@ -319,6 +408,8 @@ class Controller:
             if thread.saved is None:
                 continue
             try:
+                if self._changed_by_someone_else(thread):
+                    continue
                 self.binder.restore(thread.pid, thread.tid, thread.saved)
             except NoSuchProcess:
                 pass

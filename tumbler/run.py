@@ -15,6 +15,7 @@ import time
 from .controller import Controller
 from .domains import choose_domains
 from .engine.policy import make_policy
+from .engine.speed import SpeedParams
 from .engine.variation import VariationTable
 from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import open_backend
@@ -53,8 +54,20 @@ def _prepare(settings):
     backend = open_backend(settings["platform"], settings["root"])
     config = settings["config"]
     table = VariationTable(config.variation_table, config.idle_interval_ms)
-    policy = make_policy(settings["policy"], table, config.tolerance, settings["interval_ms"])
+    speed = SpeedParams(config.speed.threshold, config.speed.block_intervals,
+                        config.speed.interval_ms, config.speed.jitter)
+    policy = make_policy(settings["policy"], table, config.tolerance, settings["interval_ms"],
+                         speed)
     return backend, policy
+
+
+def _choose(backend, allowed, settings):
+    """Domains for this run; ``speed`` never crosses NUMA nodes by default."""
+    topology = backend.topology()
+    level = settings["level"]
+    if settings["policy"] == "speed" and level == "auto" and settings["domains"] is None:
+        level = "numa" if "numa" in topology.levels else "package"
+    return choose_domains(topology, allowed, level, settings["domains"])
 
 
 def _binder(backend, settings, policy):
@@ -120,8 +133,7 @@ def run_attach(settings, pids):
         info = check_target(backend, pid, settings["force"])
         if policy.moves_threads and not settings["dry_run"]:
             backend.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[backend.name])
-    choice = choose_domains(backend.topology(), _allowed_union(backend, pids),
-                            settings["level"], settings["domains"])
+    choice = _choose(backend, _allowed_union(backend, pids), settings)
     binder = _binder(backend, settings, policy)
     observers = _observers(settings)
     waiter = SignalWaiter()
@@ -147,7 +159,7 @@ def run_exec(settings, command):
     backend, policy = _prepare(settings)
     allowed = frozenset(os.sched_getaffinity(0)) if settings["root"] == "/" else \
         backend.topology().online
-    choice = choose_domains(backend.topology(), allowed, settings["level"], settings["domains"])
+    choice = _choose(backend, allowed, settings)
     binder = _binder(backend, settings, policy)
     observers = _observers(settings)
     waiter = SignalWaiter(watch_children=True)

@@ -16,6 +16,11 @@ Keys of each line (stable; scripts may rely on them):
 ``moves``           moves made: ``{"tid", "name", "from", "to"}`` (``from``
                     is null for a thread's first placement)
 ``dry_run``         true if nothing was really moved
+``mechanisms``      per domain index, which mechanism acted and why: ``os``
+                    (placement inside the domain left to the OS) or
+                    ``speed: ...`` (speed balancing engaged, with the reason)
+``pins``            speed balancing's pins this round: ``{"tid", "name",
+                    "cpu"}``, ``cpu`` null when handed back to the domain
 """
 
 import json
@@ -49,6 +54,11 @@ class RunLog:
                       for t, src, dst in applied],
             "dry_run": controller.dry_run,
         }
+        decision = controller.last_decision
+        if decision is not None:
+            record["mechanisms"] = {str(d): note for d, note in sorted(decision.notes.items())}
+            record["pins"] = [{"tid": t.tid, "name": t.name, "cpu": cpu}
+                              for t, cpu in controller.pins_made]
         for extra in self.extra:
             record.update(extra(controller))
         self.file.write(json.dumps(record) + "\n")

@@ -1,38 +1,118 @@
-"""Policy choice: which mechanism plans each interval.
+"""Policy choice: which mechanism plans each interval, and why.
 
-* ``tumbler`` -- wave grouping across domains (grouping.py) with the
-  variation-interval table and the error tolerance.
-* ``observe`` -- the same numbers (thread CV, interval, per-domain loads),
-  never a move: the plan keeps every thread where it is.
-* ``auto``    -- tumbler across domains; see ``plan_auto`` once speed
-  balancing is available.
+Two mechanisms, two scales:
 
-A policy is a small object with ``plan(threads, domains) -> Plan`` so the
-controller never branches on policy names.
+* **Wave grouping across domains** (grouping.py, the Tumbler paper): which
+  domain each thread is bound to.  Load = CPU time over the load window.
+* **Speed balancing inside a domain** (speed.py, "Load Balancing on
+  Speed"): which core of its domain each thread is pinned to, rotating
+  threads through the fast cores.  Speed = CPU time over the last round.
+
+Policies:
+
+``tumbler``  wave grouping across domains; inside a domain the OS places.
+``speed``    speed balancing inside every domain, all threads pinned
+             round-robin from the start (the paper's speedbalancer); threads
+             never cross domains (NUMA nodes by default).
+``observe``  measures and logs like ``tumbler``, never moves.
+``auto``     (default) wave grouping across domains when there are two or
+             more, and speed balancing inside a domain only while it pays:
+
+             1. *Candidates* are the domain's threads that stay runnable:
+                runnable share (CPU time + run-queue wait) / wall time of at
+                least ``RUNNABLE_SHARE`` (0.9) over the load window, and no
+                sleeping: fewer than ``SLEEPS_PER_SECOND`` (4) voluntary
+                context switches per second.  A thread that blocks at
+                barriers leaves the run queue, and the OS's own balancer
+                already moves its co-runners to the idle core; pinning it
+                would only take that freedom away.
+             2. Speed balancing *engages* when the domain has more
+                candidates than cores and their speeds differ: the slowest
+                candidate's speed is below ``threshold`` (0.9) times the
+                mean (3 spinning threads on 2 cores: 0.5, 0.5, 1.0).  Equal
+                speeds mean the OS has already shared the cores fairly.
+             3. It *stays engaged* while there are more candidates than
+                cores -- balanced speeds are then its own doing -- and
+                *disengages* (threads handed back to the OS, bound to the
+                whole domain) when they are no more than the cores.
+             4. A candidate that starts sleeping is unpinned at once.
+
+A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
+domains), the pins (thread -> core, or None to release it to its whole
+domain), the next interval, and per-domain notes saying which mechanism
+acted and why -- the controller logs them verbatim.
 """
 
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
 from .grouping import DEFAULT_TOLERANCE, plan_tumbler
-from .model import Plan
+from .model import Plan, ThreadLoad
+from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
+
+#: Runnable share above which a thread counts as never leaving the run queue.
+RUNNABLE_SHARE = 0.9
+#: Voluntary context switches per second from which a thread counts as sleeping.
+SLEEPS_PER_SECOND = 4.0
+#: A tolerance no regrouping can meet: the speed policy only places threads.
+NEVER_REGROUP = 1e9
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    """What the controller knows of one thread this round."""
+
+    tid: int
+    load: float                     # CPU share over the load window (Eq. 1)
+    domain: Optional[int]           # domain bound to now (None: not placed)
+    eligible: Optional[frozenset] = None
+    pinned_cpu: Optional[int] = None
+    exec_ns: int = 0                # CPU time over the last round
+    wall_ns: int = 0                # length of the last round
+    runnable: Optional[float] = None
+    sleeps_per_s: Optional[float] = None   # None: not measured
+
+
+@dataclass
+class Decision:
+    plan: Plan
+    pins: Dict[int, Optional[int]] = field(default_factory=dict)
+    interval_ms: int = 100
+    notes: Dict[int, str] = field(default_factory=dict)     # domain -> mechanism + why
+    engaged: List[int] = field(default_factory=list)        # domains speed-balanced
+
+
+def _loads(threads):
+    return [ThreadLoad(t.tid, t.load, t.domain, t.eligible) for t in threads]
 
 
 class TumblerPolicy:
     name = "tumbler"
     moves_threads = True
+    needs_sleep_data = False
 
-    def __init__(self, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None):
+    def __init__(self, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None,
+                 speed=None, seed=None):
         self.table = table or VariationTable()
         self.tolerance = tolerance
         self.fixed_interval_ms = fixed_interval_ms
+        self.speed_params = speed or SpeedParams()
+        self.seed = seed
 
     def plan(self, threads, domains):
-        plan = plan_tumbler(threads, domains, self.table, self.tolerance)
-        return self._with_interval(plan)
-
-    def _with_interval(self, plan):
+        plan = plan_tumbler(_loads(threads), domains, self.table, self.tolerance)
         if self.fixed_interval_ms is not None:
             plan.interval_ms = self.fixed_interval_ms
         return plan
+
+    def decide(self, threads, domains):
+        plan = self.plan(threads, domains)
+        return Decision(plan=plan, interval_ms=plan.interval_ms,
+                        notes={d.index: "os" for d in domains})
+
+    def forget(self, tid):
+        """A thread is gone: drop per-thread state (speed balancers have some)."""
 
 
 class ObservePolicy(TumblerPolicy):
@@ -43,19 +123,146 @@ class ObservePolicy(TumblerPolicy):
 
     def plan(self, threads, domains):
         plan = super().plan(threads, domains)
-        kept = {t.tid: t.domain for t in threads}
-        return Plan(moves=[], assignment=kept, thread_cv=plan.thread_cv,
-                    interval_ms=plan.interval_ms, regroup=False,
+        return Plan(moves=[], assignment={t.tid: t.domain for t in threads},
+                    thread_cv=plan.thread_cv, interval_ms=plan.interval_ms, regroup=False,
                     domain_loads=plan.domain_loads, predicted_loads=plan.domain_loads,
                     spread_before=plan.spread_before, spread_after=plan.spread_before,
                     reason="observe: " + plan.reason)
 
 
-def make_policy(name, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None):
-    if name in ("tumbler", "auto"):
-        policy = TumblerPolicy(table, tolerance, fixed_interval_ms)
-        policy.name = name
-        return policy
-    if name == "observe":
-        return ObservePolicy(table, tolerance, fixed_interval_ms)
-    raise ValueError("unknown policy %r" % name)
+class _SpeedMixin:
+    """Per-domain speed balancers and the pins they decide."""
+
+    def _balancer(self, domain):
+        balancers = self.__dict__.setdefault("_balancers", {})
+        balancer = balancers.get(domain.index)
+        if balancer is None:
+            seed = None if self.seed is None else self.seed + domain.index
+            balancer = SpeedBalancer(sorted(domain.cpus), self.speed_params, seed)
+            balancers[domain.index] = balancer
+        return balancer
+
+    def _speed_round(self, domain, members, pins):
+        """Pin ``members`` (ThreadViews in ``domain``) and balance their speeds."""
+        balancer = self._balancer(domain)
+        cpus = domain.cpus
+        current = {t.tid: t.pinned_cpu for t in members
+                   if t.pinned_cpu is not None and t.pinned_cpu in cpus}
+        placement = balancer.initial_placement([t.tid for t in members], current)
+        for tid, cpu in placement.items():
+            if current.get(tid) != cpu:
+                pins[tid] = cpu
+        measured = {t.tid: t.exec_ns for t in members
+                    if t.tid in current and t.wall_ns > 0}
+        wall = max((t.wall_ns for t in members), default=0)
+        moves = []
+        if measured and wall > 0:
+            moves = balancer.step(measured, wall, {tid: placement[tid] for tid in measured})
+            for move in moves:
+                pins[move.tid] = move.dst
+        return moves
+
+    def _release(self, members, pins):
+        for t in members:
+            if t.pinned_cpu is not None:
+                pins[t.tid] = None
+
+    def forget(self, tid):
+        for balancer in self.__dict__.get("_balancers", {}).values():
+            balancer.forget(tid)
+
+
+class SpeedPolicy(_SpeedMixin, TumblerPolicy):
+    """Speed balancing in every domain, never across domains."""
+
+    name = "speed"
+
+    def decide(self, threads, domains):
+        plan = self._placement_only(threads, domains)
+        assignment = plan.assignment
+        pins, notes = {}, {}
+        for domain in domains:
+            members = [t for t in threads if assignment.get(t.tid) == domain.index]
+            moves = self._speed_round(domain, members, pins)
+            notes[domain.index] = "speed: %d threads on %d cores, %d pulls" % (
+                len(members), len(domain.cpus), len(moves))
+        interval = self._balancer(domains[0]).next_interval_ms() if domains else 100
+        if self.fixed_interval_ms is not None:
+            interval = self.fixed_interval_ms
+        plan.interval_ms = interval
+        return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
+                        engaged=[d.index for d in domains])
+
+    def _placement_only(self, threads, domains):
+        """Place new threads; never regroup (speed does not cross domains)."""
+        plan = plan_tumbler(_loads(threads), domains, self.table, NEVER_REGROUP)
+        plan.reason = "speed: threads stay in their domains"
+        return plan
+
+
+class AutoPolicy(_SpeedMixin, TumblerPolicy):
+    """Wave grouping across domains; speed balancing inside one only while it pays."""
+
+    name = "auto"
+    needs_sleep_data = True
+
+    def decide(self, threads, domains):
+        plan = self.plan(threads, domains)
+        engaged_before = self.__dict__.setdefault("_engaged", set())
+        pins, notes, engaged = {}, {}, []
+        interval = plan.interval_ms
+        for domain in domains:
+            members = [t for t in threads if plan.assignment.get(t.tid) == domain.index]
+            candidates = [t for t in members if self._stays_runnable(t)]
+            verdict = self._engagement(domain, candidates, domain.index in engaged_before)
+            others = [t for t in members if t not in candidates]
+            self._release(others, pins)
+            if verdict is None:
+                self._release(candidates, pins)
+                engaged_before.discard(domain.index)
+                notes[domain.index] = "os: %d runnable of %d threads on %d cores" % (
+                    len(candidates), len(members), len(domain.cpus))
+                continue
+            engaged_before.add(domain.index)
+            engaged.append(domain.index)
+            moves = self._speed_round(domain, candidates, pins)
+            notes[domain.index] = "speed: %s, %d pulls" % (verdict, len(moves))
+            # Speed balancing needs its own cadence (100 ms + jitter in the
+            # paper); grouping simply runs at it while a domain is engaged.
+            interval = self._balancer(domain).next_interval_ms()
+        if self.fixed_interval_ms is not None:
+            interval = self.fixed_interval_ms
+        plan.interval_ms = interval
+        return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
+                        engaged=engaged)
+
+    @staticmethod
+    def _stays_runnable(thread):
+        if thread.runnable is None or thread.runnable < RUNNABLE_SHARE:
+            return False
+        return thread.sleeps_per_s is not None and thread.sleeps_per_s < SLEEPS_PER_SECOND
+
+    def _engagement(self, domain, candidates, was_engaged):
+        """Why speed balancing acts in this domain, or None if it should not."""
+        cores = len(domain.cpus)
+        if len(candidates) <= cores:
+            return None
+        if was_engaged:
+            return "%d runnable threads on %d cores" % (len(candidates), cores)
+        speeds = [thread_speed(t.exec_ns, t.wall_ns) for t in candidates if t.wall_ns > 0]
+        if len(speeds) < len(candidates):
+            return None
+        mean = sum(speeds) / len(speeds)
+        if mean <= 0 or min(speeds) >= self.speed_params.threshold * mean:
+            return None
+        return "%d runnable threads on %d cores, speeds %.2f-%.2f" % (
+            len(candidates), cores, min(speeds), max(speeds))
+
+
+def make_policy(name, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None,
+                speed=None, seed=None):
+    classes = {"tumbler": TumblerPolicy, "observe": ObservePolicy, "speed": SpeedPolicy,
+               "auto": AutoPolicy}
+    if name not in classes:
+        raise ValueError("unknown policy %r" % name)
+    return classes[name](table, tolerance, fixed_interval_ms, speed, seed)

@@ -208,6 +208,14 @@ class LinuxBackend(Backend):
                            usr_ns=usr_ns, sys_ns=sys_ns, lat_ns=lat_ns,
                            cpu=int(fields[_STAT_PROCESSOR]), state=fields[_STAT_STATE])
 
+    def voluntary_switches(self, pid, tid):
+        """voluntary_ctxt_switches of a thread: how often it blocked."""
+        try:
+            status = _read_status("%s/%d/task/%d/status" % (self.proc, pid, tid))
+        except OSError as exc:
+            raise _thread_error(exc, pid, tid)
+        return int(status.get("voluntary_ctxt_switches", 0))
+
     # -- CPUs ----------------------------------------------------------------
 
     def allowed_cpus(self, pid, tid):

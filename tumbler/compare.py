@@ -1,0 +1,533 @@
+"""``tumbler compare``: run one command under several placement policies.
+
+Whether balancing helps a program is an empirical question, and one run
+under each policy answers it badly: a noisy machine makes any single
+timing meaningless.  ``compare`` runs CMD ``--runs`` times under each
+policy, *interleaved* (run 1 of every policy, then run 2 of every policy,
+...) so that slow drift in machine noise hits every policy alike, and
+reports the spread of the wall times next to their means.
+
+Policies (``--policies``, comma-separated, in the order to run them):
+
+``default``  CMD run plainly; the OS places its threads.
+``pinned``   static one-thread-per-CPU pinning (PBind in the Tumbler
+             paper): each thread of CMD, in order of appearance, is bound
+             to the next CPU of the domains' CPUs, round robin.
+``psets``    static equal split over the domains, never regrouped (PSets
+             in the paper): thread i, in order of appearance, is bound to
+             all CPUs of domain i mod K.
+any policy of ``tumbler --policy`` (``auto``, ``tumbler``, ``speed``,
+``observe``)  CMD run as ``tumbler --policy NAME exec -- CMD``, in a
+             separate process so that tumbler's work is measured apart.
+
+``pinned`` and ``psets`` are done by compare itself: it watches
+``/proc/PID/task`` (polling every millisecond while threads keep
+appearing, backing off to 64 ms when none do) and binds each new thread
+with sched_setaffinity.  Only the threads of CMD's own process are placed,
+as with ``tumbler exec``.  The balancing options (``--domains``,
+``--level``, ``--interval``, ``--config``, ``--binder``, ``--dry-run``,
+``--duration``) are passed to every tumbler-run policy; ``--domains`` and
+``--level`` also choose the domains of ``pinned`` and ``psets``.
+
+Measured per run:
+
+* wall time, by compare, from just before CMD (or tumbler) is started to
+  just after it is reaped -- so it includes process start-up, and, for the
+  tumbler policies, the Python interpreter's start-up (about 0.1 s);
+* ``elapsed_s`` when CMD prints ``elapsed_s=SECONDS`` on stdout (the
+  example workloads do): the program's own timing, without start-up;
+* agent CPU: the CPU time of whatever placed the threads.  For tumbler
+  policies it is the "own CPU time" of tumbler's exit summary (from the
+  start of balancing to the restore; the interpreter's start-up, about
+  0.1 s of CPU, is not included).  tumbler's rusage cannot be used: it
+  includes CMD, its child.  For ``pinned`` and ``psets`` it is compare's
+  own CPU time while following the run.  ``default`` has none.
+
+Per policy: mean, median, min, max and CV of the wall times (CV = sample
+standard deviation / mean, 0 for a single run), the same for ``elapsed_s``
+when every run printed it, mean agent CPU, and the speedup vs default =
+default's mean / this policy's mean: above 1 is faster than default.
+
+``--json`` prints one object (keys stable for scripts)::
+
+    command        CMD as a list of strings
+    runs           runs requested per policy
+    domains        the domains of pinned/psets, as CPU lists
+    domain_note    how those domains were chosen
+    results        one object per policy, in --policies order:
+      policy                      its name
+      runs                        runs that exited 0 (the figures below
+                                  are over these)
+      statuses                    exit status of every run made
+      wall_s                      {mean, median, min, max, cv}
+      elapsed_s                   the same for elapsed_s, or null
+      agent_cpu_s                 mean agent CPU seconds, or null
+      speedup_vs_default          default's mean wall / this mean wall, or null
+      elapsed_speedup_vs_default  the same on elapsed_s, or null
+    run_results    one object per run, in the order run:
+      run, policy, status, wall_s, elapsed_s, agent_cpu_s,
+      threads_placed (pinned/psets: threads bound; otherwise null)
+    failed         null, or {run, policy, status} of the run that failed
+
+Exit status: 0 when every run exited 0; 1 when a run failed (compare then
+stops, prints what it has and says which run failed; a command that cannot
+be started counts as a failed run with status 127 or 126); 2 on bad input.
+"""
+
+import errno
+import json
+import math
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from typing import List, Optional, Sequence
+
+import click
+
+from .cli import _settings, balancing_options
+from .config import POLICY_CHOICES
+from .cpulist import format_cpulist
+from .domains import choose_domains
+from .errors import EXIT_FAILURE, UsageError
+from .platform import open_backend
+from .platform.base import NoSuchProcess
+
+#: Policies compare runs itself; every other name is a ``tumbler --policy``.
+OWN_POLICIES = ("default", "pinned", "psets")
+POLICY_NAMES = OWN_POLICIES + tuple(p for p in POLICY_CHOICES if p not in OWN_POLICIES)
+DEFAULT_POLICIES = ("default", "pinned", "psets", "tumbler", "auto")
+DEFAULT_RUNS = 5
+
+#: How often the pinning loop looks for new threads: from the first value
+#: while threads keep appearing, doubling up to the last while none do.
+FIRST_POLL_S = 0.001
+LAST_POLL_S = 0.064
+
+_ELAPSED = re.compile(r"(?:^|\s)elapsed_s=(\S+)")
+_OWN_CPU = re.compile(r"own CPU time ([0-9.]+) s")
+_SUMMARY_START = re.compile(r"^tumbler: ran [0-9.]+ s \(")
+
+#: Balancing options forwarded to tumbler-run policies: (settings key, flag).
+_FORWARDED = (("level", "--level"), ("domains_text", "--domains"),
+              ("interval_ms", "--interval"), ("config_path", "--config"),
+              ("binder", "--binder"), ("duration", "--duration"))
+
+
+# -- statistics ------------------------------------------------------------------
+
+def summarize(values: Sequence[float]) -> Optional[dict]:
+    """{mean, median, min, max, cv} of ``values``; None when there are none.
+
+    ``cv`` is the sample standard deviation over the mean: run-to-run
+    noise, 0 for a single value or a zero mean.
+    """
+    values = list(values)
+    if not values:
+        return None
+    mean = math.fsum(values) / len(values)
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": mean, "median": statistics.median(values), "min": min(values),
+            "max": max(values), "cv": spread / mean if mean > 0 else 0.0}
+
+
+def speedup(default_mean: Optional[float], mean: Optional[float]) -> Optional[float]:
+    """default_mean / mean: above 1 means faster than default."""
+    if default_mean is None or mean is None or not mean > 0:
+        return None
+    return default_mean / mean
+
+
+def run_order(policies: Sequence[str], runs: int) -> List[tuple]:
+    """(run number from 1, policy) pairs: run 1 of every policy, then run 2, ..."""
+    return [(run, policy) for run in range(1, runs + 1) for policy in policies]
+
+
+def parse_policies(text: str) -> List[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise UsageError("--policies: empty policy name in %r" % text)
+    for name in names:
+        if name not in POLICY_NAMES:
+            raise UsageError("--policies: unknown policy %r (choose from %s)"
+                             % (name, ", ".join(POLICY_NAMES)))
+    if len(set(names)) != len(names):
+        raise UsageError("--policies: a policy is named twice in %r" % text)
+    return names
+
+
+def parse_elapsed(stdout_text: str) -> Optional[float]:
+    """The last ``elapsed_s=`` value printed by the command, if any."""
+    found = _ELAPSED.findall(stdout_text)
+    if not found:
+        return None
+    try:
+        value = float(found[-1])
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def split_tumbler_stderr(text: str):
+    """Split tumbler's stderr: (lines before its exit summary, the summary
+    lines, its own CPU seconds from the summary or None)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _SUMMARY_START.match(line)),
+                 len(lines))
+    own_cpu = None
+    for line in lines[start:]:
+        match = _OWN_CPU.search(line)
+        if match:
+            own_cpu = float(match.group(1))
+    return lines[:start], lines[start:], own_cpu
+
+
+# -- placing threads the static ways --------------------------------------------------
+
+class StaticPlacer:
+    """Binds every thread of a process, in order of appearance, once.
+
+    Thread i (counting from the main thread, 0) gets ``targets[i % len]``.
+    ``placed`` records what was done: tid -> CPUs, in placement order.
+    """
+
+    def __init__(self, targets: Sequence[frozenset], backend=None):
+        if not targets:
+            raise ValueError("need at least one CPU set")
+        self.targets = [frozenset(t) for t in targets]
+        self.placed = {}
+        self.skipped = set()            # threads that exited or refused the CPUs
+        if backend is None:
+            from .platform.linux import LinuxBackend
+            backend = LinuxBackend()
+        self.backend = backend
+
+    def place_new(self, pid: int) -> int:
+        """Bind the threads of ``pid`` not seen before; return how many."""
+        try:
+            tids = self.backend.thread_ids(pid)
+        except NoSuchProcess:
+            return 0
+        count = 0
+        for tid in tids:
+            if tid in self.placed or tid in self.skipped:
+                continue
+            cpus = self.targets[(len(self.placed) + len(self.skipped)) % len(self.targets)]
+            if self._bind(tid, cpus):
+                self.placed[tid] = cpus
+                count += 1
+            else:
+                self.skipped.add(tid)
+        return count
+
+    @staticmethod
+    def _bind(tid, cpus):
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError as exc:
+            if exc.errno in (errno.ESRCH, errno.EINVAL):    # gone, or may not use cpus
+                return False
+            raise
+        return True
+
+    def follow(self, process) -> None:
+        """Place threads of ``process`` (a Popen) as they appear, until it exits."""
+        pause = FIRST_POLL_S
+        while process.poll() is None:
+            pause = FIRST_POLL_S if self.place_new(process.pid) else min(pause * 2, LAST_POLL_S)
+            time.sleep(pause)
+
+
+def pinned_targets(domains) -> List[frozenset]:
+    """PBind: one CPU at a time, over the domains' CPUs in ascending order."""
+    return [frozenset([cpu]) for cpu in sorted(frozenset().union(*domains))]
+
+
+def psets_targets(domains) -> List[frozenset]:
+    """PSets: whole domains, in domain order."""
+    return [frozenset(d) for d in domains]
+
+
+# -- one run ----------------------------------------------------------------------------
+
+@dataclass
+class RunResult:
+    run: int
+    policy: str
+    status: int
+    wall_s: float
+    elapsed_s: Optional[float] = None
+    agent_cpu_s: Optional[float] = None
+    threads_placed: Optional[int] = None
+
+
+@dataclass
+class Plan:
+    """Everything every run needs, decided once before the first run."""
+
+    command: List[str]
+    domains: tuple
+    domain_note: str
+    tumbler_args: List[str]         # balancing options for tumbler-run policies
+    echo_tumbler_summary: bool      # -v: show tumbler's whole stderr
+
+
+def _own_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _exit_status(returncode):
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _argv(plan, policy):
+    if policy in OWN_POLICIES:
+        return list(plan.command)
+    return [sys.executable, "-m", "tumbler", "--policy", policy, *plan.tumbler_args,
+            "exec", "--", *plan.command]
+
+
+def _placer(plan, policy):
+    if policy == "pinned":
+        return StaticPlacer(pinned_targets(plan.domains))
+    if policy == "psets":
+        return StaticPlacer(psets_targets(plan.domains))
+    return None
+
+
+def run_once(plan: Plan, policy: str, run: int) -> RunResult:
+    """Run CMD once under ``policy``; stderr of tumbler runs is replayed."""
+    captures_stderr = policy not in OWN_POLICIES
+    placer = _placer(plan, policy)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(_argv(plan, policy), stdout=out,
+                                       stderr=err if captures_stderr else None)
+        except OSError as exc:
+            status = 127 if isinstance(exc, FileNotFoundError) else 126
+            click.echo("tumbler: compare: %s: %s" % (plan.command[0], exc.strerror), err=True)
+            return RunResult(run, policy, status, time.monotonic() - started)
+        try:
+            cpu_before = _own_cpu_seconds()
+            if placer is not None:
+                placer.follow(process)
+            process.wait()
+            agent_cpu = _own_cpu_seconds() - cpu_before if placer is not None else None
+        finally:
+            _stop(process)
+        wall = time.monotonic() - started
+        out.seek(0)
+        stdout_text = out.read().decode(errors="replace")
+        err.seek(0)
+        stderr_text = err.read().decode(errors="replace")
+    result = RunResult(run, policy, _exit_status(process.returncode), wall,
+                       elapsed_s=parse_elapsed(stdout_text), agent_cpu_s=agent_cpu,
+                       threads_placed=len(placer.placed) if placer is not None else None)
+    if captures_stderr:
+        before, summary, own_cpu = split_tumbler_stderr(stderr_text)
+        result.agent_cpu_s = own_cpu
+        for line in before + (summary if plan.echo_tumbler_summary else []):
+            click.echo(line, err=True)
+    return result
+
+
+def _stop(process):
+    """After an interruption: let CMD (or tumbler, which restores) end cleanly."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+# -- all runs, and the report ------------------------------------------------------------
+
+def run_all(plan, policies, runs, progress=None):
+    """Run the interleaved schedule; stop at the first failing run.
+
+    Returns (results in run order, the failed RunResult or None).
+    """
+    results = []
+    for run, policy in run_order(policies, runs):
+        result = run_once(plan, policy, run)
+        results.append(result)
+        if progress is not None:
+            progress(result, runs)
+        if result.status != 0:
+            return results, result
+    return results, None
+
+
+def report(plan, policies, runs, results, failed):
+    """The JSON-ready report (see the module docstring for the keys)."""
+    summaries = {}
+    for policy in policies:
+        made = [r for r in results if r.policy == policy]
+        done = [r for r in made if r.status == 0]
+        elapsed = [r.elapsed_s for r in done]
+        agent = [r.agent_cpu_s for r in done if r.agent_cpu_s is not None]
+        summaries[policy] = {
+            "policy": policy,
+            "runs": len(done),
+            "statuses": [r.status for r in made],
+            "wall_s": summarize(r.wall_s for r in done),
+            "elapsed_s": summarize(elapsed) if None not in elapsed else None,
+            "agent_cpu_s": math.fsum(agent) / len(agent) if agent else None,
+        }
+    default = summaries.get("default")
+    for summary in summaries.values():
+        for key, measure in (("speedup_vs_default", "wall_s"),
+                             ("elapsed_speedup_vs_default", "elapsed_s")):
+            summary[key] = speedup(_mean(default, measure), _mean(summary, measure))
+    return {
+        "command": list(plan.command),
+        "runs": runs,
+        "domains": [format_cpulist(d) for d in plan.domains],
+        "domain_note": plan.domain_note,
+        "results": [summaries[policy] for policy in policies],
+        "run_results": [asdict(r) for r in results],
+        "failed": ({"run": failed.run, "policy": failed.policy, "status": failed.status}
+                   if failed is not None else None),
+    }
+
+
+def _mean(summary, measure):
+    if summary is None or summary[measure] is None:
+        return None
+    return summary[measure]["mean"]
+
+
+def _cell(value, fmt, width):
+    return ("%" + str(width) + "s") % ("-" if value is None else fmt % value)
+
+
+def format_table(data) -> List[str]:
+    """The report as a text table, one line per policy."""
+    lines = [
+        "command: %s" % " ".join(data["command"]),
+        "%d run%s per policy, interleaved; domains %s (%s)" % (
+            data["runs"], "" if data["runs"] == 1 else "s", " / ".join(data["domains"]),
+            data["domain_note"]),
+        "",
+        "%16s%s  %9s  %s  %8s" % ("", " wall time (s) ".center(38, "-"), "elapsed_s",
+                                  "speedup vs default", "agent"),
+        "%-9s %4s  %7s %7s %7s %7s %6s  %9s  %8s %9s  %8s" % (
+            "policy", "runs", "mean", "median", "min", "max", "CV", "mean", "wall",
+            "elapsed", "CPU s"),
+    ]
+    for row in data["results"]:
+        wall = row["wall_s"] or {}
+        elapsed = row["elapsed_s"] or {}
+        lines.append("%-9s %4d  %s %s %s %s %s  %s  %s %s  %s" % (
+            row["policy"], row["runs"],
+            _cell(wall.get("mean"), "%.3f", 7), _cell(wall.get("median"), "%.3f", 7),
+            _cell(wall.get("min"), "%.3f", 7), _cell(wall.get("max"), "%.3f", 7),
+            _cell(100 * wall["cv"] if wall else None, "%.1f%%", 6),
+            _cell(elapsed.get("mean"), "%.3f", 9),
+            _cell(row["speedup_vs_default"], "%.2f", 8),
+            _cell(row["elapsed_speedup_vs_default"], "%.2f", 9),
+            _cell(row["agent_cpu_s"], "%.3f", 8)))
+    lines += [
+        "",
+        "speedup = default's mean / the policy's mean: above 1 is faster than default.",
+        "agent CPU = mean CPU seconds spent placing threads (tumbler's own, from its "
+        "summary; compare's pinning loop for pinned and psets).",
+    ]
+    if data["failed"] is not None:
+        failed = data["failed"]
+        lines.append("run %d of %s FAILED with exit status %d; later runs were not made."
+                     % (failed["run"], failed["policy"], failed["status"]))
+    return lines
+
+
+# -- the command ------------------------------------------------------------------------
+
+def _tumbler_args(settings, options):
+    args = []
+    if settings["platform"]:
+        args += ["--platform", settings["platform"]]
+    for key, flag in _FORWARDED:
+        if options.get(key) is not None:
+            args += [flag, "%s" % options[key]]
+    if settings["dry_run"]:
+        args.append("--dry-run")
+    if settings["verbose"]:
+        args.append("--verbose")
+    return args
+
+
+def _reject_unusable(options, settings):
+    if options.get("policy") is not None:
+        raise UsageError("compare runs several policies: use --policies, not --policy")
+    if options.get("log_path") is not None:
+        raise UsageError("--log cannot be used with compare: every run would overwrite it")
+    if settings["root"] != "/":
+        raise UsageError("--root cannot be used with compare: it runs real programs")
+
+
+def _make_plan(ctx, options, policies, command):
+    settings = _settings(ctx, options)
+    _reject_unusable(options, settings)
+    static = [p for p in policies if p in ("pinned", "psets")]
+    if static and not hasattr(os, "sched_setaffinity"):
+        raise UsageError("policies %s need sched_setaffinity (Linux)" % ", ".join(static))
+    backend = open_backend(settings["platform"], settings["root"])
+    choice = choose_domains(backend.topology(), frozenset(os.sched_getaffinity(0))
+                            if hasattr(os, "sched_getaffinity") else backend.topology().online,
+                            settings["level"], settings["domains"])
+    return Plan(command=list(command), domains=choice.domains, domain_note=choice.note,
+                tumbler_args=_tumbler_args(settings, options),
+                echo_tumbler_summary=settings["verbose"]), settings
+
+
+def _print_progress(result, runs):
+    elapsed = "" if result.elapsed_s is None else ", elapsed_s %.3f" % result.elapsed_s
+    click.echo("compare: run %d/%d %-8s %.3f s%s%s" % (
+        result.run, runs, result.policy, result.wall_s, elapsed,
+        "" if result.status == 0 else ", exit status %d" % result.status), err=True)
+
+
+@click.command("compare", context_settings={"allow_interspersed_args": False})
+@click.option("--runs", type=click.IntRange(1, 10000), default=DEFAULT_RUNS, show_default=True,
+              help="Runs per policy.")
+@click.option("--policies", "policies_text", metavar="LIST", show_default=True,
+              default=",".join(DEFAULT_POLICIES),
+              help="Comma-separated policies: default, pinned, psets, or any tumbler "
+                   "--policy.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@balancing_options
+@click.argument("command", nargs=-1, required=True, metavar="-- CMD [ARGS...]")
+@click.pass_context
+def compare_command(ctx, runs, policies_text, as_json, command, **options):
+    """Time CMD under several policies, interleaved, and compare.
+
+    -q hides the per-run progress lines; -v shows tumbler's stderr in full.
+    """
+    if ctx.obj is None:
+        ctx.obj = {"root": "/", "platform": None, "options": {}}
+    merged = dict(ctx.obj["options"])
+    merged.update({k: v for k, v in options.items() if v is not None})
+    policies = parse_policies(policies_text)
+    plan, settings = _make_plan(ctx, merged, policies, command)
+    results, failed = run_all(plan, policies, runs,
+                              progress=None if settings["quiet"] else _print_progress)
+    data = report(plan, policies, runs, results, failed)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        for line in format_table(data):
+            click.echo(line)
+    if failed is not None:
+        click.echo("tumbler: compare: run %d of %s exited with status %d"
+                   % (failed.run, failed.policy, failed.status), err=True)
+        sys.exit(EXIT_FAILURE)

@@ -1,0 +1,199 @@
+"""``--probe``: trace lock waits, run-queue latency and migrations while
+tumbler balances, and put them in the log and the exit summary.
+
+A ProbeObserver is one of the controller's observers.  It runs the tracing
+scripts of ``probes/`` (``tumbler.probe.ProbeSession``) on the controller's
+targets, with the controller's domains as the CPU-to-domain map, so that
+``cross_domain`` counts exactly the migrations between the domains tumbler
+balances across -- the ones that cost cache and memory locality, and the
+ones tumbler's own moves cause.
+
+Life cycle (called by the run):
+
+``check()``                  before anything changes: is tracing possible?
+``start(controller)``        once the targets are added: start tracing
+``write_round(controller, plan, moves)``   every round: read the scripts'
+                             cumulative totals and keep this interval's
+                             deltas, per thread and summed
+``log_fields(controller)``   ``{"probe": {...}}`` for the round's JSON log
+                             line (``RunLog.extra`` takes it as is)
+``summary_lines()``          lines for the exit summary
+``close()``                  stop tracing (always: also after errors)
+
+The ``probe`` log object (stable keys): ``interval_s`` (seconds since the
+previous reading), the traced fields of ``tumbler.probe.FIELDS`` summed
+over the targets' threads (``lock_ns``, ``lock_count``, ``runq_ns``,
+``runq_count``, ``migrations``, ``cross_domain``), and ``per_thread``:
+``{"PID:TID": {field: value}}`` with only the threads and fields that are
+not zero.  Values lag by up to one period of the scripts (``period_ms``):
+a wait is counted when it ends.
+
+Tracing is an aid, not the job: if the tracing tool dies during a run, the
+observer warns once (through the controller) and balancing goes on.
+``start`` raises TumblerError if tracing cannot start at all (missing
+bpftrace/dtrace or privilege), before any thread has been moved by rounds.
+"""
+
+import shutil
+import time
+
+from . import probe
+from .errors import TumblerError, UsageError
+
+#: Traced fields per kind.
+FIELDS_OF_KIND = {"locks": ("lock_ns", "lock_count"), "latency": ("runq_ns", "runq_count"),
+                  "migrations": ("migrations", "cross_domain")}
+
+
+def domain_of_cpu(domains):
+    """``{cpu: domain index}`` from the controller's Domain objects."""
+    return {cpu: domain.index for domain in domains for cpu in domain.cpus}
+
+
+def check_tracing(platform_name, kinds):
+    """Fail now, in one line, if the tracing tool or the privilege it needs
+    is missing (mounting tracefs first when root can); returns the tool."""
+    if platform_name == "linux" and shutil.which("bpftrace"):
+        probe.ensure_tracefs()
+    return probe.check_tool(platform_name, kinds)
+
+
+def thread_key(pid, tid):
+    return "%d:%d" % (pid, tid)
+
+
+def add_into(total, record, fields):
+    for field in fields:
+        total[field] = total.get(field, 0) + record.get(field, 0)
+
+
+class ProbeObserver:
+    def __init__(self, kinds=probe.KINDS, platform_name=None, period_ms=100):
+        self.kinds = tuple(k for k in probe.KINDS if k in set(kinds))
+        if not self.kinds or set(kinds) - set(probe.KINDS):
+            raise UsageError("probe kinds are %s, not %s"
+                             % (", ".join(probe.KINDS), ", ".join(sorted(kinds))))
+        self.fields = tuple(f for kind in self.kinds for f in FIELDS_OF_KIND[kind])
+        self.platform_name = platform_name
+        self.period_ms = period_ms
+        self.session = None
+        self.failure = None             # why tracing stopped early, if it did
+        self.started = None             # time.monotonic() at start
+        self.ended = None               # at the last reading
+        self._last = {}                 # cumulative snapshot at the last reading
+        self._last_time = None
+        self._round = None              # controller round of the current interval
+        self.interval = None            # {"interval_s", fields..., "per_thread"}
+        self.totals = dict.fromkeys(self.fields, 0)   # sum of every interval
+
+    # -- the observer interface ----------------------------------------------
+
+    def check(self):
+        """Raise TumblerError now if tracing cannot start: call it before
+        anything is changed, so a missing tool stops the run cleanly."""
+        if self.platform_name is None:
+            self.platform_name = probe.current_platform()
+        check_tracing(self.platform_name, self.kinds)
+
+    def start(self, controller):
+        """Start tracing the controller's targets (call once they are added)."""
+        if self.session is not None or not controller.targets:
+            return
+        session = probe.ProbeSession(self.platform_name, period_ms=self.period_ms)
+        session.start(list(controller.targets), self.kinds,
+                      domain_of_cpu(controller.domains))
+        self.session = session
+        self.started = self._last_time = self.ended = time.monotonic()
+        self._last = session.snapshot()
+        self._round = controller.stats.intervals
+
+    def write_round(self, controller, plan, moves):
+        self._read_for_round(controller)
+
+    def log_fields(self, controller=None):
+        """``{"probe": {...}}`` for the current round; {} when not tracing."""
+        if controller is not None:
+            self._read_for_round(controller)
+        if self.interval is None:
+            return {}
+        return {"probe": self.interval}
+
+    def summary_lines(self):
+        """Lines for the exit summary (without the "tumbler: " prefix)."""
+        if self.started is None:
+            return []
+        span = max(self.ended - self.started, 1e-9)
+        parts = []
+        t = self.totals
+        if "lock_ns" in t:
+            parts.append("lock wait %.3f s in %d waits" % (t["lock_ns"] / 1e9, t["lock_count"]))
+        if "runq_ns" in t:
+            mean = t["runq_ns"] / t["runq_count"] / 1e6 if t["runq_count"] else 0.0
+            parts.append("run-queue latency mean %.3f ms over %d waits"
+                         % (mean, t["runq_count"]))
+        if "migrations" in t:
+            parts.append("%d migrations (%.1f/s), %d cross-domain (%.1f/s)"
+                         % (t["migrations"], t["migrations"] / span,
+                            t["cross_domain"], t["cross_domain"] / span))
+        lines = ["probes over %.1f s: %s" % (span, "; ".join(parts))]
+        if self.failure:
+            lines.append("probes stopped early: %s" % self.failure)
+        return lines
+
+    def close(self):
+        """Stop tracing and take the final totals; never raises, always
+        leaves no tracing process behind."""
+        session, self.session = self.session, None
+        if session is None:
+            return
+        try:
+            final = session.stop()
+        except TumblerError as exc:
+            self.failure = self.failure or str(exc)
+            final = None
+        finally:
+            session.kill()
+        if final is not None:
+            self._account(final, time.monotonic(), per_thread=False)
+
+    # -- readings ------------------------------------------------------------
+
+    def _read_for_round(self, controller):
+        """Take this round's reading once, whichever of write_round and
+        log_fields comes first."""
+        if self.session is None or self._round == controller.stats.intervals:
+            return
+        self._round = controller.stats.intervals
+        try:
+            snap = self.session.snapshot()
+        except TumblerError as exc:
+            self._give_up(controller, str(exc))
+            return
+        self.interval = self._account(snap, time.monotonic(), per_thread=True)
+
+    def _give_up(self, controller, why):
+        self.failure = why
+        self.interval = None
+        session, self.session = self.session, None
+        session.kill()
+        controller.warn("probes stopped, balancing goes on: %s" % why)
+
+    def _account(self, snap, now, per_thread):
+        """Add the change since the last reading to the totals; return it."""
+        change = probe.delta(snap, self._last)
+        summed = {}
+        threads = {}
+        for (pid, tid), record in change.items():
+            add_into(summed, record, self.fields)
+            nonzero = {f: record[f] for f in self.fields if record.get(f)}
+            if nonzero:
+                threads[thread_key(pid, tid)] = nonzero
+        for field in self.fields:
+            summed.setdefault(field, 0)
+        add_into(self.totals, summed, self.fields)
+        interval = {"interval_s": round(now - self._last_time, 4)}
+        interval.update(summed)
+        if per_thread:
+            interval["per_thread"] = threads
+        self._last, self._last_time, self.ended = snap, now, now
+        return interval

@@ -1,0 +1,324 @@
+"""``tumbler probe KIND -p PID``: what sampling cannot see, per thread.
+
+Runs the tracing scripts of ``probes/`` (bpftrace on Linux, DTrace on
+illumos; see ``tumbler.probe``) over one window of ``--duration`` seconds
+and prints one table per process:
+
+``USR``, ``SYS``  CPU time in user mode and in the kernel, % of the window,
+                  from backend samples taken when the probes are attached
+                  and when the window ends (as ``tumbler stat``)
+``LCK``           time blocked on user-level locks, % of the window (locks)
+``LAT``           time runnable but waiting for a CPU, % of the window
+                  (latency)
+``MIGR``          CPU migrations in the window (migrations)
+``XDOM``          those between two CPU domains: the domains ``tumbler -p
+                  PID`` would use (``--level``, ``--domains``)
+
+then a totals line per process.  Columns of kinds not traced show ``-``.
+The window ends early on SIGINT/SIGTERM/SIGHUP/SIGQUIT (the results so far
+are printed) and when every target has exited.
+
+Without the tracing tool or the privilege it needs, one line says which and
+how to get it, and the exit status is 1 (``tumbler.probe.check_tool``).
+``--json`` keys are documented in ``probe_record``.
+"""
+
+import json
+import time
+
+import click
+
+from . import probe
+from .config import LEVEL_CHOICES
+from .cpulist import format_cpulist
+from .errors import UsageError
+from .platform import open_backend
+from .platform.base import NoSuchProcess
+from .probe_observer import check_tracing
+from .statcmd import (check_process, cpu_domain_map, domain_choice, format_cell,
+                      format_domains, snapshot, thread_percentages)
+from .waiting import SignalWaiter
+
+DEFAULT_DURATION_S = 5.0
+#: The scripts print their totals this often; the command reads only the
+#: final print (at stop), so a long period keeps the tracing cost low.
+PERIOD_MS = 1000
+#: How often the window checks for signals and exited targets.
+POLL_S = 0.2
+NAME_WIDTH = 16
+
+#: Probe fields per kind (a kind not traced leaves them null).
+FIELDS_OF_KIND = {"locks": ("lock_ns", "lock_count"), "latency": ("runq_ns", "runq_count"),
+                  "migrations": ("migrations", "cross_domain")}
+
+
+# -- the window ------------------------------------------------------------------
+
+def target_alive(backend, pid):
+    """False once the process has exited (gone or a zombie)."""
+    try:
+        return not backend.process(pid).zombie
+    except NoSuchProcess:
+        return False
+
+
+def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waiter):
+    """Trace ``pids`` for ``duration_s``; returns (starts, ends, window_s,
+    final probe snapshot, why the window ended).  ``ends[pid]`` is None for a
+    process that exited during the window."""
+    session.start(pids, kinds, domain_of_cpu)
+    t0 = time.monotonic()
+    starts = {pid: snapshot(backend, pid) for pid in pids}
+    deadline = t0 + duration_s
+    ended = "duration"
+    while True:
+        signals = waiter.take()
+        if signals:
+            ended = "signal %d" % signals[0]
+            break
+        if not any(target_alive(backend, pid) for pid in pids):
+            ended = "targets exited"
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        waiter.sleep(min(POLL_S, left))
+    ends = {}
+    for pid in pids:
+        try:
+            ends[pid] = snapshot(backend, pid)
+        except NoSuchProcess:
+            ends[pid] = None
+    window_s = time.monotonic() - t0
+    final = session.stop()
+    return starts, ends, window_s, final, ended
+
+
+# -- the numbers -----------------------------------------------------------------
+
+def _share(ns, window_s):
+    return None if ns is None else ns * 100.0 / (window_s * 1e9) if window_s > 0 else 0.0
+
+
+def _rate(count, window_s):
+    return None if count is None else count / window_s if window_s > 0 else 0.0
+
+
+def _rounded(value, digits=2):
+    return None if value is None else round(value, digits)
+
+
+def traced_fields(kinds):
+    return {f for kind in kinds for f in FIELDS_OF_KIND[kind]}
+
+
+def thread_row(tid, start, end, record, kinds, platform, window_s, elapsed_ns, uptime_ns):
+    """One thread's row.  ``start``/``end`` are its ThreadTimes in the
+    samples at the start and the end of the window (None where absent),
+    ``elapsed_ns`` the time between those samples, ``uptime_ns`` the time
+    since boot at the end one (Linux)."""
+    traced = traced_fields(kinds)
+    known = end or start
+    row = {"tid": tid, "name": known.name if known is not None else "?"}
+    if end is not None:
+        pct = thread_percentages(platform, start, end, elapsed_ns, uptime_ns)
+        row["usr"], row["sys"] = _rounded(pct.get("usr")), _rounded(pct.get("sys"))
+    else:
+        row["usr"] = row["sys"] = None
+    for field in probe.FIELDS:
+        row[field] = record.get(field, 0) if field in traced else None
+    row["lck"] = _rounded(_share(row["lock_ns"], window_s))
+    row["lat"] = _rounded(_share(row["runq_ns"], window_s))
+    return row
+
+
+def process_rows(pid, starts, ends, final, kinds, platform, window_s):
+    """Rows of every thread of ``pid`` seen by a sample or a probe, by TID."""
+    first = starts[pid].sample
+    last = ends[pid].sample if ends[pid] is not None else None
+    records = probe.by_tid(final, pid)
+    tids = set(first.threads) | set(records) | (set(last.threads) if last else set())
+    elapsed_ns = last.wall_ns - first.wall_ns if last is not None else 0
+    uptime_ns = ends[pid].uptime_ns if last is not None else None
+    rows = []
+    for tid in sorted(tids):
+        end = last.threads.get(tid) if last is not None else None
+        rows.append(thread_row(tid, first.threads.get(tid), end,
+                               records.get(tid, probe.empty_record()), kinds, platform,
+                               window_s, elapsed_ns, uptime_ns))
+    return rows
+
+
+def _sum(rows, key):
+    values = [row[key] for row in rows if row[key] is not None]
+    return sum(values) if values else None
+
+
+def process_totals(rows, window_s):
+    """Sums over the threads, and the rates behind the totals line."""
+    totals = {"threads": len(rows)}
+    for key in ("usr", "sys", "lck", "lat"):
+        totals[key] = _rounded(_sum(rows, key))
+    for field in probe.FIELDS:
+        totals[field] = _sum(rows, field)
+    count = totals["runq_count"]
+    totals["mean_runq_ns"] = (None if count is None else
+                              round(totals["runq_ns"] / count) if count else 0)
+    totals["migrations_per_s"] = _rounded(_rate(totals["migrations"], window_s))
+    totals["cross_domain_per_s"] = _rounded(_rate(totals["cross_domain"], window_s))
+    return totals
+
+
+def probe_record(platform, kinds, infos, starts, ends, final, window_s, ended, choice,
+                 lost_events):
+    """The command's result as a JSON-ready dict.  Keys (stable):
+
+    ``platform``, ``kinds`` (traced), ``duration_s`` (the window, seconds),
+    ``ended`` ("duration", "signal N" or "targets exited"), ``level`` and
+    ``domains`` (CPU lists by index), ``lost_events`` (events the tool
+    dropped), ``processes``: one per -p, with ``pid``, ``name``, ``exited``
+    (during the window), ``threads`` and ``totals``.
+
+    A thread: ``tid``, ``name``, ``usr``, ``sys`` (% of the window, null if
+    it exited before the end), ``lock_ns``, ``lock_count``, ``lck`` (% of
+    the window), ``runq_ns``, ``runq_count``, ``lat`` (%), ``migrations``,
+    ``cross_domain``; fields of kinds not traced are null.
+    ``totals``: the same summed over the threads (percentages are then % of
+    one CPU), plus ``threads``, ``mean_runq_ns``, ``migrations_per_s``,
+    ``cross_domain_per_s``.
+    """
+    processes = []
+    for info in infos:
+        rows = process_rows(info.pid, starts, ends, final, kinds, platform, window_s)
+        processes.append({"pid": info.pid, "name": info.name, "exited": ends[info.pid] is None,
+                          "threads": rows, "totals": process_totals(rows, window_s)})
+    return {"platform": platform, "kinds": [k for k in probe.KINDS if k in kinds],
+            "duration_s": round(window_s, 3), "ended": ended, "level": choice.level,
+            "domains": [format_cpulist(cpus) for cpus in choice.domains],
+            "lost_events": lost_events, "processes": processes}
+
+
+# -- text ------------------------------------------------------------------------
+
+def format_count(value, width=7):
+    return ("-" if value is None else "%d" % value).rjust(width)
+
+
+def totals_line(totals):
+    parts = ["USR %s%% SYS %s%%" % (format_cell(totals["usr"], 0),
+                                    format_cell(totals["sys"], 0))]
+    if totals["lock_ns"] is not None:
+        parts.append("locks %.3f s blocked (LCK %.1f%%) in %d waits"
+                     % (totals["lock_ns"] / 1e9, totals["lck"], totals["lock_count"]))
+    if totals["runq_ns"] is not None:
+        parts.append("run-queue latency %.3f s (LAT %.1f%%), mean %.3f ms over %d waits"
+                     % (totals["runq_ns"] / 1e9, totals["lat"],
+                        totals["mean_runq_ns"] / 1e6, totals["runq_count"]))
+    if totals["migrations"] is not None:
+        parts.append("%d migrations (%.1f/s), %d cross-domain (%.1f/s)"
+                     % (totals["migrations"], totals["migrations_per_s"],
+                        totals["cross_domain"], totals["cross_domain_per_s"]))
+    return "total: " + "; ".join(parts)
+
+
+def format_record(record):
+    lines = []
+    span = "%.2f s traced (%s)" % (record["duration_s"], ", ".join(record["kinds"]))
+    if record["ended"] != "duration":
+        span += ", ended early: %s" % record["ended"]
+    for proc in record["processes"]:
+        if lines:
+            lines.append("")
+        n = proc["totals"]["threads"]
+        lines.append("PID %d (%s): %d thread%s, %s%s" % (
+            proc["pid"], proc["name"], n, "" if n == 1 else "s", span,
+            ", exited" if proc["exited"] else ""))
+        lines.append("%8s %-*s%6s%6s%6s%6s%7s%7s" % ("TID", NAME_WIDTH, "NAME", "USR", "SYS",
+                                                    "LCK", "LAT", "MIGR", "XDOM"))
+        for row in proc["threads"]:
+            lines.append("%8d %-*s%s%s%s%s%s%s" % (
+                row["tid"], NAME_WIDTH, row["name"][:NAME_WIDTH],
+                format_cell(row["usr"]), format_cell(row["sys"]), format_cell(row["lck"]),
+                format_cell(row["lat"]), format_count(row["migrations"]),
+                format_count(row["cross_domain"])))
+        lines.append(totals_line(proc["totals"]))
+    return lines
+
+
+# -- the command -----------------------------------------------------------------
+
+def _global(ctx, key):
+    obj = ctx.obj or {}
+    if key in ("root", "platform"):
+        return obj.get(key)
+    return (obj.get("options") or {}).get(key)
+
+
+def live_platform(ctx):
+    """The platform to trace: always the running system."""
+    if (_global(ctx, "root") or "/") != "/":
+        raise UsageError("probe traces the running system; --root only applies to "
+                         "topology and stat")
+    native = probe.current_platform()
+    wanted = _global(ctx, "platform")
+    if wanted is not None and wanted != native:
+        raise UsageError("probe traces the running system, which is %s, not %s"
+                         % (native, wanted))
+    return native
+
+
+def validate_duration(duration):
+    if not 0 < duration < 10 ** 9:
+        raise UsageError("--duration must be a positive number of seconds")
+
+
+@click.command("probe")
+@click.argument("kind", type=click.Choice(probe.KINDS + ("all",)))
+@click.option("-p", "--pid", "pids", type=int, multiple=True, required=True, metavar="PID",
+              help="Process to trace; repeat for several.")
+@click.option("--duration", type=float, default=None, metavar="SECONDS",
+              help="Length of the window (default 5).")
+@click.option("--level", type=click.Choice(LEVEL_CHOICES), default=None,
+              help="Topology level of the domains behind XDOM (default auto).")
+@click.option("--domains", "domains_text", metavar="LIST", default=None,
+              help="Explicit domains behind XDOM: CPU lists separated by '/'.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
+    """Trace lock waits, run-queue latency and migrations per thread."""
+    kinds = probe.KINDS if kind == "all" else (kind,)
+    if duration is None:
+        duration = _global(ctx, "duration") or DEFAULT_DURATION_S
+    validate_duration(duration)
+    if len(set(pids)) != len(pids):
+        raise UsageError("a process is given twice with -p")
+    if level is None and domains_text is None:
+        level, domains_text = _global(ctx, "level"), _global(ctx, "domains_text")
+    platform = live_platform(ctx)
+    backend = open_backend(platform, "/")
+    try:
+        infos = [check_process(backend, pid) for pid in pids]
+        choice = domain_choice(backend, list(pids), level, domains_text)
+        check_tracing(platform, kinds)
+        waiter = SignalWaiter()
+        try:
+            with probe.ProbeSession(platform, period_ms=PERIOD_MS) as session:
+                starts, ends, window_s, final, ended = trace_window(
+                    backend, session, list(pids), kinds, cpu_domain_map(choice), duration,
+                    waiter)
+                lost = session.lost_events
+        finally:
+            waiter.close()
+    finally:
+        backend.close()
+    record = probe_record(platform, kinds, infos, starts, ends, final, window_s, ended,
+                          choice, lost)
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+    else:
+        click.echo(format_domains(choice))
+        for line in format_record(record):
+            click.echo(line)
+    if lost:
+        click.echo("tumbler: warning: %s lost %d events: the counts are low"
+                   % ("bpftrace" if platform == "linux" else "dtrace", lost), err=True)
