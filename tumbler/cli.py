@@ -44,12 +44,15 @@ BALANCING_OPTIONS = (
                  help="Stop balancing after SECONDS."),
     click.option("--force", is_flag=True, default=None,
                  help="Allow PID 1 and kernel threads as targets."),
+    click.option("--probe", is_flag=True, default=None,
+                 help="Trace lock waits, run-queue latency and migrations during the run "
+                      "(bpftrace/DTrace)."),
     click.option("-q", "--quiet", is_flag=True, default=None, help="No summary."),
     click.option("-v", "--verbose", is_flag=True, default=None,
                  help="Print every interval's decision on stderr."),
 )
 OPTION_NAMES = ("level", "domains_text", "policy", "interval_ms", "config_path", "binder",
-                "log_path", "dry_run", "duration", "force", "quiet", "verbose")
+                "log_path", "dry_run", "duration", "force", "probe", "quiet", "verbose")
 
 
 def balancing_options(func):
@@ -164,6 +167,13 @@ def topology_command(ctx, as_json):
     click.echo("auto: %s" % choice.note)
 
 
+from .statcmd import stat_command      # noqa: E402  (commands register on main)
+from .probecmd import probe_command    # noqa: E402
+
+main.add_command(stat_command)
+main.add_command(probe_command)
+
+
 def _own_allowed(backend, topo):
     if backend.root == "/" and hasattr(os, "sched_getaffinity"):
         return frozenset(os.sched_getaffinity(0))
@@ -184,6 +194,9 @@ def _settings(ctx, options):
     settings["force"] = bool(settings["force"])
     settings["quiet"] = bool(settings["quiet"])
     settings["verbose"] = bool(settings["verbose"])
+    settings["probe"] = bool(settings["probe"])
+    if settings["probe"] and settings["root"] != "/":
+        raise UsageError("--probe traces the running system; it cannot be combined with --root")
     settings["domains"] = (parse_domains(settings["domains_text"])
                            if settings["domains_text"] is not None else None)
     if settings["domains"] is not None and options.get("level"):

@@ -30,6 +30,10 @@ from .engine.policy import RUNNABLE_SHARE, ThreadView
 from .platform.base import AccessDenied, NoSuchProcess, Unmovable
 
 
+#: Span over which voluntary context switches are counted (see _sleeps_per_second).
+SWITCH_WINDOW_NS = 2_000_000_000
+
+
 @dataclass
 class TrackedThread:
     pid: int
@@ -252,7 +256,10 @@ class Controller:
                           thread.pinned_cpu, exec_ns, wall_ns, thread.runnable, sleeps)
 
     def _sleeps_per_second(self, thread):
-        """Voluntary context switches per second over the load window.
+        """Voluntary context switches per second over the last 2 s or more.
+
+        Longer than the load window: a thread blocking at barriers between
+        long phases may not block within any one 500 ms.
 
         Read only for threads that look always-runnable, since it costs a
         /proc status read; None until two readings exist.
@@ -269,7 +276,7 @@ class Controller:
             thread.switches = deque()
         switches = thread.switches
         switches.append((now, count))
-        while len(switches) > 2 and now - switches[1][0] >= self.load_window_ns:
+        while len(switches) > 2 and now - switches[1][0] >= SWITCH_WINDOW_NS:
             switches.popleft()
         if len(switches) < 2 or now <= switches[0][0]:
             return None

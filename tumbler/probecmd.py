@@ -34,7 +34,7 @@ from .cpulist import format_cpulist
 from .errors import UsageError
 from .platform import open_backend
 from .platform.base import NoSuchProcess
-from .probe_observer import check_tracing
+from .probe_observer import FIELDS_OF_KIND, check_tracing
 from .statcmd import (check_process, cpu_domain_map, domain_choice, format_cell,
                       format_domains, snapshot, thread_percentages)
 from .waiting import SignalWaiter
@@ -46,10 +46,6 @@ PERIOD_MS = 1000
 #: How often the window checks for signals and exited targets.
 POLL_S = 0.2
 NAME_WIDTH = 16
-
-#: Probe fields per kind (a kind not traced leaves them null).
-FIELDS_OF_KIND = {"locks": ("lock_ns", "lock_count"), "latency": ("runq_ns", "runq_count"),
-                  "migrations": ("migrations", "cross_domain")}
 
 
 # -- the window ------------------------------------------------------------------
@@ -204,9 +200,14 @@ def format_count(value, width=7):
     return ("-" if value is None else "%d" % value).rjust(width)
 
 
+def format_share(value):
+    return "-" if value is None else "%.1f%%" % value
+
+
 def totals_line(totals):
-    parts = ["USR %s%% SYS %s%%" % (format_cell(totals["usr"], 0),
-                                    format_cell(totals["sys"], 0))]
+    """The per-process line under the table; sums of percentages are % of
+    one CPU."""
+    parts = ["USR %s SYS %s" % (format_share(totals["usr"]), format_share(totals["sys"]))]
     if totals["lock_ns"] is not None:
         parts.append("locks %.3f s blocked (LCK %.1f%%) in %d waits"
                      % (totals["lock_ns"] / 1e9, totals["lck"], totals["lock_count"]))

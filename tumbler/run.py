@@ -76,15 +76,30 @@ def _binder(backend, settings, policy):
 
 
 def _observers(settings):
-    observers = []
+    observers, tracer = [], None
+    if settings["probe"]:
+        from .probe_observer import ProbeObserver
+        tracer = ProbeObserver()
+        tracer.check()                  # before any change: a missing bpftrace is exit 1
+        observers.append(tracer)
     if settings["log_path"]:
         try:
-            observers.append(RunLog(settings["log_path"]))
+            log = RunLog(settings["log_path"])
         except OSError as exc:
             raise UsageError("cannot write log %s: %s" % (settings["log_path"], exc.strerror))
+        if tracer is not None:
+            log.extra.append(tracer.log_fields)
+        observers.append(log)
     if settings["verbose"]:
         observers.append(VerboseReport())
     return observers
+
+
+def _start_observers(observers, controller):
+    for observer in observers:
+        start = getattr(observer, "start", None)
+        if start is not None:
+            start(controller)
 
 
 class VerboseReport:
@@ -124,6 +139,9 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
         cpu = controller.own_cpu_seconds() - cpu_before
         for line in summary_lines(controller, wall, cpu, reason):
             print("tumbler: " + line, file=sys.stderr)
+        for observer in observers:
+            for line in getattr(observer, "summary_lines", lambda: [])():
+                print("tumbler: " + line, file=sys.stderr)
     return failed
 
 
@@ -149,6 +167,7 @@ def run_attach(settings, pids):
                 controller.add_target(pid)
             except NoSuchProcess:
                 pass
+        _start_observers(observers, controller)
         reason = controller.run(waiter, deadline=deadline)
     finally:
         failed = _finish(controller, observers, waiter, settings, started, cpu_before, reason)
@@ -191,6 +210,7 @@ def run_exec(settings, command):
             controller.add_target(child.pid, allowed)
         except NoSuchProcess:
             pass
+        _start_observers(observers, controller)
         reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
         while child.poll() is None:         # --duration ended balancing, not the command
             for signum in waiter.take():

@@ -91,19 +91,24 @@ def _ordered_domains(domains: Sequence[Domain]) -> List[Domain]:
 def _checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> List[ThreadLoad]:
     threads = list(threads)
     seen = set()
+    isfinite = math.isfinite
     for thread in threads:
-        if thread.tid in seen:
-            raise ValueError("thread %r appears twice" % (thread.tid,))
-        seen.add(thread.tid)
-        if (isinstance(thread.load, bool) or not isinstance(thread.load, Real)
-                or not math.isfinite(thread.load)):
-            raise ValueError("thread %r: load must be a finite number, got %r"
-                             % (thread.tid, thread.load))
-        if thread.domain is not None and not 0 <= thread.domain < domain_count:
-            raise ValueError("thread %r is on unknown domain %r" % (thread.tid, thread.domain))
-        if not _eligible_domains(thread, domain_count):
+        tid = thread.tid
+        if tid in seen:
+            raise ValueError("thread %r appears twice" % (tid,))
+        seen.add(tid)
+        load = thread.load
+        kind = type(load)
+        # float and int first: the checks below without the slow ABC test.
+        if kind is not float and kind is not int and (
+                isinstance(load, bool) or not isinstance(load, Real)) or not isfinite(load):
+            raise ValueError("thread %r: load must be a finite number, got %r" % (tid, load))
+        domain = thread.domain
+        if domain is not None and not 0 <= domain < domain_count:
+            raise ValueError("thread %r is on unknown domain %r" % (tid, domain))
+        if thread.eligible is not None and not _eligible_domains(thread, domain_count):
             raise ValueError("thread %r is not eligible for any domain (eligible %r)"
-                             % (thread.tid, sorted(thread.eligible)))
+                             % (tid, sorted(thread.eligible)))
     return threads
 
 
@@ -112,6 +117,15 @@ def _checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> List[T
 def _effective_load(load: float) -> float:
     """A negative load is a counter glitch: it weighs nothing."""
     return max(0.0, float(load))
+
+
+def _effective_loads(threads: Sequence[ThreadLoad]) -> Dict[int, float]:
+    """tid -> _effective_load, without a call per thread (hot path)."""
+    loads = {}
+    for thread in threads:
+        load = float(thread.load)
+        loads[thread.tid] = load if load > 0.0 else 0.0
+    return loads
 
 
 def _eligible_domains(thread: ThreadLoad, domain_count: int) -> List[int]:
@@ -126,6 +140,18 @@ def _may_use(thread: ThreadLoad, domain: int) -> bool:
 
 def _needs_placement(thread: ThreadLoad) -> bool:
     return thread.domain is None or not _may_use(thread, thread.domain)
+
+
+def _arrivals(threads: Sequence[ThreadLoad]) -> List[ThreadLoad]:
+    """The threads that need a domain this round (see _needs_placement)."""
+    return [thread for thread in threads
+            if thread.domain is None
+            or (thread.eligible is not None and thread.domain not in thread.eligible)]
+
+
+def _any_restricted(threads: Sequence[ThreadLoad]) -> bool:
+    """Whether some thread may not use every domain (else all checks pass)."""
+    return any(thread.eligible is not None for thread in threads)
 
 
 def _pinned_domain(thread: ThreadLoad, domain_count: int) -> Optional[int]:
@@ -178,9 +204,15 @@ def place_new(new_threads: Sequence[ThreadLoad], placed: Sequence[ThreadLoad],
     placed = [thread for thread in _checked_threads(placed, len(ordered))
               if thread.domain is not None]
     new_threads = _checked_threads(new_threads, len(ordered))
+    return _placements(new_threads, placed, capacities)
+
+
+def _placements(new_threads: List[ThreadLoad], placed: List[ThreadLoad],
+                capacities: List[int]) -> List[Move]:
+    """place_new on checked input: every thread of ``placed`` has a domain."""
     placed_loads = [_effective_load(thread.load) for thread in placed]
     placed_mean = math.fsum(placed_loads) / len(placed_loads) if placed_loads else 0.0
-    domain_loads = [0.0] * len(ordered)
+    domain_loads = [0.0] * len(capacities)
     for thread, load in zip(placed, placed_loads):
         domain_loads[thread.domain] += load
     assumed = {thread.tid: _assumed_load(thread, placed_mean) for thread in new_threads}
@@ -188,7 +220,7 @@ def place_new(new_threads: Sequence[ThreadLoad], placed: Sequence[ThreadLoad],
     moves = []
     for tid in sort_by_load(assumed):
         thread = by_tid[tid]
-        target = _lightest_after_adding(_eligible_domains(thread, len(ordered)),
+        target = _lightest_after_adding(_eligible_domains(thread, len(capacities)),
                                         assumed[tid], domain_loads, capacities)
         domain_loads[target] += assumed[tid]
         moves.append(Move(tid, thread.domain, target))
@@ -197,12 +229,15 @@ def place_new(new_threads: Sequence[ThreadLoad], placed: Sequence[ThreadLoad],
 
 # -- the two candidate assignments -------------------------------------------------
 
-def _kept_assignment(threads: List[ThreadLoad], domains: List[Domain]) -> Dict[int, int]:
+def _kept_assignment(threads: List[ThreadLoad], arriving: List[ThreadLoad],
+                     capacities: List[int]) -> Dict[int, int]:
     """Everyone stays; threads that need a domain get one by initial placement."""
-    staying = [thread for thread in threads if not _needs_placement(thread)]
+    if not arriving:
+        return {thread.tid: thread.domain for thread in threads}
+    arriving_tids = {thread.tid for thread in arriving}
+    staying = [thread for thread in threads if thread.tid not in arriving_tids]
     assignment = {thread.tid: thread.domain for thread in staying}
-    arriving = [thread for thread in threads if _needs_placement(thread)]
-    for move in place_new(arriving, staying, domains):
+    for move in _placements(arriving, staying, capacities):
         assignment[move.tid] = move.dst
     return assignment
 
@@ -210,6 +245,12 @@ def _kept_assignment(threads: List[ThreadLoad], domains: List[Domain]) -> Dict[i
 def _regrouped_assignment(threads: List[ThreadLoad], capacities: List[int],
                           loads: Mapping[int, float]) -> Dict[int, int]:
     """Wave grouping + fewest-move mapping, then the eligibility constraints."""
+    if not _any_restricted(threads):
+        # Nothing pinned, nothing barred, no misfits: only the mapping is left.
+        where_now = {thread.tid: thread.domain for thread in threads
+                     if thread.domain is not None}
+        slots, units = wave_slots(loads, capacities)
+        return assign_slots(slots, units, where_now, loads)
     domain_count = len(capacities)
     pinned = {}
     where_now = {}
@@ -245,37 +286,59 @@ def _cancel_swaps(threads: List[ThreadLoad], target: Dict[int, int],
     threads split 4:1 can move one thread from each side where moving one
     would do.  A move X->Y paired with a move Y->X of a thread whose load is
     within ``SWAP_EPSILON`` CPUs changes the domain loads by at most that
-    much: both stay.
+    much: both stay.  Each forward mover, lightest first, is paired with the
+    lightest unpaired backward mover within ``SWAP_EPSILON`` of it.
     """
     by_route = {}
     for thread in threads:
+        src = thread.domain
         dst = target[thread.tid]
-        if thread.domain is not None and dst != thread.domain and _may_use(thread, thread.domain):
-            by_route.setdefault((thread.domain, dst), []).append(thread)
+        if src is not None and dst != src and (thread.eligible is None
+                                               or src in thread.eligible):
+            by_route.setdefault((src, dst), []).append(thread.tid)
     result = dict(target)
     for (src, dst), forward in by_route.items():
         if src > dst or (dst, src) not in by_route:
             continue
-        backward = sorted(by_route[(dst, src)], key=lambda t: (loads[t.tid], t.tid))
-        for thread in sorted(forward, key=lambda t: (loads[t.tid], t.tid)):
-            match = next((other for other in backward
-                          if abs(loads[other.tid] - loads[thread.tid]) <= SWAP_EPSILON), None)
-            if match is not None:
-                backward.remove(match)
-                result[thread.tid], result[match.tid] = src, dst
+        for tid, match in _near_equal_pairs(forward, by_route[(dst, src)], loads):
+            result[tid], result[match] = src, dst
     return result
 
 
+def _near_equal_pairs(forward, backward, loads):
+    """(forward tid, backward tid) pairs: each forward tid in (load, tid)
+    order takes the first unpaired backward tid, in (load, tid) order, whose
+    load is within SWAP_EPSILON of its own.
+
+    Both lists are sorted, so one pointer walks ``backward`` once: a
+    backward load too far below the current forward load is too far below
+    every later, heavier one too, and the first one not too far below is
+    either close enough or (like all after it) too far above.
+    """
+    forward = sorted(forward, key=lambda tid: (loads[tid], tid))
+    backward = sorted(backward, key=lambda tid: (loads[tid], tid))
+    pairs = []
+    j = 0
+    for tid in forward:
+        load = loads[tid]
+        while j < len(backward) and loads[backward[j]] < load \
+                and abs(loads[backward[j]] - load) > SWAP_EPSILON:
+            j += 1
+        if j < len(backward) and abs(loads[backward[j]] - load) <= SWAP_EPSILON:
+            pairs.append((tid, backward[j]))
+            j += 1
+    return pairs
+
+
 def _moves(threads: List[ThreadLoad], assignment: Mapping[int, int]) -> List[Move]:
-    return [Move(thread.tid, thread.domain, assignment[thread.tid])
-            for thread in sorted(threads, key=lambda thread: thread.tid)
-            if assignment[thread.tid] != thread.domain]
+    moving = [thread for thread in threads if assignment[thread.tid] != thread.domain]
+    moving.sort(key=lambda thread: thread.tid)
+    return [Move(thread.tid, thread.domain, assignment[thread.tid]) for thread in moving]
 
 
-def _placement_note(threads: List[ThreadLoad]) -> str:
-    new = sum(1 for thread in threads if thread.domain is None)
-    evicted = sum(1 for thread in threads
-                  if thread.domain is not None and not _may_use(thread, thread.domain))
+def _placement_note(threads: List[ThreadLoad], arriving: List[ThreadLoad]) -> str:
+    new = sum(1 for thread in arriving if thread.domain is None)
+    evicted = len(arriving) - new       # placed, but on a domain it may no longer use
     notes = []
     if new:
         notes.append("placed %d new thread%s" % (new, "" if new == 1 else "s"))
@@ -307,7 +370,7 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
     ordered = _ordered_domains(domains)
     capacities = [domain.capacity for domain in ordered]
     threads = _checked_threads(threads, len(ordered))
-    loads = {thread.tid: _effective_load(thread.load) for thread in threads}
+    loads = _effective_loads(threads)
     thread_cv = cv(loads.values())
     interval_ms, wants_grouping = table.interval_for(thread_cv)
     current = {thread.tid: thread.domain for thread in threads}
@@ -315,18 +378,22 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
     spread_before = spread(domain_loads, capacities)
 
     def plan(assignment, regroup, reason):
+        # ``assignment`` is always a dict built for this plan: no copy needed.
         predicted = _summed_loads(assignment, loads, len(ordered))
-        return Plan(moves=_moves(threads, assignment), assignment=dict(assignment),
+        return Plan(moves=_moves(threads, assignment), assignment=assignment,
                     thread_cv=thread_cv, interval_ms=interval_ms, regroup=regroup,
                     domain_loads=domain_loads, predicted_loads=predicted,
                     spread_before=spread_before, spread_after=spread(predicted, capacities),
                     reason=reason)
 
-    kept = _kept_assignment(threads, ordered)
-    note = _placement_note(threads)
+    arriving = _arrivals(threads)
+    kept = _kept_assignment(threads, arriving, capacities)
+    note = _placement_note(threads, arriving)
     if len(ordered) < 2:
         return plan(kept, False, "single domain: nothing to group across" + note)
-    kept_spread = spread(_summed_loads(kept, loads, len(ordered)), capacities)
+    # Nobody arriving: the kept loads are the current ones, already summed.
+    kept_spread = spread(_summed_loads(kept, loads, len(ordered)) if arriving
+                         else domain_loads, capacities)
     if not wants_grouping and kept_spread < tolerance:
         return plan(kept, False, "cv %.2f < %.2f: no grouping%s"
                     % (thread_cv, table.lowest_cv, note))

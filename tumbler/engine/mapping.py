@@ -116,8 +116,18 @@ def hungarian(cost) -> List[int]:
     return column_of_row
 
 
-def _quantised(load) -> int:
-    return max(0, round(float(load) * LOAD_QUANTUM))
+def _quantised_loads(slots, loads):
+    """tid -> load in millionths of a CPU, at least 0, for every thread of
+    every slot (0 for a thread without a load).  One loop, no call per
+    thread: it runs for every thread every round."""
+    quantum = LOAD_QUANTUM
+    get = loads.get
+    quantised = {}
+    for slot in slots:
+        for tid in slot:
+            value = round(float(get(tid, 0.0)) * quantum)
+            quantised[tid] = value if value > 0 else 0
+    return quantised
 
 
 def _checked_units(units_per_domain, slot_count):
@@ -146,25 +156,28 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
     """
     units = _checked_units(units_per_domain, len(slots))
     eligible = eligible or {}
+    domain_count = len(units)
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
-    quantised = {tid: _quantised(loads.get(tid, 0.0)) for slot in slots for tid in slot}
+    quantised = _quantised_loads(slots, loads)
     stay_weight = len(quantised) + 1              # > any number of threads kept
     load_weight = sum(quantised.values()) + 1     # > any summed staying load
     position_weight = len(slots) + 1              # > any number of off-position slots
     cost = []
     for position, slot in enumerate(slots):
-        staying_count = [0] * len(units)
-        staying_load = [0] * len(units)
-        barred = [0] * len(units)
+        staying_count = [0] * domain_count
+        staying_load = [0] * domain_count
+        barred = [0] * domain_count
         for tid in slot:
             domain = current.get(tid)
-            if domain is not None and 0 <= domain < len(units):
+            if domain is not None and 0 <= domain < domain_count:
                 staying_count[domain] += 1
                 staying_load[domain] += quantised[tid]
-            allowed = eligible.get(tid)
-            if allowed is not None:
-                for other in range(len(units)):
-                    barred[other] += other not in allowed
+        if eligible:
+            for tid in slot:
+                allowed = eligible.get(tid)
+                if allowed is not None:
+                    for other in range(domain_count):
+                        barred[other] += other not in allowed
         row = []
         for column, domain in enumerate(column_domain):
             level = barred[domain] * stay_weight - staying_count[domain]
@@ -172,5 +185,7 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
             row.append(level * position_weight + (column != position))
         cost.append(row)
     chosen = hungarian(cost)
-    return {tid: column_domain[chosen[position]]
-            for position, slot in enumerate(slots) for tid in slot}
+    assignment = {}
+    for position, slot in enumerate(slots):
+        assignment.update(dict.fromkeys(slot, column_domain[chosen[position]]))
+    return assignment

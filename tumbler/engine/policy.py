@@ -11,9 +11,12 @@ Two mechanisms, two scales:
 Policies:
 
 ``tumbler``  wave grouping across domains; inside a domain the OS places.
-``speed``    speed balancing inside every domain, all threads pinned
+``speed``    speed balancing inside every domain, all busy threads pinned
              round-robin from the start (the paper's speedbalancer); threads
-             never cross domains (NUMA nodes by default).
+             never cross domains (NUMA nodes by default).  Idle threads
+             (load below ``IDLE_LOAD``, 0.05 CPU) stay unpinned: a thread
+             that does not run has speed 0 and would make its core look
+             crowded.
 ``observe``  measures and logs like ``tumbler``, never moves.
 ``auto``     (default) wave grouping across domains when there are two or
              more, and speed balancing inside a domain only while it pays:
@@ -21,7 +24,7 @@ Policies:
              1. *Candidates* are the domain's threads that stay runnable:
                 runnable share (CPU time + run-queue wait) / wall time of at
                 least ``RUNNABLE_SHARE`` (0.9) over the load window, and no
-                sleeping: fewer than ``SLEEPS_PER_SECOND`` (4) voluntary
+                sleeping: fewer than ``SLEEPS_PER_SECOND`` (1) voluntary
                 context switches per second.  A thread that blocks at
                 barriers leaves the run queue, and the OS's own balancer
                 already moves its co-runners to the idle core; pinning it
@@ -54,7 +57,9 @@ from .variation import VariationTable
 #: Runnable share above which a thread counts as never leaving the run queue.
 RUNNABLE_SHARE = 0.9
 #: Voluntary context switches per second from which a thread counts as sleeping.
-SLEEPS_PER_SECOND = 4.0
+SLEEPS_PER_SECOND = 1.0
+#: Load below which the speed policy leaves a thread unpinned as idle.
+IDLE_LOAD = 0.05
 #: A tolerance no regrouping can meet: the speed policy only places threads.
 NEVER_REGROUP = 1e9
 
@@ -183,6 +188,11 @@ class SpeedPolicy(_SpeedMixin, TumblerPolicy):
         pins, notes = {}, {}
         for domain in domains:
             members = [t for t in threads if assignment.get(t.tid) == domain.index]
+            # An idle thread (a main thread waiting in join) has speed 0 and
+            # would drag its core's mean down as if the core were crowded.
+            idle = [t for t in members if t.load < IDLE_LOAD]
+            members = [t for t in members if t.load >= IDLE_LOAD]
+            self._release(idle, pins)
             moves = self._speed_round(domain, members, pins)
             notes[domain.index] = "speed: %d threads on %d cores, %d pulls" % (
                 len(members), len(domain.cpus), len(moves))

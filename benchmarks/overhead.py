@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+"""How much tumbler itself costs: sampling, planning, rebinding, and a whole run.
+
+    .venv/bin/python benchmarks/overhead.py            # everything (about 2 minutes)
+    .venv/bin/python benchmarks/overhead.py --only sample,plan --json
+
+Tumbler is only worth running if it costs far less than the imbalance it
+removes.  The paper (64 threads, C) measured 410 us to sample, 28 us to
+group, 29 us per rebinding.  Issue 3 sets the targets for this Python
+implementation, checked here and marked in the table:
+
+* sample   -- ``LinuxBackend.sample()`` of one process with 64, 1,024 and
+              10,000 REAL threads, in the steady state (the per-thread
+              files are already open, as they are from the second round
+              on).  Target: <= 200 us for 64 threads.  The first sample,
+              which opens two files per thread, is shown apart.
+* plan     -- one round of the tumbler policy (``plan_tumbler``) for 64,
+              1,024 and 10,000 threads on 2 and 4 equal domains, with
+              unequal loads that make it evaluate a regrouping every time
+              (the expensive path), starting from a previous plan's
+              placement.  Shown apart: wave grouping alone (sort + deal,
+              what the paper timed) and the slot -> domain mapping.
+              Targets: <= 30 us for 64 threads, <= 10 ms for 10,000.
+* rebind   -- one ``sched_setaffinity`` of one thread to a domain,
+              alternating between two domains, for a sleeping and for a
+              spinning thread, raw and through tumbler's AffinityBinder.
+* run      -- tumbler's CPU share while managing a 64-thread program at a
+              fixed 100 ms interval (``tumbler --interval 100 --domains A/B
+              exec -- <64 threads of unequal duty cycles>``, ``--seconds``
+              long, ``--repeat`` times, median).  "steady" is the own CPU
+              time of tumbler's exit summary (from the start of balancing);
+              "total" adds the interpreter's start-up: the tumbler process
+              tree's rusage minus the program's own (it prints it).  Target:
+              < 0.5% of one CPU.
+
+Threads are made by a small C program compiled on the fly (64 KiB stacks,
+so 10,000 threads need only ~640 MB of address space); limits that would
+stop 10,000 threads (kernel.threads-max, kernel.pid_max, RLIMIT_NPROC) are
+checked first and RLIMIT_NOFILE is raised to its hard limit (sampling keeps
+two files open per thread).  Times are medians of many repetitions; the
+machine's load average is printed, because other work on the machine
+shows up in every number here.  Linux only; run as root or as the owner.
+"""
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from tumbler.engine.grouping import DEFAULT_TOLERANCE, plan_tumbler  # noqa: E402
+from tumbler.engine.mapping import assign_slots  # noqa: E402
+from tumbler.engine.model import Domain, ThreadLoad  # noqa: E402
+from tumbler.engine.variation import VariationTable  # noqa: E402
+from tumbler.engine.wave import wave_slots  # noqa: E402
+from tumbler.platform.linux import AffinityBinder, LinuxBackend  # noqa: E402
+
+THREAD_COUNTS = (64, 1024, 10000)
+#: Files LinuxBackend keeps open per sampled thread (schedstat and stat).
+FILES_PER_THREAD = 2
+DOMAIN_COUNTS = (2, 4)
+TARGETS = {
+    "sample_64_us": 200.0,
+    "plan_64_us": 30.0,
+    "plan_10000_us": 10000.0,
+    "run_cpu_pct": 0.5,
+}
+
+HELPER_SOURCE = r"""
+/* threads: a process with many threads, for benchmarks/overhead.py.
+ *
+ *   threads sleep N            N threads that sleep; prints "ready" once all
+ *                              exist, exits when stdin reaches EOF
+ *   threads spin N             the same, but the threads spin
+ *   threads duty N SECONDS P1 [P2 ...]
+ *                              N threads, thread i busy P(i mod k)% of every
+ *                              20 ms, for SECONDS; prints its own CPU time
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STACK_BYTES (64 * 1024)
+#define PERIOD_NS 20000000L
+
+static double seconds;
+static volatile int stop;
+
+static long clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    while (!stop)
+        ;
+    return NULL;
+}
+
+static void *duty(void *arg)
+{
+    long pct = (long)arg;
+    long end = clock_ns(CLOCK_MONOTONIC) + (long)(seconds * 1e9);
+    while (clock_ns(CLOCK_MONOTONIC) < end) {
+        long start = clock_ns(CLOCK_MONOTONIC);
+        long busy_until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + PERIOD_NS * pct / 100;
+        while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < busy_until)
+            ;
+        long left = PERIOD_NS - (clock_ns(CLOCK_MONOTONIC) - start);
+        if (left > 0) {
+            struct timespec ts = { 0, left };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: threads sleep|spin|duty N [SECONDS P1 ...]\n");
+        return 2;
+    }
+    int n = atoi(argv[2]);
+    int is_duty = strcmp(argv[1], "duty") == 0;
+    if (is_duty && argc < 5) {
+        fprintf(stderr, "threads duty N SECONDS P1 [P2 ...]\n");
+        return 2;
+    }
+    if (is_duty)
+        seconds = atof(argv[3]);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, STACK_BYTES);
+    pthread_t *threads = calloc(n, sizeof *threads);
+    for (int i = 0; i < n; i++) {
+        void *(*body)(void *) = is_duty ? duty : strcmp(argv[1], "spin") == 0 ? spinner : sleeper;
+        void *arg = is_duty ? (void *)atol(argv[4 + i % (argc - 4)]) : NULL;
+        int rc = pthread_create(&threads[i], &attr, body, arg);
+        if (rc != 0) {
+            fprintf(stderr, "threads: pthread_create %d: %s\n", i, strerror(rc));
+            return 1;
+        }
+    }
+    if (is_duty) {
+        for (int i = 0; i < n; i++)
+            pthread_join(threads[i], NULL);
+        struct rusage usage;
+        getrusage(RUSAGE_SELF, &usage);
+        printf("cpu_s=%.6f\n", usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6
+               + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6);
+        return 0;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0)
+        ;
+    stop = 1;
+    _exit(0);
+}
+"""
+
+
+# -- helpers --------------------------------------------------------------------
+
+def median_us(func, repeat):
+    """Median wall time of ``func()`` over ``repeat`` calls, microseconds."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        func()
+        times.append(time.perf_counter_ns() - start)
+    return statistics.median(times) / 1000.0
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def build_helper(directory):
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        sys.exit("overhead: a C compiler (cc or gcc) is needed")
+    source = os.path.join(directory, "threads.c")
+    with open(source, "w") as f:
+        f.write(HELPER_SOURCE)
+    binary = os.path.join(directory, "threads")
+    subprocess.run([compiler, "-O2", "-Wall", "-pthread", "-o", binary, source], check=True)
+    return binary
+
+
+def _read_int(path):
+    with open(path) as f:
+        return int(f.read().split()[0])
+
+
+def check_thread_limits(count):
+    """None if ``count`` more threads can be made, else why not."""
+    threads_max = _read_int("/proc/sys/kernel/threads-max")
+    pid_max = _read_int("/proc/sys/kernel/pid_max")
+    with open("/proc/loadavg") as f:
+        existing = int(f.read().split()[3].split("/")[1])     # tasks on the system now
+    needed = existing + count + 100
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if hard != resource.RLIM_INFINITY and hard < needed and os.geteuid() != 0:
+        return "RLIMIT_NPROC hard limit %d < %d (ulimit -u)" % (hard, needed)
+    if threads_max < needed:
+        return "kernel.threads-max %d < %d (sysctl kernel.threads-max)" % (threads_max, needed)
+    if pid_max < needed:
+        return "kernel.pid_max %d < %d (sysctl kernel.pid_max)" % (pid_max, needed)
+    files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if files != resource.RLIM_INFINITY and files < FILES_PER_THREAD * count + 64:
+        return ("RLIMIT_NOFILE %d < %d: LinuxBackend keeps %d files open per thread "
+                "(ulimit -n; raising the hard limit needs CAP_SYS_RESOURCE)"
+                % (files, FILES_PER_THREAD * count + 64, FILES_PER_THREAD))
+    return None
+
+
+def raise_limits(threads):
+    """Open files: sampling keeps two per thread.  Processes: one per thread.
+
+    The soft limits go up to the hard ones; root (CAP_SYS_RESOURCE) may also
+    raise the hard limit of open files, up to fs.nr_open.
+    """
+    wanted = {resource.RLIMIT_NOFILE: 2 * threads + 256, resource.RLIMIT_NPROC: threads + 256}
+    for limit, want in wanted.items():
+        soft, hard = resource.getrlimit(limit)
+        if hard != resource.RLIM_INFINITY and hard < want and os.geteuid() == 0 \
+                and limit == resource.RLIMIT_NOFILE:
+            hard = min(want, _read_int("/proc/sys/fs/nr_open"))
+        try:
+            resource.setrlimit(limit, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
+class ThreadProcess:
+    """The helper running in sleep or spin mode; stopped by closing stdin."""
+
+    def __init__(self, helper, mode, count):
+        self.process = subprocess.Popen([helper, mode, str(count)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if line.strip() != "ready":
+            self.close()
+            raise RuntimeError("helper did not start %d threads" % count)
+        self.pid = self.process.pid
+
+    def tids(self):
+        return sorted(int(t) for t in os.listdir("/proc/%d/task" % self.pid))
+
+    def close(self):
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# -- (a) sampling -------------------------------------------------------------------
+
+def bench_sample(helper, counts, repeat_scale):
+    rows = []
+    for count in counts:
+        problem = check_thread_limits(count)
+        if problem:
+            rows.append({"threads": count, "skipped": problem})
+            continue
+        target = ThreadProcess(helper, "sleep", count)
+        backend = LinuxBackend()
+        try:
+            start = time.perf_counter_ns()
+            first = backend.sample(target.pid)
+            first_us = (time.perf_counter_ns() - start) / 1000.0
+            seen = len(first.threads)
+            repeat = max(10, int(repeat_scale * 64000 // count))
+            steady_us = median_us(lambda: backend.sample(target.pid), repeat)
+        finally:
+            backend.close()
+            target.close()
+        rows.append({"threads": count, "seen": seen, "first_us": first_us,
+                     "steady_us": steady_us, "per_thread_us": steady_us / count,
+                     "repeat": repeat})
+    return rows
+
+
+# -- (b) planning -----------------------------------------------------------------------
+
+def realistic_threads(count, domains, seed=1):
+    """Loads of a pipeline-like program: a quarter heavy, the rest light,
+    each with noise; placed where a previous round's plan put them."""
+    rng = random.Random(seed)
+    loads = {}
+    for i in range(count):
+        tid = 10000 + i
+        base = rng.uniform(0.6, 1.0) if i % 4 == 0 else rng.uniform(0.02, 0.4)
+        loads[tid] = base
+    start = [ThreadLoad(tid, load, None) for tid, load in loads.items()]
+    previous = plan_tumbler(start, domains, VariationTable())
+    # This round: every load drifts by up to 15%, as measured loads do.
+    return [ThreadLoad(tid, load * rng.uniform(0.85, 1.15), previous.assignment[tid])
+            for tid, load in loads.items()]
+
+
+def bench_plan(counts, domain_counts, repeat_scale):
+    rows = []
+    table = VariationTable()
+    for count in counts:
+        for k in domain_counts:
+            domains = [Domain(i, [i]) for i in range(k)]
+            threads = realistic_threads(count, domains)
+            repeat = max(10, int(repeat_scale * 64000 // count))
+            loads = {t.tid: t.load for t in threads}
+            current = {t.tid: t.domain for t in threads}
+            capacities = [d.capacity for d in domains]
+            slots, units = wave_slots(loads, capacities)
+            plan = plan_tumbler(threads, domains, table, DEFAULT_TOLERANCE)
+            rows.append({
+                "threads": count, "domains": k, "repeat": repeat,
+                "wave_us": median_us(lambda: wave_slots(loads, capacities), repeat),
+                "mapping_us": median_us(lambda: assign_slots(slots, units, current, loads),
+                                        repeat),
+                "plan_us": median_us(lambda: plan_tumbler(threads, domains, table,
+                                                          DEFAULT_TOLERANCE), repeat),
+                "thread_cv": round(plan.thread_cv, 3), "moves": len(plan.moves),
+                "decision": plan.reason.split(":")[0],
+            })
+    return rows
+
+
+# -- (c) rebinding ------------------------------------------------------------------------
+
+def bench_rebind(helper, repeat):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return [{"skipped": "needs 2 CPUs"}]
+    half = len(cpus) // 2
+    domains = (frozenset(cpus[:half]), frozenset(cpus[half:]))
+    rows = []
+    for mode in ("sleep", "spin"):
+        target = ThreadProcess(helper, mode, 1)
+        try:
+            tid = target.tids()[-1]
+            flip = [0]
+
+            def raw():
+                flip[0] ^= 1
+                os.sched_setaffinity(tid, domains[flip[0]])
+
+            backend = LinuxBackend()
+            binder = AffinityBinder(backend)
+
+            def bound():
+                flip[0] ^= 1
+                binder.bind(target.pid, tid, flip[0], domains[flip[0]])
+
+            rows.append({"thread": {"sleep": "sleeping", "spin": "spinning"}[mode], "raw_us": median_us(raw, repeat),
+                         "binder_us": median_us(bound, repeat), "repeat": repeat})
+            backend.close()
+        finally:
+            target.close()
+    return rows
+
+
+# -- (d) a whole run ----------------------------------------------------------------------
+
+def run_once(helper, seconds, threads, interval_ms):
+    cpus = sorted(os.sched_getaffinity(0))
+    half = len(cpus) // 2
+    domains = "%s/%s" % (",".join(map(str, cpus[:half])), ",".join(map(str, cpus[half:])))
+    # Duty cycles of 1..3% of a CPU: 64 threads load ~1.3 CPUs, unequally.
+    command = [sys.executable, "-m", "tumbler", "--interval", str(interval_ms),
+               "--domains", domains, "exec", "--", helper, "duty", str(threads),
+               str(seconds), "1", "2", "3"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO)
+    # wait4: the tumbler process tree's rusage (tumbler + the program it reaped).
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    stdout, stderr = process.stdout.read(), process.stderr.read()
+    process.stdout.close()
+    process.stderr.close()
+    if process.returncode != 0:
+        raise RuntimeError("tumbler run failed (%d): %s" % (process.returncode, stderr))
+    program_cpu = float(stdout.split("cpu_s=")[1].split()[0])
+    summary = [line for line in stderr.splitlines() if "own CPU time" in line][0]
+    steady_cpu = float(summary.split("own CPU time ")[1].split()[0])
+    wall = float([line for line in stderr.splitlines() if "tumbler: ran " in line][0]
+                 .split("ran ")[1].split()[0])
+    total_cpu = usage.ru_utime + usage.ru_stime - program_cpu
+    return {"wall_s": wall, "steady_cpu_s": steady_cpu, "total_cpu_s": total_cpu,
+            "steady_pct": 100.0 * steady_cpu / wall, "total_pct": 100.0 * total_cpu / wall}
+
+
+def bench_run(helper, seconds, repeat, threads=64, interval_ms=100):
+    runs = [run_once(helper, seconds, threads, interval_ms) for _ in range(repeat)]
+    row = {"threads": threads, "interval_ms": interval_ms, "seconds": seconds,
+           "repeat": repeat, "runs": runs}
+    for key in ("steady_pct", "total_pct", "steady_cpu_s", "total_cpu_s"):
+        row[key] = statistics.median(r[key] for r in runs)
+    return [row]
+
+
+# -- report -------------------------------------------------------------------------------
+
+def _mark(value, target):
+    return "ok" if value <= target else "MISSED (target %g)" % target
+
+
+def print_report(results):
+    print("load average at start: %s, at end: %s; %d CPUs"
+          % (results["load_start"], results["load_end"], len(os.sched_getaffinity(0))))
+    if "sample" in results:
+        print("\n(a) sampling, LinuxBackend.sample(), steady state (median)")
+        print("%8s %10s %12s %12s" % ("threads", "first us", "steady us", "us/thread"))
+        for row in results["sample"]:
+            if "skipped" in row:
+                print("%8d skipped: %s" % (row["threads"], row["skipped"]))
+                continue
+            mark = _mark(row["steady_us"], TARGETS["sample_64_us"]) if row["threads"] == 64 \
+                else ""
+            print("%8d %10.0f %12.1f %12.2f  %s" % (row["threads"], row["first_us"],
+                                                    row["steady_us"], row["per_thread_us"],
+                                                    mark))
+    if "plan" in results:
+        print("\n(b) planning one round (median)")
+        print("%8s %7s %10s %12s %10s %6s %6s  %s" % ("threads", "domains", "wave us",
+                                                       "mapping us", "plan us", "cv",
+                                                       "moves", "decision"))
+        for row in results["plan"]:
+            target = {64: TARGETS["plan_64_us"], 10000: TARGETS["plan_10000_us"]}.get(
+                row["threads"])
+            mark = _mark(row["plan_us"], target) if target else ""
+            print("%8d %7d %10.1f %12.1f %10.1f %6.2f %6d  %s  %s" % (
+                row["threads"], row["domains"], row["wave_us"], row["mapping_us"],
+                row["plan_us"], row["thread_cv"], row["moves"], row["decision"], mark))
+    if "rebind" in results:
+        print("\n(c) one rebinding, alternating between two domains (median)")
+        for row in results["rebind"]:
+            if "skipped" in row:
+                print("skipped: %s" % row["skipped"])
+                continue
+            print("%-9s thread: sched_setaffinity %6.1f us, AffinityBinder.bind %6.1f us"
+                  % (row["thread"], row["raw_us"], row["binder_us"]))
+    if "run" in results:
+        print("\n(d) tumbler's CPU share managing a program (median of runs)")
+        for row in results["run"]:
+            print("%d threads, --interval %d, %g s x %d: steady %.3f%% of one CPU (%s), "
+                  "total with start-up %.3f%%" % (
+                      row["threads"], row["interval_ms"], row["seconds"], row["repeat"],
+                      row["steady_pct"], _mark(row["steady_pct"], TARGETS["run_cpu_pct"]),
+                      row["total_pct"]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="sample,plan,rebind,run",
+                        help="comma-separated: sample, plan, rebind, run")
+    parser.add_argument("--threads", default=",".join(map(str, THREAD_COUNTS)),
+                        help="thread counts for sample and plan")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the run benchmark")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply the repetitions of the micro-benchmarks")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args()
+    if not sys.platform.startswith("linux"):
+        sys.exit("overhead: Linux only")
+    only = set(args.only.split(","))
+    unknown = only - {"sample", "plan", "rebind", "run"}
+    if unknown:
+        sys.exit("overhead: unknown benchmark %s" % ", ".join(sorted(unknown)))
+    counts = [int(c) for c in args.threads.split(",")]
+    raise_limits(max(counts))
+    results = {"load_start": load_average(), "targets": TARGETS}
+    with tempfile.TemporaryDirectory() as directory:
+        helper = build_helper(directory)
+        if "sample" in only:
+            results["sample"] = bench_sample(helper, counts, args.scale)
+        if "plan" in only:
+            results["plan"] = bench_plan(counts, DOMAIN_COUNTS, args.scale)
+        if "rebind" in only:
+            results["rebind"] = bench_rebind(helper, max(10, int(2000 * args.scale)))
+        if "run" in only:
+            results["run"] = bench_run(helper, args.seconds, args.repeat)
+    results["load_end"] = load_average()
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print_report(results)
+
+
+if __name__ == "__main__":
+    main()

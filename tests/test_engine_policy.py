@@ -1,0 +1,119 @@
+"""The auto and speed policies: when speed balancing engages, and what it pins."""
+
+from tumbler.engine import Domain
+from tumbler.engine.policy import ThreadView, make_policy
+from tumbler.engine.speed import SpeedParams
+
+WALL = 100_000_000      # a 100 ms round
+ONE_DOMAIN = [Domain(0, {0, 1})]
+
+
+def spinner(tid, speed, cpu=None, domain=0, sleeps=0.0):
+    """A thread that never leaves the run queue and got ``speed`` of a CPU."""
+    return ThreadView(tid=tid, load=speed, domain=domain, pinned_cpu=cpu,
+                      exec_ns=int(speed * WALL), wall_ns=WALL, runnable=1.0,
+                      sleeps_per_s=sleeps)
+
+
+def auto():
+    return make_policy("auto", speed=SpeedParams(jitter=False), seed=1)
+
+
+def test_three_spinners_on_two_cores_engage_speed_balancing():
+    decision = auto().decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
+    assert decision.engaged == [0]
+    assert "speed" in decision.notes[0] and "3 runnable threads on 2 cores" in decision.notes[0]
+    assert sorted(decision.pins) == [1, 2, 3]
+    assert set(decision.pins.values()) == {0, 1}
+    assert decision.interval_ms == 100
+
+
+def test_sleeping_threads_are_left_to_the_os():
+    threads = [spinner(1, 0.5, sleeps=20.0), spinner(2, 0.5, sleeps=20.0),
+               spinner(3, 1.0, sleeps=20.0)]
+    decision = auto().decide(threads, ONE_DOMAIN)
+    assert decision.engaged == [] and decision.pins == {}
+    assert decision.notes[0].startswith("os: 0 runnable of 3")
+
+
+def test_threads_not_always_runnable_are_left_to_the_os():
+    threads = [ThreadView(tid, 0.6, 0, exec_ns=int(0.6 * WALL), wall_ns=WALL, runnable=0.7,
+                          sleeps_per_s=0.0) for tid in (1, 2, 3)]
+    assert auto().decide(threads, ONE_DOMAIN).engaged == []
+
+
+def test_no_more_runnable_threads_than_cores_or_equal_speeds_means_os():
+    assert auto().decide([spinner(1, 1.0), spinner(2, 1.0)], ONE_DOMAIN).engaged == []
+    four = [spinner(tid, 0.5) for tid in range(1, 5)]
+    assert auto().decide(four, ONE_DOMAIN).engaged == []
+
+
+def test_unknown_sleep_behaviour_does_not_engage():
+    threads = [spinner(1, 0.5, sleeps=None), spinner(2, 0.5, sleeps=None),
+               spinner(3, 1.0, sleeps=None)]
+    assert auto().decide(threads, ONE_DOMAIN).engaged == []
+
+
+def test_engaged_domain_stays_engaged_then_releases_pins():
+    policy = auto()
+    first = policy.decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
+    pins = dict(first.pins)
+    # Balanced speeds now (its own doing): stays engaged while oversubscribed.
+    second = policy.decide([spinner(t, 0.66, pins[t]) for t in (1, 2, 3)], ONE_DOMAIN)
+    assert second.engaged == [0]
+    # Thread 3 starts sleeping at barriers: it is unpinned, and with two
+    # runnable threads on two cores the domain goes back to the OS.
+    third = policy.decide([spinner(1, 1.0, pins[1]), spinner(2, 1.0, pins[2]),
+                           spinner(3, 0.3, pins[3], sleeps=30.0)], ONE_DOMAIN)
+    assert third.engaged == []
+    assert third.pins == {1: None, 2: None, 3: None}
+
+
+def test_speed_rotates_threads_through_the_fast_core():
+    policy = auto()
+    placement = policy.decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)],
+                              ONE_DOMAIN).pins
+    alone = {1: 0, 2: 0, 3: 0}
+    for _ in range(60):
+        per_cpu = {}
+        for tid, cpu in placement.items():
+            per_cpu.setdefault(cpu, []).append(tid)
+        views = []
+        for tid, cpu in placement.items():
+            speed = 1.0 / len(per_cpu[cpu])
+            if len(per_cpu[cpu]) == 1:
+                alone[tid] += 1
+            views.append(spinner(tid, speed, cpu))
+        decision = policy.decide(views, ONE_DOMAIN)
+        for tid, cpu in decision.pins.items():
+            placement[tid] = cpu
+    assert all(count >= 5 for count in alone.values()), alone
+
+
+def test_auto_groups_across_domains_and_balances_speed_inside():
+    domains = [Domain(0, {0, 1}), Domain(1, {2, 3})]
+    threads = [spinner(1, 0.5, domain=0), spinner(2, 0.5, domain=0), spinner(3, 1.0, domain=0),
+               spinner(4, 0.2, domain=1)]
+    decision = auto().decide(threads, domains)
+    assert decision.plan.moves        # wave grouping moved load to domain 1
+    assert set(decision.notes) == {0, 1}
+
+
+def test_speed_policy_pins_every_thread_round_robin_and_never_crosses_domains():
+    domains = [Domain(0, {0, 1}), Domain(1, {2, 3})]
+    policy = make_policy("speed", speed=SpeedParams(jitter=False), seed=3)
+    threads = [ThreadView(tid, 0.9, tid % 2, wall_ns=WALL, exec_ns=int(0.9 * WALL))
+               for tid in range(1, 7)]
+    decision = policy.decide(threads, domains)
+    assert decision.plan.moves == []
+    assert sorted(decision.pins) == list(range(1, 7))
+    for tid, cpu in decision.pins.items():
+        assert cpu in domains[tid % 2].cpus
+    assert decision.engaged == [0, 1]
+
+
+def test_observe_never_moves_or_pins():
+    policy = make_policy("observe")
+    decision = policy.decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)],
+                             [Domain(0, {0}), Domain(1, {1})])
+    assert decision.plan.moves == [] and decision.pins == {}

@@ -1,0 +1,83 @@
+"""Speed balancing on real threads: 3 spinning threads on 2 cores take turns."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, assert_no_traceback, thread_masks, thread_names, tumbler_cmd
+
+
+def workers_of(tumbler_pid, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/task/%d/children" % (tumbler_pid, tumbler_pid)) as f:
+                children = f.read().split()
+        except OSError:
+            children = []
+        if children:
+            pid = int(children[0])
+            names = thread_names(pid)
+            workers = [t for t, n in names.items() if n.startswith("spmd-")]
+            if len(workers) == 3:
+                return pid, workers
+        time.sleep(0.02)
+    raise AssertionError("spmd workers never appeared")
+
+
+@pytest.mark.parametrize("policy", ["auto", "speed"])
+def test_each_thread_of_three_spinners_on_two_cores_gets_time_alone(workloads, two_cpus,
+                                                                    tmp_path, policy):
+    cpus = set(two_cpus)
+    if len(os.sched_getaffinity(0)) != 2:
+        pytest.skip("the 3-on-2 case needs exactly 2 allowed CPUs")
+    log = tmp_path / "run.jsonl"
+    spmd = os.path.join(workloads, "spmd")
+    proc = subprocess.Popen(tumbler_cmd("--policy", policy, "--log", str(log), "exec", "--",
+                                        spmd, "-b", "spin", "-t", "3", "-w", "100", "-p", "40"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    alone = {}
+    try:
+        pid, workers = workers_of(proc.pid)
+        while proc.poll() is None:
+            try:
+                masks = {tid: mask for tid, mask in thread_masks(pid).items() if tid in workers}
+            except FileNotFoundError:
+                break
+            for tid, mask in masks.items():
+                others = [m for t, m in masks.items() if t != tid]
+                if len(mask) == 1 and mask <= cpus and all(m != mask for m in others):
+                    alone[tid] = alone.get(tid, 0) + 1
+            time.sleep(0.02)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert_no_traceback(err)
+    assert "workload=spmd" in out
+    # Every worker was, at some moment, the only one pinned to its core.
+    assert set(alone) == set(workers), alone
+    assert all(count >= 3 for count in alone.values()), alone
+    rounds = [json.loads(line) for line in open(log)]
+    if policy == "auto":
+        assert any(r["mechanisms"]["0"].startswith("speed:") for r in rounds)
+    # Pins happened, and not every round (no ping-pong).
+    pin_rounds = sum(1 for r in rounds if r["pins"])
+    assert 0 < pin_rounds < len(rounds)
+
+
+def test_sleeping_barriers_are_not_pinned_by_auto(workloads, tmp_path):
+    log = tmp_path / "run.jsonl"
+    spmd = os.path.join(workloads, "spmd")
+    result = subprocess.run(tumbler_cmd("--log", str(log), "exec", "--", spmd, "-b", "sleep",
+                                        "-t", "3", "-w", "60", "-p", "30"),
+                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rounds = [json.loads(line) for line in open(log)]
+    assert rounds
+    assert not any(r["pins"] for r in rounds)
+    assert all(r["mechanisms"]["0"].startswith("os") for r in rounds)
