@@ -172,3 +172,22 @@ def test_summary_is_printed_on_stderr():
     assert result.returncode == 0
     assert "intervals" in result.stderr and "own CPU time" in result.stderr
     assert "explicit domains" in result.stderr
+
+
+def test_illumos_fixture_tree_through_the_cli(tmp_path):
+    """--platform illumos --root DIR: topology, stat and a dry run on a captured tree."""
+    from illumos_fixtures import build_example_tree
+    root = str(build_example_tree(str(tmp_path / "tree")))
+    base = ("--platform", "illumos", "--root", root)
+    topo = run_tumbler(*base, "topology", "--json")
+    assert topo.returncode == 0, topo.stderr
+    data = json.loads(topo.stdout)
+    assert data["platform"] == "illumos"
+    assert data["levels"]["package"] == ["0-7", "8-14"]         # CPU 15 is off-line
+    assert data["auto"]["level"] == "package"
+    stat_result = run_tumbler(*base, "stat", "-p", "4242")
+    assert stat_result.returncode == 0, stat_result.stderr
+    assert "compute-0" in stat_result.stdout and "LCK" in stat_result.stdout
+    dry = run_tumbler(*base, "--domains", "0-3/4-7", "-n", "-p", "4242", "--duration", "0.3")
+    assert dry.returncode == 0, dry.stderr
+    assert "dry run" in dry.stderr

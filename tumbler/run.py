@@ -19,7 +19,7 @@ from .engine.speed import SpeedParams
 from .engine.variation import VariationTable
 from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import open_backend
-from .platform.base import NoSuchProcess
+from .platform.base import NoSuchProcess, NullBinder
 from .runlog import RunLog
 from .summary import summary_lines
 from .waiting import SignalWaiter
@@ -71,6 +71,8 @@ def _choose(backend, allowed, settings):
 
 
 def _binder(backend, settings, policy):
+    if settings["dry_run"] or not policy.moves_threads:
+        return NullBinder()
     kind = settings["binder"] or DEFAULT_BINDER[backend.name]
     return backend.binder(kind)
 

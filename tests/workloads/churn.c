@@ -13,12 +13,12 @@
  * exits -- or, with -w, keeps the long-lived threads running until stdin
  * reaches end of file.
  *
- *   churn -x DELAY_MS leader|thread PROG [ARG ...]
+ *   churn -x leader|thread PROG [ARG ...]
  *
- * Starts four threads spinning 50% of the time, waits DELAY_MS, prints
- * "churn: exec" on stdout and execs PROG from the main thread (leader) or
- * from one of the four (thread).  Linux then kills every other thread; when
- * a non-leader execs, it takes over the leader's thread id.
+ * Starts four threads spinning 50% of the time, prints "churn: ready",
+ * waits for a line on stdin, and then execs PROG from the main thread
+ * (leader) or from one of the four (thread).  Linux then kills every other
+ * thread; when a non-leader execs, it takes over the leader's thread id.
  *
  * Long-lived threads are named churn-0, churn-1, ...; short ones churn-s.
  */
@@ -108,7 +108,7 @@ static int churn_main(int argc, char **argv)
 		case 'w': wait_stdin = 1; break;
 		default:
 			fprintf(stderr, "usage: churn [-d SECONDS] [-r RATE] [-V] [-w] [PCT ...]\n"
-				"       churn -x DELAY_MS leader|thread PROG [ARG ...]\n");
+				"       churn -x leader|thread PROG [ARG ...]\n");
 			return 2;
 		}
 	}
@@ -171,14 +171,17 @@ static int churn_main(int argc, char **argv)
 /* -- exec mode ------------------------------------------------------------- */
 
 static char **exec_argv;
-static long exec_delay_ms;
 static int exec_from_thread;
+static pthread_mutex_t go_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t go_cond = PTHREAD_COND_INITIALIZER;
+static int go;
 
 static void do_exec(void)
 {
-	sleep_ns(exec_delay_ms * 1000000L);
-	printf("churn: exec\n");
-	fflush(stdout);
+	pthread_mutex_lock(&go_lock);
+	while (!go)
+		pthread_cond_wait(&go_cond, &go_lock);
+	pthread_mutex_unlock(&go_lock);
 	execvp(exec_argv[0], exec_argv);
 	fprintf(stderr, "churn: exec %s: %s\n", exec_argv[0], strerror(errno));
 	exit(127);
@@ -194,13 +197,12 @@ static void *exec_worker(void *p)
 
 static int exec_main(int argc, char **argv)
 {
-	if (argc < 5 || (strcmp(argv[3], "leader") != 0 && strcmp(argv[3], "thread") != 0)) {
-		fprintf(stderr, "usage: churn -x DELAY_MS leader|thread PROG [ARG ...]\n");
+	if (argc < 4 || (strcmp(argv[2], "leader") != 0 && strcmp(argv[2], "thread") != 0)) {
+		fprintf(stderr, "usage: churn -x leader|thread PROG [ARG ...]\n");
 		return 2;
 	}
-	exec_delay_ms = atol(argv[2]);
-	exec_argv = &argv[4];
-	exec_from_thread = strcmp(argv[3], "thread") == 0;
+	exec_argv = &argv[3];
+	exec_from_thread = strcmp(argv[2], "thread") == 0;
 	static struct long_arg args[4];
 	pthread_t threads[4];
 	for (int i = 0; i < 4; i++) {
@@ -212,6 +214,15 @@ static int exec_main(int argc, char **argv)
 		snprintf(name, sizeof(name), "churn-%d", i % 100000);
 		pthread_setname_np(threads[i], name);
 	}
+	printf("churn: ready\n");
+	fflush(stdout);
+	char line[64];
+	if (fgets(line, sizeof(line), stdin) == NULL)
+		return 1;
+	pthread_mutex_lock(&go_lock);
+	go = 1;
+	pthread_cond_broadcast(&go_cond);
+	pthread_mutex_unlock(&go_lock);
 	if (!exec_from_thread)
 		do_exec();
 	for (int i = 0; i < 4; i++)

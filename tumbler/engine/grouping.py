@@ -46,10 +46,20 @@ that vanished are simply absent from the input, so a plan never names them.
    measured its load is assumed to be at least the mean load of the placed
    threads, so a burst of new threads spreads out in proportion to capacity
    instead of piling onto the currently lightest domain.
+
+Cost.  This runs every interval over every thread (10,000 threads at a
+50 ms interval must not cost a CPU), so the per-thread work is done in
+C-level passes over columns of the input (``map``, ``compress``,
+``dict(zip())``, ``sorted`` with a C key) rather than a Python step per
+thread and check; input validation takes the slow, per-thread path only
+when a quick pass finds something to report.  ``benchmarks/overhead.py``
+measures it.
 """
 
 import math
+from itertools import compress, repeat
 from numbers import Real
+from operator import attrgetter, eq, ne
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from .mapping import assign_slots
@@ -71,6 +81,14 @@ _NO_GAIN = 1e-9
 #: shown any load: one full CPU, so new threads count as threads at all.
 _UNKNOWN_LOAD = 1.0
 
+#: Up to this many domains, per-domain sums take one C-level pass per domain.
+_FEW_DOMAINS = 8
+
+_TID = attrgetter("tid")
+_LOAD = attrgetter("load")
+_DOMAIN = attrgetter("domain")
+_ELIGIBLE = attrgetter("eligible")
+
 
 # -- input checks ------------------------------------------------------------
 
@@ -90,26 +108,48 @@ def _ordered_domains(domains: Sequence[Domain]) -> List[Domain]:
 
 def _checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> List[ThreadLoad]:
     threads = list(threads)
-    seen = set()
-    isfinite = math.isfinite
-    for thread in threads:
-        tid = thread.tid
-        if tid in seen:
-            raise ValueError("thread %r appears twice" % (tid,))
-        seen.add(tid)
-        load = thread.load
-        kind = type(load)
-        # float and int first: the checks below without the slow ABC test.
-        if kind is not float and kind is not int and (
-                isinstance(load, bool) or not isinstance(load, Real)) or not isfinite(load):
-            raise ValueError("thread %r: load must be a finite number, got %r" % (tid, load))
-        domain = thread.domain
-        if domain is not None and not 0 <= domain < domain_count:
-            raise ValueError("thread %r is on unknown domain %r" % (tid, domain))
-        if thread.eligible is not None and not _eligible_domains(thread, domain_count):
-            raise ValueError("thread %r is not eligible for any domain (eligible %r)"
-                             % (tid, sorted(thread.eligible)))
+    if not _plainly_valid(threads, domain_count):
+        _raise_first_problem(threads, domain_count)
     return threads
+
+
+def _plainly_valid(threads: List[ThreadLoad], domain_count: int) -> bool:
+    """True if C-level passes show every thread is valid; False means "look
+    closer" (see _raise_first_problem), not necessarily invalid."""
+    try:
+        tids = list(map(_TID, threads))
+        if len(set(tids)) != len(tids):
+            return False
+        loads = list(map(_LOAD, threads))
+        if not set(map(type, loads)) <= {float, int} or not all(map(math.isfinite, loads)):
+            return False
+        if not set(map(_DOMAIN, threads)) <= {None, *range(domain_count)}:
+            return False
+        eligibles = list(map(_ELIGIBLE, threads))
+        if eligibles.count(None) != len(eligibles):
+            return all(eligible is None or any(0 <= d < domain_count for d in eligible)
+                       for eligible in eligibles)
+        return True
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _raise_first_problem(threads: List[ThreadLoad], domain_count: int) -> None:
+    """Check thread by thread; raise for the first problem found, if any."""
+    seen = set()
+    for thread in threads:
+        if thread.tid in seen:
+            raise ValueError("thread %r appears twice" % (thread.tid,))
+        seen.add(thread.tid)
+        if (isinstance(thread.load, bool) or not isinstance(thread.load, Real)
+                or not math.isfinite(thread.load)):
+            raise ValueError("thread %r: load must be a finite number, got %r"
+                             % (thread.tid, thread.load))
+        if thread.domain is not None and not 0 <= thread.domain < domain_count:
+            raise ValueError("thread %r is on unknown domain %r" % (thread.tid, thread.domain))
+        if not _eligible_domains(thread, domain_count):
+            raise ValueError("thread %r is not eligible for any domain (eligible %r)"
+                             % (thread.tid, sorted(thread.eligible)))
 
 
 # -- small decisions -----------------------------------------------------------
@@ -121,11 +161,8 @@ def _effective_load(load: float) -> float:
 
 def _effective_loads(threads: Sequence[ThreadLoad]) -> Dict[int, float]:
     """tid -> _effective_load, without a call per thread (hot path)."""
-    loads = {}
-    for thread in threads:
-        load = float(thread.load)
-        loads[thread.tid] = load if load > 0.0 else 0.0
-    return loads
+    return dict(zip(map(_TID, threads),
+                    [load if load > 0.0 else 0.0 for load in map(float, map(_LOAD, threads))]))
 
 
 def _eligible_domains(thread: ThreadLoad, domain_count: int) -> List[int]:
@@ -144,6 +181,8 @@ def _needs_placement(thread: ThreadLoad) -> bool:
 
 def _arrivals(threads: Sequence[ThreadLoad]) -> List[ThreadLoad]:
     """The threads that need a domain this round (see _needs_placement)."""
+    if not _any_restricted(threads) and None not in map(_DOMAIN, threads):
+        return []
     return [thread for thread in threads
             if thread.domain is None
             or (thread.eligible is not None and thread.domain not in thread.eligible)]
@@ -151,7 +190,8 @@ def _arrivals(threads: Sequence[ThreadLoad]) -> List[ThreadLoad]:
 
 def _any_restricted(threads: Sequence[ThreadLoad]) -> bool:
     """Whether some thread may not use every domain (else all checks pass)."""
-    return any(thread.eligible is not None for thread in threads)
+    eligibles = list(map(_ELIGIBLE, threads))
+    return eligibles.count(None) != len(eligibles)
 
 
 def _pinned_domain(thread: ThreadLoad, domain_count: int) -> Optional[int]:
@@ -162,6 +202,12 @@ def _pinned_domain(thread: ThreadLoad, domain_count: int) -> Optional[int]:
 
 def _summed_loads(assignment: Mapping[int, Optional[int]], loads: Mapping[int, float],
                   domain_count: int) -> List[float]:
+    """Summed load per domain (threads assigned None count nowhere)."""
+    if domain_count <= _FEW_DOMAINS:
+        values = list(map(loads.__getitem__, assignment))
+        domains = list(assignment.values())
+        return [math.fsum(compress(values, map(eq, domains, repeat(domain))))
+                for domain in range(domain_count)]
     sums = [[] for _ in range(domain_count)]
     for tid, domain in assignment.items():
         if domain is not None:
@@ -247,8 +293,10 @@ def _regrouped_assignment(threads: List[ThreadLoad], capacities: List[int],
     """Wave grouping + fewest-move mapping, then the eligibility constraints."""
     if not _any_restricted(threads):
         # Nothing pinned, nothing barred, no misfits: only the mapping is left.
-        where_now = {thread.tid: thread.domain for thread in threads
-                     if thread.domain is not None}
+        domains = list(map(_DOMAIN, threads))
+        where_now = dict(zip(map(_TID, threads), domains))
+        if None in domains:
+            where_now = {tid: domain for tid, domain in where_now.items() if domain is not None}
         slots, units = wave_slots(loads, capacities)
         return assign_slots(slots, units, where_now, loads)
     domain_count = len(capacities)
@@ -290,11 +338,11 @@ def _cancel_swaps(threads: List[ThreadLoad], target: Dict[int, int],
     lightest unpaired backward mover within ``SWAP_EPSILON`` of it.
     """
     by_route = {}
-    for thread in threads:
+    destinations = list(map(target.__getitem__, map(_TID, threads)))
+    for thread, dst in compress(zip(threads, destinations),
+                                map(ne, destinations, map(_DOMAIN, threads))):
         src = thread.domain
-        dst = target[thread.tid]
-        if src is not None and dst != src and (thread.eligible is None
-                                               or src in thread.eligible):
+        if src is not None and (thread.eligible is None or src in thread.eligible):
             by_route.setdefault((src, dst), []).append(thread.tid)
     result = dict(target)
     for (src, dst), forward in by_route.items():
@@ -315,8 +363,8 @@ def _near_equal_pairs(forward, backward, loads):
     every later, heavier one too, and the first one not too far below is
     either close enough or (like all after it) too far above.
     """
-    forward = sorted(forward, key=lambda tid: (loads[tid], tid))
-    backward = sorted(backward, key=lambda tid: (loads[tid], tid))
+    forward = _by_load_then_tid(forward, loads)
+    backward = _by_load_then_tid(backward, loads)
     pairs = []
     j = 0
     for tid in forward:
@@ -330,9 +378,18 @@ def _near_equal_pairs(forward, backward, loads):
     return pairs
 
 
+def _by_load_then_tid(tids, loads):
+    """``tids`` sorted by (load, tid), ascending, with C-level keys."""
+    try:
+        return sorted(sorted(tids), key=loads.__getitem__)
+    except TypeError:       # tids that do not compare with each other
+        return sorted(tids, key=lambda tid: (loads[tid], tid))
+
+
 def _moves(threads: List[ThreadLoad], assignment: Mapping[int, int]) -> List[Move]:
-    moving = [thread for thread in threads if assignment[thread.tid] != thread.domain]
-    moving.sort(key=lambda thread: thread.tid)
+    moving = list(compress(threads, map(ne, map(assignment.__getitem__, map(_TID, threads)),
+                                        map(_DOMAIN, threads))))
+    moving.sort(key=_TID)
     return [Move(thread.tid, thread.domain, assignment[thread.tid]) for thread in moving]
 
 
@@ -373,13 +430,13 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
     loads = _effective_loads(threads)
     thread_cv = cv(loads.values())
     interval_ms, wants_grouping = table.interval_for(thread_cv)
-    current = {thread.tid: thread.domain for thread in threads}
+    current = dict(zip(map(_TID, threads), map(_DOMAIN, threads)))
     domain_loads = _summed_loads(current, loads, len(ordered))
     spread_before = spread(domain_loads, capacities)
 
-    def plan(assignment, regroup, reason):
-        # ``assignment`` is always a dict built for this plan: no copy needed.
-        predicted = _summed_loads(assignment, loads, len(ordered))
+    def plan(assignment, predicted, regroup, reason):
+        # ``assignment`` is always a dict built for this plan: no copy needed;
+        # ``predicted`` its summed loads per domain.
         return Plan(moves=_moves(threads, assignment), assignment=assignment,
                     thread_cv=thread_cv, interval_ms=interval_ms, regroup=regroup,
                     domain_loads=domain_loads, predicted_loads=predicted,
@@ -388,22 +445,23 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
 
     arriving = _arrivals(threads)
     kept = _kept_assignment(threads, arriving, capacities)
+    # Nobody arriving: the kept loads are the current ones, already summed.
+    kept_loads = _summed_loads(kept, loads, len(ordered)) if arriving else list(domain_loads)
     note = _placement_note(threads, arriving)
     if len(ordered) < 2:
-        return plan(kept, False, "single domain: nothing to group across" + note)
-    # Nobody arriving: the kept loads are the current ones, already summed.
-    kept_spread = spread(_summed_loads(kept, loads, len(ordered)) if arriving
-                         else domain_loads, capacities)
+        return plan(kept, kept_loads, False, "single domain: nothing to group across" + note)
+    kept_spread = spread(kept_loads, capacities)
     if not wants_grouping and kept_spread < tolerance:
-        return plan(kept, False, "cv %.2f < %.2f: no grouping%s"
+        return plan(kept, kept_loads, False, "cv %.2f < %.2f: no grouping%s"
                     % (thread_cv, table.lowest_cv, note))
 
     regrouped = _cancel_swaps(threads, _regrouped_assignment(threads, capacities, loads), loads)
-    regrouped_spread = spread(_summed_loads(regrouped, loads, len(ordered)), capacities)
+    regrouped_loads = _summed_loads(regrouped, loads, len(ordered))
+    regrouped_spread = spread(regrouped_loads, capacities)
     gain = kept_spread - regrouped_spread
     if not _worth_regrouping(gain, tolerance):
-        return plan(kept, False, _kept_reason(gain, tolerance) + note)
-    result = plan(regrouped, True, "")
+        return plan(kept, kept_loads, False, _kept_reason(gain, tolerance) + note)
+    result = plan(regrouped, regrouped_loads, True, "")
     result.reason = "regrouped: spread %.2f -> %.2f, %d move%s" % (
         spread_before, result.spread_after, len(result.moves),
         "" if len(result.moves) == 1 else "s")

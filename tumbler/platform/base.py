@@ -149,6 +149,21 @@ class Binder:
         """Remove whatever setup() created (cgroups, processor sets)."""
 
 
+class NullBinder(Binder):
+    """For --dry-run and --policy observe: binds nothing, needs nothing."""
+
+    kind = "none"
+
+    def save(self, pid, tid):
+        return {}
+
+    def bind(self, pid, tid, domain_index, cpus):
+        pass
+
+    def restore(self, pid, tid, saved):
+        pass
+
+
 class Backend:
     name = "?"
 

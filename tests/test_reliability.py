@@ -1,0 +1,484 @@
+"""Fault injection on real processes: whatever happens to the target or to
+tumbler, every thread ends where it was, and tumbler exits with its
+documented status and no traceback.
+
+Domains are one CPU each (``--domains A/B``), so binding is visible in every
+thread's mask.  Each test keeps its state files in its own directory
+(``TUMBLER_STATE_DIR``) and checks that none is left.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import (REPO, assert_no_traceback, run_tumbler, thread_masks, thread_names,
+                      tumbler_cmd, wait_for_threads)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+# -- helpers -------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def churn(tmp_path_factory):
+    """Path of tests/workloads/churn.c, built."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.fail("a C compiler is needed: the test command installs gcc")
+    out = tmp_path_factory.mktemp("churn") / "churn"
+    subprocess.run([compiler, "-O2", "-Wall", "-pthread", "-o", str(out),
+                    os.path.join(REPO, "tests", "workloads", "churn.c")], check=True)
+    return str(out)
+
+
+@pytest.fixture
+def state(tmp_path):
+    """A private state directory; asserts at the end that nothing is left in it."""
+    directory = tmp_path / "state"
+    yield directory
+    left = sorted(os.listdir(directory)) if directory.exists() else []
+    assert not left, "state files left behind: %s" % left
+
+
+def env_for(state_dir):
+    return dict(os.environ, TUMBLER_STATE_DIR=str(state_dir))
+
+
+class Processes:
+    """Starts processes and makes sure every one is gone at the end."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, args, **kwargs):
+        proc = subprocess.Popen(args, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def tumbler(self, *args, state_dir, **kwargs):
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        return self.start(tumbler_cmd(*args), env=env_for(state_dir), text=True, cwd=REPO,
+                          **kwargs)
+
+    def close(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            try:
+                proc.communicate(timeout=10)
+            except (ValueError, subprocess.TimeoutExpired):
+                proc.wait()
+
+
+@pytest.fixture
+def procs():
+    keeper = Processes()
+    yield keeper
+    keeper.close()
+
+
+def bound(masks, domains):
+    """Threads whose mask lies inside one domain."""
+    return {tid for tid, mask in masks.items() if any(mask <= d for d in domains)}
+
+
+def wait_until(predicate, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def wait_bound(pid, domains, count=1):
+    """Wait until tumbler has bound at least ``count`` threads of ``pid``."""
+    return wait_until(lambda: len(bound(thread_masks(pid), domains)) >= count,
+                      what="tumbler to bind %d thread(s) of %d" % (count, pid))
+
+
+def placed_in_log(path, rounds_after=0):
+    """TIDs placed in the run log, counting only placements that at least
+    ``rounds_after`` later rounds followed."""
+    try:
+        rounds = [json.loads(line) for line in open(path) if line.endswith("\n")]
+    except FileNotFoundError:
+        return set()
+    placed = set()
+    for i, record in enumerate(rounds):
+        if len(rounds) - 1 - i >= rounds_after:
+            placed |= {m["tid"] for m in record["moves"]}
+    return placed
+
+
+def finish(proc, signum=None, timeout=30):
+    if signum is not None:
+        proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=timeout)
+    assert_no_traceback(stderr)
+    return proc.returncode, stderr
+
+
+def cpuset_mount():
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == "cgroup" and "cpuset" in fields[3].split(","):
+                return fields[1]
+    return None
+
+
+def cgroups_of(pid):
+    result = {}
+    for tid in thread_masks(pid):
+        try:
+            with open("/proc/%d/task/%d/cgroup" % (pid, tid)) as f:
+                result[tid] = next(line.split(":", 2)[2].strip() for line in f
+                                   if "cpuset" in line.split(":")[1].split(","))
+        except (OSError, StopIteration):
+            pass
+    return result
+
+
+def leftover_cgroups(mount):
+    found = []
+    for top, dirs, _ in os.walk(mount):
+        found += [os.path.join(top, d) for d in dirs if re.match(r"tumbler\.\d+$", d)]
+    return found
+
+
+needs_cpuset = pytest.mark.skipif(os.geteuid() != 0 or cpuset_mount() is None,
+                                  reason="needs root and a cgroup v1 cpuset hierarchy")
+
+
+@pytest.fixture
+def domains(two_cpus):
+    cpu_a, cpu_b = two_cpus
+    return "%d/%d" % (cpu_a, cpu_b), [frozenset([cpu_a]), frozenset([cpu_b])]
+
+
+# -- the target misbehaves -------------------------------------------------------
+
+def test_one_target_exits_mid_interval_the_other_is_restored(duty, domains, procs, state):
+    spec, doms = domains
+    short = procs.start([duty, "0.5", "60", "40"])
+    long = procs.start([duty, "30", "70", "50", "30", "10"])
+    wait_for_threads(short.pid, 3)
+    wait_for_threads(long.pid, 5)
+    before = thread_masks(long.pid)
+    tumbler = procs.tumbler("--domains", spec, "--interval", "1500", "-p", str(short.pid),
+                            "-p", str(long.pid), state_dir=state)
+    wait_bound(long.pid, doms)
+    short.wait(timeout=10)              # exits while tumbler sleeps a 1.5 s interval
+    time.sleep(2.0)                     # a round notices; tumbler goes on with the other
+    assert tumbler.poll() is None
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    assert thread_masks(long.pid) == before
+
+
+def test_exec_target_exits_mid_interval(duty, domains, state):
+    spec, _ = domains
+    result = subprocess.run(tumbler_cmd("--domains", spec, "--interval", "3000", "exec", "--",
+                                        duty, "0.5", "60", "40"),
+                            capture_output=True, text=True, timeout=30, cwd=REPO,
+                            env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert_no_traceback(result.stderr)
+    assert "command exited" in result.stderr
+
+
+@pytest.mark.parametrize("who", ["leader", "thread"])
+def test_target_execs_another_program(churn, duty, domains, procs, state, who):
+    """exec replaces the image: the old threads die, the new image starts
+    with whatever mask the exec'ing thread had.  The new image's threads must
+    end with the original mask, as if tumbler had never run."""
+    spec, doms = domains
+    target = procs.start([churn, "-x", who, duty, "60", "50", "50", "50", "50"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert target.stdout.readline().strip() == "churn: ready"
+    old_threads = thread_masks(target.pid)
+    assert len(old_threads) == 5 and len(set(old_threads.values())) == 1
+    original = set(old_threads.values()).pop()
+    log = state.parent / "run.jsonl"
+    tumbler = procs.tumbler("--domains", spec, "--interval", "50", "--log", str(log),
+                            "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms, count=5)          # every old thread placed
+    target.stdin.write("go\n")
+    target.stdin.flush()
+    # The new image: duty's four workers, placed by tumbler as new threads,
+    # then a few rounds over the new image.
+    workers = wait_until(lambda: [t for t, n in thread_names(target.pid).items()
+                                  if n.startswith("duty-")] if len(thread_names(target.pid))
+                         == 5 else None, what="duty's threads")
+    wait_until(lambda: len(workers) == 4 and set(workers) <= placed_in_log(log, rounds_after=3),
+               what="tumbler to place the new image's threads")
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    after = thread_masks(target.pid)
+    assert set(after.values()) == {original}, after
+
+
+def test_thread_churn(churn, domains, procs, state):
+    """1,000 threads created and joined a second for 10 s, three long-lived."""
+    spec, doms = domains
+    target = procs.start([churn, "-d", "10", "-r", "1000", "-w", "60", "40", "30"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    wait_until(lambda: sum(1 for n in thread_names(target.pid).values()
+                           if n.startswith("churn-") and n != "churn-s") == 3,
+               what="the long-lived threads")
+    long_lived = {t for t, n in thread_names(target.pid).items()
+                  if n.startswith("churn-") and n != "churn-s"} | {target.pid}
+    before = {t: m for t, m in thread_masks(target.pid).items() if t in long_lived}
+    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms)
+    line = target.stdout.readline().strip()
+    assert line == "churn: 10000 threads created", line
+    # The state file holds the threads alive, not every thread ever seen.
+    files = [f for f in os.listdir(state) if f.endswith(".json")]
+    assert len(files) == 1, files
+    with open(state / files[0]) as f:
+        recorded = json.load(f)["threads"]
+    assert len(recorded) < 1000, len(recorded)
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    after = {t: m for t, m in thread_masks(target.pid).items() if t in long_lived}
+    assert after == before
+    seen = int(re.search(r"(\d+) threads seen", stderr).group(1))
+    intervals = int(re.search(r"(\d+) intervals", stderr).group(1))
+    migrations = int(re.search(r"(\d+) migrations", stderr).group(1))
+    assert 4 <= seen <= 10004, stderr
+    assert intervals >= 1 and migrations >= 0, stderr
+    assert "warning" not in stderr, stderr
+    target.stdin.close()
+    assert target.wait(timeout=10) == 0
+
+
+def test_someone_else_changes_affinity_mid_run(duty, domains, procs, state, two_cpus):
+    """An admin's taskset wins: tumbler neither moves the thread again nor
+    "restores" it over the admin's choice."""
+    spec, doms = domains
+    cpu_a, cpu_b = two_cpus
+    both = frozenset([cpu_a, cpu_b])
+    target = procs.start([duty, "30", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    names = {n: t for t, n in thread_names(target.pid).items()}
+    pinned_before, retargeted = names["duty-1"], names["duty-0"]
+    os.sched_setaffinity(pinned_before, {cpu_a})     # its own restriction, before tumbler
+    before = thread_masks(target.pid)
+    tumbler = procs.tumbler("--domains", spec, "--interval", "50", "-p", str(target.pid),
+                            state_dir=state)
+    wait_bound(target.pid, doms, count=len(before))
+    mask = thread_masks(target.pid)[retargeted]
+    elsewhere = both - mask
+    assert len(elsewhere) == 1
+    os.sched_setaffinity(retargeted, elsewhere)     # to the other domain
+    os.sched_setaffinity(pinned_before, both)        # widened by the admin
+    deadline = time.monotonic() + 1.5                # some 30 rounds
+    while time.monotonic() < deadline:
+        masks = thread_masks(target.pid)
+        assert masks[retargeted] == elsewhere
+        assert masks[pinned_before] == both
+        time.sleep(0.02)
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    after = thread_masks(target.pid)
+    assert after[retargeted] == elsewhere
+    assert after[pinned_before] == both
+    for tid, mask in before.items():
+        if tid not in (retargeted, pinned_before):
+            assert after[tid] == mask, tid
+
+
+@needs_cpuset
+def test_cpuset_cgroup_removed_underneath(duty, domains, procs, state):
+    spec, doms = domains
+    mount = cpuset_mount()
+    target = procs.start([duty, "30", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before_masks, before_cgroups = thread_masks(target.pid), cgroups_of(target.pid)
+    tumbler = procs.tumbler("--binder", "cpuset", "--domains", spec, "--interval", "50",
+                            "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms, count=len(before_masks))
+    ours = os.path.join(mount, before_cgroups[target.pid].lstrip("/"),
+                        "tumbler.%d" % tumbler.pid)
+    assert os.path.isdir(ours)
+    origin_tasks = os.path.join(os.path.dirname(ours), "tasks")
+    # Someone moves every thread out and removes tumbler's cgroups.
+    for attempt in range(50):
+        for sub in [os.path.join(ours, d) for d in os.listdir(ours)
+                    if os.path.isdir(os.path.join(ours, d))] + [ours]:
+            for tid in open(os.path.join(sub, "tasks")).read().split():
+                try:
+                    with open(origin_tasks, "w") as f:
+                        f.write(tid)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(sub)
+            except OSError:
+                pass
+        if not os.path.exists(ours):
+            break
+    assert not os.path.exists(ours), "could not remove tumbler's cgroups"
+    # tumbler goes on: it creates its cgroups again when it next binds.
+    wait_bound(target.pid, doms)
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    assert cgroups_of(target.pid) == before_cgroups
+    assert thread_masks(target.pid) == before_masks
+    assert not leftover_cgroups(mount)
+
+
+# -- tumbler is stopped ------------------------------------------------------------
+
+def test_stop_signals_at_random_moments(duty, domains, procs, state):
+    """-p mode: SIGTERM, SIGINT or SIGHUP at any moment of a run -> exit 0,
+    everything restored.  Seeded, so a failure repeats."""
+    spec, doms = domains
+    rng = random.Random(20240607)
+    target = procs.start([duty, "120", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before = thread_masks(target.pid)
+    for iteration in range(9):
+        signum = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)[iteration % 3]
+        interval = rng.choice(["10", "25", "100"])
+        delay = rng.uniform(0.0, 0.6)
+        tumbler = procs.tumbler("--domains", spec, "--interval", interval,
+                                "-p", str(target.pid), state_dir=state)
+        wait_bound(target.pid, doms)
+        time.sleep(delay)
+        status, stderr = finish(tumbler, signum)
+        what = "iteration %d: signal %d after %.2f s, interval %s" % (
+            iteration, signum, delay, interval)
+        assert status == 0, (what, stderr)
+        assert thread_masks(target.pid) == before, what
+        assert not os.listdir(state), what
+
+
+def test_sigkill_then_restore(duty, domains, procs, state):
+    spec, doms = domains
+    target = procs.start([duty, "60", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before = thread_masks(target.pid)
+    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms, count=len(before))
+    files = sorted(os.listdir(state))
+    assert len(files) == 2 and files[0].startswith("%d-" % target.pid), files
+    tumbler.kill()
+    tumbler.wait()
+    assert thread_masks(target.pid) != before          # nobody put them back
+    result = run_tumbler("restore", env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert_no_traceback(result.stderr)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and "process %d" % target.pid in lines[0], lines
+    assert "restored %d threads" % len(before) in lines[0], lines
+    assert thread_masks(target.pid) == before
+    assert not os.listdir(state)
+    again = run_tumbler("restore", env=env_for(state))
+    assert again.returncode == 0 and again.stdout.strip() == "nothing to restore"
+
+
+@needs_cpuset
+def test_sigkill_then_restore_cpuset(duty, domains, procs, state):
+    spec, doms = domains
+    mount = cpuset_mount()
+    target = procs.start([duty, "60", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before_masks, before_cgroups = thread_masks(target.pid), cgroups_of(target.pid)
+    tumbler = procs.tumbler("--binder", "cpuset", "--domains", spec, "-p", str(target.pid),
+                            state_dir=state)
+    wait_bound(target.pid, doms, count=len(before_masks))
+    tumbler.kill()
+    tumbler.wait()
+    assert "tumbler.%d" % tumbler.pid in "".join(cgroups_of(target.pid).values())
+    result = run_tumbler("restore", "-p", str(target.pid), env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert_no_traceback(result.stderr)
+    assert "restored %d threads of process %d" % (len(before_masks), target.pid) \
+        in result.stdout
+    assert cgroups_of(target.pid) == before_cgroups
+    assert thread_masks(target.pid) == before_masks
+    assert not leftover_cgroups(mount)
+    assert not os.listdir(state)
+
+
+def test_restore_leaves_a_running_tumbler_alone(duty, domains, procs, state):
+    spec, doms = domains
+    target = procs.start([duty, "60", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before = thread_masks(target.pid)
+    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms, count=len(before))
+    during = thread_masks(target.pid)
+    result = run_tumbler("restore", "-p", str(target.pid), env=env_for(state))
+    assert result.returncode == 1, result
+    assert_no_traceback(result.stderr)
+    assert "running tumbler PID %d" % tumbler.pid in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert bound(thread_masks(target.pid), doms) == bound(during, doms)
+    # A second tumbler on the same process is refused, naming the first.
+    second = run_tumbler("--domains", spec, "-p", str(target.pid), env=env_for(state))
+    assert second.returncode == 1, second.stderr
+    assert_no_traceback(second.stderr)
+    assert second.stderr.strip().splitlines() == [
+        "tumbler: process %d is already managed by tumbler PID %d; stop that one first"
+        % (target.pid, tumbler.pid)]
+    assert tumbler.poll() is None
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    assert thread_masks(target.pid) == before
+
+
+def test_new_tumbler_restores_what_a_killed_one_left(duty, domains, procs, state):
+    spec, doms = domains
+    target = procs.start([duty, "60", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before = thread_masks(target.pid)
+    first = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms, count=len(before))
+    first.kill()
+    first.wait()
+    # The new tumbler must see the original masks, not the dead one's.
+    result = run_tumbler("--domains", spec, "--duration", "1", "-p", str(target.pid),
+                         env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert_no_traceback(result.stderr)
+    assert "left by tumbler %d" % first.pid in result.stderr
+    assert thread_masks(target.pid) == before
+
+
+def test_unprivileged_user_on_another_users_process(duty, domains, procs, tmp_path):
+    """As nobody, against root's process: one line naming CAP_SYS_NICE, exit 1."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to switch to an unprivileged user")
+    drop = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    probe = subprocess.run(drop + [sys.executable, "-c", "import tumbler"], cwd=REPO,
+                           capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user nobody cannot run this Python: %s" % probe.stderr[-200:])
+    spec, _ = domains
+    target = procs.start([duty, "30", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before = thread_masks(target.pid)
+    env = dict(os.environ, TUMBLER_STATE_DIR=str(tmp_path / "nobody-state"))
+    env.pop("XDG_RUNTIME_DIR", None)
+    result = subprocess.run(drop + tumbler_cmd("--domains", spec, "--duration", "2",
+                                               "-p", str(target.pid)),
+                            capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+    assert result.returncode == 1, result.stderr
+    assert_no_traceback(result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "CAP_SYS_NICE" in lines[0], lines
+    assert thread_masks(target.pid) == before
+    assert not (tmp_path / "nobody-state").exists()
