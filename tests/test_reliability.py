@@ -213,7 +213,12 @@ def test_target_execs_another_program(churn, duty, domains, procs, state, who):
     tumbler = procs.tumbler("--domains", spec, "--interval", "50", "--log", str(log),
                             "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms, count=5)          # every old thread placed
-    target.stdin.write("go\n")
+    # From a thread tumbler bound elsewhere than the leader, so the new
+    # image's main thread starts with a mask tumbler never gave that TID.
+    masks, names = thread_masks(target.pid), thread_names(target.pid)
+    index = next(int(name[6:]) for tid, name in sorted(names.items())
+                 if name.startswith("churn-") and masks[tid] != masks[target.pid])
+    target.stdin.write("%d\n" % index)
     target.stdin.flush()
     # The new image: duty's four workers, placed by tumbler as new threads,
     # then a few rounds over the new image.

@@ -32,6 +32,8 @@ from .platform.base import AccessDenied, NoSuchProcess, Unmovable
 
 #: Span over which voluntary context switches are counted (see _sleeps_per_second).
 SWITCH_WINDOW_NS = 2_000_000_000
+#: Shortest span over which a thread may be judged not to sleep.
+SWITCH_MIN_SPAN_NS = 1_000_000_000
 
 
 @dataclass
@@ -227,7 +229,9 @@ class Controller:
         samples = self.sample_all()
         self.update_loads(samples)
         measured = [t for t in self.threads.values() if t.load is not None and not t.unmovable]
-        decision = self.policy.decide([self._view(t) for t in measured], self.domains)
+        crowded = self._crowded_domains(measured)
+        decision = self.policy.decide([self._view(t, t.domain in crowded) for t in measured],
+                                      self.domains)
         plan = decision.plan
         by_tid = {t.tid: t for t in measured}
         applied, self.placed_between_rounds = self.placed_between_rounds, []
@@ -242,7 +246,21 @@ class Controller:
             observer.write_round(self, plan, applied)
         return decision
 
-    def _view(self, thread):
+    def _crowded_domains(self, threads):
+        """Domains with more always-runnable threads than CPUs.
+
+        Only there can speed balancing engage, so only there is it worth
+        reading each thread's voluntary context switches.
+        """
+        if not self.policy.needs_sleep_data:
+            return set()
+        runnable = {}
+        for thread in threads:
+            if (thread.runnable or 0) >= RUNNABLE_SHARE:
+                runnable[thread.domain] = runnable.get(thread.domain, 0) + 1
+        return {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
+
+    def _view(self, thread, crowded):
         """The policy's view of a thread: loads, last-round speed, sleeping."""
         history = thread.history
         exec_ns = wall_ns = 0
@@ -250,7 +268,7 @@ class Controller:
             wall_ns = history[-1][0] - history[-2][0]
             exec_ns = max(history[-1][1] - history[-2][1], 0)
         sleeps = None
-        if self.policy.needs_sleep_data and (thread.runnable or 0) >= RUNNABLE_SHARE:
+        if crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:
             sleeps = self._sleeps_per_second(thread)
         return ThreadView(thread.tid, thread.load or 0.0, thread.domain, thread.eligible,
                           thread.pinned_cpu, exec_ns, wall_ns, thread.runnable, sleeps)
@@ -261,8 +279,8 @@ class Controller:
         Longer than the load window: a thread blocking at barriers between
         long phases may not block within any one 500 ms.
 
-        Read only for threads that look always-runnable, since it costs a
-        /proc status read; None until two readings exist.
+        Read only for always-runnable threads of crowded domains, since it
+        costs a /proc status read; None until the readings span 1 s.
         """
         reader = getattr(self.backend, "voluntary_switches", None)
         if reader is None:
@@ -278,8 +296,8 @@ class Controller:
         switches.append((now, count))
         while len(switches) > 2 and now - switches[1][0] >= SWITCH_WINDOW_NS:
             switches.popleft()
-        if len(switches) < 2 or now <= switches[0][0]:
-            return None
+        if now - switches[0][0] < SWITCH_MIN_SPAN_NS:
+            return None         # too short to tell a spinner from a sleeper
         return (count - switches[0][1]) * 1e9 / (now - switches[0][0])
 
     def _pin(self, by_tid, pins):

@@ -17,8 +17,9 @@
  *
  * Starts four threads spinning 50% of the time, prints "churn: ready",
  * waits for a line on stdin, and then execs PROG from the main thread
- * (leader) or from one of the four (thread).  Linux then kills every other
- * thread; when a non-leader execs, it takes over the leader's thread id.
+ * (leader) or from thread churn-N (thread), N being the number on that
+ * line.  Linux then kills every other thread; when a non-leader execs, it
+ * takes over the leader's thread id, keeping its own affinity mask.
  *
  * Long-lived threads are named churn-0, churn-1, ...; short ones churn-s.
  */
@@ -35,6 +36,8 @@
 #define BATCH 10
 
 static volatile int stop_long;
+static volatile int exec_thread = -1;	/* exec mode: this long-lived thread execs */
+static void do_exec(void);
 
 static long now_ns(void)
 {
@@ -70,6 +73,8 @@ static void *long_lived(void *p)
 	long pct = arg->pct;
 	long next_change = now_ns() + 2000000000L;
 	while (!stop_long) {
+		if (arg->index == exec_thread)
+			do_exec();
 		long period_start = now_ns();
 		if (arg->vary && period_start >= next_change) {
 			long low = arg->pct / 4;
@@ -171,28 +176,12 @@ static int churn_main(int argc, char **argv)
 /* -- exec mode ------------------------------------------------------------- */
 
 static char **exec_argv;
-static int exec_from_thread;
-static pthread_mutex_t go_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t go_cond = PTHREAD_COND_INITIALIZER;
-static int go;
 
 static void do_exec(void)
 {
-	pthread_mutex_lock(&go_lock);
-	while (!go)
-		pthread_cond_wait(&go_cond, &go_lock);
-	pthread_mutex_unlock(&go_lock);
 	execvp(exec_argv[0], exec_argv);
 	fprintf(stderr, "churn: exec %s: %s\n", exec_argv[0], strerror(errno));
 	exit(127);
-}
-
-static void *exec_worker(void *p)
-{
-	struct long_arg *arg = p;
-	if (arg->index == 0 && exec_from_thread)
-		do_exec();
-	return long_lived(p);
 }
 
 static int exec_main(int argc, char **argv)
@@ -202,16 +191,14 @@ static int exec_main(int argc, char **argv)
 		return 2;
 	}
 	exec_argv = &argv[3];
-	exec_from_thread = strcmp(argv[2], "thread") == 0;
 	static struct long_arg args[4];
 	pthread_t threads[4];
 	for (int i = 0; i < 4; i++) {
 		char name[16];
 		args[i].index = i;
 		args[i].pct = 50;
-		args[i].vary = 0;
-		pthread_create(&threads[i], NULL, exec_worker, &args[i]);
-		snprintf(name, sizeof(name), "churn-%d", i % 100000);
+		pthread_create(&threads[i], NULL, long_lived, &args[i]);
+		snprintf(name, sizeof(name), "churn-%d", i);
 		pthread_setname_np(threads[i], name);
 	}
 	printf("churn: ready\n");
@@ -219,11 +206,9 @@ static int exec_main(int argc, char **argv)
 	char line[64];
 	if (fgets(line, sizeof(line), stdin) == NULL)
 		return 1;
-	pthread_mutex_lock(&go_lock);
-	go = 1;
-	pthread_cond_broadcast(&go_cond);
-	pthread_mutex_unlock(&go_lock);
-	if (!exec_from_thread)
+	if (strcmp(argv[2], "thread") == 0)
+		exec_thread = atoi(line) % 4;	/* long_lived() of that one execs */
+	else
 		do_exec();
 	for (int i = 0; i < 4; i++)
 		pthread_join(threads[i], NULL);

@@ -33,11 +33,16 @@ slots that is about 260 000 steps.
 """
 
 import math
+from itertools import chain, compress, repeat
 from numbers import Real
+from operator import eq, mul
 from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
 
 #: Loads are compared in millionths of a CPU.
 LOAD_QUANTUM = 1_000_000
+
+#: Up to this many domains, per-domain counts take one C-level pass each.
+_FEW_DOMAINS = 8
 
 
 def _checked_matrix(cost):
@@ -116,18 +121,50 @@ def hungarian(cost) -> List[int]:
     return column_of_row
 
 
-def _quantised_loads(slots, loads):
-    """tid -> load in millionths of a CPU, at least 0, for every thread of
-    every slot (0 for a thread without a load).  One loop, no call per
-    thread: it runs for every thread every round."""
-    quantum = LOAD_QUANTUM
-    get = loads.get
-    quantised = {}
-    for slot in slots:
-        for tid in slot:
-            value = round(float(get(tid, 0.0)) * quantum)
-            quantised[tid] = value if value > 0 else 0
-    return quantised
+def _quantised(slot, loads) -> List[int]:
+    """Loads of the threads of ``slot`` in millionths of a CPU, at least 0
+    (0 for a thread without a load).  C-level passes: this runs for every
+    thread every round."""
+    scaled = map(mul, map(float, map(loads.get, slot, repeat(0.0))), repeat(LOAD_QUANTUM))
+    return [value if value > 0 else 0 for value in map(round, scaled)]
+
+
+def _thread_count_and_load(slots, quantised):
+    """(distinct threads, their summed quantised load) over all slots."""
+    total = sum(map(len, slots))
+    if len(set(chain.from_iterable(slots))) == total:
+        return total, sum(map(sum, quantised))
+    merged = {}                     # a thread in two slots counts once
+    for slot, values in zip(slots, quantised):
+        merged.update(zip(slot, values))
+    return len(merged), sum(merged.values())
+
+
+def _staying(slot, values, current, domain_count):
+    """Per domain: how many threads of ``slot`` are there now, and their load."""
+    where = list(map(current.get, slot))
+    if domain_count <= _FEW_DOMAINS:
+        return ([where.count(domain) for domain in range(domain_count)],
+                [sum(compress(values, map(eq, where, repeat(domain))))
+                 for domain in range(domain_count)])
+    count = [0] * domain_count
+    load = [0] * domain_count
+    for domain, value in zip(where, values):
+        if domain is not None and 0 <= domain < domain_count:
+            count[domain] += 1
+            load[domain] += value
+    return count, load
+
+
+def _barred(slot, eligible, domain_count):
+    """Per domain: how many threads of ``slot`` may not run there."""
+    barred = [0] * domain_count
+    for tid in slot:
+        allowed = eligible.get(tid)
+        if allowed is not None:
+            for other in range(domain_count):
+                barred[other] += other not in allowed
+    return barred
 
 
 def _checked_units(units_per_domain, slot_count):
@@ -158,26 +195,16 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
     eligible = eligible or {}
     domain_count = len(units)
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
-    quantised = _quantised_loads(slots, loads)
-    stay_weight = len(quantised) + 1              # > any number of threads kept
-    load_weight = sum(quantised.values()) + 1     # > any summed staying load
+    quantised = [_quantised(slot, loads) for slot in slots]
+    thread_count, total_load = _thread_count_and_load(slots, quantised)
+    stay_weight = thread_count + 1                # > any number of threads kept
+    load_weight = total_load + 1                  # > any summed staying load
     position_weight = len(slots) + 1              # > any number of off-position slots
     cost = []
     for position, slot in enumerate(slots):
-        staying_count = [0] * domain_count
-        staying_load = [0] * domain_count
-        barred = [0] * domain_count
-        for tid in slot:
-            domain = current.get(tid)
-            if domain is not None and 0 <= domain < domain_count:
-                staying_count[domain] += 1
-                staying_load[domain] += quantised[tid]
-        if eligible:
-            for tid in slot:
-                allowed = eligible.get(tid)
-                if allowed is not None:
-                    for other in range(domain_count):
-                        barred[other] += other not in allowed
+        staying_count, staying_load = _staying(slot, quantised[position], current,
+                                               domain_count)
+        barred = _barred(slot, eligible, domain_count) if eligible else [0] * domain_count
         row = []
         for column, domain in enumerate(column_domain):
             level = barred[domain] * stay_weight - staying_count[domain]
