@@ -235,6 +235,8 @@ class Controller:
         plan = decision.plan
         by_tid = {t.tid: t for t in measured}
         applied, self.placed_between_rounds = self.placed_between_rounds, []
+        for thread, _, _ in applied:
+            self._refresh_name(thread)      # placed at birth, often renamed since
         if self.moves_threads:
             applied += self._apply([(by_tid[m.tid], m.dst) for m in plan.moves])
             self.pins_made = self._pin(by_tid, decision.pins)
@@ -347,7 +349,17 @@ class Controller:
                 self.warn("%s; leaving it where it is" % exc)
                 return False
         thread.domain, thread.pinned_cpu, thread.bound_mask = dst, cpu, cpus
+        self._refresh_name(thread)
         return True
+
+    def _refresh_name(self, thread):
+        """Threads often name themselves after they start; moves are logged by name."""
+        reader = getattr(self.backend, "thread_name", None)
+        if reader is not None:
+            try:
+                thread.name = reader(thread.pid, thread.tid)
+            except NoSuchProcess:
+                pass
 
     def _save(self, thread):
         saved = self.binder.save(thread.pid, thread.tid)

@@ -208,6 +208,18 @@ class LinuxBackend(Backend):
                            usr_ns=usr_ns, sys_ns=sys_ns, lat_ns=lat_ns,
                            cpu=int(fields[_STAT_PROCESSOR]), state=fields[_STAT_STATE])
 
+    def thread_name(self, pid, tid):
+        """The thread's current name (threads often rename after starting)."""
+        files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
+        try:
+            text = os.pread(files.stat_fd, 4096, 0).decode(errors="replace")
+        except OSError:
+            raise NoSuchProcess(pid, tid) from None
+        if not text:
+            raise NoSuchProcess(pid, tid)
+        files.name = parse_stat(text)[0]
+        return files.name
+
     def voluntary_switches(self, pid, tid):
         """voluntary_ctxt_switches of a thread: how often it blocked."""
         try:
