@@ -7,7 +7,6 @@ through the command's status (128+N if killed by signal N, 126 if it
 cannot be executed, 127 if not found).
 """
 
-import functools
 import json
 import os
 import sys
@@ -17,7 +16,7 @@ import click
 from . import __version__
 from .config import BINDER_CHOICES, LEVEL_CHOICES, POLICY_CHOICES, load_config
 from .cpulist import format_cpulist, parse_domains
-from .errors import EXIT_FAILURE, EXIT_USAGE, TumblerError, UsageError
+from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import PLATFORMS, open_backend
 from .platform.base import LEVELS, AccessDenied, PlatformError
 

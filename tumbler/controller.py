@@ -27,7 +27,7 @@ from typing import Optional
 from .cpulist import format_cpulist
 from .engine.model import Domain, ThreadLoad
 from .engine.policy import RUNNABLE_SHARE, ThreadView
-from .platform.base import AccessDenied, NoSuchProcess, Unmovable
+from .platform.base import NoSuchProcess, Unmovable
 
 
 #: Span over which voluntary context switches are counted (see _sleeps_per_second).

@@ -35,8 +35,9 @@ from .errors import UsageError
 from .platform import open_backend
 from .platform.base import NoSuchProcess
 from .probe_observer import FIELDS_OF_KIND, check_tracing
-from .statcmd import (check_process, cpu_domain_map, domain_choice, format_cell,
-                      format_domains, snapshot, thread_percentages)
+from .statcmd import (cpu_domain_map, domain_choice, format_cell, format_domains, snapshot,
+                      thread_percentages)
+from .targets import check_process
 from .waiting import SignalWaiter
 
 DEFAULT_DURATION_S = 5.0

@@ -22,32 +22,15 @@ from .platform import open_backend
 from .platform.base import NoSuchProcess, NullBinder
 from .runlog import RunLog
 from .summary import summary_lines
+from .targets import allowed_union, check_process
 from .waiting import SignalWaiter
 
 DEFAULT_BINDER = {"linux": "affinity", "illumos": "pset"}
 
 
 def check_target(backend, pid, force):
-    """Validate a -p PID; return its ProcessInfo or raise a one-line error."""
-    if pid <= 0:
-        raise UsageError("bad PID %d" % pid)
-    if pid == os.getpid():
-        raise UsageError("refusing to balance tumbler itself (PID %d)" % pid)
-    try:
-        info = backend.process(pid)
-    except NoSuchProcess:
-        raise TumblerError("no such process: %d" % pid, EXIT_FAILURE) from None
-    if info.tgid != pid:
-        raise UsageError("%d is a thread of process %d, not a process: give -p %d"
-                         % (pid, info.tgid, info.tgid))
-    if not force:
-        if info.is_kernel:
-            raise UsageError("refusing kernel thread %d (%s); use --force to override"
-                             % (pid, info.name))
-        if pid == 1:
-            raise UsageError("refusing PID 1 (%s), the init process; use --force to override"
-                             % info.name)
-    return info
+    """Validate a -p PID for balancing; return its ProcessInfo."""
+    return check_process(backend, pid, manage=True, force=force)
 
 
 def _prepare(settings):
@@ -118,17 +101,6 @@ class VerboseReport:
                 file=sys.stderr)
 
 
-def _allowed_union(backend, pids):
-    allowed = set()
-    for pid in pids:
-        for tid in backend.thread_ids(pid):
-            try:
-                allowed |= backend.allowed_cpus(pid, tid)
-            except NoSuchProcess:
-                continue
-    return frozenset(allowed)
-
-
 def _finish(controller, observers, waiter, settings, started, cpu_before, reason):
     failed = controller.restore_all()
     waiter.close()
@@ -153,7 +125,7 @@ def run_attach(settings, pids):
         info = check_target(backend, pid, settings["force"])
         if policy.moves_threads and not settings["dry_run"]:
             backend.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[backend.name])
-    choice = _choose(backend, _allowed_union(backend, pids), settings)
+    choice = _choose(backend, allowed_union(backend, pids), settings)
     binder = _binder(backend, settings, policy)
     observers = _observers(settings)
     waiter = SignalWaiter()

@@ -38,9 +38,10 @@ import click
 from .config import LEVEL_CHOICES
 from .cpulist import format_cpulist, parse_domains
 from .domains import choose_domains
-from .errors import EXIT_FAILURE, TumblerError, UsageError
+from .errors import TumblerError, UsageError
 from .platform import open_backend
 from .platform.base import NoSuchProcess, Sample
+from .targets import allowed_union, check_process
 from .platform.illumos import PRSTAT_COLUMNS, microstate_percent
 
 #: Percentage columns per platform, in display order (prstat -mL order).
@@ -137,35 +138,6 @@ def thread_percentages(platform, prev, cur, elapsed_ns, uptime_ns):
 def cpu_domain_map(choice):
     """``{cpu: domain index}`` of a DomainChoice."""
     return {cpu: index for index, cpus in enumerate(choice.domains) for cpu in cpus}
-
-
-def allowed_union(backend, pids):
-    """CPUs any thread of ``pids`` may run on (what a balancing run cuts
-    its domains down to)."""
-    allowed = set()
-    for pid in pids:
-        for tid in backend.thread_ids(pid):
-            try:
-                allowed |= backend.allowed_cpus(pid, tid)
-            except NoSuchProcess:
-                continue
-    return frozenset(allowed)
-
-
-def check_process(backend, pid):
-    """ProcessInfo of a process to look at, or a one-line error."""
-    if pid <= 0:
-        raise UsageError("bad PID %d" % pid)
-    try:
-        info = backend.process(pid)
-    except NoSuchProcess:
-        raise TumblerError("no such process: %d" % pid, EXIT_FAILURE) from None
-    if info.tgid != pid:
-        raise UsageError("%d is a thread of process %d, not a process: give -p %d"
-                         % (pid, info.tgid, info.tgid))
-    if info.zombie:
-        raise TumblerError("process %d has exited (a zombie)" % pid, EXIT_FAILURE)
-    return info
 
 
 def domain_choice(backend, pids, level, domains_text):
