@@ -7,9 +7,8 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-import tumbler.cli  # noqa: F401  -- first: compare builds on the CLI's options
-from tumbler import cli
-from tumbler.compare import (Plan, RunResult, StaticPlacer, compare_command, format_table,
+from tumbler import cli     # before compare, which builds on the CLI's options
+from tumbler.compare import (RunSetup, RunResult, StaticPlacer, compare_command, format_table,
                              parse_elapsed, parse_policies, pinned_targets, psets_targets,
                              report, run_order, speedup, split_tumbler_stderr, summarize)
 from tumbler.errors import UsageError
@@ -98,8 +97,8 @@ def test_pinned_and_psets_targets():
 
 # -- the report ------------------------------------------------------------------
 
-def _plan():
-    return Plan(command=["prog", "-x"], domains=(frozenset({0}), frozenset({1})),
+def _setup():
+    return RunSetup(command=["prog", "-x"], domains=(frozenset({0}), frozenset({1})),
                 domain_note="explicit domains: 0 / 1", tumbler_args=[],
                 echo_tumbler_summary=False)
 
@@ -114,7 +113,7 @@ def _results():
 
 
 def test_report_structure_and_numbers():
-    data = report(_plan(), ["default", "pinned", "tumbler"], 2, _results(), None)
+    data = report(_setup(), ["default", "pinned", "tumbler"], 2, _results(), None)
     assert set(data) == {"command", "runs", "domains", "domain_note", "results",
                          "run_results", "failed"}
     assert data["domains"] == ["0", "1"] and data["failed"] is None
@@ -139,13 +138,13 @@ def test_report_structure_and_numbers():
 
 def test_report_without_default_has_no_speedup():
     results = [r for r in _results() if r.policy != "default"]
-    data = report(_plan(), ["pinned", "tumbler"], 2, results, None)
+    data = report(_setup(), ["pinned", "tumbler"], 2, results, None)
     assert all(row["speedup_vs_default"] is None for row in data["results"])
 
 
 def test_failed_run_is_reported_and_kept_out_of_the_figures():
     results = _results()[:3] + [RunResult(2, "default", 3, 0.5)]
-    data = report(_plan(), ["default", "pinned", "tumbler"], 2, results, results[-1])
+    data = report(_setup(), ["default", "pinned", "tumbler"], 2, results, results[-1])
     assert data["failed"] == {"run": 2, "policy": "default", "status": 3}
     default = data["results"][0]
     assert default["statuses"] == [0, 3]
@@ -154,7 +153,7 @@ def test_failed_run_is_reported_and_kept_out_of_the_figures():
 
 
 def test_text_table_has_a_row_per_policy():
-    data = report(_plan(), ["default", "pinned", "tumbler"], 2, _results(), None)
+    data = report(_setup(), ["default", "pinned", "tumbler"], 2, _results(), None)
     lines = format_table(data)
     for policy in ("default", "pinned", "tumbler"):
         assert sum(1 for line in lines if line.split()[:1] == [policy]) == 1
@@ -261,6 +260,7 @@ def test_missing_command_is_a_failed_run():
     (("--log", "/tmp/x.jsonl"), "--log cannot be used"),
     (("--interval", "1"), "--interval"),
     (("--domains", "0/0"), "in two domains"),
+    (("--force",), "--force does not apply to compare"),
 ])
 def test_bad_input_exits_2_before_any_run(tmp_path, args, words):
     marker = tmp_path / "ran"
@@ -275,3 +275,12 @@ def test_good_input_does_run(tmp_path):
     result = invoke("--runs", "1", "--policies", "default", "-q", "--", "touch", str(marker))
     assert result.exit_code == 0, result.output
     assert marker.exists()
+
+
+def test_verbose_shows_tumbler_summary_and_forwards_options(workloads, two_cpus):
+    result = invoke("--runs", "1", "--policies", "tumbler", "--domains", "%d/%d" % two_cpus,
+                    "--interval", "50", "-v", "--", os.path.join(workloads, "spmd"),
+                    "-w", "1", "-p", "1")
+    assert result.exit_code == 0, result.output
+    assert "own CPU time" in result.stderr
+    assert "explicit domains: %d / %d" % two_cpus in result.stderr   # --domains reached tumbler

@@ -198,7 +198,7 @@ def test_new_threads_are_placed_at_once_across_domains(duty, two_cpus, tmp_path)
 
 def test_target_exit_ends_attach_cleanly(duty, two_cpus):
     cpu_a, cpu_b = two_cpus
-    workload = start_workload(duty, "1")
+    workload = start_workload(duty, "3")     # outlives tumbler's start-up, even under load
     result = run_tumbler("--domains", "%d/%d" % (cpu_a, cpu_b), "-p", str(workload.pid))
     workload.wait()
     assert result.returncode == 0, result.stderr

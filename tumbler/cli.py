@@ -168,9 +168,11 @@ def topology_command(ctx, as_json):
 
 from .statcmd import stat_command      # noqa: E402  (commands register on main)
 from .probecmd import probe_command    # noqa: E402
+from .compare import compare_command   # noqa: E402  (imports balancing_options from here)
 
 main.add_command(stat_command)
 main.add_command(probe_command)
+main.add_command(compare_command)
 
 
 def _own_allowed(backend, topo):

@@ -27,19 +27,24 @@ with sched_setaffinity.  Only the threads of CMD's own process are placed,
 as with ``tumbler exec``.  The balancing options (``--domains``,
 ``--level``, ``--interval``, ``--config``, ``--binder``, ``--dry-run``,
 ``--duration``) are passed to every tumbler-run policy; ``--domains`` and
-``--level`` also choose the domains of ``pinned`` and ``psets``.
+``--level`` also choose the domains of ``pinned`` and ``psets``.  ``-q``
+hides compare's per-run progress lines on stderr; ``-v`` also shows each
+tumbler run's per-interval lines and exit summary.  The other balancing
+options (``--policy``, ``--log``, ``--force``, ...) do not apply: they are
+hidden from ``compare --help`` and refused.
 
 Measured per run:
 
 * wall time, by compare, from just before CMD (or tumbler) is started to
   just after it is reaped -- so it includes process start-up, and, for the
-  tumbler policies, the Python interpreter's start-up (about 0.1 s);
+  tumbler policies, the start-up of Python and tumbler (0.1 to 0.4 s,
+  depending on the machine);
 * ``elapsed_s`` when CMD prints ``elapsed_s=SECONDS`` on stdout (the
   example workloads do): the program's own timing, without start-up;
 * agent CPU: the CPU time of whatever placed the threads.  For tumbler
   policies it is the "own CPU time" of tumbler's exit summary (from the
-  start of balancing to the restore; the interpreter's start-up, about
-  0.1 s of CPU, is not included).  tumbler's rusage cannot be used: it
+  start of balancing to the restore; the start-up, 0.1 to 0.3 s of CPU,
+  is not included).  tumbler's rusage cannot be used: it
   includes CMD, its child.  For ``pinned`` and ``psets`` it is compare's
   own CPU time while following the run.  ``default`` has none.
 
@@ -90,7 +95,7 @@ from typing import List, Optional, Sequence
 
 import click
 
-from .cli import _settings, balancing_options
+from .cli import OPTION_NAMES, balancing_options
 from .config import POLICY_CHOICES
 from .cpulist import format_cpulist
 from .domains import choose_domains
@@ -112,6 +117,11 @@ LAST_POLL_S = 0.064
 _ELAPSED = re.compile(r"(?:^|\s)elapsed_s=(\S+)")
 _OWN_CPU = re.compile(r"own CPU time ([0-9.]+) s")
 _SUMMARY_START = re.compile(r"^tumbler: ran [0-9.]+ s \(")
+
+#: Balancing options compare uses; the others are hidden from its --help
+#: and refused (see _reject_unusable).
+USED_OPTIONS = frozenset(("level", "domains_text", "interval_ms", "config_path", "binder",
+                          "dry_run", "duration", "quiet", "verbose"))
 
 #: Balancing options forwarded to tumbler-run policies: (settings key, flag).
 _FORWARDED = (("level", "--level"), ("domains_text", "--domains"),
@@ -267,7 +277,7 @@ class RunResult:
 
 
 @dataclass
-class Plan:
+class RunSetup:
     """Everything every run needs, decided once before the first run."""
 
     command: List[str]
@@ -286,33 +296,33 @@ def _exit_status(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _argv(plan, policy):
+def _argv(setup, policy):
     if policy in OWN_POLICIES:
-        return list(plan.command)
-    return [sys.executable, "-m", "tumbler", "--policy", policy, *plan.tumbler_args,
-            "exec", "--", *plan.command]
+        return list(setup.command)
+    return [sys.executable, "-m", "tumbler", "--policy", policy, *setup.tumbler_args,
+            "exec", "--", *setup.command]
 
 
-def _placer(plan, policy):
+def _placer(setup, policy):
     if policy == "pinned":
-        return StaticPlacer(pinned_targets(plan.domains))
+        return StaticPlacer(pinned_targets(setup.domains))
     if policy == "psets":
-        return StaticPlacer(psets_targets(plan.domains))
+        return StaticPlacer(psets_targets(setup.domains))
     return None
 
 
-def run_once(plan: Plan, policy: str, run: int) -> RunResult:
+def run_once(setup: RunSetup, policy: str, run: int) -> RunResult:
     """Run CMD once under ``policy``; stderr of tumbler runs is replayed."""
     captures_stderr = policy not in OWN_POLICIES
-    placer = _placer(plan, policy)
+    placer = _placer(setup, policy)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
         try:
-            process = subprocess.Popen(_argv(plan, policy), stdout=out,
+            process = subprocess.Popen(_argv(setup, policy), stdout=out,
                                        stderr=err if captures_stderr else None)
         except OSError as exc:
             status = 127 if isinstance(exc, FileNotFoundError) else 126
-            click.echo("tumbler: compare: %s: %s" % (plan.command[0], exc.strerror), err=True)
+            click.echo("tumbler: compare: %s: %s" % (setup.command[0], exc.strerror), err=True)
             return RunResult(run, policy, status, time.monotonic() - started)
         try:
             cpu_before = _own_cpu_seconds()
@@ -333,7 +343,7 @@ def run_once(plan: Plan, policy: str, run: int) -> RunResult:
     if captures_stderr:
         before, summary, own_cpu = split_tumbler_stderr(stderr_text)
         result.agent_cpu_s = own_cpu
-        for line in before + (summary if plan.echo_tumbler_summary else []):
+        for line in before + (summary if setup.echo_tumbler_summary else []):
             click.echo(line, err=True)
     return result
 
@@ -352,14 +362,14 @@ def _stop(process):
 
 # -- all runs, and the report ------------------------------------------------------------
 
-def run_all(plan, policies, runs, progress=None):
+def run_all(setup, policies, runs, progress=None):
     """Run the interleaved schedule; stop at the first failing run.
 
     Returns (results in run order, the failed RunResult or None).
     """
     results = []
     for run, policy in run_order(policies, runs):
-        result = run_once(plan, policy, run)
+        result = run_once(setup, policy, run)
         results.append(result)
         if progress is not None:
             progress(result, runs)
@@ -368,7 +378,7 @@ def run_all(plan, policies, runs, progress=None):
     return results, None
 
 
-def report(plan, policies, runs, results, failed):
+def report(setup, policies, runs, results, failed):
     """The JSON-ready report (see the module docstring for the keys)."""
     summaries = {}
     for policy in policies:
@@ -390,10 +400,10 @@ def report(plan, policies, runs, results, failed):
                              ("elapsed_speedup_vs_default", "elapsed_s")):
             summary[key] = speedup(_mean(default, measure), _mean(summary, measure))
     return {
-        "command": list(plan.command),
+        "command": list(setup.command),
         "runs": runs,
-        "domains": [format_cpulist(d) for d in plan.domains],
-        "domain_note": plan.domain_note,
+        "domains": [format_cpulist(d) for d in setup.domains],
+        "domain_note": setup.domain_note,
         "results": [summaries[policy] for policy in policies],
         "run_results": [asdict(r) for r in results],
         "failed": ({"run": failed.run, "policy": failed.policy, "status": failed.status}
@@ -466,18 +476,30 @@ def _tumbler_args(settings, options):
     return args
 
 
-def _reject_unusable(options, settings):
+def _reject_unusable(ctx, options, settings):
+    """Balancing options that make no sense for compare are errors, not ignored."""
     if options.get("policy") is not None:
         raise UsageError("compare runs several policies: use --policies, not --policy")
     if options.get("log_path") is not None:
         raise UsageError("--log cannot be used with compare: every run would overwrite it")
+    for name in OPTION_NAMES:
+        if name not in USED_OPTIONS and options.get(name):
+            raise UsageError("%s does not apply to compare" % _flag(ctx, name))
     if settings["root"] != "/":
         raise UsageError("--root cannot be used with compare: it runs real programs")
 
 
-def _make_plan(ctx, options, policies, command):
+def _flag(ctx, name):
+    for param in ctx.command.params:
+        if param.name == name:
+            return max(param.opts, key=len)
+    return name
+
+
+def _make_setup(ctx, options, policies, command):
+    from .cli import _settings      # here: cli imports this module before defining it
     settings = _settings(ctx, options)
-    _reject_unusable(options, settings)
+    _reject_unusable(ctx, options, settings)
     static = [p for p in policies if p in ("pinned", "psets")]
     if static and not hasattr(os, "sched_setaffinity"):
         raise UsageError("policies %s need sched_setaffinity (Linux)" % ", ".join(static))
@@ -485,7 +507,7 @@ def _make_plan(ctx, options, policies, command):
     choice = choose_domains(backend.topology(), frozenset(os.sched_getaffinity(0))
                             if hasattr(os, "sched_getaffinity") else backend.topology().online,
                             settings["level"], settings["domains"])
-    return Plan(command=list(command), domains=choice.domains, domain_note=choice.note,
+    return RunSetup(command=list(command), domains=choice.domains, domain_note=choice.note,
                 tumbler_args=_tumbler_args(settings, options),
                 echo_tumbler_summary=settings["verbose"]), settings
 
@@ -518,10 +540,10 @@ def compare_command(ctx, runs, policies_text, as_json, command, **options):
     merged = dict(ctx.obj["options"])
     merged.update({k: v for k, v in options.items() if v is not None})
     policies = parse_policies(policies_text)
-    plan, settings = _make_plan(ctx, merged, policies, command)
-    results, failed = run_all(plan, policies, runs,
+    setup, settings = _make_setup(ctx, merged, policies, command)
+    results, failed = run_all(setup, policies, runs,
                               progress=None if settings["quiet"] else _print_progress)
-    data = report(plan, policies, runs, results, failed)
+    data = report(setup, policies, runs, results, failed)
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
@@ -531,3 +553,8 @@ def compare_command(ctx, runs, policies_text, as_json, command, **options):
         click.echo("tumbler: compare: run %d of %s exited with status %d"
                    % (failed.run, failed.policy, failed.status), err=True)
         sys.exit(EXIT_FAILURE)
+
+
+for _param in compare_command.params:
+    if _param.name in OPTION_NAMES and _param.name not in USED_OPTIONS:
+        _param.hidden = True

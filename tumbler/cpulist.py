@@ -43,9 +43,13 @@ def _parse_item(item):
     return (_nonneg(item),)
 
 
+#: Highest CPU number accepted; Linux's NR_CPUS tops out at 8192.
+MAX_CPU = 65535
+
+
 def _nonneg(text):
     text = text.strip()
-    if not text.isdigit():
+    if not text.isdigit() or len(text) > 6 or int(text) > MAX_CPU:
         raise ValueError(text)
     return int(text)
 

@@ -7,6 +7,7 @@ duration passes, a signal, an error) goes through ``restore_all``.
 """
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -33,7 +34,18 @@ def check_target(backend, pid, force):
     return check_process(backend, pid, manage=True, force=force)
 
 
+def _raise_file_limit():
+    """One fd per target thread: allow as many as the hard limit does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
 def _prepare(settings):
+    _raise_file_limit()
     backend = open_backend(settings["platform"], settings["root"])
     config = settings["config"]
     table = VariationTable(config.variation_table, config.idle_interval_ms)

@@ -106,30 +106,65 @@ def _ordered_domains(domains: Sequence[Domain]) -> List[Domain]:
     return ordered
 
 
+class _Columns:
+    """The threads of one call as columns (one list per field), so that
+    per-thread work can be done in C-level passes over them."""
+
+    __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted")
+
+    def __init__(self, threads: List[ThreadLoad], domain_count: int):
+        self.tids = list(map(_TID, threads))
+        self.raw_loads = list(map(_LOAD, threads))
+        self.domains = list(map(_DOMAIN, threads))
+        self.eligibles = list(map(_ELIGIBLE, threads))
+        self.restricted = _some_restricted(self.eligibles, domain_count)
+
+
+def _some_restricted(eligibles: List[Optional[frozenset]], domain_count: int) -> bool:
+    """Whether some thread may not use some domain.
+
+    If not, every eligibility check passes -- an ``eligible`` set holding
+    every domain acts exactly as None (the controller always passes sets)
+    -- and the checks are skipped.  Few distinct sets exist, so they are
+    looked at once each.
+    """
+    try:
+        distinct = set(eligibles)
+    except TypeError:                   # unhashable: take the careful path
+        return True
+    distinct.discard(None)
+    return any(not all(domain in eligible for domain in range(domain_count))
+               for eligible in distinct)
+
+
 def _checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> List[ThreadLoad]:
     threads = list(threads)
-    if not _plainly_valid(threads, domain_count):
-        _raise_first_problem(threads, domain_count)
+    _checked_columns(threads, domain_count)
     return threads
 
 
-def _plainly_valid(threads: List[ThreadLoad], domain_count: int) -> bool:
+def _checked_columns(threads: List[ThreadLoad], domain_count: int) -> _Columns:
+    """The columns of ``threads``; ValueError names the first invalid thread."""
+    columns = _Columns(threads, domain_count)
+    if not _plainly_valid(columns, domain_count):
+        _raise_first_problem(threads, domain_count)
+    return columns
+
+
+def _plainly_valid(columns: _Columns, domain_count: int) -> bool:
     """True if C-level passes show every thread is valid; False means "look
     closer" (see _raise_first_problem), not necessarily invalid."""
     try:
-        tids = list(map(_TID, threads))
-        if len(set(tids)) != len(tids):
+        if len(set(columns.tids)) != len(columns.tids):
             return False
-        loads = list(map(_LOAD, threads))
+        loads = columns.raw_loads
         if not set(map(type, loads)) <= {float, int} or not all(map(math.isfinite, loads)):
             return False
-        if not set(map(_DOMAIN, threads)) <= {None, *range(domain_count)}:
+        if not set(columns.domains) <= {None, *range(domain_count)}:
             return False
-        eligibles = list(map(_ELIGIBLE, threads))
-        if eligibles.count(None) != len(eligibles):
-            return all(eligible is None or any(0 <= d < domain_count for d in eligible)
-                       for eligible in eligibles)
-        return True
+        distinct = set(columns.eligibles)
+        distinct.discard(None)
+        return all(any(0 <= d < domain_count for d in eligible) for eligible in distinct)
     except (TypeError, ValueError, OverflowError):
         return False
 
@@ -159,10 +194,10 @@ def _effective_load(load: float) -> float:
     return max(0.0, float(load))
 
 
-def _effective_loads(threads: Sequence[ThreadLoad]) -> Dict[int, float]:
-    """tid -> _effective_load, without a call per thread (hot path)."""
-    return dict(zip(map(_TID, threads),
-                    [load if load > 0.0 else 0.0 for load in map(float, map(_LOAD, threads))]))
+def _effective_loads(columns: _Columns) -> List[float]:
+    """_effective_load of every thread (a comprehension: max() per item is
+    several times slower)."""
+    return [load if load > 0.0 else 0.0 for load in map(float, columns.raw_loads)]
 
 
 def _eligible_domains(thread: ThreadLoad, domain_count: int) -> List[int]:
@@ -179,19 +214,11 @@ def _needs_placement(thread: ThreadLoad) -> bool:
     return thread.domain is None or not _may_use(thread, thread.domain)
 
 
-def _arrivals(threads: Sequence[ThreadLoad]) -> List[ThreadLoad]:
+def _arrivals(threads: List[ThreadLoad], columns: _Columns) -> List[ThreadLoad]:
     """The threads that need a domain this round (see _needs_placement)."""
-    if not _any_restricted(threads) and None not in map(_DOMAIN, threads):
+    if not columns.restricted and None not in columns.domains:
         return []
-    return [thread for thread in threads
-            if thread.domain is None
-            or (thread.eligible is not None and thread.domain not in thread.eligible)]
-
-
-def _any_restricted(threads: Sequence[ThreadLoad]) -> bool:
-    """Whether some thread may not use every domain (else all checks pass)."""
-    eligibles = list(map(_ELIGIBLE, threads))
-    return eligibles.count(None) != len(eligibles)
+    return [thread for thread in threads if _needs_placement(thread)]
 
 
 def _pinned_domain(thread: ThreadLoad, domain_count: int) -> Optional[int]:
@@ -203,16 +230,21 @@ def _pinned_domain(thread: ThreadLoad, domain_count: int) -> Optional[int]:
 def _summed_loads(assignment: Mapping[int, Optional[int]], loads: Mapping[int, float],
                   domain_count: int) -> List[float]:
     """Summed load per domain (threads assigned None count nowhere)."""
+    return _column_sums(list(map(loads.__getitem__, assignment)), list(assignment.values()),
+                        domain_count)
+
+
+def _column_sums(values: List[float], domains: List[Optional[int]],
+                 domain_count: int) -> List[float]:
+    """Sum of ``values[i]`` per ``domains[i]`` (None counts nowhere)."""
     if domain_count <= _FEW_DOMAINS:
-        values = list(map(loads.__getitem__, assignment))
-        domains = list(assignment.values())
         return [math.fsum(compress(values, map(eq, domains, repeat(domain))))
                 for domain in range(domain_count)]
     sums = [[] for _ in range(domain_count)]
-    for tid, domain in assignment.items():
+    for value, domain in zip(values, domains):
         if domain is not None:
-            sums[domain].append(loads[tid])
-    return [math.fsum(values) for values in sums]
+            sums[domain].append(value)
+    return [math.fsum(part) for part in sums]
 
 
 def spread(domain_loads: Sequence[float], capacities: Sequence[int]) -> float:
@@ -279,7 +311,7 @@ def _kept_assignment(threads: List[ThreadLoad], arriving: List[ThreadLoad],
                      capacities: List[int]) -> Dict[int, int]:
     """Everyone stays; threads that need a domain get one by initial placement."""
     if not arriving:
-        return {thread.tid: thread.domain for thread in threads}
+        return dict(zip(map(_TID, threads), map(_DOMAIN, threads)))
     arriving_tids = {thread.tid for thread in arriving}
     staying = [thread for thread in threads if thread.tid not in arriving_tids]
     assignment = {thread.tid: thread.domain for thread in staying}
@@ -288,14 +320,13 @@ def _kept_assignment(threads: List[ThreadLoad], arriving: List[ThreadLoad],
     return assignment
 
 
-def _regrouped_assignment(threads: List[ThreadLoad], capacities: List[int],
-                          loads: Mapping[int, float]) -> Dict[int, int]:
+def _regrouped_assignment(threads: List[ThreadLoad], columns: _Columns,
+                          capacities: List[int], loads: Mapping[int, float]) -> Dict[int, int]:
     """Wave grouping + fewest-move mapping, then the eligibility constraints."""
-    if not _any_restricted(threads):
+    if not columns.restricted:
         # Nothing pinned, nothing barred, no misfits: only the mapping is left.
-        domains = list(map(_DOMAIN, threads))
-        where_now = dict(zip(map(_TID, threads), domains))
-        if None in domains:
+        where_now = dict(zip(columns.tids, columns.domains))
+        if None in columns.domains:
             where_now = {tid: domain for tid, domain in where_now.items() if domain is not None}
         slots, units = wave_slots(loads, capacities)
         return assign_slots(slots, units, where_now, loads)
@@ -326,7 +357,7 @@ def _regrouped_assignment(threads: List[ThreadLoad], capacities: List[int],
     return target
 
 
-def _cancel_swaps(threads: List[ThreadLoad], target: Dict[int, int],
+def _cancel_swaps(columns: _Columns, target: Dict[int, int],
                   loads: Mapping[int, float]) -> Dict[int, int]:
     """Drop pairs of opposite moves that would only swap near-equal loads.
 
@@ -337,13 +368,8 @@ def _cancel_swaps(threads: List[ThreadLoad], target: Dict[int, int],
     much: both stay.  Each forward mover, lightest first, is paired with the
     lightest unpaired backward mover within ``SWAP_EPSILON`` of it.
     """
-    by_route = {}
-    destinations = list(map(target.__getitem__, map(_TID, threads)))
-    for thread, dst in compress(zip(threads, destinations),
-                                map(ne, destinations, map(_DOMAIN, threads))):
-        src = thread.domain
-        if src is not None and (thread.eligible is None or src in thread.eligible):
-            by_route.setdefault((src, dst), []).append(thread.tid)
+    destinations = list(map(target.__getitem__, columns.tids))
+    by_route = _movers_by_route(columns, destinations)
     result = dict(target)
     for (src, dst), forward in by_route.items():
         if src > dst or (dst, src) not in by_route:
@@ -351,6 +377,37 @@ def _cancel_swaps(threads: List[ThreadLoad], target: Dict[int, int],
         for tid, match in _near_equal_pairs(forward, by_route[(dst, src)], loads):
             result[tid], result[match] = src, dst
     return result
+
+
+def _movers_by_route(columns: _Columns, destinations: List[int]) -> Dict[tuple, list]:
+    """(src, dst) -> tids of the placed threads moving from src to dst, for
+    threads still allowed on src (a thread evicted from src has to go)."""
+    moving = list(map(ne, destinations, columns.domains))
+    if not columns.restricted and None not in columns.domains:
+        tids = list(compress(columns.tids, moving))
+        sources = list(compress(columns.domains, moving))
+        targets = list(compress(destinations, moving))
+        if len(set(sources)) <= _FEW_DOMAINS:
+            return _split_by_route(tids, sources, targets)
+    by_route = {}
+    for tid, src, dst, eligible in compress(zip(columns.tids, columns.domains, destinations,
+                                                columns.eligibles), moving):
+        if src is not None and (eligible is None or src in eligible):
+            by_route.setdefault((src, dst), []).append(tid)
+    return by_route
+
+
+def _split_by_route(tids, sources, targets):
+    """Group movers by (source, target) with one C-level pass per source and
+    per target: few domains, many threads."""
+    by_route = {}
+    for src in set(sources):
+        from_src = list(map(eq, sources, repeat(src)))
+        src_tids = list(compress(tids, from_src))
+        src_targets = list(compress(targets, from_src))
+        for dst in set(src_targets):
+            by_route[(src, dst)] = list(compress(src_tids, map(eq, src_targets, repeat(dst))))
+    return by_route
 
 
 def _near_equal_pairs(forward, backward, loads):
@@ -365,14 +422,15 @@ def _near_equal_pairs(forward, backward, loads):
     """
     forward = _by_load_then_tid(forward, loads)
     backward = _by_load_then_tid(backward, loads)
+    backward_loads = list(map(loads.__getitem__, backward))
+    end = len(backward)
     pairs = []
     j = 0
-    for tid in forward:
-        load = loads[tid]
-        while j < len(backward) and loads[backward[j]] < load \
-                and abs(loads[backward[j]] - load) > SWAP_EPSILON:
+    for tid, load in zip(forward, map(loads.__getitem__, forward)):
+        while j < end and backward_loads[j] < load \
+                and abs(backward_loads[j] - load) > SWAP_EPSILON:
             j += 1
-        if j < len(backward) and abs(loads[backward[j]] - load) <= SWAP_EPSILON:
+        if j < end and abs(backward_loads[j] - load) <= SWAP_EPSILON:
             pairs.append((tid, backward[j]))
             j += 1
     return pairs
@@ -386,9 +444,10 @@ def _by_load_then_tid(tids, loads):
         return sorted(tids, key=lambda tid: (loads[tid], tid))
 
 
-def _moves(threads: List[ThreadLoad], assignment: Mapping[int, int]) -> List[Move]:
-    moving = list(compress(threads, map(ne, map(assignment.__getitem__, map(_TID, threads)),
-                                        map(_DOMAIN, threads))))
+def _moves(threads: List[ThreadLoad], columns: _Columns,
+           assignment: Mapping[int, int]) -> List[Move]:
+    moving = list(compress(threads, map(ne, map(assignment.__getitem__, columns.tids),
+                                        columns.domains)))
     moving.sort(key=_TID)
     return [Move(thread.tid, thread.domain, assignment[thread.tid]) for thread in moving]
 
@@ -426,24 +485,25 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
         raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
     ordered = _ordered_domains(domains)
     capacities = [domain.capacity for domain in ordered]
-    threads = _checked_threads(threads, len(ordered))
-    loads = _effective_loads(threads)
-    thread_cv = cv(loads.values())
+    threads = list(threads)
+    columns = _checked_columns(threads, len(ordered))
+    effective = _effective_loads(columns)
+    loads = dict(zip(columns.tids, effective))
+    thread_cv = cv(effective)
     interval_ms, wants_grouping = table.interval_for(thread_cv)
-    current = dict(zip(map(_TID, threads), map(_DOMAIN, threads)))
-    domain_loads = _summed_loads(current, loads, len(ordered))
+    domain_loads = _column_sums(effective, columns.domains, len(ordered))
     spread_before = spread(domain_loads, capacities)
 
     def plan(assignment, predicted, regroup, reason):
         # ``assignment`` is always a dict built for this plan: no copy needed;
         # ``predicted`` its summed loads per domain.
-        return Plan(moves=_moves(threads, assignment), assignment=assignment,
+        return Plan(moves=_moves(threads, columns, assignment), assignment=assignment,
                     thread_cv=thread_cv, interval_ms=interval_ms, regroup=regroup,
                     domain_loads=domain_loads, predicted_loads=predicted,
                     spread_before=spread_before, spread_after=spread(predicted, capacities),
                     reason=reason)
 
-    arriving = _arrivals(threads)
+    arriving = _arrivals(threads, columns)
     kept = _kept_assignment(threads, arriving, capacities)
     # Nobody arriving: the kept loads are the current ones, already summed.
     kept_loads = _summed_loads(kept, loads, len(ordered)) if arriving else list(domain_loads)
@@ -454,8 +514,14 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
     if not wants_grouping and kept_spread < tolerance:
         return plan(kept, kept_loads, False, "cv %.2f < %.2f: no grouping%s"
                     % (thread_cv, table.lowest_cv, note))
+    if kept_spread < tolerance:
+        # No regrouping can gain more than the whole current spread, so a
+        # spread within the tolerance is kept without computing one.
+        return plan(kept, kept_loads, False, "spread %.2f < tolerance %.2f: keep groups%s"
+                    % (kept_spread, tolerance, note))
 
-    regrouped = _cancel_swaps(threads, _regrouped_assignment(threads, capacities, loads), loads)
+    regrouped = _cancel_swaps(columns, _regrouped_assignment(threads, columns, capacities, loads),
+                              loads)
     regrouped_loads = _summed_loads(regrouped, loads, len(ordered))
     regrouped_spread = spread(regrouped_loads, capacities)
     gain = kept_spread - regrouped_spread

@@ -126,7 +126,8 @@ def _quantised(slot, loads) -> List[int]:
     (0 for a thread without a load).  C-level passes: this runs for every
     thread every round."""
     scaled = map(mul, map(float, map(loads.get, slot, repeat(0.0))), repeat(LOAD_QUANTUM))
-    return [value if value > 0 else 0 for value in map(round, scaled)]
+    # float.__round__ is round() on a float without round()'s dispatch.
+    return [value if value > 0 else 0 for value in map(float.__round__, scaled)]
 
 
 def _thread_count_and_load(slots, quantised):

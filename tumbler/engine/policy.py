@@ -225,7 +225,8 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             members = [t for t in threads if plan.assignment.get(t.tid) == domain.index]
             candidates = [t for t in members if self._stays_runnable(t)]
             verdict = self._engagement(domain, candidates, domain.index in engaged_before)
-            others = [t for t in members if t not in candidates]
+            candidate_tids = {t.tid for t in candidates}
+            others = [t for t in members if t.tid not in candidate_tids]
             self._release(others, pins)
             if verdict is None:
                 self._release(candidates, pins)

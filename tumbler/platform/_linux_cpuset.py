@@ -262,7 +262,8 @@ class CpusetBinder:
                                    CPUSET_PRIVILEGE) from None
             if exc.errno == errno.ENOENT:
                 raise _Vanished(directory) from None
-            raise Unmovable(tid, "moving it into %s failed: %s" % (directory, exc.strerror)) from None
+            raise Unmovable(tid, "moving it into %s failed: %s"
+                            % (directory, exc.strerror)) from None
 
     def _empty_into(self, path, destination):
         _empty_into(path, destination)

@@ -8,10 +8,13 @@ Sampling cost matters (the paper measured 410 us for 64 threads), so:
   read only when a thread is first seen (start time, flags, name), when the
   caller asks for details (``tumbler stat``), or as the fallback on kernels
   whose schedstat prints zeros;
-* each file is opened once and re-read with ``os.pread``;  an fd pins the
-  task it was opened for, so a TID reused by a new thread can never be read
-  through an old fd -- reads on it fail and the entry is reopened, and the
-  start time read at open (stat field 22) is the thread's identity.
+* schedstat is opened once per thread and re-read with ``os.pread``; an fd
+  pins the task it was opened for, so a TID reused by a new thread can never
+  be read through an old fd -- reads on it fail and the entry is reopened.
+  The start time read at open (stat field 22) is the thread's identity, and
+  ``stat`` read later by path is checked against it.  One fd per thread
+  keeps a process with thousands of threads within the open-files limit
+  (tumbler also raises its soft limit to the hard one at start).
 
 ``root`` replaces ``/`` so tests can run on fixture trees.  Only this module
 and ``_linux_cpuset`` look at errno: everything leaves as the exceptions of
@@ -53,23 +56,38 @@ def parse_stat(text):
 
 
 class _ThreadFiles:
-    """Open fds of one thread, and what never changes for it."""
+    """The open schedstat fd of one thread, and what never changes for it.
 
-    __slots__ = ("schedstat_fd", "stat_fd", "start", "flags", "name")
+    One fd per thread: a process with thousands of threads must not exhaust
+    the open-files limit.  ``stat`` is opened by path when needed and its
+    start time checked, which guards against TID reuse just as well.
+    ``schedstat_fd`` is -1 without CONFIG_SCHED_INFO, None when fds ran out
+    (then schedstat is read by path too).
+    """
 
-    def __init__(self, schedstat_fd, stat_fd, start, flags, name):
+    __slots__ = ("schedstat_fd", "base", "start", "flags", "name")
+
+    def __init__(self, schedstat_fd, base, start, flags, name):
         self.schedstat_fd = schedstat_fd
-        self.stat_fd = stat_fd
+        self.base = base
         self.start = start
         self.flags = flags
         self.name = name
 
     def close(self):
-        for fd in (self.schedstat_fd, self.stat_fd):
+        if self.schedstat_fd is not None and self.schedstat_fd >= 0:
             try:
-                os.close(fd)
+                os.close(self.schedstat_fd)
             except OSError:
                 pass
+
+
+def _read_path(path, size=4096):
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
 
 
 class LinuxBackend(Backend):
@@ -114,22 +132,35 @@ class LinuxBackend(Backend):
     def _open_thread(self, pid, tid):
         base = "%s/%d/task/%d/" % (self.proc, pid, tid)
         try:
+            comm, fields = parse_stat(_read_path(base + "stat").decode(errors="replace"))
+        except OSError as exc:
+            raise _thread_error(exc, pid, tid)
+        try:
             schedstat_fd = os.open(base + "schedstat", os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             schedstat_fd = -1       # kernel without CONFIG_SCHED_INFO
-        except (ProcessLookupError, OSError) as exc:
-            raise _thread_error(exc, pid, tid)
-        try:
-            stat_fd = os.open(base + "stat", os.O_RDONLY | os.O_CLOEXEC)
-            comm, fields = parse_stat(os.pread(stat_fd, 4096, 0).decode(errors="replace"))
         except OSError as exc:
-            if schedstat_fd >= 0:
-                os.close(schedstat_fd)
-            raise _thread_error(exc, pid, tid)
-        files = _ThreadFiles(schedstat_fd, stat_fd, int(fields[_STAT_STARTTIME]),
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise _thread_error(exc, pid, tid)
+            schedstat_fd = None     # out of fds: read by path each time
+        files = _ThreadFiles(schedstat_fd, base, int(fields[_STAT_STARTTIME]),
                              int(fields[_STAT_FLAGS]), comm)
         self._files[(pid, tid)] = files
         return files
+
+    def _read_stat(self, files, tid):
+        """Fields of the thread's stat, checked to be the same thread."""
+        try:
+            text = _read_path(files.base + "stat").decode(errors="replace")
+        except OSError:
+            raise NoSuchProcess(0, tid) from None
+        if not text:
+            raise NoSuchProcess(0, tid)
+        comm, fields = parse_stat(text)
+        if int(fields[_STAT_STARTTIME]) != files.start:
+            raise NoSuchProcess(0, tid)         # the TID now names another thread
+        files.name = comm
+        return comm, fields
 
     def forget(self, pid, tid):
         files = self._files.pop((pid, tid), None)
@@ -176,9 +207,12 @@ class LinuxBackend(Backend):
 
     def _read_times(self, tid, files, detail):
         run_ns = lat_ns = None
-        if files.schedstat_fd >= 0 and self._schedstat_ok is not False:
+        if files.schedstat_fd != -1 and self._schedstat_ok is not False:
             try:
-                data = os.pread(files.schedstat_fd, 128, 0)
+                if files.schedstat_fd is None:
+                    data = _read_path(files.base + "schedstat", 128)
+                else:
+                    data = os.pread(files.schedstat_fd, 128, 0)
             except OSError:
                 raise NoSuchProcess(0, tid) from None
             if not data:
@@ -188,14 +222,7 @@ class LinuxBackend(Backend):
         if not detail and run_ns is not None and (run_ns or self._schedstat_ok):
             return ThreadTimes(tid=tid, start=files.start, name=files.name,
                                run_ns=run_ns, lat_ns=lat_ns)
-        try:
-            text = os.pread(files.stat_fd, 4096, 0).decode(errors="replace")
-        except OSError:
-            raise NoSuchProcess(0, tid) from None
-        if not text:
-            raise NoSuchProcess(0, tid)
-        comm, fields = parse_stat(text)
-        files.name = comm
+        comm, fields = self._read_stat(files, tid)
         usr_ns = int(fields[_STAT_UTIME]) * _NS_PER_TICK
         sys_ns = int(fields[_STAT_STIME]) * _NS_PER_TICK
         if run_ns is not None and self._schedstat_ok is None and usr_ns + sys_ns:
@@ -212,13 +239,9 @@ class LinuxBackend(Backend):
         """The thread's current name (threads often rename after starting)."""
         files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
         try:
-            text = os.pread(files.stat_fd, 4096, 0).decode(errors="replace")
-        except OSError:
+            return self._read_stat(files, tid)[0]
+        except NoSuchProcess:
             raise NoSuchProcess(pid, tid) from None
-        if not text:
-            raise NoSuchProcess(pid, tid)
-        files.name = parse_stat(text)[0]
-        return files.name
 
     def voluntary_switches(self, pid, tid):
         """voluntary_ctxt_switches of a thread: how often it blocked."""
