@@ -174,7 +174,7 @@ class Controller:
         samples = []
         for pid in list(self.targets):
             try:
-                if self.backend.process(pid).zombie:
+                if self.backend.exited(pid):
                     raise NoSuchProcess(pid)
                 samples.append(self.backend.sample(pid))
             except NoSuchProcess:

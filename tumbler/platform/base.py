@@ -18,12 +18,16 @@ mapped once, at the backend edge (as psutil does), so nothing above this
 layer looks at errno.
 """
 
-from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, Mapping, Optional, Tuple
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
 
 #: Levels of the CPU hierarchy, outermost first.  ``auto`` picks the first of
 #: package, numa, llc that splits the target's CPUs into two or more domains.
 LEVELS = ("package", "numa", "llc", "core")
+
+#: The shared, read-only empty microstate mapping of Linux samples.
+NO_MICROSTATES = MappingProxyType({})
 
 
 # -- exceptions --------------------------------------------------------------
@@ -74,8 +78,7 @@ class ProcessInfo:
     zombie: bool = False    # exited, not yet reaped by its parent
 
 
-@dataclass(frozen=True)
-class ThreadTimes:
+class ThreadTimes(NamedTuple):
     """Cumulative times of one thread, nanoseconds since the thread started.
 
     ``run_ns`` (user + system CPU time) is the load numerator of the paper's
@@ -84,6 +87,9 @@ class ThreadTimes:
     runnable but waiting for a CPU.  ``micro`` holds further microstates the
     OS offers (illumos: lck, slp, trp, tfl, dfl, and rtime = elapsed time of
     the LWP), empty on Linux.
+
+    A NamedTuple, not a dataclass: one is built per thread per sample, and
+    sampling cost is what tumbler spends most of its own CPU on.
     """
 
     tid: int
@@ -95,7 +101,7 @@ class ThreadTimes:
     lat_ns: Optional[int] = None
     cpu: Optional[int] = None       # CPU the thread last ran on
     state: str = "?"                # one letter: R running/runnable, S sleeping, ...
-    micro: Mapping[str, int] = field(default_factory=dict)
+    micro: Mapping[str, int] = NO_MICROSTATES
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,10 @@ class Backend:
 
     def thread_ids(self, pid):
         raise NotImplementedError
+
+    def exited(self, pid):
+        """True if the process has exited but is not reaped yet (a zombie)."""
+        return self.process(pid).zombie
 
     def sample(self, pid):
         raise NotImplementedError

@@ -121,6 +121,14 @@ class LinuxBackend(Backend):
             is_kernel=bool(flags & PF_KTHREAD),
             tgid=int(status["Tgid"]), zombie=fields[_STAT_STATE] in ("Z", "X"))
 
+    def exited(self, pid):
+        """Zombie check from the state field of stat alone (once per round)."""
+        try:
+            text = _read_path("%s/%d/stat" % (self.proc, pid)).decode(errors="replace")
+        except OSError:
+            raise NoSuchProcess(pid) from None
+        return parse_stat(text)[1][_STAT_STATE] in ("Z", "X")
+
     def thread_ids(self, pid):
         try:
             return sorted(int(t) for t in os.listdir("%s/%d/task" % (self.proc, pid)))
