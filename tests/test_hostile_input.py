@@ -31,7 +31,7 @@ def _limit_memory():
 @pytest.fixture(scope="module")
 def target(duty):
     """A four-thread process whose masks every test checks."""
-    proc = subprocess.Popen([duty, "600", "40", "30", "20", "10"])
+    proc = subprocess.Popen([duty, "600", "2", "2", "2", "2"])
     wait_for_threads(proc.pid, 5)
     yield proc
     proc.kill()
@@ -48,7 +48,7 @@ def check(tmp_path):
         watched = {p: thread_masks(p) for p in masks_of}
         env = dict(os.environ, TUMBLER_STATE_DIR=str(state))
         result = subprocess.run(tumbler_cmd(*args), capture_output=True, text=True,
-                                timeout=120, cwd=REPO, env=env, preexec_fn=_limit_memory)
+                                timeout=60, cwd=REPO, env=env, preexec_fn=_limit_memory)
         assert_no_traceback(result.stderr)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert result.returncode == status, (args, result.returncode, result.stderr[-2000:])
@@ -67,7 +67,9 @@ def check(tmp_path):
 
 
 def attach(target, *args):
-    return (*args, "-p", str(target.pid))
+    # --duration first: should bad input be taken, the run still ends (and
+    # the test fails on its status) -- a --duration in ``args`` overrides it.
+    return ("--duration", "2", *args, "-p", str(target.pid))
 
 
 # -- CPU lists and domains -----------------------------------------------------------

@@ -161,6 +161,29 @@ needs_cpuset = pytest.mark.skipif(os.geteuid() != 0 or cpuset_mount() is None,
 
 
 @pytest.fixture
+def cgroups_gone():
+    """Asserts no tumbler.<pid> cgroup is left, and removes any a failing
+    test's tumbler left, so one failure does not leak into the system."""
+    mount = cpuset_mount()
+    yield mount
+    left = leftover_cgroups(mount)
+    for top in left:
+        for sub in [os.path.join(top, d) for d in os.listdir(top)
+                    if os.path.isdir(os.path.join(top, d))] + [top]:
+            for tid in open(os.path.join(sub, "tasks")).read().split():
+                try:
+                    with open(os.path.join(os.path.dirname(top), "tasks"), "w") as f:
+                        f.write(tid)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(sub)
+            except OSError:
+                pass
+    assert not left, "cgroups left behind: %s" % left
+
+
+@pytest.fixture
 def domains(two_cpus):
     cpu_a, cpu_b = two_cpus
     return "%d/%d" % (cpu_a, cpu_b), [frozenset([cpu_a]), frozenset([cpu_b])]
@@ -168,17 +191,20 @@ def domains(two_cpus):
 
 # -- the target misbehaves -------------------------------------------------------
 
-def test_one_target_exits_mid_interval_the_other_is_restored(duty, domains, procs, state):
+def test_one_target_exits_mid_interval_the_other_is_restored(churn, duty, domains, procs,
+                                                             state):
     spec, doms = domains
-    short = procs.start([duty, "0.5", "60", "40"])
+    short = procs.start([churn, "-d", "0", "-w", "60", "40"], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE)
     long = procs.start([duty, "30", "70", "50", "30", "10"])
     wait_for_threads(short.pid, 3)
     wait_for_threads(long.pid, 5)
     before = thread_masks(long.pid)
     tumbler = procs.tumbler("--domains", spec, "--interval", "1500", "-p", str(short.pid),
                             "-p", str(long.pid), state_dir=state)
-    wait_bound(long.pid, doms)
-    short.wait(timeout=10)              # exits while tumbler sleeps a 1.5 s interval
+    wait_bound(short.pid, doms, count=3)
+    short.stdin.close()                 # exits while tumbler sleeps a 1.5 s interval
+    assert short.wait(timeout=10) == 0
     time.sleep(2.0)                     # a round notices; tumbler goes on with the other
     assert tumbler.poll() is None
     status, stderr = finish(tumbler, signal.SIGTERM)
@@ -305,9 +331,9 @@ def test_someone_else_changes_affinity_mid_run(duty, domains, procs, state, two_
 
 
 @needs_cpuset
-def test_cpuset_cgroup_removed_underneath(duty, domains, procs, state):
+def test_cpuset_cgroup_removed_underneath(duty, domains, procs, state, cgroups_gone):
     spec, doms = domains
-    mount = cpuset_mount()
+    mount = cgroups_gone
     target = procs.start([duty, "30", "70", "50", "30", "10"])
     wait_for_threads(target.pid, 5)
     before_masks, before_cgroups = thread_masks(target.pid), cgroups_of(target.pid)
@@ -394,10 +420,80 @@ def test_sigkill_then_restore(duty, domains, procs, state):
     assert again.returncode == 0 and again.stdout.strip() == "nothing to restore"
 
 
-@needs_cpuset
-def test_sigkill_then_restore_cpuset(duty, domains, procs, state):
+def test_restore_respects_changes_made_after_the_kill(duty, domains, procs, state,
+                                                     two_cpus):
     spec, doms = domains
-    mount = cpuset_mount()
+    cpu_a, cpu_b = two_cpus
+    target = procs.start([duty, "60", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    names = {n: t for t, n in thread_names(target.pid).items()}
+    changed = names["duty-1"]
+    os.sched_setaffinity(changed, {cpu_a})          # its original: CPU A only
+    before = thread_masks(target.pid)
+    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms, count=len(before))
+    tumbler.kill()
+    tumbler.wait()
+    os.sched_setaffinity(changed, {cpu_a, cpu_b})   # an admin's choice, after the kill
+    result = run_tumbler("restore", env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert "restored %d threads of process %d" % (len(before) - 1, target.pid) \
+        in result.stdout
+    assert "left 1 that someone else had moved since" in result.stdout
+    after = thread_masks(target.pid)
+    assert after[changed] == frozenset([cpu_a, cpu_b])
+    assert {t: m for t, m in after.items() if t != changed} == \
+        {t: m for t, m in before.items() if t != changed}
+    assert not os.listdir(state)
+
+
+SPAWNER = """
+import sys, threading, time
+def idle():
+    while True:
+        time.sleep(0.05)
+for _ in range(2):
+    threading.Thread(target=idle, daemon=True).start()
+print("ready", flush=True)
+for line in sys.stdin:              # each line: one more thread, made by the main thread
+    worker = threading.Thread(target=idle, daemon=True)
+    worker.start()
+    print(worker.native_id, flush=True)
+"""
+
+
+def test_restore_resets_threads_born_after_the_kill(domains, procs, state):
+    """A thread created by a bound thread inherits tumbler's mask; if tumbler
+    died meanwhile, no state file lists it -- restore still puts it back."""
+    spec, doms = domains
+    target = procs.start([sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert target.stdout.readline().strip() == "ready"
+    before = thread_masks(target.pid)
+    original = set(before.values())
+    assert len(original) == 1
+    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms, count=len(before))
+    tumbler.kill()
+    tumbler.wait()
+    inherited = thread_masks(target.pid)[target.pid]
+    assert any(inherited <= d for d in doms)
+    target.stdin.write("one more\n")
+    target.stdin.flush()
+    born = int(target.stdout.readline())
+    assert thread_masks(target.pid)[born] == inherited
+    result = run_tumbler("restore", env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert "restored %d threads of process %d" % (len(before) + 1, target.pid) \
+        in result.stdout
+    assert set(thread_masks(target.pid).values()) == original
+    assert not os.listdir(state)
+
+
+@needs_cpuset
+def test_sigkill_then_restore_cpuset(duty, domains, procs, state, cgroups_gone):
+    spec, doms = domains
+    mount = cgroups_gone
     target = procs.start([duty, "60", "70", "50", "30", "10"])
     wait_for_threads(target.pid, 5)
     before_masks, before_cgroups = thread_masks(target.pid), cgroups_of(target.pid)
@@ -487,3 +583,135 @@ def test_unprivileged_user_on_another_users_process(duty, domains, procs, tmp_pa
     assert len(lines) == 1 and "CAP_SYS_NICE" in lines[0], lines
     assert thread_masks(target.pid) == before
     assert not (tmp_path / "nobody-state").exists()
+
+
+# -- the state files themselves ------------------------------------------------------
+
+def test_restore_discards_the_state_of_a_process_that_exited(duty, domains, procs, state):
+    spec, doms = domains
+    target = procs.start([duty, "60", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    wait_bound(target.pid, doms)
+    tumbler.kill()
+    tumbler.wait()
+    target.kill()
+    target.wait()
+    result = run_tumbler("restore", "-p", str(target.pid), env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "process %d (duty) has exited; discarded its state left by tumbler %d"
+        % (target.pid, tumbler.pid)]
+    assert not os.listdir(state)
+
+
+def test_restore_keeps_and_reports_a_corrupt_state_file(state):
+    state.mkdir()
+    bad = state / "123-456.json"
+    bad.write_text("{not json")
+    result = run_tumbler("restore", env=env_for(state))
+    assert result.returncode == 1
+    assert_no_traceback(result.stderr)
+    assert result.stderr.strip().splitlines() == [
+        "tumbler: state file %s is not valid JSON; inspect and remove it" % bad]
+    assert bad.exists()
+    bad.unlink()
+
+
+def test_state_from_before_a_reboot_is_discarded(duty, procs, state):
+    """PIDs and start times repeat across boots: never apply such state."""
+    from tumbler.platform import open_backend
+    from tumbler.state import STATE_VERSION, write_json
+    target = procs.start([duty, "30", "5", "5"])
+    wait_for_threads(target.pid, 3)
+    before = thread_masks(target.pid)
+    backend = open_backend()
+    sample = backend.sample(target.pid)
+    state.mkdir()
+    path = state / ("%d-%d.json" % (target.pid, backend.process(target.pid).start))
+    write_json(str(path), {
+        "version": STATE_VERSION, "boot": "another-boot",
+        "tumbler": {"pid": 99999999, "start": 1}, "platform": "linux", "binder": "affinity",
+        "target": {"pid": target.pid, "start": backend.process(target.pid).start,
+                   "name": "duty", "allowed": [0]},
+        "domains": [[0]], "resources": {},
+        "threads": [{"tid": tid, "start": times.start, "binder": "affinity",
+                     "saved": {"cpus": [0]}} for tid, times in sample.threads.items()]})
+    backend.close()
+    result = run_tumbler("restore", env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert "has exited; discarded its state" in result.stdout
+    assert thread_masks(target.pid) == before       # the stale "originals" not applied
+    assert not os.listdir(state)
+
+
+def test_default_state_directory(monkeypatch):
+    from tumbler.state import state_dir
+    monkeypatch.delenv("TUMBLER_STATE_DIR", raising=False)
+    if os.geteuid() == 0:
+        assert state_dir() == "/run/tumbler"
+    monkeypatch.setenv("TUMBLER_STATE_DIR", "/somewhere/else")
+    assert state_dir() == "/somewhere/else"
+
+
+def test_journal_lock_batch_and_pruning(duty, procs, state):
+    """In-process: a second claim is Busy; a batch is one write at its end;
+    records of exited threads are pruned as the file grows."""
+    from tumbler.platform import open_backend
+    from tumbler.state import PRUNE_MIN, Busy, Journal
+    target = procs.start([duty, "30", "5", "5"])
+    wait_for_threads(target.pid, 3)
+    backend = open_backend()
+    journal, other = Journal(backend, str(state)), Journal(backend, str(state))
+    try:
+        journal.claim(target.pid)
+        with pytest.raises(Busy) as refused:
+            other.claim(target.pid)
+        assert "tumbler PID %d" % os.getpid() in str(refused.value)
+        (path,) = [state / f for f in os.listdir(state) if f.endswith(".json")]
+
+        def recorded():
+            with open(path) as f:
+                return {r["tid"] for r in json.load(f)["threads"]}
+
+        live = sorted(thread_masks(target.pid))
+        with journal.batch():
+            for tid in live:
+                journal.record(target.pid, tid, 0, "affinity", {"cpus": [0]})
+            assert recorded() == set()
+        assert recorded() == set(live)
+        # Thousands of threads that came and went: the file stays small.
+        for fake in range(1, 5 * PRUNE_MIN):
+            journal.record(target.pid, 4_000_000 + fake, 0, "affinity", {"cpus": [0]})
+        assert set(live) <= recorded() and len(recorded()) <= 2 * PRUNE_MIN + len(live)
+    finally:
+        journal.close()
+        other.close()
+        backend.close()
+    assert not os.listdir(state)
+
+
+@needs_cpuset
+def test_restore_removes_cgroups_of_a_tumbler_killed_before_its_state(procs, state,
+                                                                      cgroups_gone):
+    """No state file names them: `tumbler restore` still finds tumbler.<pid>
+    cgroups whose tumbler is gone and moves whatever is inside back out."""
+    mount = cgroups_gone
+    gone = procs.start(["true"])
+    gone.wait()
+    top = os.path.join(mount, "tumbler.%d" % gone.pid)
+    os.mkdir(top)
+    sub = os.path.join(top, "d0")
+    os.mkdir(sub)
+    for name in ("cpuset.cpus", "cpuset.mems"):
+        for directory in (top, sub):
+            with open(os.path.join(directory, name), "w") as f:
+                f.write(open(os.path.join(mount, name)).read().strip())
+    sleeper = procs.start(["sleep", "60"])
+    with open(os.path.join(sub, "tasks"), "w") as f:
+        f.write(str(sleeper.pid))
+    result = run_tumbler("restore", env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert "removed 2 cgroups left by tumbler %d" % gone.pid in result.stdout
+    assert not os.path.exists(top)
+    assert cgroups_of(sleeper.pid) == {sleeper.pid: "/"}

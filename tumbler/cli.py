@@ -73,6 +73,12 @@ class TumblerGroup(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
             sys.exit(130)
+        except click.exceptions.UsageError as exc:
+            # One line, like every other error (click's own adds the usage
+            # text and a blank line).
+            where = exc.ctx.command_path if exc.ctx is not None else "tumbler"
+            _die("%s (see %s --help)" % (exc.format_message().rstrip("."), where),
+                 exc.exit_code)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
@@ -107,6 +113,7 @@ def main(ctx, pids, root, platform_name, **options):
       tumbler [OPTIONS] -p PID [-p PID ...]
       tumbler [OPTIONS] exec [OPTIONS] -- CMD [ARGS...]
       tumbler topology [--json]
+      tumbler restore [--all | -p PID ...]
     """
     ctx.obj = {"root": root, "platform": platform_name, "options": options}
     if ctx.invoked_subcommand is not None:
@@ -169,10 +176,12 @@ def topology_command(ctx, as_json):
 from .statcmd import stat_command      # noqa: E402  (commands register on main)
 from .probecmd import probe_command    # noqa: E402
 from .compare import compare_command   # noqa: E402  (imports balancing_options from here)
+from .restorecmd import restore_command  # noqa: E402
 
 main.add_command(stat_command)
 main.add_command(probe_command)
 main.add_command(compare_command)
+main.add_command(restore_command)
 
 
 def _own_allowed(backend, topo):

@@ -71,7 +71,7 @@ def load_config(path):
     if path is None:
         return Config()
     try:
-        with open(path) as f:
+        with open(path, "rb") as f:        # bytes: YAML's reader checks the encoding
             data = yaml.safe_load(f)
     except OSError as exc:
         raise UsageError("cannot read config %s: %s" % (path, exc.strerror)) from None

@@ -17,6 +17,7 @@ an error -- ``restore_all`` puts every touched thread back the way it was
 found, and the binder removes what it created.
 """
 
+import contextlib
 import resource
 import sys
 import time
@@ -92,6 +93,7 @@ class Controller:
         self.last_decision = None
         self.pins_made = []
         self.base_allowed = {}              # pid -> CPUs the process may use
+        self.images = {}                    # pid -> program image token (exec detection)
         self._bound_masks = set()           # CPU sets tumbler bound threads to
         self.threads = {}           # (pid, tid) -> TrackedThread
         self.stats = RunStats(started=time.monotonic())
@@ -112,6 +114,10 @@ class Controller:
                 except NoSuchProcess:
                     continue
         self.base_allowed[pid] = frozenset(allowed)
+        try:
+            self.images[pid] = self.backend.process_state(pid)[1]
+        except NoSuchProcess:
+            pass
         self.targets.append(pid)
         self._track(sample, place=True)
 
@@ -174,13 +180,37 @@ class Controller:
         samples = []
         for pid in list(self.targets):
             try:
-                if self.backend.exited(pid):
+                zombie, image = self.backend.process_state(pid)
+                if zombie:
                     raise NoSuchProcess(pid)
+                self._check_exec(pid, image)
                 samples.append(self.backend.sample(pid))
             except NoSuchProcess:
                 self.targets.remove(pid)
                 self._drop_process(pid)
+                if self.journal is not None:
+                    self.journal.release(pid)
         return samples
+
+    def _check_exec(self, pid, image):
+        """After an execve(2) by a thread other than the main one, that
+        thread carries on under the process's ID (same start time) with its
+        own mask.  A mask tumbler set is tumbler's doing wherever it turns
+        up: take it as the thread's binding, not as someone else's change."""
+        old = self.images.get(pid)
+        self.images[pid] = image
+        if old is None or image is None or image == old:
+            return
+        for thread in [t for t in self.threads.values()
+                       if t.pid == pid and t.bound_mask is not None]:
+            try:
+                mask = self.backend.allowed_cpus(pid, thread.tid)
+            except NoSuchProcess:
+                continue
+            if mask in self._bound_masks:
+                thread.bound_mask = mask
+                thread.domain = next((d.index for d in self.domains if mask <= d.cpus),
+                                     thread.domain)
 
     def _drop_process(self, pid):
         for key in [k for k in self.threads if k[0] == pid]:
@@ -201,6 +231,8 @@ class Controller:
             del self.threads[key]
             self.backend.forget(*key)
             self.policy.forget(key[1])
+            if self.journal is not None:
+                self.journal.drop(*key)
 
     def _measure(self, thread, wall_ns, times):
         """Load (Eq. 1) and runnable share over the load window.
@@ -315,6 +347,8 @@ class Controller:
 
     def _apply(self, moves):
         """Bind each (thread, domain); return the moves actually made."""
+        moves = [(thread, dst) for thread, dst in moves if thread.domain != dst]
+        self._save_first([thread for thread, _ in moves])
         made = []
         for thread, dst in moves:
             src = thread.domain
@@ -360,6 +394,21 @@ class Controller:
                 thread.name = reader(thread.pid, thread.tid)
             except NoSuchProcess:
                 pass
+
+    def _save_first(self, threads):
+        """Save the original placement of threads about to be changed for
+        the first time: with a journal, all in one write, on disk before any
+        of them is changed."""
+        todo = [t for t in threads if t.saved is None]
+        if self.dry_run or not todo:
+            return
+        batch = self.journal.batch() if self.journal is not None else contextlib.nullcontext()
+        with batch:
+            for thread in todo:
+                try:
+                    self._save(thread)
+                except (NoSuchProcess, Unmovable):
+                    continue        # _bind meets it again and says so
 
     def _save(self, thread):
         saved = self.binder.save(thread.pid, thread.tid)
@@ -441,6 +490,11 @@ class Controller:
     def restore_all(self):
         """Put back every thread tumbler touched; return how many failed."""
         failed = 0
+        for pid in self.targets:
+            try:
+                self._check_exec(pid, self.backend.process_state(pid)[1])
+            except NoSuchProcess:
+                pass
         for thread in self.threads.values():
             if thread.saved is None:
                 continue

@@ -21,7 +21,8 @@ def parse_cpulist(text):
         try:
             cpus.update(_parse_item(item))
         except ValueError:
-            raise UsageError("bad CPU list %r: cannot parse %r" % (text, item)) from None
+            raise UsageError("bad CPU list %s: cannot parse %s"
+                             % (quote(text), quote(item))) from None
     return frozenset(cpus)
 
 
@@ -49,9 +50,21 @@ MAX_CPU = 65535
 
 def _nonneg(text):
     text = text.strip()
-    if not text.isdigit() or len(text) > 6 or int(text) > MAX_CPU:
+    # isascii(): str.isdigit() also takes "\u0661" and friends, and int() reads them.
+    if not (text.isascii() and text.isdigit()) or len(text) > 6 or int(text) > MAX_CPU:
         raise ValueError(text)
     return int(text)
+
+
+def quote(text, limit=40):
+    """repr() of user input, cut short: error lines stay short whatever the input."""
+    return repr(text[:limit]) + "..." if len(text) > limit else repr(text)
+
+
+def brief(cpus, limit=60):
+    """format_cpulist() for messages, cut short."""
+    text = format_cpulist(cpus)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def format_cpulist(cpus):
@@ -82,13 +95,13 @@ def parse_domains(text):
     domains = []
     for part in text.split("/"):
         if not part.strip():
-            raise UsageError("bad --domains %r: empty domain" % text)
+            raise UsageError("bad --domains %s: empty domain" % quote(text))
         domains.append(parse_cpulist(part))
     seen = set()
     for cpus in domains:
         overlap = seen & cpus
         if overlap:
-            raise UsageError("bad --domains %r: CPU %s is in two domains"
-                             % (text, format_cpulist(overlap)))
+            raise UsageError("bad --domains %s: CPU %s is in two domains"
+                             % (quote(text), brief(overlap)))
         seen |= cpus
     return domains

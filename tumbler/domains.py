@@ -16,7 +16,7 @@ group across; the caller says so in the log and the summary.
 from dataclasses import dataclass
 from typing import Tuple
 
-from .cpulist import format_cpulist
+from .cpulist import brief, format_cpulist
 from .errors import UsageError
 from .platform.base import LEVELS
 
@@ -74,11 +74,11 @@ def _explicit(domains, usable, online):
     for cpus in domains:
         offline = cpus - online
         if offline:
-            raise UsageError("--domains: CPU %s is not on-line" % format_cpulist(offline))
+            raise UsageError("--domains: CPU %s is not on-line" % brief(offline))
         outside = cpus - usable
         if outside:
             raise UsageError("--domains: CPU %s is outside the CPUs the target may use (%s)"
-                             % (format_cpulist(outside), format_cpulist(usable)))
+                             % (brief(outside), brief(usable)))
         result.append(cpus)
     note = "explicit domains: %s" % " / ".join(format_cpulist(d) for d in result)
     if len(result) < 2:

@@ -31,7 +31,7 @@ import click
 from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import open_backend
 from .platform.base import PlatformError
-from .state import (Busy, Lock, StateError, list_states, read_state, remove_resources_of,
+from .state import (Lock, StateError, list_states, read_state, remove_resources_of,
                     restore_state, state_dir)
 
 
@@ -196,5 +196,3 @@ def _remove_orphans(backend, known_owners):
             _say("removed %d cgroups left by tumbler %d" % (len(removed), owner))
     return done, ok
 
-
-__all__ = ["restore_command", "run_restore", "Busy"]

@@ -22,6 +22,7 @@ from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import open_backend
 from .platform.base import NoSuchProcess, NullBinder
 from .runlog import RunLog
+from .state import Journal
 from .summary import summary_lines
 from .targets import allowed_union, check_process
 from .waiting import SignalWaiter
@@ -72,6 +73,13 @@ def _binder(backend, settings, policy):
     return backend.binder(kind)
 
 
+def _journal(backend, settings, policy):
+    """Crash-safe state (tumbler.state) for a run that may move threads."""
+    if not policy.moves_threads or settings["dry_run"] or settings["root"] != "/":
+        return None
+    return Journal(backend)
+
+
 def _observers(settings):
     observers, tracer = [], None
     if settings["probe"]:
@@ -115,6 +123,9 @@ class VerboseReport:
 
 def _finish(controller, observers, waiter, settings, started, cpu_before, reason):
     failed = controller.restore_all()
+    if failed and controller.journal is not None:
+        print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
+              % (failed, "" if failed == 1 else "s"), file=sys.stderr)
     waiter.close()
     for observer in observers:
         close = getattr(observer, "close", None)
@@ -137,13 +148,28 @@ def run_attach(settings, pids):
         info = check_target(backend, pid, settings["force"])
         if policy.moves_threads and not settings["dry_run"]:
             backend.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[backend.name])
-    choice = _choose(backend, allowed_union(backend, pids), settings)
-    binder = _binder(backend, settings, policy)
-    observers = _observers(settings)
-    waiter = SignalWaiter()
-    controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
-                            discover_ms=settings["config"].discover_ms, observers=observers,
-                            load_window_ms=settings["config"].load_window_ms)
+    journal = _journal(backend, settings, policy)
+    waiter = SignalWaiter()         # from here on a stop signal ends the run cleanly
+    try:
+        if journal is not None:
+            # Before anything is read or changed: a second tumbler is refused
+            # here, and what a killed one left is put back first.
+            for pid in pids:
+                journal.claim(pid)
+        choice = _choose(backend, allowed_union(backend, pids), settings)
+        binder = _binder(backend, settings, policy)
+        observers = _observers(settings)
+        controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
+                                discover_ms=settings["config"].discover_ms,
+                                observers=observers, journal=journal,
+                                load_window_ms=settings["config"].load_window_ms)
+        if journal is not None:
+            journal.attach(binder, choice.domains)
+    except BaseException:
+        waiter.close()
+        if journal is not None:
+            journal.close()
+        raise
     started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
     reason = "error"
     deadline = started + settings["duration"] if settings["duration"] else None
@@ -167,6 +193,7 @@ def run_exec(settings, command):
     choice = _choose(backend, allowed, settings)
     binder = _binder(backend, settings, policy)
     observers = _observers(settings)
+    journal = _journal(backend, settings, policy)
     waiter = SignalWaiter(watch_children=True)
     try:
         child = subprocess.Popen(command)
@@ -187,12 +214,16 @@ def run_exec(settings, command):
 
     controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
                             discover_ms=settings["config"].discover_ms, observers=observers,
-                            first_interval_ms=50, load_window_ms=settings["config"].load_window_ms)
+                            first_interval_ms=50, load_window_ms=settings["config"].load_window_ms,
+                            journal=journal)
     started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
     reason = "error"
     deadline = started + settings["duration"] if settings["duration"] else None
     try:
         try:
+            if journal is not None:
+                journal.claim(child.pid, allowed)
+                journal.attach(binder, choice.domains)
             controller.add_target(child.pid, allowed)
         except NoSuchProcess:
             pass

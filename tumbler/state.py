@@ -208,24 +208,6 @@ def _read_pid(fd):
         return 0
 
 
-def lock_is_held(directory, pid, start):
-    """True if a running tumbler holds the lock of (pid, start)."""
-    path = os.path.join(directory, _base(pid, start) + ".lock")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True             # cannot tell: assume it is in use
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 # -- state files ---------------------------------------------------------------
 
 def write_json(path, data):
@@ -541,6 +523,7 @@ class RestoreReport:
     restored: int = 0
     gone: int = 0                   # threads that exited (or whose TID was reused)
     adopted: int = 0                # threads it never recorded, reset all the same
+    foreign: int = 0                # placed by someone else since: left alone
     removed: List[str] = field(default_factory=list)
     failed: int = 0
     errors: List[str] = field(default_factory=list)
@@ -551,12 +534,16 @@ class RestoreReport:
         owner = " left by tumbler %d" % self.owner if self.owner else ""
         if self.process_gone:
             text = "%s has exited; discarded its state%s" % (what, owner)
+        elif not (self.restored or self.adopted or self.gone or self.foreign or self.failed):
+            text = "nothing to put back for %s%s" % (what, owner)
         else:
             text = "restored %d thread%s of %s%s" % (
                 self.restored + self.adopted, "" if self.restored + self.adopted == 1 else "s",
                 what, owner)
             if self.gone:
                 text += " (%d exited meanwhile)" % self.gone
+            if self.foreign:
+                text += "; left %d that someone else had moved since" % self.foreign
         if self.removed:
             text += "; removed %d %s" % (len(self.removed), "resource" if len(self.removed) == 1
                                          else "resources")
@@ -647,6 +634,9 @@ def _restore_threads(data, backend, binder, report):
             report.gone += 1
             continue
         try:
+            if not _placed_by_tumbler(backend, binder, pid, tid, record["saved"], data):
+                report.foreign += 1
+                continue
             binder.restore(pid, tid, record["saved"])
             report.restored += 1
         except NoSuchProcess:
@@ -675,6 +665,35 @@ def _restore_threads(data, backend, binder, report):
         except PlatformError as exc:
             report.failed += 1
             report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
+
+
+def _placed_by_tumbler(backend, binder, pid, tid, saved, state):
+    """Could the thread's placement now be the dead tumbler's doing?
+
+    It only ever bound a thread to a domain cut to the thread's original
+    CPUs, or (speed balancing) to one CPU of those; with ``--binder cpuset``
+    into one of its own ``tumbler.<pid>`` cgroups.  Anything else was set by
+    someone else after it died (or after its last write), and is left alone
+    as the running tumbler would have left it.  Unknown binders, or state
+    without domains: assume it was tumbler.
+    """
+    kind = getattr(binder, "kind", None)
+    domains = state.get("domains")
+    if kind not in ("affinity", "cpuset") or not domains:
+        return True
+    original = frozenset(saved.get("cpus") or state.get("target", {}).get("allowed") or ())
+    current = backend.allowed_cpus(pid, tid)
+    if kind == "cpuset":
+        cgroup = binder.current(pid, tid)[0]
+        owner = "tumbler.%s" % state.get("tumbler", {}).get("pid")
+        if owner in cgroup.split("/"):
+            return True
+        return cgroup == saved.get("cgroup") and current == original
+    if not original or current == original:
+        return True             # putting it back changes nothing either way
+    union = frozenset().union(*(frozenset(d) for d in domains)) & original
+    ours = {frozenset(d) & original for d in domains} | {frozenset([c]) for c in union}
+    return current in ours
 
 
 def _affinity_leftover(backend):

@@ -193,6 +193,36 @@ class PsetBinder:
     def close(self):
         self._destroy_all()
 
+    # -- crash safety (tumbler.state) ----------------------------------------
+
+    def resources(self):
+        """What this binder created, for the state file."""
+        return {"psets": list(self.sets)}
+
+    def current(self, pid, tid):
+        """The LWP's binding now: (processor set, processor)."""
+        return self.lwp_binding(pid, tid)
+
+    def remove_leftovers(self, resources, owner):
+        """Destroy the processor sets a killed tumbler created (its state
+        file lists them); return what was destroyed.  pset_destroy unbinds
+        the LWPs still bound to a set, so none is left on a vanished set."""
+        destroyed, left, first_error = [], [], None
+        for pset in (resources or {}).get("psets", []):
+            if not isinstance(pset, int) or pset == PS_NONE or pset in self.sets:
+                continue
+            try:
+                self.libc.pset_destroy(pset)
+                destroyed.append("processor set %d" % pset)
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:      # already destroyed by someone
+                    continue
+                left.append(pset)
+                first_error = first_error or exc
+        if first_error is not None:
+            raise _destroy_error(first_error, left)
+        return destroyed
+
     # -- helpers -------------------------------------------------------------
 
     def _check_domains(self, domains):

@@ -185,9 +185,10 @@ class Backend:
     def thread_ids(self, pid):
         raise NotImplementedError
 
-    def exited(self, pid):
-        """True if the process has exited but is not reaped yet (a zombie)."""
-        return self.process(pid).zombie
+    def process_state(self, pid):
+        """(zombie, image): ``image`` is a token that changes when the process
+        execs another program, None where the OS cannot tell."""
+        return self.process(pid).zombie, None
 
     def sample(self, pid):
         raise NotImplementedError

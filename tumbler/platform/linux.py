@@ -43,6 +43,7 @@ _NS_PER_TICK = 1_000_000_000 // _CLK_TCK
 # proc(5) is index 0 here.
 _STAT_STATE, _STAT_FLAGS, _STAT_UTIME, _STAT_STIME = 0, 6, 11, 12
 _STAT_STARTTIME, _STAT_PROCESSOR = 19, 36
+_STAT_STARTCODE, _STAT_ENDCODE, _STAT_STARTSTACK = 23, 24, 25
 
 
 def parse_stat(text):
@@ -121,13 +122,25 @@ class LinuxBackend(Backend):
             is_kernel=bool(flags & PF_KTHREAD),
             tgid=int(status["Tgid"]), zombie=fields[_STAT_STATE] in ("Z", "X"))
 
-    def exited(self, pid):
-        """Zombie check from the state field of stat alone (once per round)."""
+    def process_state(self, pid):
+        """(zombie, image) from one read of stat (once per round).
+
+        The image token is the program's text and stack addresses, which an
+        execve(2) replaces (ASLR moves them even for the same file).  The
+        kernel shows them only to a reader allowed to ptrace the process:
+        zeros otherwise, and then None -- an exec cannot be told.
+        """
         try:
             text = _read_path("%s/%d/stat" % (self.proc, pid)).decode(errors="replace")
         except OSError:
             raise NoSuchProcess(pid) from None
-        return parse_stat(text)[1][_STAT_STATE] in ("Z", "X")
+        fields = parse_stat(text)[1]
+        try:
+            image = tuple(int(fields[i]) for i in (_STAT_STARTCODE, _STAT_ENDCODE,
+                                                   _STAT_STARTSTACK))
+        except (IndexError, ValueError):
+            image = None
+        return fields[_STAT_STATE] in ("Z", "X"), (image if image and any(image) else None)
 
     def thread_ids(self, pid):
         try:
