@@ -34,7 +34,7 @@ from .platform.base import NoSuchProcess, Unmovable
 #: Span over which voluntary context switches are counted (see _sleeps_per_second).
 SWITCH_WINDOW_NS = 2_000_000_000
 #: Shortest span over which a thread may be judged not to sleep.
-SWITCH_MIN_SPAN_NS = 1_000_000_000
+SWITCH_MIN_SPAN_NS = 300_000_000
 
 
 @dataclass
