@@ -117,3 +117,18 @@ def test_observe_never_moves_or_pins():
     decision = policy.decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)],
                              [Domain(0, {0}), Domain(1, {1})])
     assert decision.plan.moves == [] and decision.pins == {}
+
+
+def test_a_multiple_of_the_cores_is_left_to_the_os():
+    # 4 spinners on 2 cores: even with noisy speeds the OS shares them 2+2.
+    threads = [spinner(1, 0.4), spinner(2, 0.6), spinner(3, 0.5), spinner(4, 0.5)]
+    decision = auto().decide(threads, ONE_DOMAIN)
+    assert decision.engaged == [] and decision.pins == {}
+    assert decision.interval_ms >= 200
+
+
+def test_single_domain_watches_calmly_until_speed_engages():
+    idle = auto().decide([spinner(1, 1.0), spinner(2, 1.0)], ONE_DOMAIN)
+    assert idle.interval_ms >= 200
+    busy = auto().decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
+    assert busy.interval_ms == SpeedParams().interval_ms      # no jitter in auto()

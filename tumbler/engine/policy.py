@@ -30,7 +30,8 @@ Policies:
                 already moves its co-runners to the idle core; pinning it
                 would only take that freedom away.
              2. Speed balancing *engages* when the domain has more
-                candidates than cores and their speeds differ: the slowest
+                candidates than cores, not a multiple of them (the OS
+                shares a multiple evenly), and their speeds differ: the slowest
                 candidate's speed is below ``threshold`` (0.9) times the
                 mean (3 spinning threads on 2 cores: 0.5, 0.5, 1.0).  Equal
                 speeds mean the OS has already shared the cores fairly.
@@ -39,6 +40,10 @@ Policies:
                 *disengages* (threads handed back to the OS, bound to the
                 whole domain) when they are no more than the cores.
              4. A candidate that starts sleeping is unpinned at once.
+             5. On a single domain with speed balancing idle, rounds come
+                every ``WATCH_INTERVAL_MS`` (200 ms) at the fastest: there
+                is nothing else to do, and each round costs CPU the
+                program could use.
 
 A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole
@@ -58,6 +63,8 @@ from .variation import VariationTable
 RUNNABLE_SHARE = 0.9
 #: Voluntary context switches per second from which a thread counts as sleeping.
 SLEEPS_PER_SECOND = 1.0
+#: Round interval of ``auto`` on a single domain while speed balancing is idle.
+WATCH_INTERVAL_MS = 200
 #: Load below which the speed policy leaves a thread unpinned as idle.
 IDLE_LOAD = 0.05
 #: A tolerance no regrouping can meet: the speed policy only places threads.
@@ -241,6 +248,10 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             # Speed balancing needs its own cadence (100 ms + jitter in the
             # paper); grouping simply runs at it while a domain is engaged.
             interval = self._balancer(domain).next_interval_ms()
+        if len(domains) < 2 and not engaged:
+            # Nothing to group across and nothing to speed-balance: watch
+            # at a calm pace (still fast enough to engage within ~0.5 s).
+            interval = max(interval, WATCH_INTERVAL_MS)
         if self.fixed_interval_ms is not None:
             interval = self.fixed_interval_ms
         plan.interval_ms = interval
@@ -256,7 +267,10 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
     def _engagement(self, domain, candidates, was_engaged):
         """Why speed balancing acts in this domain, or None if it should not."""
         cores = len(domain.cpus)
-        if len(candidates) <= cores:
+        if len(candidates) <= cores or len(candidates) % cores == 0:
+            # With a multiple of the cores the OS gives every core the same
+            # number of threads and every thread the same share: nothing
+            # for speed balancing to fix, and its rounds would only cost.
             return None
         if was_engaged:
             return "%d runnable threads on %d cores" % (len(candidates), cores)
