@@ -62,7 +62,8 @@ class RunStats:
     started: float
     intervals: int = 0
     threads_seen: int = 0
-    migrations: int = 0
+    migrations: int = 0             # moves between domains
+    pins: int = 0                   # speed balancing's core changes
     spreads: list = None
     warnings: int = 0
 
@@ -343,6 +344,7 @@ class Controller:
                 continue
             if self._bind(thread, thread.domain, cpu):
                 made.append((thread, cpu))
+                self.stats.pins += 1
         return made
 
     def _apply(self, moves):

@@ -27,6 +27,9 @@ def summary_lines(controller, wall_s, cpu_s, end_reason):
            controller.policy.name, ", dry run" if controller.dry_run else ""),
         controller.choice.note,
     ]
+    if stats.pins:
+        lines.append("speed balancing: %d core changes (%.1f/s)"
+                     % (stats.pins, stats.pins / wall_s if wall_s > 0 else 0.0))
     early, late = early_late(stats.spreads)
     if early is not None:
         lines.append("domain load spread (CV): early %.2f, late %.2f" % (early, late))
