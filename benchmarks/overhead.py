@@ -71,7 +71,7 @@ from tumbler.platform.linux import AffinityBinder, LinuxBackend  # noqa: E402
 
 THREAD_COUNTS = (64, 1024, 10000)
 #: Files LinuxBackend keeps open per sampled thread (schedstat and stat).
-FILES_PER_THREAD = 2
+FILES_PER_THREAD = 1       # schedstat (LinuxBackend opens stat by path)
 #: Files kept free for everything else (interpreter, pipes, /proc reads).
 FILE_RESERVE = 64
 DOMAIN_COUNTS = (2, 4)
@@ -272,7 +272,7 @@ def raise_limits(threads):
     The soft limits go up to the hard ones; root (CAP_SYS_RESOURCE) may also
     raise the hard limit of open files, up to fs.nr_open.
     """
-    wanted = {resource.RLIMIT_NOFILE: 2 * threads + 256, resource.RLIMIT_NPROC: threads + 256}
+    wanted = {resource.RLIMIT_NOFILE: FILES_PER_THREAD * threads + 256, resource.RLIMIT_NPROC: threads + 256}
     for limit, want in wanted.items():
         soft, hard = resource.getrlimit(limit)
         if hard != resource.RLIM_INFINITY and hard < want and os.geteuid() == 0 \
