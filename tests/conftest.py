@@ -57,6 +57,16 @@ def assert_no_traceback(stderr):
     assert "Traceback" not in stderr, stderr
 
 
+def cpuset_mount():
+    """Mount point of the cgroup v1 cpuset hierarchy, or None."""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == "cgroup" and "cpuset" in fields[3].split(","):
+                return fields[1]
+    return None
+
+
 @pytest.fixture(scope="session")
 def workloads():
     """Directory with the example workloads built (make)."""

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import (REPO, assert_no_traceback, run_tumbler, thread_masks, thread_names,
+from conftest import (REPO, cpuset_mount, assert_no_traceback, run_tumbler, thread_masks, thread_names,
                       tumbler_cmd, wait_for_threads)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
@@ -206,13 +206,6 @@ def test_target_exit_ends_attach_cleanly(duty, two_cpus):
     assert_no_traceback(result.stderr)
 
 
-def cpuset_mount():
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            fields = line.split()
-            if fields[2] == "cgroup" and "cpuset" in fields[3].split(","):
-                return fields[1]
-    return None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="--binder cpuset needs root")

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import (REPO, assert_no_traceback, run_tumbler, thread_masks, thread_names,
+from conftest import (REPO, cpuset_mount, assert_no_traceback, run_tumbler, thread_masks, thread_names,
                       tumbler_cmd, wait_for_threads)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
@@ -128,13 +128,6 @@ def finish(proc, signum=None, timeout=30):
     return proc.returncode, stderr
 
 
-def cpuset_mount():
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            fields = line.split()
-            if fields[2] == "cgroup" and "cpuset" in fields[3].split(","):
-                return fields[1]
-    return None
 
 
 def cgroups_of(pid):
@@ -168,19 +161,26 @@ def cgroups_gone():
     yield mount
     left = leftover_cgroups(mount)
     for top in left:
-        for sub in [os.path.join(top, d) for d in os.listdir(top)
-                    if os.path.isdir(os.path.join(top, d))] + [top]:
-            for tid in open(os.path.join(sub, "tasks")).read().split():
-                try:
-                    with open(os.path.join(os.path.dirname(top), "tasks"), "w") as f:
-                        f.write(tid)
-                except OSError:
-                    pass
+        empty_and_remove(top)
+    assert not left, "cgroups left behind: %s" % left
+
+
+def empty_and_remove(top):
+    """Move every task out of cgroup ``top`` (and its children) into its
+    parent, then remove them, as an admin would; errors are ignored."""
+    origin_tasks = os.path.join(os.path.dirname(top), "tasks")
+    for sub in [os.path.join(top, d) for d in os.listdir(top)
+                if os.path.isdir(os.path.join(top, d))] + [top]:
+        for tid in open(os.path.join(sub, "tasks")).read().split():
             try:
-                os.rmdir(sub)
+                with open(origin_tasks, "w") as f:
+                    f.write(tid)
             except OSError:
                 pass
-    assert not left, "cgroups left behind: %s" % left
+        try:
+            os.rmdir(sub)
+        except OSError:
+            pass
 
 
 @pytest.fixture
@@ -343,21 +343,9 @@ def test_cpuset_cgroup_removed_underneath(duty, domains, procs, state, cgroups_g
     ours = os.path.join(mount, before_cgroups[target.pid].lstrip("/"),
                         "tumbler.%d" % tumbler.pid)
     assert os.path.isdir(ours)
-    origin_tasks = os.path.join(os.path.dirname(ours), "tasks")
     # Someone moves every thread out and removes tumbler's cgroups.
     for attempt in range(50):
-        for sub in [os.path.join(ours, d) for d in os.listdir(ours)
-                    if os.path.isdir(os.path.join(ours, d))] + [ours]:
-            for tid in open(os.path.join(sub, "tasks")).read().split():
-                try:
-                    with open(origin_tasks, "w") as f:
-                        f.write(tid)
-                except OSError:
-                    pass
-            try:
-                os.rmdir(sub)
-            except OSError:
-                pass
+        empty_and_remove(ours)
         if not os.path.exists(ours):
             break
     assert not os.path.exists(ours), "could not remove tumbler's cgroups"
