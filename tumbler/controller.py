@@ -171,9 +171,6 @@ class Controller:
         by_tid = {t.tid: t for t in movable}
         self.placed_between_rounds += self._apply([(by_tid[m.tid], m.dst) for m in moves])
 
-    def _load_of(self, thread):
-        return ThreadLoad(thread.tid, thread.load or 0.0, thread.domain, thread.eligible)
-
     # -- one round -----------------------------------------------------------
 
     def sample_all(self):

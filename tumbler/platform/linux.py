@@ -192,11 +192,6 @@ class LinuxBackend(Backend):
         for key in list(self._files):
             self.forget(*key)
 
-    def thread_start(self, pid, tid):
-        """Start-time token of a thread (stat field 22, clock ticks since boot)."""
-        files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
-        return files.start
-
     def thread_flags(self, pid, tid):
         files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
         return files.flags
