@@ -29,6 +29,7 @@ from .cpulist import format_cpulist
 from .engine.model import Domain, ThreadLoad
 from .engine.policy import RUNNABLE_SHARE, ThreadView
 from .platform.base import NoSuchProcess, Unmovable
+from .targets import allowed_union
 
 
 #: Span over which voluntary context switches are counted (see _sleeps_per_second).
@@ -108,12 +109,7 @@ class Controller:
         may use (default: the union of its threads' masks now)."""
         sample = self.backend.sample(pid)
         if allowed is None:
-            allowed = frozenset()
-            for tid in sample.threads:
-                try:
-                    allowed |= self.backend.allowed_cpus(pid, tid)
-                except NoSuchProcess:
-                    continue
+            allowed = allowed_union(self.backend, [pid])
         self.base_allowed[pid] = frozenset(allowed)
         try:
             self.images[pid] = self.backend.process_state(pid)[1]
