@@ -10,7 +10,9 @@ command, holding the file's lock:
   time (threads that exited, or whose TID was reused, are skipped), and
   threads created later that inherited a placement of the dead tumbler;
 * removes the cgroups (or processor sets) that tumbler created, once no
-  other state file of the same tumbler is left;
+  other state file of the same tumbler is left, and on cgroup v2 disables
+  the cpuset controller where it had enabled it (unless another cgroup
+  relies on it now);
 * deletes the state file -- kept, with a message, if anything failed.
 
 State owned by a running tumbler (its lock is held) is never touched: that

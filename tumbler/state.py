@@ -37,7 +37,8 @@ The state file (JSON)::
      "platform": "linux", "binder": "affinity",
      "target": {"pid": 1234, "start": 120000, "name": "app", "allowed": [0, 1, 2, 3]},
      "domains": [[0, 1], [2, 3]],
-     "resources": {"cgroups": ["/sys/fs/cgroup/cpuset/tumbler.4711", ...]},
+     "resources": {"cgroups": ["/sys/fs/cgroup/cpuset/tumbler.4711", ...],
+                   "subtree_control": [...]},   # cgroup v2: dirs given +cpuset
      "threads": [{"tid": 1235, "start": 120001, "binder": "affinity",
                   "saved": {"cpus": [0, 1, 2, 3]}}, ...]}
 
@@ -457,11 +458,12 @@ class Journal:
 
     def close(self, keep=False):
         """Delete the state files and unlock; with ``keep``, leave the files
-        (something could not be restored) for ``tumbler restore``."""
+        (something could not be restored, or a cgroup not removed) for
+        ``tumbler restore``."""
         for pid in list(self.targets):
             target = self.targets.pop(pid)
             path = StateFile(self.directory, pid, target.start).path
-            if keep and target.threads:
+            if keep and (target.threads or any(self._resources().values())):
                 try:
                     self._write(target)
                 except OSError:
