@@ -1,7 +1,8 @@
 """The auto and speed policies: when speed balancing engages, and what it pins."""
 
 from tumbler.engine import Domain
-from tumbler.engine.policy import ThreadView, make_policy
+from tumbler.engine.policy import (JUDGE_INTERVAL_MS, WATCH_INTERVAL_MS, ThreadView,
+                                   make_policy)
 from tumbler.engine.speed import SpeedParams
 
 WALL = 100_000_000      # a 100 ms round
@@ -48,10 +49,28 @@ def test_no_more_runnable_threads_than_cores_or_equal_speeds_means_os():
     assert auto().decide(four, ONE_DOMAIN).engaged == []
 
 
-def test_unknown_sleep_behaviour_does_not_engage():
+def test_unknown_sleep_behaviour_does_not_engage_but_hurries_the_judgement():
     threads = [spinner(1, 0.5, sleeps=None), spinner(2, 0.5, sleeps=None),
                spinner(3, 1.0, sleeps=None)]
-    assert auto().decide(threads, ONE_DOMAIN).engaged == []
+    decision = auto().decide(threads, ONE_DOMAIN)
+    assert decision.engaged == []
+    # Whether they sleep takes readings over 0.3 s: rounds come faster than
+    # the calm watch until it is known.
+    assert decision.interval_ms == JUDGE_INTERVAL_MS < WATCH_INTERVAL_MS
+    # Known sleepers, or no more runnable threads than cores, or a multiple
+    # of the cores: nothing to judge, calm watch.
+    for calm in ([spinner(1, 0.5, sleeps=20.0), spinner(2, 0.5, sleeps=20.0),
+                  spinner(3, 1.0, sleeps=20.0)],
+                 [spinner(1, 1.0, sleeps=None), spinner(2, 1.0, sleeps=None)],
+                 [spinner(t, 0.5, sleeps=None) for t in (1, 2, 3, 4)]):
+        assert auto().decide(calm, ONE_DOMAIN).interval_ms == WATCH_INTERVAL_MS
+
+
+def test_single_domain_ignores_the_variation_table():
+    # Equal loads (CV 0) would make the table say "idle interval" (800 ms):
+    # irrelevant with nothing to group across.
+    threads = [ThreadView(tid, 0.1, 0, runnable=0.1) for tid in (1, 2, 3)]
+    assert auto().decide(threads, ONE_DOMAIN).interval_ms == WATCH_INTERVAL_MS
 
 
 def test_engaged_domain_stays_engaged_then_releases_pins():

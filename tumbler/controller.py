@@ -36,6 +36,10 @@ from .targets import allowed_union
 SWITCH_WINDOW_NS = 2_000_000_000
 #: Shortest span over which a thread may be judged not to sleep.
 SWITCH_MIN_SPAN_NS = 300_000_000
+#: Voluntary context switches are read at most this often per thread; in
+#: between, the last rate stands (speed balancing rounds come every 20 ms,
+#: and a /proc status read costs more than the rest of a thread's round).
+SWITCH_READ_NS = 100_000_000
 
 
 @dataclass
@@ -46,7 +50,11 @@ class TrackedThread:
     name: str
     allowed: frozenset              # CPUs it was allowed when first seen
     eligible: frozenset             # domain indices it may use
-    history: deque                  # (wall_ns, run_ns, lat_ns) samples in the load window
+    first: tuple                    # (wall_ns, run_ns, lat_ns) when first seen
+    prev_wall: int = 0              # wall_ns and run_ns at the last round's sample
+    prev_run: int = 0
+    exec_ns: int = 0                # CPU time over the last round
+    wall_ns: int = 0                # length of the last round
     load: Optional[float] = None    # None until measured over one interval
     runnable: Optional[float] = None
     domain: Optional[int] = None    # domain tumbler bound it to
@@ -56,6 +64,7 @@ class TrackedThread:
     pinned_cpu: Optional[int] = None    # speed balancing pinned it to this CPU
     bound_mask: Optional[frozenset] = None  # the mask tumbler last set
     switches: Optional[deque] = None    # (wall_ns, voluntary switches) at rounds
+    sleeps_per_s: Optional[float] = None    # rate from the last reading of them
 
 
 @dataclass
@@ -98,6 +107,7 @@ class Controller:
         self.images = {}                    # pid -> program image token (exec detection)
         self._bound_masks = set()           # CPU sets tumbler bound threads to
         self.threads = {}           # (pid, tid) -> TrackedThread
+        self.histories = {}         # pid -> round Samples within the load window
         self.stats = RunStats(started=time.monotonic())
         self._cpu_domain = {cpu: d.index for d in self.domains for cpu in d.cpus}
         binder.setup([d.cpus for d in self.domains])
@@ -118,10 +128,12 @@ class Controller:
         self.targets.append(pid)
         self._track(sample, place=True)
 
-    def _track(self, sample, place):
-        """Start tracking threads of ``sample`` not seen before."""
+    def _track(self, sample, place, tids=None):
+        """Start tracking threads of ``sample`` (or those of ``tids``) not seen before."""
         new = []
-        for tid, times in sample.threads.items():
+        threads = sample.threads
+        for tid, times in (threads.items() if tids is None
+                           else [(tid, threads[tid]) for tid in tids]):
             key = (sample.pid, tid)
             known = self.threads.get(key)
             if known is not None and known.start == times.start:
@@ -134,8 +146,8 @@ class Controller:
             thread = TrackedThread(domain=0 if self.choice.single else None,
                                    pid=sample.pid, tid=tid, start=times.start,
                                    name=times.name, allowed=allowed, eligible=eligible,
-                                   history=deque([(sample.wall_ns, times.run_ns,
-                                                    times.lat_ns)]))
+                                   first=(sample.wall_ns, times.run_ns, times.lat_ns),
+                                   prev_wall=sample.wall_ns, prev_run=times.run_ns)
             self.threads[key] = thread
             self.stats.threads_seen += 1
             new.append(thread)
@@ -209,46 +221,77 @@ class Controller:
     def _drop_process(self, pid):
         for key in [k for k in self.threads if k[0] == pid]:
             del self.threads[key]
+        self.histories.pop(pid, None)
 
     def update_loads(self, samples):
         """Compute each thread's load over the last interval; drop vanished ones."""
-        seen = set()
+        measured = 0
         for sample in samples:
-            self._track(sample, place=True)
-            for tid, times in sample.threads.items():
-                thread = self.threads.get((sample.pid, tid))
-                if thread is None or thread.start != times.start:
-                    continue
-                seen.add((sample.pid, tid))
-                self._measure(thread, sample.wall_ns, times)
-        for key in [k for k in self.threads if k not in seen]:
-            del self.threads[key]
-            self.backend.forget(*key)
-            self.policy.forget(key[1])
-            if self.journal is not None:
-                self.journal.drop(*key)
+            count, unknown = self._measure(sample)
+            measured += count
+            if unknown:
+                measured += len(self._track(sample, place=True, tids=unknown))
+        if measured != len(self.threads):
+            live = {(sample.pid, tid) for sample in samples for tid in sample.threads}
+            for key in [k for k in self.threads if k not in live]:
+                del self.threads[key]
+                self.backend.forget(*key)
+                self.policy.forget(key[1])
+                if self.journal is not None:
+                    self.journal.drop(*key)
 
-    def _measure(self, thread, wall_ns, times):
-        """Load (Eq. 1) and runnable share over the load window.
+    def _measure(self, sample):
+        """Load (Eq. 1) and runnable share of the threads of ``sample`` over
+        the load window, and their CPU time over the last round; returns how
+        many tracked threads it measured and the TIDs it does not track (new
+        threads, or a TID now naming another thread).
 
         Eq. 1 over a single short interval is mostly noise for programs
         whose phases are longer than the interval: a thread that happened
         to wait at a barrier for most of 50 ms looks idle.  The load is
-        therefore taken over the newest sample at least ``load_window`` old
-        (or the oldest one kept), which is Eq. 1 with a longer delta.
+        therefore taken against the newest round sample at least
+        ``load_window`` old (or the oldest one kept), which is Eq. 1 with a
+        longer delta; a thread born since is measured from when it was
+        first seen.  The window's samples are kept per process, not per
+        thread: this runs for every thread every round.
         """
-        history = thread.history
-        history.append((wall_ns, times.run_ns, times.lat_ns))
-        while len(history) > 2 and wall_ns - history[1][0] >= self.load_window_ns:
+        pid, now = sample.pid, sample.wall_ns
+        history = self.histories.get(pid)
+        if history is None:
+            history = self.histories[pid] = deque()
+        history.append(sample)
+        while len(history) > 2 and now - history[1].wall_ns >= self.load_window_ns:
             history.popleft()
-        old_wall, old_run, old_lat = history[0]
-        wall = wall_ns - old_wall
-        if wall <= 0:
-            return
-        run = max(times.run_ns - old_run, 0)
-        thread.load = run / wall
-        if times.lat_ns is not None and old_lat is not None:
-            thread.runnable = (run + max(times.lat_ns - old_lat, 0)) / wall
+        base = history[0]
+        base_wall, base_threads = base.wall_ns, base.threads
+        get = self.threads.get
+        measured = 0
+        unknown = []
+        for tid, times in sample.threads.items():
+            thread = get((pid, tid))
+            if thread is None or thread.start != times.start:
+                unknown.append(tid)
+                continue
+            measured += 1
+            run_ns = times.run_ns
+            thread.exec_ns = run_ns - thread.prev_run if run_ns > thread.prev_run else 0
+            thread.wall_ns = now - thread.prev_wall
+            thread.prev_wall, thread.prev_run = now, run_ns
+            old = base_threads.get(tid)
+            first = thread.first
+            if first[0] < base_wall < now and old is not None and old.start == times.start:
+                old_wall, old_run, old_lat = base_wall, old.run_ns, old.lat_ns
+            else:       # first seen after the base sample (or this is the only one)
+                old_wall, old_run, old_lat = first
+            wall = now - old_wall
+            if wall <= 0:
+                continue
+            run = run_ns - old_run if run_ns > old_run else 0
+            thread.load = run / wall
+            lat_ns = times.lat_ns
+            if lat_ns is not None and old_lat is not None:
+                thread.runnable = (run + (lat_ns - old_lat if lat_ns > old_lat else 0)) / wall
+        return measured, unknown
 
     def round(self):
         """One monitor-group-apply round; returns the Decision."""
@@ -256,14 +299,13 @@ class Controller:
         self.update_loads(samples)
         measured = [t for t in self.threads.values() if t.load is not None and not t.unmovable]
         crowded = self._crowded_domains(measured)
-        decision = self.policy.decide([self._view(t, t.domain in crowded) for t in measured],
-                                      self.domains)
+        decision = self.policy.decide(self._views(measured, crowded), self.domains)
         plan = decision.plan
-        by_tid = {t.tid: t for t in measured}
         applied, self.placed_between_rounds = self.placed_between_rounds, []
         for thread, _, _ in applied:
             self._refresh_name(thread)      # placed at birth, often renamed since
         if self.moves_threads:
+            by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
             applied += self._apply([(by_tid[m.tid], m.dst) for m in plan.moves])
             self.pins_made = self._pin(by_tid, decision.pins)
         self.last_decision = decision
@@ -288,18 +330,27 @@ class Controller:
                 runnable[thread.domain] = runnable.get(thread.domain, 0) + 1
         return {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
 
+    def _views(self, threads, crowded):
+        """The policy's view of each thread: loads, last-round speed, sleeping.
+
+        How often a thread sleeps is read (a /proc read per thread) only for
+        the always-runnable threads of crowded domains.
+        """
+        if not crowded:
+            # tuple.__new__: a NamedTuple's own __new__ is a Python call.
+            new = tuple.__new__
+            return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
+                                     t.exec_ns, t.wall_ns, t.runnable, None))
+                    for t in threads]
+        return [self._view(t, t.domain in crowded) for t in threads]
+
     def _view(self, thread, crowded):
-        """The policy's view of a thread: loads, last-round speed, sleeping."""
-        history = thread.history
-        exec_ns = wall_ns = 0
-        if len(history) >= 2:
-            wall_ns = history[-1][0] - history[-2][0]
-            exec_ns = max(history[-1][1] - history[-2][1], 0)
         sleeps = None
         if crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:
             sleeps = self._sleeps_per_second(thread)
-        return ThreadView(thread.tid, thread.load or 0.0, thread.domain, thread.eligible,
-                          thread.pinned_cpu, exec_ns, wall_ns, thread.runnable, sleeps)
+        return ThreadView(thread.tid, thread.load, thread.domain, thread.eligible,
+                          thread.pinned_cpu, thread.exec_ns, thread.wall_ns, thread.runnable,
+                          sleeps)
 
     def _sleeps_per_second(self, thread):
         """Voluntary context switches per second over the last 2 s or more.
@@ -307,26 +358,32 @@ class Controller:
         Longer than the load window: a thread blocking at barriers between
         long phases may not block within any one 500 ms.
 
-        Read only for always-runnable threads of crowded domains, since it
-        costs a /proc status read; None until the readings span 1 s.
+        Read only for always-runnable threads of crowded domains, and at
+        most every ``SWITCH_READ_NS``, since it costs a /proc status read;
+        None until the readings span ``SWITCH_MIN_SPAN_NS`` (0.3 s).
         """
         reader = getattr(self.backend, "voluntary_switches", None)
         if reader is None:
             return None
+        now = thread.prev_wall          # this round's sample
+        switches = thread.switches
+        if switches and now - switches[-1][0] < SWITCH_READ_NS:
+            return thread.sleeps_per_s
         try:
             count = reader(thread.pid, thread.tid)
         except NoSuchProcess:
             return None
-        now = thread.history[-1][0]
-        if thread.switches is None:
-            thread.switches = deque()
-        switches = thread.switches
+        if switches is None:
+            switches = thread.switches = deque()
         switches.append((now, count))
         while len(switches) > 2 and now - switches[1][0] >= SWITCH_WINDOW_NS:
             switches.popleft()
         if now - switches[0][0] < SWITCH_MIN_SPAN_NS:
-            return None         # too short to tell a spinner from a sleeper
-        return (count - switches[0][1]) * 1e9 / (now - switches[0][0])
+            rate = None         # too short to tell a spinner from a sleeper
+        else:
+            rate = (count - switches[0][1]) * 1e9 / (now - switches[0][0])
+        thread.sleeps_per_s = rate
+        return rate
 
     def _pin(self, by_tid, pins):
         """Apply speed balancing's pins: a CPU, or None for the whole domain."""
@@ -377,8 +434,12 @@ class Controller:
                 self.stats.warnings += 1
                 self.warn("%s; leaving it where it is" % exc)
                 return False
+        rotating = cpu is not None and thread.pinned_cpu is not None
         thread.domain, thread.pinned_cpu, thread.bound_mask = dst, cpu, cpus
-        self._refresh_name(thread)
+        if not rotating:
+            # Speed balancing moves a pinned thread between cores every few
+            # rounds; its name was read when it was first pinned.
+            self._refresh_name(thread)
         return True
 
     def _refresh_name(self, thread):
@@ -446,6 +507,7 @@ class Controller:
         signal means (exec mode forwards it); it returns True to stop.
         """
         next_round = time.monotonic() + self.first_interval_ms / 1000.0
+        scanned = time.monotonic()      # last look for new threads
         while True:
             for signum in waiter.take():
                 if on_signal is None or on_signal(signum):
@@ -459,10 +521,16 @@ class Controller:
                 return "duration reached"
             if now >= next_round:
                 decision = self.round()
-                next_round = time.monotonic() + decision.interval_ms / 1000.0
+                # A round samples every thread, which finds new ones too; one
+                # clock reading for both, so that with an interval equal to
+                # discover_ms no separate scan is made.
+                scanned = time.monotonic()
+                next_round = scanned + decision.interval_ms / 1000.0
                 continue
-            self.discover()
-            wake = min(next_round, now + self.discover_s)
+            if now - scanned >= self.discover_s:
+                self.discover()
+                scanned = now
+            wake = min(next_round, scanned + self.discover_s)
             if deadline is not None:
                 wake = min(wake, deadline)
             waiter.sleep(max(0.0, wake - time.monotonic()))

@@ -106,18 +106,38 @@ def _ordered_domains(domains: Sequence[Domain]) -> List[Domain]:
     return ordered
 
 
+#: The fields a tuple type must start with to be read as columns by zip().
+_LOAD_FIELDS = ("tid", "load", "domain", "eligible")
+_tuple_types_seen: Dict[type, bool] = {}
+
+
 class _Columns:
-    """The threads of one call as columns (one list per field), so that
+    """The threads of one call as columns (one sequence per field), so that
     per-thread work can be done in C-level passes over them."""
 
     __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted")
 
     def __init__(self, threads: List[ThreadLoad], domain_count: int):
-        self.tids = list(map(_TID, threads))
-        self.raw_loads = list(map(_LOAD, threads))
-        self.domains = list(map(_DOMAIN, threads))
-        self.eligibles = list(map(_ELIGIBLE, threads))
+        if threads and all(map(_starts_with_load_fields, set(map(type, threads)))):
+            # ThreadLoad and the policy's ThreadView: one transposing pass.
+            self.tids, self.raw_loads, self.domains, self.eligibles = \
+                list(zip(*threads))[:4]
+        else:
+            self.tids = list(map(_TID, threads))
+            self.raw_loads = list(map(_LOAD, threads))
+            self.domains = list(map(_DOMAIN, threads))
+            self.eligibles = list(map(_ELIGIBLE, threads))
         self.restricted = _some_restricted(self.eligibles, domain_count)
+
+
+def _starts_with_load_fields(kind: type) -> bool:
+    """Whether ``kind`` is a NamedTuple whose first fields are ThreadLoad's."""
+    known = _tuple_types_seen.get(kind)
+    if known is None:
+        known = (issubclass(kind, tuple)
+                 and tuple(getattr(kind, "_fields", ())[:4]) == _LOAD_FIELDS)
+        _tuple_types_seen[kind] = known
+    return known
 
 
 def _some_restricted(eligibles: List[Optional[frozenset]], domain_count: int) -> bool:
@@ -158,7 +178,9 @@ def _plainly_valid(columns: _Columns, domain_count: int) -> bool:
         if len(set(columns.tids)) != len(columns.tids):
             return False
         loads = columns.raw_loads
-        if not set(map(type, loads)) <= {float, int} or not all(map(math.isfinite, loads)):
+        # A finite sum means finite loads (an inf or nan makes it inf or nan;
+        # an overflow raises): one pass instead of isfinite per load.
+        if not set(map(type, loads)) <= {float, int} or not math.isfinite(math.fsum(loads)):
             return False
         if not set(columns.domains) <= {None, *range(domain_count)}:
             return False
@@ -197,7 +219,10 @@ def _effective_load(load: float) -> float:
 def _effective_loads(columns: _Columns) -> List[float]:
     """_effective_load of every thread (a comprehension: max() per item is
     several times slower)."""
-    return [load if load > 0.0 else 0.0 for load in map(float, columns.raw_loads)]
+    loads = columns.raw_loads
+    if loads and min(loads) >= 0.0 and set(map(type, loads)) == {float}:
+        return loads        # the usual case: already what we want
+    return [load if load > 0.0 else 0.0 for load in map(float, loads)]
 
 
 def _eligible_domains(thread: ThreadLoad, domain_count: int) -> List[int]:
@@ -446,10 +471,12 @@ def _by_load_then_tid(tids, loads):
 
 def _moves(threads: List[ThreadLoad], columns: _Columns,
            assignment: Mapping[int, int]) -> List[Move]:
-    moving = list(compress(threads, map(ne, map(assignment.__getitem__, columns.tids),
-                                        columns.domains)))
-    moving.sort(key=_TID)
-    return [Move(thread.tid, thread.domain, assignment[thread.tid]) for thread in moving]
+    destinations = list(map(assignment.__getitem__, columns.tids))
+    moving = list(map(ne, destinations, columns.domains))
+    moves = list(map(Move, compress(columns.tids, moving), compress(columns.domains, moving),
+                     compress(destinations, moving)))
+    moves.sort(key=_TID)
+    return moves
 
 
 def _placement_note(threads: List[ThreadLoad], arriving: List[ThreadLoad]) -> str:
@@ -488,46 +515,60 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
     threads = list(threads)
     columns = _checked_columns(threads, len(ordered))
     effective = _effective_loads(columns)
-    loads = dict(zip(columns.tids, effective))
     thread_cv = cv(effective)
     interval_ms, wants_grouping = table.interval_for(thread_cv)
     domain_loads = _column_sums(effective, columns.domains, len(ordered))
     spread_before = spread(domain_loads, capacities)
 
-    def plan(assignment, predicted, regroup, reason):
+    def plan(assignment, predicted, predicted_spread, regroup, reason, moves=None):
         # ``assignment`` is always a dict built for this plan: no copy needed;
-        # ``predicted`` its summed loads per domain.
-        return Plan(moves=_moves(threads, columns, assignment), assignment=assignment,
+        # ``predicted`` its summed loads per domain, ``predicted_spread``
+        # their spread; ``moves`` None: the threads whose domain changes.
+        if moves is None:
+            moves = _moves(threads, columns, assignment)
+        return Plan(moves=moves, assignment=assignment,
                     thread_cv=thread_cv, interval_ms=interval_ms, regroup=regroup,
                     domain_loads=domain_loads, predicted_loads=predicted,
-                    spread_before=spread_before, spread_after=spread(predicted, capacities),
+                    spread_before=spread_before, spread_after=predicted_spread,
                     reason=reason)
 
     arriving = _arrivals(threads, columns)
-    kept = _kept_assignment(threads, arriving, capacities)
-    # Nobody arriving: the kept loads are the current ones, already summed.
-    kept_loads = _summed_loads(kept, loads, len(ordered)) if arriving else list(domain_loads)
+    loads = dict(zip(columns.tids, effective)) if arriving else None
+    if arriving:
+        kept = _kept_assignment(threads, arriving, capacities)
+        kept_loads = _summed_loads(kept, loads, len(ordered))
+        kept_spread = spread(kept_loads, capacities)
+        kept_moves = None
+    else:
+        # Nobody arriving: the kept loads are the current ones, already
+        # summed, and nobody moves -- the usual round is this cheap.
+        kept = dict(zip(columns.tids, columns.domains))
+        kept_loads, kept_spread, kept_moves = list(domain_loads), spread_before, []
     note = _placement_note(threads, arriving)
     if len(ordered) < 2:
-        return plan(kept, kept_loads, False, "single domain: nothing to group across" + note)
-    kept_spread = spread(kept_loads, capacities)
+        return plan(kept, kept_loads, kept_spread, False,
+                    "single domain: nothing to group across" + note, kept_moves)
     if not wants_grouping and kept_spread < tolerance:
-        return plan(kept, kept_loads, False, "cv %.2f < %.2f: no grouping%s"
-                    % (thread_cv, table.lowest_cv, note))
+        return plan(kept, kept_loads, kept_spread, False, "cv %.2f < %.2f: no grouping%s"
+                    % (thread_cv, table.lowest_cv, note), kept_moves)
     if kept_spread < tolerance:
         # No regrouping can gain more than the whole current spread, so a
         # spread within the tolerance is kept without computing one.
-        return plan(kept, kept_loads, False, "spread %.2f < tolerance %.2f: keep groups%s"
-                    % (kept_spread, tolerance, note))
+        return plan(kept, kept_loads, kept_spread, False,
+                    "spread %.2f < tolerance %.2f: keep groups%s"
+                    % (kept_spread, tolerance, note), kept_moves)
 
+    if loads is None:
+        loads = dict(zip(columns.tids, effective))
     regrouped = _cancel_swaps(columns, _regrouped_assignment(threads, columns, capacities, loads),
                               loads)
     regrouped_loads = _summed_loads(regrouped, loads, len(ordered))
     regrouped_spread = spread(regrouped_loads, capacities)
     gain = kept_spread - regrouped_spread
     if not _worth_regrouping(gain, tolerance):
-        return plan(kept, kept_loads, False, _kept_reason(gain, tolerance) + note)
-    result = plan(regrouped, regrouped_loads, True, "")
+        return plan(kept, kept_loads, kept_spread, False, _kept_reason(gain, tolerance) + note,
+                    kept_moves)
+    result = plan(regrouped, regrouped_loads, regrouped_spread, True, "")
     result.reason = "regrouped: spread %.2f -> %.2f, %d move%s" % (
         spread_before, result.spread_after, len(result.moves),
         "" if len(result.moves) == 1 else "s")

@@ -25,17 +25,18 @@ cost of giving slot s to a copy of domain d is, lexicographically:
 
 The levels are folded into one integer cost with weights large enough that
 the sum of a lower level over all slots never outweighs one unit of a
-higher level.  Loads are
-quantised to micro-units first so the arithmetic is exact and the result
-does not depend on float rounding.  The Hungarian (Kuhn-Munkres) algorithm
+higher level.  The staying load
+of each (slot, domain) is summed exactly (math.fsum) and quantised to
+micro-units, so the arithmetic is exact and the result does not depend on
+float rounding or the order of the threads.  The Hungarian (Kuhn-Munkres) algorithm
 with potentials solves the problem exactly in O(n^2 m); with at most 64
 slots that is about 260 000 steps.
 """
 
 import math
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from numbers import Real
-from operator import eq, mul
+from operator import eq
 from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
 
 #: Loads are compared in millionths of a CPU.
@@ -121,40 +122,54 @@ def hungarian(cost) -> List[int]:
     return column_of_row
 
 
-def _quantised(slot, loads) -> List[int]:
-    """Loads of the threads of ``slot`` in millionths of a CPU, at least 0
-    (0 for a thread without a load).  C-level passes: this runs for every
-    thread every round."""
-    scaled = map(mul, map(float, map(loads.get, slot, repeat(0.0))), repeat(LOAD_QUANTUM))
-    # float.__round__ is round() on a float without round()'s dispatch.
-    return [value if value > 0 else 0 for value in map(float.__round__, scaled)]
+def _two_by_two(cost) -> Optional[List[int]]:
+    """The assignment of a 2 x 2 problem with a unique optimum (two equal
+    domains, the common case); None on a tie, left to ``hungarian``."""
+    (a, b), (c, d) = cost
+    if a + d < b + c:
+        return [0, 1]
+    if a + d > b + c:
+        return [1, 0]
+    return None
 
 
-def _thread_count_and_load(slots, quantised):
-    """(distinct threads, their summed quantised load) over all slots."""
-    total = sum(map(len, slots))
-    if len(set(chain.from_iterable(slots))) == total:
-        return total, sum(map(sum, quantised))
-    merged = {}                     # a thread in two slots counts once
-    for slot, values in zip(slots, quantised):
-        merged.update(zip(slot, values))
-    return len(merged), sum(merged.values())
+def _slot_loads(slot, loads) -> List[float]:
+    """Loads of the threads of ``slot``, at least 0 (0 for a thread without
+    a load)."""
+    values = list(map(loads.get, slot, repeat(0.0)))
+    if not set(map(type, values)) <= {float}:
+        values = list(map(float, values))
+    if values and min(values) < 0.0:
+        values = [value if value > 0.0 else 0.0 for value in values]
+    return values
+
+
+def _quantised(load: float) -> int:
+    """A summed load in millionths of a CPU: integers add up exactly."""
+    return round(load * LOAD_QUANTUM)
 
 
 def _staying(slot, values, current, domain_count):
-    """Per domain: how many threads of ``slot`` are there now, and their load."""
+    """Per domain: how many threads of ``slot`` are there now, and their
+    summed load, quantised (see _quantised).
+
+    Sums are taken per (slot, domain) with math.fsum, which is exact before
+    its one rounding, so the result does not depend on the order of the
+    threads; C-level passes, as this covers every thread every regrouping.
+    """
     where = list(map(current.get, slot))
     if domain_count <= _FEW_DOMAINS:
-        return ([where.count(domain) for domain in range(domain_count)],
-                [sum(compress(values, map(eq, where, repeat(domain))))
-                 for domain in range(domain_count)])
+        count = [where.count(domain) for domain in range(domain_count)]
+        load = [_quantised(math.fsum(compress(values, map(eq, where, repeat(domain)))))
+                if count[domain] else 0 for domain in range(domain_count)]
+        return count, load
     count = [0] * domain_count
-    load = [0] * domain_count
+    parts = [[] for _ in range(domain_count)]
     for domain, value in zip(where, values):
         if domain is not None and 0 <= domain < domain_count:
             count[domain] += 1
-            load[domain] += value
-    return count, load
+            parts[domain].append(value)
+    return count, [_quantised(math.fsum(part)) for part in parts]
 
 
 def _barred(slot, eligible, domain_count):
@@ -196,15 +211,15 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
     eligible = eligible or {}
     domain_count = len(units)
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
-    quantised = [_quantised(slot, loads) for slot in slots]
-    thread_count, total_load = _thread_count_and_load(slots, quantised)
-    stay_weight = thread_count + 1                # > any number of threads kept
-    load_weight = total_load + 1                  # > any summed staying load
+    staying = [_staying(slot, _slot_loads(slot, loads), current, domain_count)
+               for slot in slots]
+    stay_weight = sum(map(len, slots)) + 1        # > any number of threads kept
+    # > any summed staying load: each slot contributes one of its domains'.
+    load_weight = sum(sum(load) for _, load in staying) + 1
     position_weight = len(slots) + 1              # > any number of off-position slots
     cost = []
     for position, slot in enumerate(slots):
-        staying_count, staying_load = _staying(slot, quantised[position], current,
-                                               domain_count)
+        staying_count, staying_load = staying[position]
         barred = _barred(slot, eligible, domain_count) if eligible else [0] * domain_count
         row = []
         for column, domain in enumerate(column_domain):
@@ -212,7 +227,9 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
             level = level * load_weight - staying_load[domain]
             row.append(level * position_weight + (column != position))
         cost.append(row)
-    chosen = hungarian(cost)
+    chosen = _two_by_two(cost) if len(cost) == 2 else None
+    if chosen is None:
+        chosen = hungarian(cost)
     assignment = {}
     for position, slot in enumerate(slots):
         assignment.update(dict.fromkeys(slot, column_domain[chosen[position]]))

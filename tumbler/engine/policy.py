@@ -41,9 +41,12 @@ Policies:
                 whole domain) when they are no more than the cores.
              4. A candidate that starts sleeping is unpinned at once.
              5. On a single domain with speed balancing idle, rounds come
-                every ``WATCH_INTERVAL_MS`` (200 ms) at the fastest: there
-                is nothing else to do, and each round costs CPU the
-                program could use.
+                every ``WATCH_INTERVAL_MS`` (200 ms): there is nothing
+                else to do, and each round costs CPU the program could
+                use.  While a domain has more runnable threads than cores
+                whose sleeping is not yet known (it takes readings over
+                0.3 s), rounds come every ``JUDGE_INTERVAL_MS`` (100 ms),
+                so that speed balancing engages within about 0.4 s.
 
 A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole
@@ -52,7 +55,8 @@ acted and why -- the controller logs them verbatim.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from operator import attrgetter
+from typing import Dict, List, NamedTuple, Optional
 
 from .grouping import DEFAULT_TOLERANCE, plan_tumbler
 from .model import Plan, ThreadLoad
@@ -65,15 +69,22 @@ RUNNABLE_SHARE = 0.9
 SLEEPS_PER_SECOND = 1.0
 #: Round interval of ``auto`` on a single domain while speed balancing is idle.
 WATCH_INTERVAL_MS = 200
+#: Round interval of ``auto`` while a crowded domain's threads are being
+#: judged (whether they sleep takes readings over 0.3 s): speed balancing
+#: then engages about 0.4 s after the threads start, not a second later.
+JUDGE_INTERVAL_MS = 100
 #: Load below which the speed policy leaves a thread unpinned as idle.
 IDLE_LOAD = 0.05
 #: A tolerance no regrouping can meet: the speed policy only places threads.
 NEVER_REGROUP = 1e9
 
 
-@dataclass(frozen=True)
-class ThreadView:
-    """What the controller knows of one thread this round."""
+class ThreadView(NamedTuple):
+    """What the controller knows of one thread this round.
+
+    Its first four fields are those of ``ThreadLoad``, so the engine takes
+    views as they are (a NamedTuple: one is built per thread per round).
+    """
 
     tid: int
     load: float                     # CPU share over the load window (Eq. 1)
@@ -95,7 +106,15 @@ class Decision:
     engaged: List[int] = field(default_factory=list)        # domains speed-balanced
 
 
+_TID = attrgetter("tid")
+_ENGINE_INPUT_TYPES = {ThreadView, ThreadLoad}
+
+
 def _loads(threads):
+    """The engine's input: views are taken as they are (their first fields
+    are ThreadLoad's); anything else is converted."""
+    if set(map(type, threads)) <= _ENGINE_INPUT_TYPES:
+        return threads
     return [ThreadLoad(t.tid, t.load, t.domain, t.eligible) for t in threads]
 
 
@@ -225,21 +244,27 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
 
     def decide(self, threads, domains):
         plan = self.plan(threads, domains)
+        assignment = plan.assignment
         engaged_before = self.__dict__.setdefault("_engaged", set())
         pins, notes, engaged = {}, {}, []
         interval = plan.interval_ms
+        # One pass each over all threads, then per domain over the few that
+        # stay runnable or are pinned: this runs every round.
+        # sleeps_per_s is measured only for runnable threads of crowded domains.
+        runnable = [t for t in threads if t.sleeps_per_s is not None and self._stays_runnable(t)]
+        pinned = [t for t in threads if t.pinned_cpu is not None]
+        where = list(map(assignment.get, map(_TID, threads)))
         for domain in domains:
-            members = [t for t in threads if plan.assignment.get(t.tid) == domain.index]
-            candidates = [t for t in members if self._stays_runnable(t)]
-            verdict = self._engagement(domain, candidates, domain.index in engaged_before)
-            candidate_tids = {t.tid for t in candidates}
-            others = [t for t in members if t.tid not in candidate_tids]
-            self._release(others, pins)
+            index = domain.index
+            candidates = [t for t in runnable if assignment.get(t.tid) == index]
+            verdict = self._engagement(domain, candidates, index in engaged_before)
+            candidate_tids = {t.tid for t in candidates} if verdict is not None else ()
+            self._release([t for t in pinned if assignment.get(t.tid) == index
+                           and t.tid not in candidate_tids], pins)
             if verdict is None:
-                self._release(candidates, pins)
-                engaged_before.discard(domain.index)
-                notes[domain.index] = "os: %d runnable of %d threads on %d cores" % (
-                    len(candidates), len(members), len(domain.cpus))
+                engaged_before.discard(index)
+                notes[index] = "os: %d runnable of %d threads on %d cores" % (
+                    len(candidates), where.count(index), len(domain.cpus))
                 continue
             engaged_before.add(domain.index)
             engaged.append(domain.index)
@@ -250,13 +275,31 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             interval = self._balancer(domain).next_interval_ms()
         if len(domains) < 2 and not engaged:
             # Nothing to group across and nothing to speed-balance: watch
-            # at a calm pace (still fast enough to engage within ~0.5 s).
-            interval = max(interval, WATCH_INTERVAL_MS)
+            # at a calm pace.  The table's interval is about regrouping,
+            # which cannot happen here, so it does not apply.
+            interval = WATCH_INTERVAL_MS
+        if not engaged and self._judging(threads, domains, assignment):
+            interval = min(interval, JUDGE_INTERVAL_MS)
         if self.fixed_interval_ms is not None:
             interval = self.fixed_interval_ms
         plan.interval_ms = interval
         return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
                         engaged=engaged)
+
+    @staticmethod
+    def _judging(threads, domains, assignment):
+        """Whether some domain has more runnable threads than cores (not a
+        multiple) of which some have not been watched long enough to say
+        whether they sleep."""
+        for domain in domains:
+            runnable = [t for t in threads if t.runnable is not None
+                        and t.runnable >= RUNNABLE_SHARE
+                        and assignment.get(t.tid) == domain.index]
+            cores = len(domain.cpus)
+            if len(runnable) > cores and len(runnable) % cores \
+                    and any(t.sleeps_per_s is None for t in runnable):
+                return True
+        return False
 
     @staticmethod
     def _stays_runnable(thread):

@@ -28,7 +28,9 @@ interval returned here is also the next sampling interval.
 """
 
 import math
+from itertools import repeat
 from numbers import Real
+from operator import mul, sub
 
 #: (lowest CV of the row, grouping interval in ms), highest CV first.
 DEFAULT_TABLE = (
@@ -50,13 +52,17 @@ def cv(values) -> float:
     0.0 when there are fewer than two values or the mean is not positive
     (no load, nothing to balance).
     """
-    data = [float(value) for value in values]
+    data = values if type(values) in (list, tuple) else list(values)
     if len(data) < 2:
         return 0.0
+    if set(map(type, data)) != {float}:
+        data = list(map(float, data))
     mean = math.fsum(data) / len(data)
     if not mean > 0.0:
         return 0.0
-    variance = math.fsum((value - mean) ** 2 for value in data) / len(data)
+    # C-level passes (d * d is exactly (value - mean) ** 2).
+    deviations = list(map(sub, data, repeat(mean)))
+    variance = math.fsum(map(mul, deviations, deviations)) / len(data)
     return math.sqrt(variance) / mean
 
 

@@ -1,0 +1,161 @@
+"""The controller's per-thread numbers, on a scripted backend.
+
+The controller keeps the load window's samples per process and measures
+each thread against them (Eq. 1 over ``load_window``, from a thread's first
+sighting if it was born since), plus its CPU time over the last round for
+speed balancing.  These tests drive it with samples whose times are chosen,
+so each expected load is exact.
+"""
+
+import pytest
+
+from tumbler.controller import Controller
+from tumbler.domains import DomainChoice
+from tumbler.engine.policy import ObservePolicy
+from tumbler.platform.base import Backend, NoSuchProcess, NullBinder, Sample, ThreadTimes
+
+MS = 1_000_000
+PID = 100
+
+
+class ScriptedBackend(Backend):
+    """A process whose threads' CPU times the test sets before each sample."""
+
+    name = "scripted"
+
+    def __init__(self):
+        super().__init__("/nonexistent")
+        self.now = 0
+        self.threads = {}           # tid -> [start, run_ns, lat_ns]
+        self.forgotten = []
+
+    def run(self, tid, run_ms, lat_ms=0, start=None):
+        entry = self.threads.setdefault(tid, [start or tid, 0, 0])
+        entry[1] += run_ms * MS
+        entry[2] += lat_ms * MS
+
+    def thread_ids(self, pid):
+        if pid != PID:
+            raise NoSuchProcess(pid)
+        return sorted(self.threads)
+
+    def process_state(self, pid):
+        if pid != PID:
+            raise NoSuchProcess(pid)
+        return False, None
+
+    def sample(self, pid):
+        if pid != PID:
+            raise NoSuchProcess(pid)
+        return Sample(pid, self.now, {
+            tid: ThreadTimes(tid, start, "t%d" % tid, run, None, None, lat)
+            for tid, (start, run, lat) in sorted(self.threads.items())})
+
+    def allowed_cpus(self, pid, tid):
+        return frozenset({0, 1})
+
+    def forget(self, pid, tid):
+        self.forgotten.append(tid)
+
+
+def controller_for(backend, window_ms=500):
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), ObservePolicy(), choice,
+                            load_window_ms=window_ms)
+    controller.add_target(PID)
+    return controller
+
+
+def advance(backend, controller, ms, busy):
+    """``ms`` of wall time in which each tid of ``busy`` runs its share."""
+    backend.now += ms * MS
+    for tid, share in busy.items():
+        backend.run(tid, share * ms)
+    controller.round()
+
+
+def load(controller, tid):
+    return controller.threads[(PID, tid)].load
+
+
+def test_first_round_measures_from_when_the_thread_was_first_seen():
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    controller = controller_for(backend)
+    advance(backend, controller, 100, {101: 0.5})
+    assert load(controller, 101) == pytest.approx(0.5)
+    thread = controller.threads[(PID, 101)]
+    assert (thread.exec_ns, thread.wall_ns) == (50 * MS, 100 * MS)
+
+
+def test_load_is_taken_over_the_load_window_and_last_round_apart():
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    backend.run(102, 0)
+    controller = controller_for(backend, window_ms=300)
+    for _ in range(5):                      # 500 ms at full load
+        advance(backend, controller, 100, {101: 1.0})
+    advance(backend, controller, 100, {})   # then 100 ms idle
+    # Over the window (the newest sample at least 300 ms old: 300 ms ago)
+    # the thread ran 200 of 300 ms; in the last round not at all.
+    assert load(controller, 101) == pytest.approx(2 / 3)
+    assert load(controller, 102) == 0.0
+    thread = controller.threads[(PID, 101)]
+    assert (thread.exec_ns, thread.wall_ns) == (0, 100 * MS)
+    assert thread.runnable == pytest.approx(2 / 3)
+
+
+def test_thread_born_inside_the_window_is_measured_from_its_birth():
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    controller = controller_for(backend, window_ms=500)
+    for _ in range(3):
+        advance(backend, controller, 100, {101: 1.0})
+    backend.run(102, 0)                     # born now, seen by the next round
+    advance(backend, controller, 100, {101: 1.0})
+    assert load(controller, 102) is None    # seen once: nothing to measure yet
+    advance(backend, controller, 100, {101: 1.0, 102: 0.25})
+    # Not against the process's oldest sample (which it is not in) but
+    # against its first sighting, 100 ms ago.
+    assert load(controller, 102) == pytest.approx(0.25)
+    assert load(controller, 101) == pytest.approx(1.0)
+
+
+def test_reused_tid_is_a_new_thread():
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    controller = controller_for(backend)
+    advance(backend, controller, 100, {101: 1.0})
+    backend.threads[101] = [999, 0, 0]      # exited; its TID now names another thread
+    advance(backend, controller, 100, {101: 0.5})
+    thread = controller.threads[(PID, 101)]
+    assert thread.start == 999
+    assert thread.load is None              # measured from its own first sighting only
+    advance(backend, controller, 100, {101: 0.5})
+    assert load(controller, 101) == pytest.approx(0.5)
+
+
+def test_vanished_threads_are_dropped_and_forgotten():
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    backend.run(102, 0)
+    controller = controller_for(backend)
+    advance(backend, controller, 100, {101: 1.0, 102: 1.0})
+    del backend.threads[102]
+    advance(backend, controller, 100, {101: 1.0})
+    assert (PID, 102) not in controller.threads
+    assert 102 in backend.forgotten
+    assert load(controller, 101) == pytest.approx(1.0)
+
+
+def test_runnable_share_adds_run_queue_wait():
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    controller = controller_for(backend)
+    backend.now += 100 * MS
+    backend.run(101, 40, lat_ms=50)
+    controller.round()
+    thread = controller.threads[(PID, 101)]
+    assert thread.load == pytest.approx(0.4)
+    assert thread.runnable == pytest.approx(0.9)
+

@@ -1,0 +1,132 @@
+"""LinuxBackend.sample on real threads: the batched steady-state path.
+
+A round calls process_state (which reads num_threads) and then sample; when
+the count is unchanged, sample reads the kept-open schedstat fds of the
+threads it knew without listing /proc/PID/task, in one batch.  These tests
+check that the batch agrees with the per-thread path, and that threads
+exiting and starting between rounds are neither kept nor missed for long.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tumbler.platform.linux import LinuxBackend
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+CHILD = textwrap.dedent("""
+    import sys, threading, time
+    threads = []
+    def worker(stop, ready):
+        ready.append(threading.get_native_id())
+        x = 0
+        while not stop.is_set():
+            for _ in range(20000):
+                x += 1
+            time.sleep(0.001)
+    def start():
+        stop, ready = threading.Event(), []
+        t = threading.Thread(target=worker, args=(stop, ready))
+        t.start()
+        while not ready:
+            time.sleep(0.001)
+        threads.append((t, stop, ready[0]))
+        return ready[0]
+    for _ in range(3):
+        start()
+    print("ready", *[tid for _, _, tid in threads], flush=True)
+    for line in sys.stdin:
+        if line.strip() == "swap":           # the oldest thread exits, a new one starts
+            t, stop, tid = threads.pop(0)
+            stop.set()
+            t.join()
+            print("swapped", tid, start(), flush=True)
+""")
+
+
+@pytest.fixture
+def child():
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, universal_newlines=True)
+    words = proc.stdout.readline().split()
+    assert words[0] == "ready"
+    yield proc, [int(w) for w in words[1:]]
+    proc.kill()
+    proc.wait()
+
+
+def round_sample(backend, pid):
+    """What the controller does each round: process_state, then sample."""
+    backend.process_state(pid)
+    return backend.sample(pid)
+
+
+def test_batched_sample_agrees_with_the_per_thread_path(child):
+    proc, workers = child
+    backend = LinuxBackend()
+    try:
+        round_sample(backend, proc.pid)
+        calls = []
+        for name in ("thread_ids", "_read_times"):
+            original = getattr(backend, name)
+            setattr(backend, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+        batched = round_sample(backend, proc.pid)       # steady: fds open, count known
+        assert calls == []          # neither listed nor read thread by thread
+        careful = backend.sample(proc.pid, detail=True)  # per thread, stat read too
+        assert "thread_ids" in calls and "_read_times" in calls
+    finally:
+        backend.close()
+    assert set(batched.threads) == set(careful.threads) == {proc.pid, *workers}
+    for tid, times in batched.threads.items():
+        other = careful.threads[tid]
+        assert (times.tid, times.start, times.name) == (other.tid, other.start, other.name)
+        assert 0 < times.run_ns <= other.run_ns      # read a moment earlier
+        assert times.lat_ns is not None and times.lat_ns <= other.lat_ns
+    # Same numbers as the kernel's own file.
+    with open("/proc/%d/task/%d/schedstat" % (proc.pid, workers[0])) as f:
+        run_now = int(f.read().split()[0])
+    assert batched.threads[workers[0]].run_ns <= run_now
+
+
+def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(child):
+    proc, workers = child
+    backend = LinuxBackend()
+    try:
+        round_sample(backend, proc.pid)
+        round_sample(backend, proc.pid)
+        proc.stdin.write("swap\n")
+        proc.stdin.flush()
+        words = proc.stdout.readline().split()
+        assert words[0] == "swapped"
+        gone, new = int(words[1]), int(words[2])
+        assert gone == workers[0]
+        # Same number of threads as before: the first round after may not
+        # list the new thread yet, but never reports the one that exited,
+        # and lets go of its file.
+        first = round_sample(backend, proc.pid)
+        assert gone not in first.threads
+        assert (proc.pid, gone) not in backend._files
+        second = round_sample(backend, proc.pid)
+        assert set(second.threads) == {proc.pid, new, *workers[1:]}
+        third = round_sample(backend, proc.pid)
+        assert set(third.threads) == set(second.threads)
+    finally:
+        backend.close()
+
+
+def test_exited_process_raises_no_such_process(child):
+    from tumbler.platform.base import NoSuchProcess
+    proc, _ = child
+    backend = LinuxBackend()
+    try:
+        round_sample(backend, proc.pid)
+        round_sample(backend, proc.pid)
+        proc.kill()
+        proc.wait()
+        with pytest.raises(NoSuchProcess):
+            backend.sample(proc.pid)
+    finally:
+        backend.close()
