@@ -294,6 +294,22 @@ def test_assign_slots_keeps_the_maximum_possible_threads(seed):
     assert (kept_threads(assignment, current), kept_load) == best
 
 
+@pytest.mark.parametrize("seed", range(200))
+def test_assign_slots_counting_shortcut_agrees_with_the_full_cost(seed, monkeypatch):
+    """Equal domains: when the number of kept threads alone decides, the
+    shortcut gives exactly what the full cost (loads, position) gives."""
+    from tumbler.engine import mapping
+    rng = random.Random(5000 + seed)
+    domain_count = rng.randint(1, 4)
+    loads = {tid: rng.choice([0.0, 0.5, round(rng.uniform(0, 1.2), 3)])
+             for tid in range(rng.randint(1, 40))}
+    current = {tid: rng.choice(list(range(domain_count)) + [None]) for tid in loads}
+    slots, units = wave_slots(loads, [1] * domain_count)
+    shortcut = assign_slots(slots, units, current, loads)
+    monkeypatch.setattr(mapping, "_decided_by_counts", lambda slots, current: None)
+    assert shortcut == assign_slots(slots, units, current, loads)
+
+
 def test_assign_slots_rejects_units_that_do_not_match_slots():
     with pytest.raises(ValueError, match="add up"):
         assign_slots([[1], [2]], [1, 2], {}, {1: 1.0, 2: 1.0})

@@ -49,13 +49,25 @@ def test_no_more_runnable_threads_than_cores_or_equal_speeds_means_os():
     assert auto().decide(four, ONE_DOMAIN).engaged == []
 
 
-def test_unknown_sleep_behaviour_does_not_engage_but_hurries_the_judgement():
-    threads = [spinner(1, 0.5, sleeps=None), spinner(2, 0.5, sleeps=None),
+def test_unknown_sleep_behaviour_engages_at_once_and_sleepers_are_let_go():
+    policy = auto()
+    unknown = [spinner(1, 0.5, sleeps=None), spinner(2, 0.5, sleeps=None),
                spinner(3, 1.0, sleeps=None)]
+    first = policy.decide(unknown, ONE_DOMAIN)
+    assert first.engaged == [0] and sorted(first.pins) == [1, 2, 3]
+    # 0.3 s later the readings say they block at barriers: handed back.
+    pinned = [t._replace(pinned_cpu=first.pins[t.tid], sleeps_per_s=20.0) for t in unknown]
+    later = policy.decide(pinned, ONE_DOMAIN)
+    assert later.engaged == []
+    assert later.pins == {1: None, 2: None, 3: None}
+
+
+def test_crowded_domain_not_yet_judged_is_watched_closely():
+    # Equal speeds (the OS shares fairly for now): not engaged, but whether
+    # they sleep is still unknown -- rounds come faster than the calm watch.
+    threads = [spinner(t, 2 / 3, sleeps=None) for t in (1, 2, 3)]
     decision = auto().decide(threads, ONE_DOMAIN)
     assert decision.engaged == []
-    # Whether they sleep takes readings over 0.3 s: rounds come faster than
-    # the calm watch until it is known.
     assert decision.interval_ms == JUDGE_INTERVAL_MS < WATCH_INTERVAL_MS
     # Known sleepers, or no more runnable threads than cores, or a multiple
     # of the cores: nothing to judge, calm watch.

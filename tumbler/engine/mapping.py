@@ -34,7 +34,7 @@ slots that is about 260 000 steps.
 """
 
 import math
-from itertools import compress, repeat
+from itertools import compress, permutations, repeat
 from numbers import Real
 from operator import eq
 from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
@@ -44,6 +44,10 @@ LOAD_QUANTUM = 1_000_000
 
 #: Up to this many domains, per-domain counts take one C-level pass each.
 _FEW_DOMAINS = 8
+
+#: Up to this many equal domains (4! = 24 permutations), see whether the
+#: number of threads kept alone decides the mapping (_decided_by_counts).
+_FEW_SLOTS = 4
 
 
 def _checked_matrix(cost):
@@ -172,6 +176,33 @@ def _staying(slot, values, current, domain_count):
     return count, [_quantised(math.fsum(part)) for part in parts]
 
 
+def _decided_by_counts(slots, current) -> Optional[Dict[Hashable, int]]:
+    """The assignment when the number of threads kept alone decides it.
+
+    With equal domains (one slot each), no eligibility limits and few
+    domains, the second cost level -- threads kept in place -- is usually
+    enough: if exactly one slot -> domain permutation keeps the most
+    threads, that permutation is what the full cost picks too, and the
+    loads need not be summed at all.  None when several tie.
+    """
+    where = [list(map(current.get, slot)) for slot in slots]
+    count = len(slots)
+    kept = [[domains.count(domain) for domain in range(count)] for domains in where]
+    best, best_kept, tied = None, -1, False
+    for permutation in permutations(range(count)):
+        total = sum(kept[slot][domain] for slot, domain in enumerate(permutation))
+        if total > best_kept:
+            best, best_kept, tied = permutation, total, False
+        elif total == best_kept:
+            tied = True
+    if tied:
+        return None
+    assignment = {}
+    for slot, domain in zip(slots, best):
+        assignment.update(dict.fromkeys(slot, domain))
+    return assignment
+
+
 def _barred(slot, eligible, domain_count):
     """Per domain: how many threads of ``slot`` may not run there."""
     barred = [0] * domain_count
@@ -210,6 +241,10 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
     units = _checked_units(units_per_domain, len(slots))
     eligible = eligible or {}
     domain_count = len(units)
+    if not eligible and domain_count <= _FEW_SLOTS and units == [1] * domain_count:
+        decided = _decided_by_counts(slots, current)
+        if decided is not None:
+            return decided
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
     staying = [_staying(slot, _slot_loads(slot, loads), current, domain_count)
                for slot in slots]

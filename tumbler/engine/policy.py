@@ -28,7 +28,12 @@ Policies:
                 context switches per second.  A thread that blocks at
                 barriers leaves the run queue, and the OS's own balancer
                 already moves its co-runners to the idle core; pinning it
-                would only take that freedom away.
+                would only take that freedom away.  Sleeping is counted
+                over 0.3 to 2 s; until 0.3 s of readings exist a runnable
+                thread counts as not sleeping, so that speed balancing
+                engages within ~0.15 s of the threads starting (as the
+                paper's speedbalancer pins at once) and lets go of a
+                thread as soon as it is found to block (4.).
              2. Speed balancing *engages* when the domain has more
                 candidates than cores, not a multiple of them (the OS
                 shares a multiple evenly), and their speeds differ: the slowest
@@ -45,8 +50,7 @@ Policies:
                 else to do, and each round costs CPU the program could
                 use.  While a domain has more runnable threads than cores
                 whose sleeping is not yet known (it takes readings over
-                0.3 s), rounds come every ``JUDGE_INTERVAL_MS`` (100 ms),
-                so that speed balancing engages within about 0.4 s.
+                0.3 s), rounds come every ``JUDGE_INTERVAL_MS`` (100 ms).
 
 A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole
@@ -70,8 +74,8 @@ SLEEPS_PER_SECOND = 1.0
 #: Round interval of ``auto`` on a single domain while speed balancing is idle.
 WATCH_INTERVAL_MS = 200
 #: Round interval of ``auto`` while a crowded domain's threads are being
-#: judged (whether they sleep takes readings over 0.3 s): speed balancing
-#: then engages about 0.4 s after the threads start, not a second later.
+#: judged (whether they sleep takes readings over 0.3 s) and speed
+#: balancing is not engaged: a change of speeds is seen within 0.1 s.
 JUDGE_INTERVAL_MS = 100
 #: Load below which the speed policy leaves a thread unpinned as idle.
 IDLE_LOAD = 0.05
@@ -250,8 +254,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         interval = plan.interval_ms
         # One pass each over all threads, then per domain over the few that
         # stay runnable or are pinned: this runs every round.
-        # sleeps_per_s is measured only for runnable threads of crowded domains.
-        runnable = [t for t in threads if t.sleeps_per_s is not None and self._stays_runnable(t)]
+        runnable = [t for t in threads if self._stays_runnable(t)]
         pinned = [t for t in threads if t.pinned_cpu is not None]
         where = list(map(assignment.get, map(_TID, threads)))
         for domain in domains:
@@ -305,7 +308,10 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
     def _stays_runnable(thread):
         if thread.runnable is None or thread.runnable < RUNNABLE_SHARE:
             return False
-        return thread.sleeps_per_s is not None and thread.sleeps_per_s < SLEEPS_PER_SECOND
+        # Not known yet (fewer than 0.3 s of readings) counts as not
+        # sleeping: pinning at once and letting go of a thread found to
+        # block costs less than leaving the cores unshared meanwhile.
+        return thread.sleeps_per_s is None or thread.sleeps_per_s < SLEEPS_PER_SECOND
 
     def _engagement(self, domain, candidates, was_engaged):
         """Why speed balancing acts in this domain, or None if it should not."""
