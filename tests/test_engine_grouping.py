@@ -300,7 +300,7 @@ def test_assign_slots_counting_shortcut_agrees_with_the_full_cost(seed, monkeypa
     shortcut gives exactly what the full cost (loads, position) gives."""
     from tumbler.engine import mapping
     rng = random.Random(5000 + seed)
-    domain_count = rng.randint(1, 4)
+    domain_count = rng.randint(1, 8)
     loads = {tid: rng.choice([0.0, 0.5, round(rng.uniform(0, 1.2), 3)])
              for tid in range(rng.randint(1, 40))}
     current = {tid: rng.choice(list(range(domain_count)) + [None]) for tid in loads}

@@ -34,7 +34,7 @@ slots that is about 260 000 steps.
 """
 
 import math
-from itertools import compress, permutations, repeat
+from itertools import compress, repeat
 from numbers import Real
 from operator import eq
 from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
@@ -45,9 +45,9 @@ LOAD_QUANTUM = 1_000_000
 #: Up to this many domains, per-domain counts take one C-level pass each.
 _FEW_DOMAINS = 8
 
-#: Up to this many equal domains (4! = 24 permutations), see whether the
-#: number of threads kept alone decides the mapping (_decided_by_counts).
-_FEW_SLOTS = 4
+#: Up to this many equal domains, see whether the number of threads kept
+#: alone decides the mapping (_decided_by_counts): k passes per slot.
+_FEW_SLOTS = 8
 
 
 def _checked_matrix(cost):
@@ -179,26 +179,26 @@ def _staying(slot, values, current, domain_count):
 def _decided_by_counts(slots, current) -> Optional[Dict[Hashable, int]]:
     """The assignment when the number of threads kept alone decides it.
 
-    With equal domains (one slot each), no eligibility limits and few
-    domains, the second cost level -- threads kept in place -- is usually
-    enough: if exactly one slot -> domain permutation keeps the most
-    threads, that permutation is what the full cost picks too, and the
-    loads need not be summed at all.  None when several tie.
+    With equal domains (one slot each) and no eligibility limits, the
+    second cost level -- threads kept in place -- usually settles it: when
+    every slot has most of its placed threads in one domain, strictly, and
+    those domains are all different, giving each slot that domain keeps
+    more threads than any other mapping, so it is what the full cost picks
+    too, and the loads need not be summed at all.  None otherwise.
     """
-    where = [list(map(current.get, slot)) for slot in slots]
     count = len(slots)
-    kept = [[domains.count(domain) for domain in range(count)] for domains in where]
-    best, best_kept, tied = None, -1, False
-    for permutation in permutations(range(count)):
-        total = sum(kept[slot][domain] for slot, domain in enumerate(permutation))
-        if total > best_kept:
-            best, best_kept, tied = permutation, total, False
-        elif total == best_kept:
-            tied = True
-    if tied:
+    chosen = []
+    for slot in slots:
+        domains = list(map(current.get, slot))
+        kept = [domains.count(domain) for domain in range(count)]
+        most = max(kept)
+        if kept.count(most) != 1:
+            return None
+        chosen.append(kept.index(most))
+    if len(set(chosen)) != count:
         return None
     assignment = {}
-    for slot, domain in zip(slots, best):
+    for slot, domain in zip(slots, chosen):
         assignment.update(dict.fromkeys(slot, domain))
     return assignment
 
