@@ -306,7 +306,7 @@ def test_assign_slots_counting_shortcut_agrees_with_the_full_cost(seed, monkeypa
     current = {tid: rng.choice(list(range(domain_count)) + [None]) for tid in loads}
     slots, units = wave_slots(loads, [1] * domain_count)
     shortcut = assign_slots(slots, units, current, loads)
-    monkeypatch.setattr(mapping, "_decided_by_counts", lambda slots, current: None)
+    monkeypatch.setattr(mapping, "_decided_by_counts", lambda slots, kept: None)
     assert shortcut == assign_slots(slots, units, current, loads)
 
 

@@ -45,9 +45,6 @@ LOAD_QUANTUM = 1_000_000
 #: Up to this many domains, per-domain counts take one C-level pass each.
 _FEW_DOMAINS = 8
 
-#: Up to this many equal domains, see whether the number of threads kept
-#: alone decides the mapping (_decided_by_counts): k passes per slot.
-_FEW_SLOTS = 8
 
 
 def _checked_matrix(cost):
@@ -153,49 +150,55 @@ def _quantised(load: float) -> int:
     return round(load * LOAD_QUANTUM)
 
 
-def _staying(slot, values, current, domain_count):
-    """Per domain: how many threads of ``slot`` are there now, and their
-    summed load, quantised (see _quantised).
+def _kept_counts(where, domain_count):
+    """Per domain: how many of the threads whose domains are ``where`` are there."""
+    if domain_count <= _FEW_DOMAINS:
+        return [where.count(domain) for domain in range(domain_count)]
+    count = [0] * domain_count
+    for domain in where:
+        if domain is not None and 0 <= domain < domain_count:
+            count[domain] += 1
+    return count
+
+
+def _staying(where, count, values, domain_count):
+    """Per domain: how many threads of a slot are there now (``count``, from
+    _kept_counts of ``where``, their domains now), and their summed load
+    (``values``), quantised (see _quantised).
 
     Sums are taken per (slot, domain) with math.fsum, which is exact before
     its one rounding, so the result does not depend on the order of the
     threads; C-level passes, as this covers every thread every regrouping.
     """
-    where = list(map(current.get, slot))
     if domain_count <= _FEW_DOMAINS:
-        count = [where.count(domain) for domain in range(domain_count)]
         load = [_quantised(math.fsum(compress(values, map(eq, where, repeat(domain)))))
                 if count[domain] else 0 for domain in range(domain_count)]
         return count, load
-    count = [0] * domain_count
     parts = [[] for _ in range(domain_count)]
     for domain, value in zip(where, values):
         if domain is not None and 0 <= domain < domain_count:
-            count[domain] += 1
             parts[domain].append(value)
     return count, [_quantised(math.fsum(part)) for part in parts]
 
 
-def _decided_by_counts(slots, current) -> Optional[Dict[Hashable, int]]:
+def _decided_by_counts(slots, kept) -> Optional[Dict[Hashable, int]]:
     """The assignment when the number of threads kept alone decides it.
 
     With equal domains (one slot each) and no eligibility limits, the
-    second cost level -- threads kept in place -- usually settles it: when
-    every slot has most of its placed threads in one domain, strictly, and
-    those domains are all different, giving each slot that domain keeps
-    more threads than any other mapping, so it is what the full cost picks
-    too, and the loads need not be summed at all.  None otherwise.
+    second cost level -- threads kept in place, ``kept[slot][domain]`` --
+    usually settles it: when every slot has most of its placed threads in
+    one domain, strictly, and those domains are all different, giving each
+    slot that domain keeps more threads than any other mapping, so it is
+    what the full cost picks too, and the loads need not be summed at all.
+    None otherwise.
     """
-    count = len(slots)
     chosen = []
-    for slot in slots:
-        domains = list(map(current.get, slot))
-        kept = [domains.count(domain) for domain in range(count)]
-        most = max(kept)
-        if kept.count(most) != 1:
+    for counts in kept:
+        most = max(counts)
+        if counts.count(most) != 1:
             return None
-        chosen.append(kept.index(most))
-    if len(set(chosen)) != count:
+        chosen.append(counts.index(most))
+    if len(set(chosen)) != len(slots):
         return None
     assignment = {}
     for slot, domain in zip(slots, chosen):
@@ -241,13 +244,15 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
     units = _checked_units(units_per_domain, len(slots))
     eligible = eligible or {}
     domain_count = len(units)
-    if not eligible and domain_count <= _FEW_SLOTS and units == [1] * domain_count:
-        decided = _decided_by_counts(slots, current)
+    where = [list(map(current.get, slot)) for slot in slots]
+    kept = [_kept_counts(domains, domain_count) for domains in where]
+    if not eligible and units == [1] * domain_count:
+        decided = _decided_by_counts(slots, kept)
         if decided is not None:
             return decided
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
-    staying = [_staying(slot, _slot_loads(slot, loads), current, domain_count)
-               for slot in slots]
+    staying = [_staying(where[position], kept[position], _slot_loads(slot, loads),
+                        domain_count) for position, slot in enumerate(slots)]
     stay_weight = sum(map(len, slots)) + 1        # > any number of threads kept
     # > any summed staying load: each slot contributes one of its domains'.
     load_weight = sum(sum(load) for _, load in staying) + 1
