@@ -159,3 +159,30 @@ def test_runnable_share_adds_run_queue_wait():
     assert thread.load == pytest.approx(0.4)
     assert thread.runnable == pytest.approx(0.9)
 
+
+
+def test_newcomers_are_placed_before_anyone_is_measured():
+    """Threads placed a moment ago count as busy when more arrive, not at a
+    load measured over the sliver of time since they started."""
+    from tumbler.engine.policy import make_policy
+    backend = ScriptedBackend()
+    for tid in (100, 101, 102):             # the idle main thread, two workers
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy("tumbler"), choice,
+                            dry_run=True)
+    controller.add_target(PID)
+    domain = {tid: controller.threads[(PID, tid)].domain for tid in (100, 101, 102)}
+    assert sorted(domain.values()) == [0, 0, 1]
+    # 100 ms later: 101 and 102 busy, but the later-started one of them has
+    # run only a third of the time so far; two more workers have appeared.
+    late = 101 if domain[101] == domain[100] else 102
+    early = 203 - late
+    backend.now += 100 * MS
+    backend.run(early, 100)
+    backend.run(late, 30)
+    backend.run(103, 0)
+    backend.run(104, 0)
+    controller.round()
+    workers = {tid: controller.threads[(PID, tid)].domain for tid in (101, 102, 103, 104)}
+    assert sorted(workers.values()) == [0, 0, 1, 1], workers

@@ -659,3 +659,15 @@ def test_equal_loads_evenly_split_stay_put():
     threads = [ThreadLoad(tid, 1.0, tid % 2) for tid in range(6)]
     plan = plan_tumbler(threads, domains, VariationTable())
     assert plan.moves == [] and not plan.regroup
+
+
+def test_an_idle_placed_thread_does_not_make_new_threads_look_light():
+    # An idle main thread (0.0) and one busy worker (1.0) are placed; three
+    # more workers arrive unmeasured.  Counted at the mean of all placed
+    # threads (0.5) they would pile onto domain 0 (0.5, 1.0, 1.5 vs 1.0);
+    # counted at the busy threads' mean (1.0) they spread 2:2.
+    placed = [ThreadLoad(1, 0.0, 0), ThreadLoad(2, 1.0, 1)]
+    new = [ThreadLoad(tid, 0.0, None) for tid in (3, 4, 5)]
+    moves = place_new(new, placed, domains_of(1, 1))
+    assert [m.dst for m in moves].count(0) == 2
+    assert [m.dst for m in moves].count(1) == 1

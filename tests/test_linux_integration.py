@@ -243,3 +243,56 @@ def test_cpuset_binder_moves_threads_and_cleans_up(duty, two_cpus):
     assert after_cgroups == before_cgroups
     assert after_masks == before_masks
     assert not [d for d in os.listdir(mount) if d.startswith("tumbler.")]
+
+
+LEADER_EXITS_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *spin(void *a) { volatile unsigned long x = 0; for (;;) x++; return a; }
+int main(void)
+{
+    pthread_t t;
+    pthread_create(&t, 0, spin, 0);
+    pthread_create(&t, 0, spin, 0);
+    printf("ready\n");
+    fflush(stdout);
+    pthread_exit(0);        /* the main thread ends; the process lives on */
+}
+"""
+
+
+def test_process_whose_main_thread_exited_is_still_balanced(two_cpus, tmp_path):
+    """A zombie main thread is not an exited process while threads run on."""
+    import shutil
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    cpu_a, cpu_b = two_cpus
+    (tmp_path / "leader.c").write_text(LEADER_EXITS_C)
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(tmp_path / "leader"),
+                    str(tmp_path / "leader.c")], check=True)
+    proc = subprocess.Popen([str(tmp_path / "leader")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        wait_for_threads(proc.pid, 3)
+        before = thread_masks(proc.pid)
+        tumbler = subprocess.Popen(
+            [sys.executable, "-m", "tumbler", "--domains", "%d/%d" % (cpu_a, cpu_b),
+             "-p", str(proc.pid), "--duration", "2", "--interval", "100"],
+            stderr=subprocess.PIPE, text=True, cwd=REPO)
+        seen = watch_masks(proc.pid, 1.5)
+        _, stderr = tumbler.communicate(timeout=30)
+        after = thread_masks(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert tumbler.returncode == 0, stderr
+    assert_no_traceback(stderr)
+    assert "duration reached" in stderr
+    workers = [tid for tid in before if tid != proc.pid]
+    assert len(workers) == 2
+    # The two spinners were bound, one per domain.
+    bound = {tid: {m for m in seen[tid] if len(m) == 1} for tid in workers}
+    assert all(bound.values()), seen
+    assert {frozenset([cpu_a]), frozenset([cpu_b])} <= set().union(*bound.values())
+    assert after == before

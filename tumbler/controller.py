@@ -108,6 +108,7 @@ class Controller:
         self._bound_masks = set()           # CPU sets tumbler bound threads to
         self.threads = {}           # (pid, tid) -> TrackedThread
         self.histories = {}         # pid -> round Samples within the load window
+        self._tracked = {}          # pid -> TIDs in self.threads
         self.stats = RunStats(started=time.monotonic())
         self._cpu_domain = {cpu: d.index for d in self.domains for cpu in d.cpus}
         binder.setup([d.cpus for d in self.domains])
@@ -149,6 +150,7 @@ class Controller:
                                    first=(sample.wall_ns, times.run_ns, times.lat_ns),
                                    prev_wall=sample.wall_ns, prev_run=times.run_ns)
             self.threads[key] = thread
+            self._tracked.setdefault(sample.pid, set()).add(tid)
             self.stats.threads_seen += 1
             new.append(thread)
         if place and new and self.moves_threads and not self.choice.single:
@@ -222,19 +224,28 @@ class Controller:
         for key in [k for k in self.threads if k[0] == pid]:
             del self.threads[key]
         self.histories.pop(pid, None)
+        self._tracked.pop(pid, None)
 
     def update_loads(self, samples):
         """Compute each thread's load over the last interval; drop vanished ones."""
         measured = 0
         for sample in samples:
-            count, unknown = self._measure(sample)
+            # New threads are placed before anyone is measured this round:
+            # threads placed a moment ago then still count as busy (1 CPU,
+            # see _place_new) rather than at a load measured over a sliver
+            # of an interval, which would make the newcomers pile up.
+            new = sample.threads.keys() - self._tracked.get(sample.pid, ())
+            if new:
+                self._track(sample, place=True, tids=sorted(new))
+            count, reused = self._measure(sample)
             measured += count
-            if unknown:
-                measured += len(self._track(sample, place=True, tids=unknown))
+            if reused:          # a TID now naming another thread
+                measured += len(self._track(sample, place=True, tids=reused))
         if measured != len(self.threads):
             live = {(sample.pid, tid) for sample in samples for tid in sample.threads}
             for key in [k for k in self.threads if k not in live]:
                 del self.threads[key]
+                self._tracked.get(key[0], set()).discard(key[1])
                 self.backend.forget(*key)
                 self.policy.forget(key[1])
                 if self.journal is not None:
@@ -243,8 +254,8 @@ class Controller:
     def _measure(self, sample):
         """Load (Eq. 1) and runnable share of the threads of ``sample`` over
         the load window, and their CPU time over the last round; returns how
-        many tracked threads it measured and the TIDs it does not track (new
-        threads, or a TID now naming another thread).
+        many tracked threads it measured and the TIDs it does not track (a
+        TID now naming another thread; new ones are tracked before).
 
         Eq. 1 over a single short interval is mostly noise for programs
         whose phases are longer than the interval: a thread that happened

@@ -44,8 +44,10 @@ that vanished are simply absent from the input, so a plan never names them.
    round, even when regrouping is skipped: ``place_new`` puts it on the
    domain with the least per-capacity load.  Until a thread has been
    measured its load is assumed to be at least the mean load of the placed
-   threads, so a burst of new threads spreads out in proportion to capacity
-   instead of piling onto the currently lightest domain.
+   busy threads (those of at least 0.05 CPU: an idle main thread waiting in
+   join says nothing about how busy its workers will be), so a burst of new
+   threads spreads out in proportion to capacity instead of piling onto the
+   currently lightest domain.
 
 Cost.  This runs every interval over every thread (10,000 threads at a
 50 ms interval must not cost a CPU), so the per-thread work is done in
@@ -80,6 +82,10 @@ _NO_GAIN = 1e-9
 #: Load assumed for a new thread when neither it nor the placed threads have
 #: shown any load: one full CPU, so new threads count as threads at all.
 _UNKNOWN_LOAD = 1.0
+
+#: Placed threads below this load (CPUs) are idle -- a main thread waiting
+#: in join -- and say nothing about how busy a new thread will be.
+_IDLE_LOAD = 0.05
 
 #: Up to this many domains, per-domain sums take one C-level pass per domain.
 _FEW_DOMAINS = 8
@@ -295,7 +301,7 @@ def place_new(new_threads: Sequence[ThreadLoad], placed: Sequence[ThreadLoad],
     """Initial placement: put each new thread at once on the lightest domain.
 
     "Lightest" is the least per-capacity load after adding the thread.  A
-    new thread counts as max(its load, mean load of the placed threads),
+    new thread counts as max(its load, mean load of the busy placed threads),
     and as 1.0 CPU if that is still 0 (nothing known), so several new
     threads spread out in proportion to capacity.  Heaviest first (ties by
     tid); ties between domains go to the lowest index.  ``eligible`` is
@@ -314,7 +320,8 @@ def _placements(new_threads: List[ThreadLoad], placed: List[ThreadLoad],
                 capacities: List[int]) -> List[Move]:
     """place_new on checked input: every thread of ``placed`` has a domain."""
     placed_loads = [_effective_load(thread.load) for thread in placed]
-    placed_mean = math.fsum(placed_loads) / len(placed_loads) if placed_loads else 0.0
+    busy = [load for load in placed_loads if load >= _IDLE_LOAD]
+    placed_mean = math.fsum(busy) / len(busy) if busy else 0.0
     domain_loads = [0.0] * len(capacities)
     for thread, load in zip(placed, placed_loads):
         domain_loads[thread.domain] += load

@@ -85,6 +85,22 @@ class _ThreadFiles:
                 pass
 
 
+def _exited(fields):
+    """Whether stat ``fields`` of a main thread say its process has exited.
+
+    A zombie main thread alone is not enough: a main thread that called
+    pthread_exit(3) stays a zombie while the other threads run on, and
+    num_threads still counts them (and it).  An exited process waiting to
+    be reaped has just its zombie main thread.
+    """
+    if fields[_STAT_STATE] not in ("Z", "X"):
+        return False
+    try:
+        return int(fields[_STAT_NUM_THREADS]) <= 1
+    except (IndexError, ValueError):
+        return True
+
+
 def _read_path(path, size=4096):
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -131,7 +147,7 @@ class LinuxBackend(Backend):
             pid=pid, name=comm, uid=int(status["Uid"].split()[0]),
             start=int(fields[_STAT_STARTTIME]),
             is_kernel=bool(flags & PF_KTHREAD),
-            tgid=int(status["Tgid"]), zombie=fields[_STAT_STATE] in ("Z", "X"))
+            tgid=int(status["Tgid"]), zombie=_exited(fields))
 
     def process_state(self, pid):
         """(zombie, image) from one read of the main thread's stat (once per
@@ -169,7 +185,7 @@ class LinuxBackend(Backend):
                                                    _STAT_STARTSTACK))
         except (IndexError, ValueError):
             image = None
-        return fields[_STAT_STATE] in ("Z", "X"), (image if image and any(image) else None)
+        return _exited(fields), (image if image and any(image) else None)
 
     def thread_ids(self, pid):
         try:
