@@ -121,7 +121,9 @@ def test_report_structure_and_numbers():
     assert [row["policy"] for row in data["results"]] == ["default", "pinned", "tumbler"]
     for row in data["results"]:
         assert set(row) == {"policy", "runs", "statuses", "wall_s", "elapsed_s",
-                            "agent_cpu_s", "speedup_vs_default", "elapsed_speedup_vs_default"}
+                            "agent_cpu_s", "speedup_vs_default", "elapsed_speedup_vs_default",
+                            "probe"}
+        assert row["probe"] is None                        # not asked for
         assert set(row["wall_s"]) == {"mean", "median", "min", "max", "cv"}
     assert by_policy["default"]["wall_s"]["mean"] == 5.0
     assert by_policy["default"]["speedup_vs_default"] == 1.0
@@ -284,3 +286,61 @@ def test_verbose_shows_tumbler_summary_and_forwards_options(workloads, two_cpus)
     assert result.exit_code == 0, result.output
     assert "own CPU time" in result.stderr
     assert "explicit domains: %d / %d" % two_cpus in result.stderr   # --domains reached tumbler
+
+
+# -- --probe -----------------------------------------------------------------------
+
+def _bpftrace_missing():
+    import shutil
+    import sys
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return "bpftrace needs Linux and root"
+    if shutil.which("bpftrace") is None:
+        return "bpftrace is not installed"
+    return None
+
+
+@pytest.mark.skipif(_bpftrace_missing() is not None, reason=_bpftrace_missing() or "")
+def test_probe_traces_the_command_under_every_policy(workloads, two_cpus):
+    """Four threads on two mutexes wait for the locks under every policy,
+    tumbler-run ones included: compare traces the command (tumbler's
+    child), not tumbler."""
+    locks = os.path.join(workloads, "locks")
+    result = invoke("--runs", "1", "--policies", "default,pinned,tumbler", "--probe",
+                    "--domains", "%d/%d" % two_cpus, "--json", "-q", "--",
+                    locks, "-t", "4", "-w", "60", "-p", "8")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for run in data["run_results"]:
+        assert run["probe"]["failure"] is None, run
+        assert run["probe"]["lock_waits"] > 10 and run["probe"]["lock_s"] > 0, run
+        assert run["probe"]["runq_waits"] > 0, run
+        assert run["probe"]["cross_domain"] <= run["probe"]["migrations"]
+    for row in data["results"]:
+        assert row["probe"]["runs"] == 1
+        assert row["probe"]["lock_s"] > 0
+    # pinned binds each thread to one CPU at its start: afterwards nothing
+    # migrates (a thread may move once, when it is bound).
+    pinned = next(r for r in data["run_results"] if r["policy"] == "pinned")
+    assert pinned["probe"]["migrations"] <= 5
+
+
+def test_probe_table_lines_only_with_probe():
+    data = report(_setup(), ["default", "tumbler"], 2, _results(), None)
+    assert all(row["probe"] is None for row in data["results"])
+    assert not any("probes" in line for line in format_table(data))
+
+
+def test_probe_without_bpftrace_is_one_line_before_any_run(tmp_path, monkeypatch):
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Linux only")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    marker = tmp_path / "ran"
+    monkeypatch.setenv("PATH", str(empty))
+    result = invoke("--probe", "--policies", "default", "--", "/usr/bin/touch", str(marker))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("tumbler: bpftrace not found")
+    assert result.stderr.count("\n") == 1
+    assert not marker.exists()

@@ -48,6 +48,11 @@ Measured per run:
   includes CMD, its child.  For ``pinned`` and ``psets`` it is compare's
   own CPU time while following the run.  ``default`` has none.
 
+With ``--probe`` (root; bpftrace or DTrace) every run's CMD is traced with
+the probes, by compare itself for every policy alike (see RunTracer):
+lock waits, run-queue latency and (cross-domain) migrations, per run and
+as means per policy.
+
 Per policy: mean, median, min, max and CV of the wall times (CV = sample
 standard deviation / mean, 0 for a single run), the same for ``elapsed_s``
 when every run printed it, mean agent CPU, and the speedup vs default =
@@ -69,9 +74,15 @@ default's mean / this policy's mean: above 1 is faster than default.
       agent_cpu_s                 mean agent CPU seconds, or null
       speedup_vs_default          default's mean wall / this mean wall, or null
       elapsed_speedup_vs_default  the same on elapsed_s, or null
+      probe                       --probe: {runs traced, and the means of
+                                  lock_s, lock_waits, runq_s, runq_waits,
+                                  runq_mean_ms, migrations, cross_domain},
+                                  or null
     run_results    one object per run, in the order run:
       run, policy, status, wall_s, elapsed_s, agent_cpu_s,
-      threads_placed (pinned/psets: threads bound; otherwise null)
+      threads_placed (pinned/psets: threads bound; otherwise null),
+      probe (--probe: that run's figures and "failure", why tracing
+      stopped early or null; otherwise null)
     failed         null, or {run, policy, status} of the run that failed
 
 Exit status: 0 when every run exited 0; 1 when a run failed (compare then
@@ -84,11 +95,11 @@ import json
 import math
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Sequence
@@ -99,7 +110,7 @@ from .cli import OPTION_NAMES, balancing_options
 from .config import POLICY_CHOICES
 from .cpulist import format_cpulist
 from .domains import choose_domains
-from .errors import EXIT_FAILURE, UsageError
+from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import open_backend
 from .platform.base import NoSuchProcess
 
@@ -121,7 +132,7 @@ _SUMMARY_START = re.compile(r"^tumbler: ran [0-9.]+ s \(")
 #: Balancing options compare uses; the others are hidden from its --help
 #: and refused (see _reject_unusable).
 USED_OPTIONS = frozenset(("level", "domains_text", "interval_ms", "config_path", "binder",
-                          "dry_run", "duration", "quiet", "verbose"))
+                          "dry_run", "duration", "quiet", "verbose", "probe"))
 
 #: Balancing options forwarded to tumbler-run policies: (settings key, flag).
 _FORWARDED = (("level", "--level"), ("domains_text", "--domains"),
@@ -274,6 +285,135 @@ class RunResult:
     elapsed_s: Optional[float] = None
     agent_cpu_s: Optional[float] = None
     threads_placed: Optional[int] = None
+    probe: Optional[dict] = None        # --probe: see RunTracer.result
+
+
+# -- tracing a run (--probe) ----------------------------------------------------------------
+
+#: How long compare waits for tumbler to start CMD before giving up tracing it.
+CHILD_WAIT_S = 30.0
+
+
+class RunTracer:
+    """Traces the threads of one run's CMD with the platform's probes.
+
+    Every policy is traced the same way, by compare itself: for the
+    tumbler-run policies CMD is tumbler's child, found once tumbler has
+    started it.  Tracing starts while CMD already runs (bpftrace takes up
+    to about a second to attach) and the maps are read every
+    ``period_s``, because a
+    thread that exits leaves the scripts' maps: what happens before the
+    probes are attached and in the last ``period_s`` before a thread
+    exits is not counted, alike for every policy.
+    """
+
+    def __init__(self, kinds, domain_of_cpu, period_s=0.2):
+        from .probe_observer import FIELDS_OF_KIND
+        self.kinds = kinds
+        self.fields = tuple(f for kind in kinds for f in FIELDS_OF_KIND[kind])
+        self.domain_of_cpu = domain_of_cpu
+        self.period_s = period_s
+        self.totals = dict.fromkeys(self.fields, 0)
+        self.failure = None
+        self._session = None
+        self._last = {}
+        self._done = threading.Event()
+        self._thread = None
+        self._starter = None
+
+    def start_soon(self, find_pid):
+        """Attach in the background to the PID ``find_pid()`` returns (None:
+        nothing to trace), so that placing threads is not held up."""
+        def attach():
+            pid = find_pid()
+            if pid is None:
+                self.failure = "the command was not started"
+            elif not self._done.is_set():
+                self.start(pid)
+        self._starter = threading.Thread(target=attach, name="compare-probe-start",
+                                         daemon=True)
+        self._starter.start()
+
+    def start(self, pid):
+        """Attach to ``pid`` (blocks until the probes are attached)."""
+        from . import probe
+        session = probe.ProbeSession(period_ms=100)
+        try:
+            session.start([pid], self.kinds, self.domain_of_cpu)
+            self._last = session.snapshot()
+        except TumblerError as exc:
+            session.kill()
+            self.failure = str(exc)
+            return
+        self._session = session
+        self._thread = threading.Thread(target=self._follow, name="compare-probe",
+                                        daemon=True)
+        self._thread.start()
+
+    def _follow(self):
+        while not self._done.wait(self.period_s):
+            try:
+                self._take(self._session.snapshot())
+            except TumblerError as exc:
+                self.failure = str(exc)
+                return
+
+    def _take(self, snapshot):
+        from . import probe
+        for record in probe.delta(snapshot, self._last).values():
+            for field in self.fields:
+                self.totals[field] += record.get(field, 0)
+        self._last = snapshot
+
+    def stop(self):
+        """Take the final readings and end tracing; never raises."""
+        if self._starter is not None:
+            self._starter.join()
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        session, self._session = self._session, None
+        if session is None:
+            return
+        try:
+            self._take(session.stop())
+        except TumblerError as exc:
+            self.failure = self.failure or str(exc)
+        finally:
+            session.kill()
+
+    def result(self):
+        """The run's figures: lock wait (s and waits), run-queue latency (total
+        s, waits, mean ms), migrations and cross-domain migrations; None for
+        the kinds not traced; ``failure`` says why tracing stopped early."""
+        t = self.totals
+        out = {"failure": self.failure}
+        if "lock_ns" in t:
+            out.update(lock_s=t["lock_ns"] / 1e9, lock_waits=t["lock_count"])
+        if "runq_ns" in t:
+            out.update(runq_s=t["runq_ns"] / 1e9, runq_waits=t["runq_count"],
+                       runq_mean_ms=t["runq_ns"] / t["runq_count"] / 1e6
+                       if t["runq_count"] else 0.0)
+        if "migrations" in t:
+            out.update(migrations=t["migrations"], cross_domain=t["cross_domain"])
+        return out
+
+
+def _child_of(pid, process, timeout=CHILD_WAIT_S):
+    """The PID of the process ``pid`` started (tumbler's CMD), or None if
+    ``process`` ends first or none appears within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    path = "/proc/%d/task/%d/children" % (pid, pid)
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with open(path) as f:
+                children = f.read().split()
+        except OSError:
+            children = []
+        if children:
+            return int(children[0])
+        time.sleep(0.005)
+    return None
 
 
 @dataclass
@@ -285,11 +425,20 @@ class RunSetup:
     domain_note: str
     tumbler_args: List[str]         # balancing options for tumbler-run policies
     echo_tumbler_summary: bool      # -v: show tumbler's whole stderr
+    probe_kinds: tuple = ()         # --probe: the kinds to trace, else empty
 
 
-def _own_cpu_seconds():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def _tracer(setup, process, policy):
+    """Start tracing this run's CMD (--probe), or None."""
+    if not setup.probe_kinds:
+        return None
+    tracer = RunTracer(setup.probe_kinds, {cpu: index for index, cpus in
+                                           enumerate(setup.domains) for cpu in cpus})
+    if policy in OWN_POLICIES:
+        tracer.start_soon(lambda: process.pid)
+    else:
+        tracer.start_soon(lambda: _child_of(process.pid, process))
+    return tracer
 
 
 def _exit_status(returncode):
@@ -324,22 +473,29 @@ def run_once(setup: RunSetup, policy: str, run: int) -> RunResult:
             status = 127 if isinstance(exc, FileNotFoundError) else 126
             click.echo("tumbler: compare: %s: %s" % (setup.command[0], exc.strerror), err=True)
             return RunResult(run, policy, status, time.monotonic() - started)
+        tracer = ended = None
         try:
-            cpu_before = _own_cpu_seconds()
+            tracer = _tracer(setup, process, policy)
+            # The placing loop runs in this thread; --probe's readings in others.
+            cpu_before = time.thread_time()
             if placer is not None:
                 placer.follow(process)
             process.wait()
-            agent_cpu = _own_cpu_seconds() - cpu_before if placer is not None else None
+            ended = time.monotonic()
+            agent_cpu = time.thread_time() - cpu_before if placer is not None else None
         finally:
             _stop(process)
-        wall = time.monotonic() - started
+            if tracer is not None:
+                tracer.stop()
+        wall = (ended or time.monotonic()) - started
         out.seek(0)
         stdout_text = out.read().decode(errors="replace")
         err.seek(0)
         stderr_text = err.read().decode(errors="replace")
     result = RunResult(run, policy, _exit_status(process.returncode), wall,
                        elapsed_s=parse_elapsed(stdout_text), agent_cpu_s=agent_cpu,
-                       threads_placed=len(placer.placed) if placer is not None else None)
+                       threads_placed=len(placer.placed) if placer is not None else None,
+                       probe=tracer.result() if tracer is not None else None)
     if captures_stderr:
         before, summary, own_cpu = split_tumbler_stderr(stderr_text)
         result.agent_cpu_s = own_cpu
@@ -393,6 +549,7 @@ def report(setup, policies, runs, results, failed):
             "wall_s": summarize(r.wall_s for r in done),
             "elapsed_s": summarize(elapsed) if None not in elapsed else None,
             "agent_cpu_s": math.fsum(agent) / len(agent) if agent else None,
+            "probe": _probe_means(done) if setup.probe_kinds else None,
         }
     default = summaries.get("default")
     for summary in summaries.values():
@@ -409,6 +566,24 @@ def report(setup, policies, runs, results, failed):
         "failed": ({"run": failed.run, "policy": failed.policy, "status": failed.status}
                    if failed is not None else None),
     }
+
+
+#: Per-run probe figures averaged per policy (--probe).
+_PROBE_FIGURES = ("lock_s", "lock_waits", "runq_s", "runq_waits", "runq_mean_ms",
+                  "migrations", "cross_domain")
+
+
+def _probe_means(runs):
+    """Mean of each probe figure over the runs traced to the end; None if none was."""
+    traced = [r.probe for r in runs if r.probe is not None and r.probe["failure"] is None]
+    if not traced:
+        return None
+    means = {"runs": len(traced)}
+    for figure in _PROBE_FIGURES:
+        values = [p[figure] for p in traced if figure in p]
+        if values:
+            means[figure] = math.fsum(values) / len(values)
+    return means
 
 
 def _mean(summary, measure):
@@ -447,6 +622,20 @@ def format_table(data) -> List[str]:
             _cell(row["speedup_vs_default"], "%.2f", 8),
             _cell(row["elapsed_speedup_vs_default"], "%.2f", 9),
             _cell(row["agent_cpu_s"], "%.3f", 8)))
+    if any(row.get("probe") for row in data["results"]):
+        lines += ["", "probes, mean per run (traced from attach to exit):",
+                  "%-9s %6s  %10s %9s  %12s %9s  %10s %12s" % (
+                      "policy", "traced", "lock s", "waits", "runq mean ms", "waits",
+                      "migrations", "cross-domain")]
+        for row in data["results"]:
+            probe = row.get("probe") or {}
+            lines.append("%-9s %6s  %s %s  %s %s  %s %s" % (
+                row["policy"], probe.get("runs", 0),
+                _cell(probe.get("lock_s"), "%.3f", 10), _cell(probe.get("lock_waits"), "%.0f", 9),
+                _cell(probe.get("runq_mean_ms"), "%.3f", 12),
+                _cell(probe.get("runq_waits"), "%.0f", 9),
+                _cell(probe.get("migrations"), "%.0f", 10),
+                _cell(probe.get("cross_domain"), "%.0f", 12)))
     lines += [
         "",
         "speedup = default's mean / the policy's mean: above 1 is faster than default.",
@@ -504,12 +693,18 @@ def _make_setup(ctx, options, policies, command):
     if static and not hasattr(os, "sched_setaffinity"):
         raise UsageError("policies %s need sched_setaffinity (Linux)" % ", ".join(static))
     backend = open_backend(settings["platform"], settings["root"])
+    probe_kinds = ()
+    if settings["probe"]:
+        from . import probe
+        from .probe_observer import check_tracing
+        check_tracing(backend.name, probe.KINDS)     # one clear line if it cannot
+        probe_kinds = tuple(probe.KINDS)
     choice = choose_domains(backend.topology(), frozenset(os.sched_getaffinity(0))
                             if hasattr(os, "sched_getaffinity") else backend.topology().online,
                             settings["level"], settings["domains"])
     return RunSetup(command=list(command), domains=choice.domains, domain_note=choice.note,
                 tumbler_args=_tumbler_args(settings, options),
-                echo_tumbler_summary=settings["verbose"]), settings
+                echo_tumbler_summary=settings["verbose"], probe_kinds=probe_kinds), settings
 
 
 def _print_progress(result, runs):
