@@ -64,21 +64,28 @@ def round_sample(backend, pid):
     return backend.sample(pid)
 
 
-def test_batched_sample_agrees_with_the_per_thread_path(child):
+@pytest.fixture
+def steady(child):
+    """(child process, its worker TIDs, a LinuxBackend past two rounds of
+    it: every schedstat file open, the thread count known)."""
     proc, workers = child
     backend = LinuxBackend()
-    try:
-        round_sample(backend, proc.pid)
-        calls = []
-        for name in ("thread_ids", "_read_times"):
-            original = getattr(backend, name)
-            setattr(backend, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
-        batched = round_sample(backend, proc.pid)       # steady: fds open, count known
-        assert calls == []          # neither listed nor read thread by thread
-        careful = backend.sample(proc.pid, detail=True)  # per thread, stat read too
-        assert "thread_ids" in calls and "_read_times" in calls
-    finally:
-        backend.close()
+    round_sample(backend, proc.pid)
+    round_sample(backend, proc.pid)
+    yield proc, workers, backend
+    backend.close()
+
+
+def test_batched_sample_agrees_with_the_per_thread_path(steady):
+    proc, workers, backend = steady
+    calls = []
+    for name in ("thread_ids", "_read_times"):
+        original = getattr(backend, name)
+        setattr(backend, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    batched = round_sample(backend, proc.pid)       # steady: fds open, count known
+    assert calls == []          # neither listed nor read thread by thread
+    careful = backend.sample(proc.pid, detail=True)  # per thread, stat read too
+    assert "thread_ids" in calls and "_read_times" in calls
     assert set(batched.threads) == set(careful.threads) == {proc.pid, *workers}
     for tid, times in batched.threads.items():
         other = careful.threads[tid]
@@ -91,42 +98,30 @@ def test_batched_sample_agrees_with_the_per_thread_path(child):
     assert batched.threads[workers[0]].run_ns <= run_now
 
 
-def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(child):
-    proc, workers = child
-    backend = LinuxBackend()
-    try:
-        round_sample(backend, proc.pid)
-        round_sample(backend, proc.pid)
-        proc.stdin.write("swap\n")
-        proc.stdin.flush()
-        words = proc.stdout.readline().split()
-        assert words[0] == "swapped"
-        gone, new = int(words[1]), int(words[2])
-        assert gone == workers[0]
-        # Same number of threads as before: the first round after may not
-        # list the new thread yet, but never reports the one that exited,
-        # and lets go of its file.
-        first = round_sample(backend, proc.pid)
-        assert gone not in first.threads
-        assert (proc.pid, gone) not in backend._files
-        second = round_sample(backend, proc.pid)
-        assert set(second.threads) == {proc.pid, new, *workers[1:]}
-        third = round_sample(backend, proc.pid)
-        assert set(third.threads) == set(second.threads)
-    finally:
-        backend.close()
+def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(steady):
+    proc, workers, backend = steady
+    proc.stdin.write("swap\n")
+    proc.stdin.flush()
+    words = proc.stdout.readline().split()
+    assert words[0] == "swapped"
+    gone, new = int(words[1]), int(words[2])
+    assert gone == workers[0]
+    # Same number of threads as before: the first round after may not list
+    # the new thread yet, but never reports the one that exited, and lets go
+    # of its file.
+    first = round_sample(backend, proc.pid)
+    assert gone not in first.threads
+    assert (proc.pid, gone) not in backend._files
+    second = round_sample(backend, proc.pid)
+    assert set(second.threads) == {proc.pid, new, *workers[1:]}
+    third = round_sample(backend, proc.pid)
+    assert set(third.threads) == set(second.threads)
 
 
-def test_exited_process_raises_no_such_process(child):
+def test_exited_process_raises_no_such_process(steady):
     from tumbler.platform.base import NoSuchProcess
-    proc, _ = child
-    backend = LinuxBackend()
-    try:
-        round_sample(backend, proc.pid)
-        round_sample(backend, proc.pid)
-        proc.kill()
-        proc.wait()
-        with pytest.raises(NoSuchProcess):
-            backend.sample(proc.pid)
-    finally:
-        backend.close()
+    proc, _, backend = steady
+    proc.kill()
+    proc.wait()
+    with pytest.raises(NoSuchProcess):
+        backend.sample(proc.pid)
