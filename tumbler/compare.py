@@ -360,9 +360,9 @@ class RunTracer:
 
     def _take(self, snapshot):
         from . import probe
+        from .probe_observer import add_into
         for record in probe.delta(snapshot, self._last).values():
-            for field in self.fields:
-                self.totals[field] += record.get(field, 0)
+            add_into(self.totals, record, self.fields)
         self._last = snapshot
 
     def stop(self):
