@@ -347,21 +347,17 @@ class Controller:
         How often a thread sleeps is read (a /proc read per thread) only for
         the always-runnable threads of crowded domains.
         """
-        if not crowded:
-            # tuple.__new__: a NamedTuple's own __new__ is a Python call.
-            new = tuple.__new__
-            return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
-                                     t.exec_ns, t.wall_ns, t.runnable, None))
-                    for t in threads]
-        return [self._view(t, t.domain in crowded) for t in threads]
+        # tuple.__new__: a NamedTuple's own __new__ is a Python call.
+        new = tuple.__new__
+        return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
+                                 t.exec_ns, t.wall_ns, t.runnable,
+                                 self._sleeps_if_crowded(t, crowded) if crowded else None))
+                for t in threads]
 
-    def _view(self, thread, crowded):
-        sleeps = None
-        if crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:
-            sleeps = self._sleeps_per_second(thread)
-        return ThreadView(thread.tid, thread.load, thread.domain, thread.eligible,
-                          thread.pinned_cpu, thread.exec_ns, thread.wall_ns, thread.runnable,
-                          sleeps)
+    def _sleeps_if_crowded(self, thread, crowded):
+        if thread.domain in crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:
+            return self._sleeps_per_second(thread)
+        return None
 
     def _sleeps_per_second(self, thread):
         """Voluntary context switches per second over the last 2 s or more.
