@@ -83,9 +83,10 @@ _NO_GAIN = 1e-9
 #: shown any load: one full CPU, so new threads count as threads at all.
 _UNKNOWN_LOAD = 1.0
 
-#: Placed threads below this load (CPUs) are idle -- a main thread waiting
-#: in join -- and say nothing about how busy a new thread will be.
-_IDLE_LOAD = 0.05
+#: Threads below this load (CPUs) are idle -- a main thread waiting in
+#: join: placed, they say nothing about how busy a new thread will be (and
+#: the speed policy leaves them unpinned, see policy.py).
+IDLE_LOAD = 0.05
 
 #: Up to this many domains, per-domain sums take one C-level pass per domain.
 _FEW_DOMAINS = 8
@@ -320,7 +321,7 @@ def _placements(new_threads: List[ThreadLoad], placed: List[ThreadLoad],
                 capacities: List[int]) -> List[Move]:
     """place_new on checked input: every thread of ``placed`` has a domain."""
     placed_loads = [_effective_load(thread.load) for thread in placed]
-    busy = [load for load in placed_loads if load >= _IDLE_LOAD]
+    busy = [load for load in placed_loads if load >= IDLE_LOAD]
     placed_mean = math.fsum(busy) / len(busy) if busy else 0.0
     domain_loads = [0.0] * len(capacities)
     for thread, load in zip(placed, placed_loads):

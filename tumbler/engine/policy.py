@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Dict, List, NamedTuple, Optional
 
-from .grouping import DEFAULT_TOLERANCE, plan_tumbler
+from .grouping import DEFAULT_TOLERANCE, IDLE_LOAD, plan_tumbler
 from .model import Plan, ThreadLoad
 from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
@@ -77,8 +77,6 @@ WATCH_INTERVAL_MS = 200
 #: judged (whether they sleep takes readings over 0.3 s) and speed
 #: balancing is not engaged: a change of speeds is seen within 0.1 s.
 JUDGE_INTERVAL_MS = 100
-#: Load below which the speed policy leaves a thread unpinned as idle.
-IDLE_LOAD = 0.05
 #: A tolerance no regrouping can meet: the speed policy only places threads.
 NEVER_REGROUP = 1e9
 
@@ -254,12 +252,14 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         interval = plan.interval_ms
         # One pass each over all threads, then per domain over the few that
         # stay runnable or are pinned: this runs every round.
-        runnable = [t for t in threads if self._stays_runnable(t)]
+        runnable = [t for t in threads
+                    if t.runnable is not None and t.runnable >= RUNNABLE_SHARE]
         pinned = [t for t in threads if t.pinned_cpu is not None]
         where = list(map(assignment.get, map(_TID, threads)))
         for domain in domains:
             index = domain.index
-            candidates = [t for t in runnable if assignment.get(t.tid) == index]
+            candidates = [t for t in runnable
+                          if assignment.get(t.tid) == index and self._not_sleeping(t)]
             verdict = self._engagement(domain, candidates, index in engaged_before)
             candidate_tids = {t.tid for t in candidates} if verdict is not None else ()
             self._release([t for t in pinned if assignment.get(t.tid) == index
@@ -281,7 +281,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             # at a calm pace.  The table's interval is about regrouping,
             # which cannot happen here, so it does not apply.
             interval = WATCH_INTERVAL_MS
-        if not engaged and self._judging(threads, domains, assignment):
+        if not engaged and self._judging(runnable, domains, assignment):
             interval = min(interval, JUDGE_INTERVAL_MS)
         if self.fixed_interval_ms is not None:
             interval = self.fixed_interval_ms
@@ -290,24 +290,20 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                         engaged=engaged)
 
     @staticmethod
-    def _judging(threads, domains, assignment):
-        """Whether some domain has more runnable threads than cores (not a
-        multiple) of which some have not been watched long enough to say
-        whether they sleep."""
+    def _judging(runnable, domains, assignment):
+        """Whether some domain has more ``runnable`` threads (runnable share
+        of at least RUNNABLE_SHARE) than cores, not a multiple, of which some
+        have not been watched long enough to say whether they sleep."""
         for domain in domains:
-            runnable = [t for t in threads if t.runnable is not None
-                        and t.runnable >= RUNNABLE_SHARE
-                        and assignment.get(t.tid) == domain.index]
+            members = [t for t in runnable if assignment.get(t.tid) == domain.index]
             cores = len(domain.cpus)
-            if len(runnable) > cores and len(runnable) % cores \
-                    and any(t.sleeps_per_s is None for t in runnable):
+            if len(members) > cores and len(members) % cores \
+                    and any(t.sleeps_per_s is None for t in members):
                 return True
         return False
 
     @staticmethod
-    def _stays_runnable(thread):
-        if thread.runnable is None or thread.runnable < RUNNABLE_SHARE:
-            return False
+    def _not_sleeping(thread):
         # Not known yet (fewer than 0.3 s of readings) counts as not
         # sleeping: pinning at once and letting go of a thread found to
         # block costs less than leaving the cores unshared meanwhile.
