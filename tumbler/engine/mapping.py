@@ -25,12 +25,11 @@ cost of giving slot s to a copy of domain d is, lexicographically:
 
 The levels are folded into one integer cost with weights large enough that
 the sum of a lower level over all slots never outweighs one unit of a
-higher level.  The staying load
-of each (slot, domain) is summed exactly (math.fsum) and quantised to
-micro-units, so the arithmetic is exact and the result does not depend on
-float rounding or the order of the threads.  The Hungarian (Kuhn-Munkres) algorithm
-with potentials solves the problem exactly in O(n^2 m); with at most 64
-slots that is about 260 000 steps.
+higher level.  The staying load of each (slot, domain) is summed exactly
+(math.fsum) and quantised to micro-units, so the arithmetic is exact and
+the result does not depend on float rounding or the order of the threads.
+The Hungarian (Kuhn-Munkres) algorithm with potentials solves the problem
+exactly in O(n^2 m); with at most 64 slots that is about 260 000 steps.
 """
 
 import math
@@ -44,7 +43,6 @@ LOAD_QUANTUM = 1_000_000
 
 #: Up to this many domains, per-domain counts take one C-level pass each.
 _FEW_DOMAINS = 8
-
 
 
 def _checked_matrix(cost):
@@ -161,24 +159,31 @@ def _kept_counts(where, domain_count):
     return count
 
 
-def _staying(where, count, values, domain_count):
-    """Per domain: how many threads of a slot are there now (``count``, from
-    _kept_counts of ``where``, their domains now), and their summed load
-    (``values``), quantised (see _quantised).
+def _staying_loads(where, count, values, domain_count):
+    """Per domain: the summed load (``values``) of the threads of a slot
+    that are there now (``where``: their domains now; ``count``: its
+    _kept_counts), quantised (see _quantised).
 
     Sums are taken per (slot, domain) with math.fsum, which is exact before
     its one rounding, so the result does not depend on the order of the
     threads; C-level passes, as this covers every thread every regrouping.
     """
     if domain_count <= _FEW_DOMAINS:
-        load = [_quantised(math.fsum(compress(values, map(eq, where, repeat(domain)))))
+        return [_quantised(math.fsum(compress(values, map(eq, where, repeat(domain)))))
                 if count[domain] else 0 for domain in range(domain_count)]
-        return count, load
     parts = [[] for _ in range(domain_count)]
     for domain, value in zip(where, values):
         if domain is not None and 0 <= domain < domain_count:
             parts[domain].append(value)
-    return count, [_quantised(math.fsum(part)) for part in parts]
+    return [_quantised(math.fsum(part)) for part in parts]
+
+
+def _thread_assignment(slots, domain_of_slot):
+    """tid -> domain from each slot's domain (a thread in two slots: the later)."""
+    assignment = {}
+    for slot, domain in zip(slots, domain_of_slot):
+        assignment.update(dict.fromkeys(slot, domain))
+    return assignment
 
 
 def _decided_by_counts(slots, kept) -> Optional[Dict[Hashable, int]]:
@@ -200,10 +205,7 @@ def _decided_by_counts(slots, kept) -> Optional[Dict[Hashable, int]]:
         chosen.append(counts.index(most))
     if len(set(chosen)) != len(slots):
         return None
-    assignment = {}
-    for slot, domain in zip(slots, chosen):
-        assignment.update(dict.fromkeys(slot, domain))
-    return assignment
+    return _thread_assignment(slots, chosen)
 
 
 def _barred(slot, eligible, domain_count):
@@ -251,15 +253,15 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
         if decided is not None:
             return decided
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
-    staying = [_staying(where[position], kept[position], _slot_loads(slot, loads),
-                        domain_count) for position, slot in enumerate(slots)]
+    staying = [_staying_loads(where[position], kept[position], _slot_loads(slot, loads),
+                              domain_count) for position, slot in enumerate(slots)]
     stay_weight = sum(map(len, slots)) + 1        # > any number of threads kept
     # > any summed staying load: each slot contributes one of its domains'.
-    load_weight = sum(sum(load) for _, load in staying) + 1
+    load_weight = sum(map(sum, staying)) + 1
     position_weight = len(slots) + 1              # > any number of off-position slots
     cost = []
     for position, slot in enumerate(slots):
-        staying_count, staying_load = staying[position]
+        staying_count, staying_load = kept[position], staying[position]
         barred = _barred(slot, eligible, domain_count) if eligible else [0] * domain_count
         row = []
         for column, domain in enumerate(column_domain):
@@ -270,7 +272,4 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
     chosen = _two_by_two(cost) if len(cost) == 2 else None
     if chosen is None:
         chosen = hungarian(cost)
-    assignment = {}
-    for position, slot in enumerate(slots):
-        assignment.update(dict.fromkeys(slot, column_domain[chosen[position]]))
-    return assignment
+    return _thread_assignment(slots, [column_domain[column] for column in chosen])
