@@ -300,11 +300,10 @@ class RunTracer:
     Every policy is traced the same way, by compare itself: for the
     tumbler-run policies CMD is tumbler's child, found once tumbler has
     started it.  Tracing starts while CMD already runs (bpftrace takes up
-    to about a second to attach) and the maps are read every
-    ``period_s``, because a
-    thread that exits leaves the scripts' maps: what happens before the
-    probes are attached and in the last ``period_s`` before a thread
-    exits is not counted, alike for every policy.
+    to about a second to attach) and the maps are read every ``period_s``,
+    because a thread that exits leaves the scripts' maps: what happens
+    before the probes are attached and in the last ``period_s`` before a
+    thread exits is not counted, alike for every policy.
     """
 
     def __init__(self, kinds, domain_of_cpu, period_s=0.2):
@@ -328,7 +327,7 @@ class RunTracer:
             pid = find_pid()
             if pid is None:
                 self.failure = "the command was not started"
-            elif not self._done.is_set():
+            else:
                 self.start(pid)
         self._starter = threading.Thread(target=attach, name="compare-probe-start",
                                          daemon=True)
@@ -384,8 +383,8 @@ class RunTracer:
 
     def result(self):
         """The run's figures: lock wait (s and waits), run-queue latency (total
-        s, waits, mean ms), migrations and cross-domain migrations; None for
-        the kinds not traced; ``failure`` says why tracing stopped early."""
+        s, waits, mean ms), migrations and cross-domain migrations (absent
+        for kinds not traced); ``failure`` says why tracing stopped early."""
         t = self.totals
         out = {"failure": self.failure}
         if "lock_ns" in t:

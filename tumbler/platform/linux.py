@@ -124,7 +124,7 @@ class LinuxBackend(Backend):
         self.sys = os.path.join(root, "sys")
         self._files = {}            # (pid, tid) -> _ThreadFiles
         self._sampled_tids = {}     # pid -> TIDs of its last sample
-        self._stat_fds = {}         # pid -> open fd of /proc/PID/stat (process_state)
+        self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
         self._stat_thread_counts = {}   # pid -> num_threads read by process_state
         self._schedstat_ok = None   # None: not yet known
 
