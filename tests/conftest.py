@@ -53,6 +53,31 @@ def wait_for_threads(pid, count, timeout=5.0):
     raise AssertionError("process %d never reached %d threads" % (pid, count))
 
 
+#: Failure guard for conditions tests wait for (never asserted on).
+WAIT_LIMIT_S = 60.0
+
+
+def wait_until(cond, what):
+    """Wait for ``cond()``; fail the test naming ``what`` after WAIT_LIMIT_S."""
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail("gave up waiting for " + what)
+        time.sleep(0.01)
+
+
+def run_in_process(*args):
+    """Run ``tumbler ARGS`` in-process: (exit status, stdout, stderr)."""
+    from click.testing import CliRunner
+    from tumbler.cli import main
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:                       # click >= 8.2: always separate
+        runner = CliRunner()
+    result = runner.invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
 def assert_no_traceback(stderr):
     assert "Traceback" not in stderr, stderr
 

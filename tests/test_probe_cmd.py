@@ -14,13 +14,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import types
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import REPO, wait_for_threads
+from conftest import REPO, WAIT_LIMIT_S, wait_for_threads, wait_until
+from conftest import run_in_process as run
 from tumbler import probe
 from tumbler.cli import main
 from tumbler.controller import Controller
@@ -56,26 +55,6 @@ TOTAL_KEYS = {"threads", "usr", "sys", "lck", "lat", "mean_runq_ns", "migrations
               "cross_domain_per_s"} | set(probe.FIELDS)
 RECORD_KEYS = {"platform", "kinds", "duration_s", "ended", "level", "domains",
                "lost_events", "processes"}
-#: Failure guard for conditions the tests wait for (never asserted on).
-WAIT_LIMIT_S = 60.0
-
-
-def run(*args):
-    """Run ``tumbler ARGS`` in-process: (exit status, stdout, stderr)."""
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:                       # click >= 8.2: always separate
-        runner = CliRunner()
-    result = runner.invoke(main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def wait_until(cond, what):
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail("gave up waiting for " + what)
-        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_until
 from tumbler import probe
 from tumbler.errors import TumblerError
 
@@ -110,8 +111,6 @@ WORKLOAD_C = textwrap.dedent(r"""
     }
 """)
 
-#: Failure guard for conditions the tests wait for (never asserted on).
-WAIT_LIMIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -173,14 +172,6 @@ def schedstat(pid):
         with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
             out[tid] = tuple(int(x) for x in f.read().split())
     return out
-
-
-def wait_until(cond, what):
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail("gave up waiting for " + what)
-        time.sleep(0.01)
 
 
 def thread_state(pid, tid):

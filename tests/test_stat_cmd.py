@@ -14,10 +14,10 @@ import sys
 import time
 
 import pytest
-from click.testing import CliRunner
 
 import illumos_fixtures as fx
 from conftest import wait_for_threads
+from conftest import run_in_process as run
 from tumbler.cli import main
 from tumbler.domains import choose_domains
 from tumbler.platform import open_backend
@@ -33,16 +33,6 @@ TICK = os.sysconf("SC_CLK_TCK")
 REPORT_KEYS = {"report", "pid", "name", "platform", "since_start", "elapsed_s", "columns",
                "level", "domains", "threads"}
 THREAD_KEYS = {"tid", "name", "state", "cpu", "domain"}
-
-
-def run(*args):
-    """Run ``tumbler ARGS`` in-process: (exit status, stdout, stderr)."""
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:                       # click >= 8.2: always separate
-        runner = CliRunner()
-    result = runner.invoke(main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def run_json(*args):
