@@ -39,7 +39,7 @@ class ScriptedBackend(Backend):
             raise NoSuchProcess(pid)
         return sorted(self.threads)
 
-    def process_state(self, pid):
+    def process_state(self, pid, fresh=False):
         if pid != PID:
             raise NoSuchProcess(pid)
         return False, None

@@ -1,8 +1,8 @@
 """The auto and speed policies: when speed balancing engages, and what it pins."""
 
 from tumbler.engine import Domain
-from tumbler.engine.policy import (JUDGE_INTERVAL_MS, WATCH_INTERVAL_MS, ThreadView,
-                                   make_policy)
+from tumbler.engine.policy import (ENGAGED_INTERVAL_MS, JUDGE_INTERVAL_MS, WATCH_INTERVAL_MS,
+                                   ThreadView, make_policy)
 from tumbler.engine.speed import SpeedParams
 
 WALL = 100_000_000      # a 100 ms round
@@ -26,7 +26,9 @@ def test_three_spinners_on_two_cores_engage_speed_balancing():
     assert "speed" in decision.notes[0] and "3 runnable threads on 2 cores" in decision.notes[0]
     assert sorted(decision.pins) == [1, 2, 3]
     assert set(decision.pins.values()) == {0, 1}
-    assert decision.interval_ms == 100
+    # Full rounds calm down; speed balancing steps at its own cadence between.
+    assert decision.interval_ms == ENGAGED_INTERVAL_MS
+    assert decision.speed_interval_ms == SpeedParams().interval_ms     # no jitter in auto()
 
 
 def test_sleeping_threads_are_left_to_the_os():
@@ -121,6 +123,35 @@ def test_speed_rotates_threads_through_the_fast_core():
     assert all(count >= 5 for count in alone.values()), alone
 
 
+def test_speed_steps_between_full_rounds_rotate_threads_through_the_fast_core():
+    """After a full round engages, steps alone (the controller calls them
+    between rounds with the pinned threads only) keep the rotation going."""
+    params = SpeedParams(jitter=False, block_intervals=0, interval_ms=20)   # tumbler's defaults
+    policy = make_policy("auto", speed=params, seed=1)
+    decision = policy.decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
+    placement = dict(decision.pins)
+    alone = {1: 0, 2: 0, 3: 0}
+    for _ in range(30):
+        per_cpu = {}
+        for tid, cpu in placement.items():
+            per_cpu.setdefault(cpu, []).append(tid)
+        views = [spinner(tid, 1.0 / len(per_cpu[cpu]), cpu) for tid, cpu in placement.items()]
+        for tid, cpu in placement.items():
+            alone[tid] += len(per_cpu[cpu]) == 1
+        pins, interval_ms = policy.speed_step(views, ONE_DOMAIN)
+        assert interval_ms == 20
+        assert len(pins) == 1               # one pull per step: 2+1 becomes 1+2
+        placement.update(pins)
+    assert all(count == 10 for count in alone.values()), alone
+
+
+def test_speed_step_with_balanced_speeds_pins_nothing():
+    policy = auto()
+    policy.decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
+    even = [spinner(1, 0.66, 0), spinner(2, 0.67, 1), spinner(3, 0.67, 0)]
+    assert policy.speed_step(even, ONE_DOMAIN)[0] == {}
+
+
 def test_auto_groups_across_domains_and_balances_speed_inside():
     domains = [Domain(0, {0, 1}), Domain(1, {2, 3})]
     threads = [spinner(1, 0.5, domain=0), spinner(2, 0.5, domain=0), spinner(3, 1.0, domain=0),
@@ -161,5 +192,6 @@ def test_a_multiple_of_the_cores_is_left_to_the_os():
 def test_single_domain_watches_calmly_until_speed_engages():
     idle = auto().decide([spinner(1, 1.0), spinner(2, 1.0)], ONE_DOMAIN)
     assert idle.interval_ms >= 200
+    assert idle.speed_interval_ms is None
     busy = auto().decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
-    assert busy.interval_ms == SpeedParams().interval_ms      # no jitter in auto()
+    assert busy.speed_interval_ms == SpeedParams().interval_ms      # no jitter in auto()

@@ -1,12 +1,14 @@
 """LinuxBackend.sample on real threads: the batched steady-state path.
 
-A round calls process_state (which reads num_threads) and then sample; when
-the count is unchanged, sample reads the kept-open schedstat fds of the
-threads it knew without listing /proc/PID/task, in one batch.  These tests
+A round calls sample and then process_state; when the thread count (the
+link count of /proc/PID/task) is unchanged, sample reads the kept-open
+schedstat fds of the threads it knew without listing /proc/PID/task, in
+one batch.  These tests
 check that the batch agrees with the per-thread path, and that threads
 exiting and starting between rounds are neither kept nor missed for long.
 """
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -59,9 +61,10 @@ def child():
 
 
 def round_sample(backend, pid):
-    """What the controller does each round: process_state, then sample."""
+    """What the controller does each round: sample, then process_state."""
+    sample = backend.sample(pid)
     backend.process_state(pid)
-    return backend.sample(pid)
+    return sample
 
 
 @pytest.fixture
@@ -125,3 +128,49 @@ def test_exited_process_raises_no_such_process(steady):
     proc.wait()
     with pytest.raises(NoSuchProcess):
         backend.sample(proc.pid)
+
+
+def test_thread_count_is_the_task_directory_link_count(steady):
+    proc, workers, backend = steady
+    assert backend._thread_count(proc.pid) == len(workers) + 1 \
+        == len(os.listdir("/proc/%d/task" % proc.pid))
+
+
+def test_process_state_is_read_again_only_when_threads_change(steady, monkeypatch):
+    """The main thread's stat (zombie? another program?) is re-read when a
+    sample finds threads gone or new -- an exec ends every other thread --
+    and otherwise at most every STATE_READ_NS."""
+    proc, _, backend = steady
+    reads = []
+    original = backend._read_state
+    monkeypatch.setattr(backend, "_read_state", lambda pid: reads.append(pid) or original(pid))
+    for _ in range(3):
+        round_sample(backend, proc.pid)
+    assert reads == []                  # same threads, within a second: the last answer
+    proc.stdin.write("swap\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().split()[0] == "swapped"
+    round_sample(backend, proc.pid)     # a thread gone: read again
+    assert reads == [proc.pid]
+    assert backend.process_state(proc.pid, fresh=True) == original(proc.pid)
+    monkeypatch.setattr("tumbler.platform.linux.STATE_READ_NS", 0)
+    del reads[:]
+    round_sample(backend, proc.pid)
+    round_sample(backend, proc.pid)
+    assert len(reads) == 2              # no answer is recent enough any more
+
+
+def test_thread_run_ns_reads_the_same_clock_as_sample(steady):
+    """Speed balancing's steps read only the threads it pinned."""
+    from tumbler.platform.base import Backend
+    proc, workers, backend = steady
+    before = round_sample(backend, proc.pid)
+    run_ns, now = backend.thread_run_ns(proc.pid, workers[:2] + [999999999])
+    after = round_sample(backend, proc.pid)
+    assert set(run_ns) == set(workers[:2])          # an unknown TID is left out
+    assert before.wall_ns <= now <= after.wall_ns
+    for tid in workers[:2]:
+        assert before.threads[tid].run_ns <= run_ns[tid] <= after.threads[tid].run_ns
+    # The generic fallback (a whole sample) agrees on which threads it finds.
+    generic, _ = Backend.thread_run_ns(backend, proc.pid, workers[:2] + [999999999])
+    assert set(generic) == set(workers[:2])

@@ -67,8 +67,15 @@ def test_each_thread_of_three_spinners_on_two_cores_gets_time_alone(workloads, t
         assert any(r["mechanisms"]["0"].startswith("speed:") for r in rounds)
     # Pins happened, and threads took turns instead of ping-ponging: the
     # least-migrated thread is pulled, so the same thread is almost never
-    # moved in two consecutive rounds.
-    moved = [{p["tid"] for p in r["pins"] if p["cpu"] is not None} for r in rounds]
+    # moved in two consecutive steps.  A logged round lists the pins of the
+    # speed steps since the round before, each with its step number.
+    by_step = {}
+    for r in rounds:
+        for p in r["pins"]:
+            if p["cpu"] is not None:
+                by_step.setdefault(p["step"], set()).add(p["tid"])
+    assert len(by_step) > len(rounds), "speed steps between rounds pinned nothing"
+    moved = [by_step[step] for step in sorted(by_step)]
     total = sum(len(m) for m in moved)
     assert total > 0
     repeats = sum(len(a & b) for a, b in zip(moved, moved[1:]))

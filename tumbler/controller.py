@@ -11,6 +11,10 @@ Each round (paper Algorithm 1):
 
 Between rounds the loop wakes every ``discover_ms`` to look for new threads
 and places them at once (initial placement), and at once for signals.
+While speed balancing is engaged (the decision has a
+``speed_interval_ms``), it also wakes for speed balancing's steps: each
+reads only the threads speed balancing pinned and applies its pins
+(``speed_step``), a fraction of a full round's cost at 20 ms intervals.
 
 Whatever ends the run -- the targets exit, ``--duration`` passes, a signal,
 an error -- ``restore_all`` puts every touched thread back the way it was
@@ -102,7 +106,12 @@ class Controller:
         self.targets = []
         self.placed_between_rounds = []     # initial placements, logged next round
         self.last_decision = None
-        self.pins_made = []
+        self.pins_made = []                 # (thread, cpu, step) of the last round and the
+                                            # speed steps before it
+        self.steps = 0                      # speed balancing steps so far (rounds included)
+        self._pins_between = []             # pins of speed steps since the last round
+        self._speeding = []                 # threads speed_step samples
+        self._speed_domains = []            # domains where it is engaged
         self.base_allowed = {}              # pid -> CPUs the process may use
         self.images = {}                    # pid -> program image token (exec detection)
         self._bound_masks = set()           # CPU sets tumbler bound threads to
@@ -188,11 +197,14 @@ class Controller:
         samples = []
         for pid in list(self.targets):
             try:
+                # Sample first: the backend may answer process_state from
+                # the last round when the sample found the same threads.
+                sample = self.backend.sample(pid)
                 zombie, image = self.backend.process_state(pid)
                 if zombie:
                     raise NoSuchProcess(pid)
                 self._check_exec(pid, image)
-                samples.append(self.backend.sample(pid))
+                samples.append(sample)
             except NoSuchProcess:
                 self.targets.remove(pid)
                 self._drop_process(pid)
@@ -318,7 +330,9 @@ class Controller:
         if self.moves_threads:
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
             applied += self._apply([(by_tid[m.tid], m.dst) for m in plan.moves])
-            self.pins_made = self._pin(by_tid, decision.pins)
+            self.pins_made = self._pins_between + self._pin(by_tid, decision.pins)
+            self._pins_between = []
+            self._follow_speed(decision, measured)
         self.last_decision = decision
         self.stats.intervals += 1
         if not self.choice.single:
@@ -326,6 +340,52 @@ class Controller:
         for observer in self.observers:
             observer.write_round(self, plan, applied)
         return decision
+
+    def _follow_speed(self, decision, measured):
+        """Note the threads speed balancing pinned in the domains where it is
+        engaged: speed_step samples only those between full rounds."""
+        engaged = set(decision.engaged) if decision.speed_interval_ms else ()
+        self._speed_domains = [d for d in self.domains if d.index in engaged]
+        self._speeding = [t for t in measured
+                          if t.pinned_cpu is not None and t.domain in engaged] if engaged else []
+
+    def speed_step(self):
+        """One step of speed balancing between full rounds; returns the ms to
+        the next step, or None when there is nothing to step.
+
+        Reads only the CPU time of the threads speed balancing pinned (one
+        read each), takes their speeds over the time since their last
+        reading, and applies the pins the balancer decides.  Everything
+        else (new threads, sleepers, loads, grouping) waits for the next
+        full round: a step costs a fraction of one, and comes every 20 ms.
+        """
+        threads = [t for t in self._speeding if t.pinned_cpu is not None and not t.unmovable]
+        if not threads:
+            return None
+        by_pid = {}
+        for thread in threads:
+            by_pid.setdefault(thread.pid, []).append(thread)
+        new = tuple.__new__
+        views = []
+        for pid, group in by_pid.items():
+            try:
+                run_times, now = self.backend.thread_run_ns(pid, [t.tid for t in group])
+            except NoSuchProcess:
+                continue
+            for thread in group:
+                run_ns = run_times.get(thread.tid)
+                if run_ns is None:
+                    continue        # gone, or unreadable now: the full round will say
+                thread.exec_ns = run_ns - thread.prev_run if run_ns > thread.prev_run else 0
+                thread.wall_ns = now - thread.prev_wall
+                thread.prev_wall, thread.prev_run = now, run_ns
+                views.append(new(ThreadView, (thread.tid, thread.load, thread.domain,
+                                              thread.eligible, thread.pinned_cpu,
+                                              thread.exec_ns, thread.wall_ns, thread.runnable,
+                                              thread.sleeps_per_s)))
+        pins, interval_ms = self.policy.speed_step(views, self._speed_domains)
+        self._pins_between += self._pin({t.tid: t for t in threads}, pins)
+        return interval_ms
 
     def _crowded_domains(self, threads):
         """Domains with more always-runnable threads than CPUs.
@@ -393,14 +453,16 @@ class Controller:
         return rate
 
     def _pin(self, by_tid, pins):
-        """Apply speed balancing's pins: a CPU, or None for the whole domain."""
+        """Apply speed balancing's pins: a CPU, or None for the whole domain.
+        Returns the (thread, cpu, step) made."""
+        self.steps += 1
         made = []
         for tid, cpu in sorted(pins.items()):
             thread = by_tid.get(tid)
             if thread is None or thread.domain is None or thread.pinned_cpu == cpu:
                 continue
             if self._bind(thread, thread.domain, cpu):
-                made.append((thread, cpu))
+                made.append((thread, cpu, self.steps))
                 self.stats.pins += 1
         return made
 
@@ -514,6 +576,7 @@ class Controller:
         signal means (exec mode forwards it); it returns True to stop.
         """
         next_round = time.monotonic() + self.first_interval_ms / 1000.0
+        next_step = None                # next speed balancing step between rounds
         scanned = time.monotonic()      # last look for new threads
         while True:
             for signum in waiter.take():
@@ -533,11 +596,20 @@ class Controller:
                 # discover_ms no separate scan is made.
                 scanned = time.monotonic()
                 next_round = scanned + decision.interval_ms / 1000.0
+                next_step = None
+                if decision.speed_interval_ms and self.moves_threads:
+                    next_step = scanned + decision.speed_interval_ms / 1000.0
+                continue
+            if next_step is not None and now >= next_step:
+                step_ms = self.speed_step()
+                next_step = None if step_ms is None else time.monotonic() + step_ms / 1000.0
                 continue
             if now - scanned >= self.discover_s:
                 self.discover()
                 scanned = now
             wake = min(next_round, scanned + self.discover_s)
+            if next_step is not None:
+                wake = min(wake, next_step)
             if deadline is not None:
                 wake = min(wake, deadline)
             waiter.sleep(max(0.0, wake - time.monotonic()))
@@ -562,7 +634,7 @@ class Controller:
         failed = 0
         for pid in self.targets:
             try:
-                self._check_exec(pid, self.backend.process_state(pid)[1])
+                self._check_exec(pid, self.backend.process_state(pid, fresh=True)[1])
             except NoSuchProcess:
                 pass
         for thread in self.threads.values():

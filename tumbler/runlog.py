@@ -57,8 +57,8 @@ class RunLog:
         decision = controller.last_decision
         if decision is not None:
             record["mechanisms"] = {str(d): note for d, note in sorted(decision.notes.items())}
-            record["pins"] = [{"tid": t.tid, "name": t.name, "cpu": cpu}
-                              for t, cpu in controller.pins_made]
+            record["pins"] = [{"tid": t.tid, "name": t.name, "cpu": cpu, "step": step}
+                              for t, cpu, step in controller.pins_made]
         for extra in self.extra:
             record.update(extra(controller))
         self.file.write(json.dumps(record) + "\n")

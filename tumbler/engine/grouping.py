@@ -510,6 +510,23 @@ def _kept_reason(gain: float, tolerance: float) -> str:
     return "no predicted spread gain: keep groups"
 
 
+def _single_domain_plan(columns: _Columns, table: VariationTable) -> Plan:
+    """One domain with every thread on it: nothing to group or to place.
+
+    The CV and the summed load are computed for the log only.  Speed
+    balancing runs a round every 20 ms on such machines; this keeps the
+    grouping half of it to a few C-level passes.
+    """
+    effective = _effective_loads(columns)
+    thread_cv = cv(effective)
+    interval_ms, _ = table.interval_for(thread_cv)
+    load = math.fsum(effective)
+    return Plan(moves=[], assignment=dict.fromkeys(columns.tids, 0), thread_cv=thread_cv,
+                interval_ms=interval_ms, regroup=False, domain_loads=[load],
+                predicted_loads=[load], spread_before=0.0, spread_after=0.0,
+                reason="single domain: nothing to group across")
+
+
 # -- the policy ------------------------------------------------------------------
 
 def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
@@ -522,6 +539,8 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
     capacities = [domain.capacity for domain in ordered]
     threads = list(threads)
     columns = _checked_columns(threads, len(ordered))
+    if len(ordered) < 2 and None not in columns.domains:
+        return _single_domain_plan(columns, table)
     effective = _effective_loads(columns)
     thread_cv = cv(effective)
     interval_ms, wants_grouping = table.interval_for(thread_cv)

@@ -44,7 +44,12 @@ Policies:
                 cores -- balanced speeds are then its own doing -- and
                 *disengages* (threads handed back to the OS, bound to the
                 whole domain) when they are no more than the cores.
-             4. A candidate that starts sleeping is unpinned at once.
+             4. A candidate that starts sleeping is unpinned at the next
+                full round.  While a domain is engaged, full rounds come
+                every ``ENGAGED_INTERVAL_MS`` (200 ms) at most; in
+                between, ``speed_step`` runs speed balancing alone every
+                20 ms (+ jitter) on the pinned threads, which the
+                controller samples alone.
              5. On a single domain with speed balancing idle, rounds come
                 every ``WATCH_INTERVAL_MS`` (200 ms): there is nothing
                 else to do, and each round costs CPU the program could
@@ -77,6 +82,11 @@ WATCH_INTERVAL_MS = 200
 #: judged (whether they sleep takes readings over 0.3 s) and speed
 #: balancing is not engaged: a change of speeds is seen within 0.1 s.
 JUDGE_INTERVAL_MS = 100
+#: Interval of full rounds while speed balancing is engaged somewhere; its
+#: steps come in between (see Decision.speed_interval_ms).  Full rounds
+#: then only look for sleepers and new threads, and cost CPU the crowded
+#: domain's threads are short of.
+ENGAGED_INTERVAL_MS = 200
 #: A tolerance no regrouping can meet: the speed policy only places threads.
 NEVER_REGROUP = 1e9
 
@@ -101,11 +111,21 @@ class ThreadView(NamedTuple):
 
 @dataclass
 class Decision:
+    """One full round's decision.
+
+    ``interval_ms`` is the time to the next full round (sampling every
+    thread, grouping, judging).  While speed balancing is engaged in some
+    domains (``engaged``), ``speed_interval_ms`` is the time to its next
+    step: between full rounds the controller samples only the threads
+    speed balancing pinned in those domains and calls ``speed_step``.
+    """
+
     plan: Plan
     pins: Dict[int, Optional[int]] = field(default_factory=dict)
     interval_ms: int = 100
     notes: Dict[int, str] = field(default_factory=dict)     # domain -> mechanism + why
     engaged: List[int] = field(default_factory=list)        # domains speed-balanced
+    speed_interval_ms: Optional[int] = None
 
 
 _TID = attrgetter("tid")
@@ -195,6 +215,21 @@ class _SpeedMixin:
                 pins[move.tid] = move.dst
         return moves
 
+    def speed_step(self, threads, domains):
+        """A step of speed balancing between full rounds.
+
+        ``threads``: ThreadViews of the threads pinned in the engaged
+        ``domains``, with their CPU time since the last step.  Nothing else
+        is sampled or judged: the full round does that every
+        ``ENGAGED_INTERVAL_MS``.  Returns (pins, ms to the next step).
+        """
+        pins = {}
+        for domain in domains:
+            members = [t for t in threads if t.domain == domain.index]
+            if members:
+                self._speed_round(domain, members, pins)
+        return pins, self._balancer(domains[0]).next_interval_ms()
+
     def _release(self, members, pins):
         for t in members:
             if t.pinned_cpu is not None:
@@ -224,12 +259,14 @@ class SpeedPolicy(_SpeedMixin, TumblerPolicy):
             moves = self._speed_round(domain, members, pins)
             notes[domain.index] = "speed: %d threads on %d cores, %d pulls" % (
                 len(members), len(domain.cpus), len(moves))
-        interval = self._balancer(domains[0]).next_interval_ms() if domains else 100
+        interval = ENGAGED_INTERVAL_MS
         if self.fixed_interval_ms is not None:
             interval = self.fixed_interval_ms
         plan.interval_ms = interval
         return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
-                        engaged=[d.index for d in domains])
+                        engaged=[d.index for d in domains],
+                        speed_interval_ms=self._balancer(domains[0]).next_interval_ms()
+                        if domains else None)
 
     def _placement_only(self, threads, domains):
         """Place new threads; never regroup (speed does not cross domains)."""
@@ -273,10 +310,14 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             engaged.append(domain.index)
             moves = self._speed_round(domain, candidates, pins)
             notes[domain.index] = "speed: %s, %d pulls" % (verdict, len(moves))
-            # Speed balancing needs its own cadence (100 ms + jitter in the
-            # paper); grouping simply runs at it while a domain is engaged.
-            interval = self._balancer(domain).next_interval_ms()
-        if len(domains) < 2 and not engaged:
+        speed_interval = None
+        if engaged:
+            # Speed balancing steps at its own cadence (20 ms + jitter) in
+            # between; full rounds watch for sleepers and new threads.
+            speed_interval = self._balancer(domains[engaged[0]]).next_interval_ms()
+            interval = min(interval, ENGAGED_INTERVAL_MS) if len(domains) > 1 \
+                else ENGAGED_INTERVAL_MS
+        elif len(domains) < 2:
             # Nothing to group across and nothing to speed-balance: watch
             # at a calm pace.  The table's interval is about regrouping,
             # which cannot happen here, so it does not apply.
@@ -287,7 +328,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             interval = self.fixed_interval_ms
         plan.interval_ms = interval
         return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
-                        engaged=engaged)
+                        engaged=engaged, speed_interval_ms=speed_interval)
 
     @staticmethod
     def _judging(runnable, domains, assignment):

@@ -185,13 +185,23 @@ class Backend:
     def thread_ids(self, pid):
         raise NotImplementedError
 
-    def process_state(self, pid):
+    def process_state(self, pid, fresh=False):
         """(zombie, image): ``image`` is a token that changes when the process
-        execs another program, None where the OS cannot tell."""
+        execs another program, None where the OS cannot tell.  A backend may
+        answer from a recent reading unless ``fresh`` is asked."""
         return self.process(pid).zombie, None
 
     def sample(self, pid):
         raise NotImplementedError
+
+    def thread_run_ns(self, pid, tids):
+        """({tid: CPU time in ns}, monotonic ns when read) for some threads
+        of ``pid``, the same clock as ``sample``'s run_ns; threads that are
+        gone are left out.  Speed balancing's steps read only the threads it
+        pinned; a backend can do that for less than a whole ``sample``."""
+        sample = self.sample(pid)
+        return ({tid: sample.threads[tid].run_ns for tid in tids if tid in sample.threads},
+                sample.wall_ns)
 
     def allowed_cpus(self, pid, tid):
         raise NotImplementedError

@@ -47,6 +47,10 @@ _STAT_STATE, _STAT_FLAGS, _STAT_UTIME, _STAT_STIME = 0, 6, 11, 12
 _STAT_NUM_THREADS, _STAT_STARTTIME, _STAT_PROCESSOR = 17, 19, 36
 _STAT_STARTCODE, _STAT_ENDCODE, _STAT_STARTSTACK = 23, 24, 25
 
+#: process_state re-reads the main thread's stat at least this often while
+#: the threads stay the same (see process_state).
+STATE_READ_NS = 1_000_000_000
+
 
 def parse_stat(text):
     """Split a /proc stat line into (comm, fields after the comm).
@@ -125,7 +129,8 @@ class LinuxBackend(Backend):
         self._files = {}            # (pid, tid) -> _ThreadFiles
         self._sampled_tids = {}     # pid -> TIDs of its last sample
         self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
-        self._stat_thread_counts = {}   # pid -> num_threads read by process_state
+        self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
+        self._states = {}           # pid -> (monotonic ns, process_state's answer)
         self._schedstat_ok = None   # None: not yet known
 
     # -- processes and threads -----------------------------------------------
@@ -149,15 +154,53 @@ class LinuxBackend(Backend):
             is_kernel=bool(flags & PF_KTHREAD),
             tgid=int(status["Tgid"]), zombie=_exited(fields))
 
-    def process_state(self, pid):
-        """(zombie, image) from one read of the main thread's stat (once per
-        round); it also notes num_threads for the ``sample`` that follows.
+    def process_state(self, pid, fresh=False):
+        """(zombie, image) of ``pid``.  Called once per round, after ``sample``.
 
         The image token is the program's text and stack addresses, which an
         execve(2) replaces (ASLR moves them even for the same file).  The
         kernel shows them only to a reader allowed to ptrace the process:
         zeros otherwise, and then None -- an exec cannot be told.
+
+        Both come from the main thread's stat, which costs as much as
+        sampling a dozen threads, so it is read only when ``sample`` found
+        threads gone or new since the sample before, when ``fresh`` is
+        asked, and at least every ``STATE_READ_NS``; in between the last
+        answer stands.  An exec ends every other thread, and so does the
+        exit of a multithreaded process: both are seen in the round they
+        happen.  A single-threaded process's exit (or exec) is seen within
+        ``STATE_READ_NS``.
         """
+        now = time.monotonic_ns()
+        last = self._states.get(pid)
+        if not fresh and last is not None and now - last[0] < STATE_READ_NS:
+            return last[1]
+        state = self._read_state(pid)
+        if state[0]:
+            self._states.pop(pid, None)
+        else:
+            self._states[pid] = (now, state)
+        return state
+
+    def _thread_count(self, pid):
+        """The number of threads of ``pid`` from the link count of its task
+        directory (one fstat of a kept-open fd, bound to this process: a
+        reused PID cannot answer for it); None if it cannot be told."""
+        fd = self._task_fds.get(pid)
+        try:
+            if fd is None:
+                fd = self._task_fds[pid] = os.open("%s/%d/task" % (self.proc, pid),
+                                                   os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            links = os.fstat(fd).st_nlink
+        except OSError:
+            return None
+        # procfs counts 2 + the threads.  Some file systems (btrfs, under a
+        # fixture tree) count directory links differently; a live process
+        # has at least one thread.
+        return links - 2 if links >= 3 else None
+
+    def _read_state(self, pid):
+        """(zombie, image) from the main thread's stat."""
         # The main thread's stat, not the process's: the same state, image
         # and num_threads, without the kernel summing times over every
         # thread (which costs as much as the rest of a round on a process
@@ -176,10 +219,6 @@ class LinuxBackend(Backend):
             self._close_stat_fd(pid)
             raise NoSuchProcess(pid)
         fields = parse_stat(data.decode(errors="replace"))[1]
-        try:
-            self._stat_thread_counts[pid] = int(fields[_STAT_NUM_THREADS])
-        except (IndexError, ValueError):
-            pass
         try:
             image = tuple(int(fields[i]) for i in (_STAT_STARTCODE, _STAT_ENDCODE,
                                                    _STAT_STARTSTACK))
@@ -237,13 +276,15 @@ class LinuxBackend(Backend):
         for key in list(self._files):
             self.forget(*key)
         self._sampled_tids.clear()
-        for pid in list(self._stat_fds):
+        for pid in set(self._stat_fds) | set(self._task_fds):
             self._close_stat_fd(pid)
 
     def _close_stat_fd(self, pid):
-        fd = self._stat_fds.pop(pid, None)
-        if fd is not None:
-            os.close(fd)
+        for fds in (self._stat_fds, self._task_fds):
+            fd = fds.pop(pid, None)
+            if fd is not None:
+                os.close(fd)
+        self._states.pop(pid, None)
 
     def thread_flags(self, pid, tid):
         files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
@@ -258,12 +299,11 @@ class LinuxBackend(Backend):
         gone raises NoSuchProcess.
         """
         last = self._sampled_tids.get(pid)
-        count = self._stat_thread_counts.pop(pid, None)
-        if not detail and last and count == len(last):
-            # process_state just read num_threads and it has not changed:
-            # the same threads, most likely, without listing them.  A thread
-            # that exited fails its read below; one that replaced it shows
-            # up in the next round's count (or the next discover).
+        if not detail and last and self._thread_count(pid) == len(last):
+            # As many threads as last time: the same threads, most likely,
+            # without listing them.  A thread that exited fails its read
+            # below; one that replaced it shows up in the next round's count
+            # (or the next discover).
             tids = last
         else:
             tids = self.thread_ids(pid)
@@ -285,6 +325,7 @@ class LinuxBackend(Backend):
             for tid in (last or _NO_TIDS) - threads.keys():
                 self.forget(pid, tid)
             self._sampled_tids[pid] = threads.keys()
+            self._states.pop(pid, None)     # threads came or went: an exec? (process_state)
         return Sample(pid=pid, wall_ns=wall_ns, threads=threads)
 
     def _steady_sample(self, pid, tids):
@@ -324,6 +365,25 @@ class LinuxBackend(Backend):
             tids, map(_START, files), map(_NAME, files), run_ns, repeat(None),
             repeat(None), lat_ns, repeat(None), repeat("?"), repeat(NO_MICROSTATES)))
         return dict(zip(tids, times))
+
+    def thread_run_ns(self, pid, tids):
+        """CPU time of a few known threads: one pread of each one's kept-open
+        schedstat (speed balancing's steps).  A thread without one, or whose
+        read fails (it exited), is left out until the next ``sample``."""
+        if self._schedstat_ok is False:     # clock ticks: the whole sample
+            return super().thread_run_ns(pid, tids)
+        found = {}
+        for tid in tids:
+            files = self._files.get((pid, tid))
+            if files is None or files.schedstat_fd is None or files.schedstat_fd < 0:
+                continue
+            try:
+                run_ns = int(os.pread(files.schedstat_fd, 128, 0).split(None, 1)[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            if run_ns or self._schedstat_ok:     # a zero may mean "not accounted" (sample)
+                found[tid] = run_ns
+        return found, time.monotonic_ns()
 
     def _read_times(self, tid, files, detail):
         run_ns = lat_ns = None
