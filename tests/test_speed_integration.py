@@ -2,12 +2,14 @@
 
 import json
 import os
+import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import REPO, assert_no_traceback, thread_masks, thread_names, tumbler_cmd
+from conftest import (REPO, assert_no_traceback, thread_masks, thread_names, tumbler_cmd,
+                      wait_for_threads, wait_until)
 
 
 def workers_of(tumbler_pid, timeout=5.0):
@@ -93,3 +95,35 @@ def test_sleeping_barriers_are_not_pinned_by_auto(workloads, tmp_path):
     assert rounds
     assert not any(r["pins"] for r in rounds)
     assert all(r["mechanisms"]["0"].startswith("os") for r in rounds)
+
+
+def test_signal_during_speed_steps_restores_every_mask(workloads, two_cpus):
+    """Stopped while speed balancing steps between rounds, tumbler puts back
+    the masks the threads had, whichever core a step last pinned them to."""
+    if len(os.sched_getaffinity(0)) != 2:
+        pytest.skip("the 3-on-2 case needs exactly 2 allowed CPUs")
+    spmd = subprocess.Popen([os.path.join(workloads, "spmd"), "-b", "spin", "-t", "3",
+                             "-w", "100", "-p", "400"], stdout=subprocess.DEVNULL)
+    try:
+        wait_for_threads(spmd.pid, 4)
+        before = thread_masks(spmd.pid)
+        tumbler = subprocess.Popen(tumbler_cmd("-p", str(spmd.pid)), stderr=subprocess.PIPE,
+                                   text=True, cwd=REPO)
+        pinned = set()
+
+        def rotated():
+            for tid, mask in thread_masks(spmd.pid).items():
+                if len(mask) == 1:
+                    pinned.add((tid, mask))
+            return len(pinned) >= 6          # threads have moved between cores
+        wait_until(rotated, "speed balancing to move threads between cores")
+        tumbler.send_signal(signal.SIGTERM)
+        _, stderr = tumbler.communicate(timeout=20)
+        after = thread_masks(spmd.pid)
+    finally:
+        spmd.kill()
+        spmd.wait()
+    assert tumbler.returncode == 0, stderr
+    assert_no_traceback(stderr)
+    assert after == before
+    assert "core changes" in stderr
