@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from conftest import wait_until
 from tumbler.platform.linux import LinuxBackend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
@@ -58,6 +59,13 @@ def child():
     yield proc, [int(w) for w in words[1:]]
     proc.kill()
     proc.wait()
+
+
+def reaped(pid, tid):
+    """Wait until an exited thread is gone from /proc: pthread_join returns
+    when the thread has exited, a moment before the kernel releases it."""
+    wait_until(lambda: not os.path.exists("/proc/%d/task/%d" % (pid, tid)),
+               "thread %d to be released" % tid)
 
 
 def round_sample(backend, pid):
@@ -109,6 +117,7 @@ def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(steady)
     assert words[0] == "swapped"
     gone, new = int(words[1]), int(words[2])
     assert gone == workers[0]
+    reaped(proc.pid, gone)
     # Same number of threads as before: the first round after may not list
     # the new thread yet, but never reports the one that exited, and lets go
     # of its file.
@@ -119,6 +128,22 @@ def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(steady)
     assert set(second.threads) == {proc.pid, new, *workers[1:]}
     third = round_sample(backend, proc.pid)
     assert set(third.threads) == set(second.threads)
+
+
+def test_a_listing_that_finds_a_replaced_thread_makes_the_next_sample_list_too(steady):
+    """discover lists the threads, sees a new one and samples the process: a
+    thread replaced one that exited, so the count is the same, but the
+    sample must still find the newcomer."""
+    proc, workers, backend = steady
+    proc.stdin.write("swap\n")
+    proc.stdin.flush()
+    words = proc.stdout.readline().split()
+    gone, new = int(words[1]), int(words[2])
+    reaped(proc.pid, gone)
+    assert new in backend.thread_ids(proc.pid)
+    sample = backend.sample(proc.pid)
+    assert new in sample.threads and gone not in sample.threads
+    assert proc.pid not in backend._relist      # and the next one is batched again
 
 
 def test_exited_process_raises_no_such_process(steady):

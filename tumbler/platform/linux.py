@@ -131,6 +131,7 @@ class LinuxBackend(Backend):
         self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
+        self._relist = set()        # pids whose next sample must list their threads
         self._schedstat_ok = None   # None: not yet known
 
     # -- processes and threads -----------------------------------------------
@@ -228,11 +229,17 @@ class LinuxBackend(Backend):
 
     def thread_ids(self, pid):
         try:
-            return sorted(map(int, os.listdir("%s/%d/task" % (self.proc, pid))))
+            tids = sorted(map(int, os.listdir("%s/%d/task" % (self.proc, pid))))
         except (FileNotFoundError, ProcessLookupError):
             raise NoSuchProcess(pid) from None
         except PermissionError:
             raise AccessDenied("cannot list threads of %d" % pid, "read access to /proc") from None
+        last = self._sampled_tids.get(pid)
+        if last is not None and last != set(tids):
+            # Threads came and went in equal numbers: the count cannot tell
+            # the next sample, this listing can.
+            self._relist.add(pid)
+        return tids
 
     def _open_thread(self, pid, tid):
         base = "%s/%d/task/%d/" % (self.proc, pid, tid)
@@ -276,6 +283,7 @@ class LinuxBackend(Backend):
         for key in list(self._files):
             self.forget(*key)
         self._sampled_tids.clear()
+        self._relist.clear()
         for pid in set(self._stat_fds) | set(self._task_fds):
             self._close_stat_fd(pid)
 
@@ -299,7 +307,8 @@ class LinuxBackend(Backend):
         gone raises NoSuchProcess.
         """
         last = self._sampled_tids.get(pid)
-        if not detail and last and self._thread_count(pid) == len(last):
+        if not detail and last and pid not in self._relist \
+                and self._thread_count(pid) == len(last):
             # As many threads as last time: the same threads, most likely,
             # without listing them.  A thread that exited fails its read
             # below; one that replaced it shows up in the next round's count
@@ -307,6 +316,7 @@ class LinuxBackend(Backend):
             tids = last
         else:
             tids = self.thread_ids(pid)
+            self._relist.discard(pid)
         wall_ns = time.monotonic_ns()
         threads = None
         if not detail and self._schedstat_ok is not False:
