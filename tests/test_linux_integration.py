@@ -91,7 +91,13 @@ def test_exec_binds_every_worker_inside_one_domain_and_loads_converge(duty, two_
     assert sum(late) / len(late) < 0.2, spreads
     final_groups = {}
     assignment = {}
-    for record in rounds:
+    # The grouping while all four workers run, before the last two rounds:
+    # the workers end within moments of each other, and rounds that see
+    # some of them winding down (a partial last period) regroup by loads
+    # that no longer hold.
+    full = max(r["threads"] for r in rounds)
+    last_full = max(i for i, r in enumerate(rounds) if r["threads"] == full)
+    for record in rounds[:min(last_full + 1, len(rounds) - 2)]:
         for move in record["moves"]:
             assignment[move["name"]] = move["to"]
     for name, domain in assignment.items():
