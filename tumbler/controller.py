@@ -365,8 +365,7 @@ class Controller:
         by_pid = {}
         for thread in threads:
             by_pid.setdefault(thread.pid, []).append(thread)
-        new = tuple.__new__
-        views = []
+        read = []
         for pid, group in by_pid.items():
             try:
                 run_times, now = self.backend.thread_run_ns(pid, [t.tid for t in group])
@@ -379,10 +378,9 @@ class Controller:
                 thread.exec_ns = run_ns - thread.prev_run if run_ns > thread.prev_run else 0
                 thread.wall_ns = now - thread.prev_wall
                 thread.prev_wall, thread.prev_run = now, run_ns
-                views.append(new(ThreadView, (thread.tid, thread.load, thread.domain,
-                                              thread.eligible, thread.pinned_cpu,
-                                              thread.exec_ns, thread.wall_ns, thread.runnable,
-                                              thread.sleeps_per_s)))
+                read.append(thread)
+        # No sleeping counts: a step does not judge who sleeps (full rounds do).
+        views = self._views(read, crowded=())
         pins, interval_ms = self.policy.speed_step(views, self._speed_domains)
         self._pins_between += self._pin({t.tid: t for t in threads}, pins)
         return interval_ms

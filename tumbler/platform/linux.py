@@ -202,8 +202,8 @@ class LinuxBackend(Backend):
 
     def _read_state(self, pid):
         """(zombie, image) from the main thread's stat."""
-        # The main thread's stat, not the process's: the same state, image
-        # and num_threads, without the kernel summing times over every
+        # The main thread's stat, not the process's: the same state and
+        # image, without the kernel summing times over every
         # thread (which costs as much as the rest of a round on a process
         # with many threads).  The fd is kept open across rounds; it stays
         # bound to this process, so a reused PID reads as an error, not as
@@ -217,7 +217,7 @@ class LinuxBackend(Backend):
         except OSError:
             data = b""
         if not data:
-            self._close_stat_fd(pid)
+            self._close_process_files(pid)
             raise NoSuchProcess(pid)
         fields = parse_stat(data.decode(errors="replace"))[1]
         try:
@@ -285,9 +285,10 @@ class LinuxBackend(Backend):
         self._sampled_tids.clear()
         self._relist.clear()
         for pid in set(self._stat_fds) | set(self._task_fds):
-            self._close_stat_fd(pid)
+            self._close_process_files(pid)
 
-    def _close_stat_fd(self, pid):
+    def _close_process_files(self, pid):
+        """Close the per-process fds (stat, task directory); forget its state."""
         for fds in (self._stat_fds, self._task_fds):
             fd = fds.pop(pid, None)
             if fd is not None:
