@@ -93,8 +93,21 @@ def test_sleeping_barriers_are_not_pinned_by_auto(workloads, tmp_path):
     assert result.returncode == 0, result.stderr
     rounds = [json.loads(line) for line in open(log)]
     assert rounds
-    assert not any(r["pins"] for r in rounds)
-    assert all(r["mechanisms"]["0"].startswith("os") for r in rounds)
+    # Until 0.3 s of readings say whether a runnable thread sleeps, auto
+    # may pin it (policy.py, candidates); on a slow or busy machine the
+    # first rounds can see three runnable threads and engage.  Once the
+    # sleeping is known every pinned thread is handed back, and auto never
+    # engages again: well before the run's ~2.7 s end, only the OS places.
+    settled = [r for r in rounds if r["t"] >= 1.0]
+    assert len(settled) >= 5, [r["t"] for r in rounds]
+    assert all(r["mechanisms"]["0"].startswith("os") for r in settled), \
+        [(r["t"], r["mechanisms"]) for r in settled]
+    assert not any(p["cpu"] is not None for r in settled for p in r["pins"])
+    last_cpu = {}
+    for r in rounds:
+        for p in r["pins"]:                 # in the order they were made
+            last_cpu[p["tid"]] = p["cpu"]
+    assert all(cpu is None for cpu in last_cpu.values()), last_cpu
 
 
 def test_signal_during_speed_steps_restores_every_mask(workloads, two_cpus):
