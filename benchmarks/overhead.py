@@ -70,7 +70,7 @@ from tumbler.engine.mapping import assign_slots  # noqa: E402
 from tumbler.engine.model import Domain, ThreadLoad  # noqa: E402
 from tumbler.engine.variation import VariationTable  # noqa: E402
 from tumbler.engine.wave import wave_slots  # noqa: E402
-from tumbler.platform.linux import AffinityBinder, LinuxBackend  # noqa: E402
+from tumbler.platform.linux import AffinityBinder, LinuxBackend, _c_steady_times  # noqa: E402
 
 THREAD_COUNTS = (64, 1024, 10000)
 #: Files LinuxBackend keeps open per sampled thread: schedstat (stat is
@@ -318,7 +318,7 @@ class ThreadProcess:
 
 # -- (a) sampling -------------------------------------------------------------------
 
-def bench_sample(helper, counts, repeat_scale):
+def bench_sample(helper, counts, repeat_scale, python_sampler=False):
     rows = []
     for wanted in counts:
         problem = check_thread_limits(wanted)
@@ -328,6 +328,8 @@ def bench_sample(helper, counts, repeat_scale):
         count, capped = samplable_threads(wanted)
         target = ThreadProcess(helper, "sleep", count)
         backend = LinuxBackend()
+        if python_sampler:
+            backend._c_steady_times = None
         try:
             start = time.perf_counter_ns()
             first = backend.sample(target.pid)
@@ -485,7 +487,8 @@ def print_report(results):
     print("load average at start: %s, at end: %s; %d CPUs"
           % (results["load_start"], results["load_end"], len(os.sched_getaffinity(0))))
     if "sample" in results:
-        print("\n(a) sampling, LinuxBackend.sample(), steady state (median)")
+        print("\n(a) sampling, LinuxBackend.sample(), steady state (median), %s sampler"
+              % {"c": "C", "python": "Python"}[results.get("sampler", "c")])
         print("%8s %10s %12s %12s" % ("threads", "first us", "steady us", "us/thread"))
         for row in results["sample"]:
             if "skipped" in row:
@@ -545,6 +548,9 @@ def main():
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the repetitions of the micro-benchmarks")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--python-sampler", action="store_true",
+                        help="sample without the optional C module (_linux_steady), "
+                             "as when it was not built (sample only)")
     args = parser.parse_args()
     if not sys.platform.startswith("linux"):
         sys.exit("overhead: Linux only")
@@ -558,7 +564,9 @@ def main():
     with tempfile.TemporaryDirectory() as directory:
         helper = build_helper(directory)
         if "sample" in only:
-            results["sample"] = bench_sample(helper, counts, args.scale)
+            results["sample"] = bench_sample(helper, counts, args.scale, args.python_sampler)
+            results["sampler"] = "python" if args.python_sampler or _c_steady_times is None \
+                else "c"
         if "plan" in only:
             results["plan"] = bench_plan(counts, DOMAIN_COUNTS, args.scale)
         if "rebind" in only:

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Where tumbler's CPU goes in place: CPU time per call of each round phase.
 
-    .venv/bin/python benchmarks/round_profile.py TUMBLER-ARGS...
+    .venv/bin/python benchmarks/round_profile.py [OPTIONS] TUMBLER-ARGS...
     .venv/bin/python benchmarks/round_profile.py --wakeup-floor
 
 The first form runs ``tumbler TUMBLER-ARGS`` in this process with the
 controller's and the Linux backend's round phases wrapped, and prints, at
 exit, calls and CPU microseconds per call of each (the calling thread's CPU
-time; nested phases are included in their callers).  Example:
+time; nested phases are included in their callers), then the process's CPU
+time per interval from the 21st round on (the steady state: every file
+open, the first placements done).  Example:
 
     .venv/bin/python benchmarks/round_profile.py --interval 100 --domains 0/1 \\
         exec -- /tmp/threads duty 64 20 1 2 3
@@ -16,6 +18,17 @@ time; nested phases are included in their callers).  Example:
 wrappers cost ~1 us per call themselves.  Micro-benchmarks run a phase hot,
 in a loop; here it runs as it does for real, once per interval, after the
 program has had the CPUs.
+
+Options (before TUMBLER-ARGS):
+
+``--python-sampler``  the Linux backend samples without its optional C
+                      module (``tumbler/platform/_linux_steady.c``), as when
+                      it was not built.
+``--bare``            no phase wrappers: only the CPU time per interval.
+``--floor loop``      (implies ``--bare``) from the 21st round on, rounds do nothing: what the
+                      main loop's wake-ups cost per interval.
+``--floor sample``    from the 21st round on, rounds only sample (and
+                      drop exited targets): the loop plus sampling.
 
 ``--wakeup-floor`` measures what a process that does nothing but wake up
 every 20 ms (select with a timeout) costs per wake-up on this machine.
@@ -50,10 +63,47 @@ def report(totals):
               file=sys.stderr)
 
 
-def profile(args):
+#: Rounds before the steady state is measured (files opened, threads placed).
+WARM_ROUNDS = 20
+
+
+def steady_cpu(controller, floor):
+    """Count rounds; from round WARM_ROUNDS + 1 on, measure the process's
+    CPU time per interval (and, with ``floor``, cut the rounds short)."""
+    original = controller.Controller.round
+    state = {"rounds": 0, "cpu_ns": None}
+
+    def counted(self):
+        state["rounds"] += 1
+        if state["rounds"] == WARM_ROUNDS + 1:
+            state["cpu_ns"] = time.process_time_ns()
+        if floor is None or state["rounds"] <= WARM_ROUNDS:
+            return original(self)
+        if floor == "sample":
+            self.sample_all()
+        self.stats.intervals += 1
+        return self.last_decision
+
+    def report_steady():
+        intervals = state["rounds"] - WARM_ROUNDS
+        if state["cpu_ns"] is not None and intervals > 0:
+            print("steady state%s: %.1f us of CPU per interval over %d intervals" % (
+                "" if floor is None else " (floor: %s)" % floor,
+                (time.process_time_ns() - state["cpu_ns"]) / intervals / 1000, intervals),
+                file=sys.stderr)
+    controller.Controller.round = counted
+    atexit.register(report_steady)
+
+
+def profile(args, python_sampler=False, bare=False, floor=None):
     from tumbler import controller
     from tumbler.engine import grouping, policy, speed
     from tumbler.platform import linux
+    if python_sampler:
+        linux._c_steady_times = None
+    steady_cpu(controller, floor)
+    if bare or floor is not None:
+        return run_tumbler(args)
     totals = {}
     for name in ("round", "speed_step", "sample_all", "update_loads", "discover",
                  "_crowded_domains", "_views", "_apply", "_pin"):
@@ -66,6 +116,10 @@ def profile(args):
     for cls in (policy.AutoPolicy, policy.TumblerPolicy, policy.SpeedPolicy):
         wrap(cls, "decide", cls.__name__ + ".decide", totals)
     atexit.register(report, totals)
+    return run_tumbler(args)
+
+
+def run_tumbler(args):
     from tumbler.cli import entry_point
     sys.argv = ["tumbler"] + args
     return entry_point()
@@ -86,4 +140,13 @@ def wakeup_floor(seconds=3.0, period_s=0.02):
 if __name__ == "__main__":
     if sys.argv[1:] == ["--wakeup-floor"]:
         sys.exit(wakeup_floor())
-    sys.exit(profile(sys.argv[1:]))
+    options, rest = {}, sys.argv[1:]
+    while rest and rest[0] in ("--python-sampler", "--bare", "--floor"):
+        option = rest.pop(0)
+        if option == "--floor":
+            if not rest or rest[0] not in ("loop", "sample"):
+                sys.exit("round_profile: --floor takes loop or sample")
+            options["floor"] = rest.pop(0)
+        else:
+            options[option[2:].replace("-", "_")] = True
+    sys.exit(profile(rest, **options))

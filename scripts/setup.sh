@@ -1,7 +1,7 @@
 #!/bin/sh
 # Set up everything tumbler, its tests and its examples need, on a fresh
 # Debian 12 (or Ubuntu) machine, as root; elsewhere, install the same by hand.
-#   - system packages: python3-venv, gcc, make, bpftrace, man-db
+#   - system packages: python3-venv, python3-dev, gcc, make, bpftrace, man-db
 #   - tracefs mounted (bpftrace probes need it)
 #   - a virtualenv in .venv with tumbler installed (editable) and pytest
 #   - the example workloads built
@@ -12,6 +12,10 @@ cd "$(dirname "$0")/.."
 need_apt=""
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt="$need_apt python3-venv"
 command -v gcc >/dev/null 2>&1 || need_apt="$need_apt gcc libc6-dev"
+# Python's headers: tumbler's optional C sampler is built against them.
+python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    2>/dev/null || need_apt="$need_apt python3-dev"
 command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
 command -v bpftrace >/dev/null 2>&1 || need_apt="$need_apt bpftrace"
 command -v man >/dev/null 2>&1 || need_apt="$need_apt man-db"
@@ -36,6 +40,9 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/python -c 'import tumbler.platform._linux_steady' 2>/dev/null || \
+    echo "setup: the optional C sampler (tumbler/platform/_linux_steady.c) was not built;" \
+         "tumbler works without it, at a higher CPU cost per round" >&2
 # Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every start would
 # otherwise compile tumbler again (~0.1 s of CPU per run).
 .venv/bin/python -m compileall -q tumbler >/dev/null

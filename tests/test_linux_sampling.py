@@ -20,6 +20,9 @@ from tumbler.platform.linux import LinuxBackend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
+C_MODULE_MISSING = ("tumbler.platform._linux_steady was not built: scripts/setup.sh "
+                    "builds it (it needs gcc and Python's headers, python3-dev)")
+
 CHILD = textwrap.dedent("""
     import sys, threading, time
     threads = []
@@ -75,12 +78,17 @@ def round_sample(backend, pid):
     return sample
 
 
-@pytest.fixture
-def steady(child):
+@pytest.fixture(params=["c", "python"])
+def steady(child, request):
     """(child process, its worker TIDs, a LinuxBackend past two rounds of
-    it: every schedstat file open, the thread count known)."""
+    it: every schedstat file open, the thread count known).  Each test runs
+    with the steady sample in C (``_linux_steady``) and in Python."""
     proc, workers = child
     backend = LinuxBackend()
+    if request.param == "python":
+        backend._c_steady_times = None
+    else:
+        assert backend._c_steady_times is not None, C_MODULE_MISSING
     round_sample(backend, proc.pid)
     round_sample(backend, proc.pid)
     yield proc, workers, backend
@@ -199,3 +207,86 @@ def test_thread_run_ns_reads_the_same_clock_as_sample(steady):
     # The generic fallback (a whole sample) agrees on which threads it finds.
     generic, _ = Backend.thread_run_ns(backend, proc.pid, workers[:2] + [999999999])
     assert set(generic) == set(workers[:2])
+
+
+# -- the C steady sample on its own: every unusual case answers None ----------
+
+class Files:
+    """What _linux_steady reads of linux._ThreadFiles."""
+
+    def __init__(self, schedstat_fd, start=7, name="worker"):
+        self.schedstat_fd, self.start, self.name = schedstat_fd, start, name
+
+
+@pytest.fixture
+def steady_times():
+    from tumbler.platform import linux
+    assert linux._c_steady_times is not None, C_MODULE_MISSING
+    return linux._c_steady_times
+
+
+@pytest.fixture
+def schedstat_file(tmp_path):
+    """open(text) -> fd of a file holding ``text`` (closed at the end)."""
+    fds = []
+
+    def make(text):
+        path = tmp_path / ("schedstat%d" % len(fds))
+        path.write_bytes(text)
+        fds.append(os.open(path, os.O_RDONLY))
+        return fds[-1]
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+def call(steady_times, files, tids, zero_ok=True):
+    from tumbler.platform.base import NO_MICROSTATES, ThreadTimes
+    return steady_times(files, 42, tids, zero_ok, ThreadTimes, NO_MICROSTATES)
+
+
+def test_c_steady_sample_builds_the_same_thread_times_as_python(steady_times, schedstat_file):
+    from tumbler.platform.base import ThreadTimes
+    big = 2 ** 64 - 1
+    files = {(42, 1): Files(schedstat_file(b"123 456 7\n"), 11, "a"),
+             (42, 2): Files(schedstat_file(b"%d 0 1\n" % big), 12, "b")}
+    got = call(steady_times, files, [1, 2])
+    assert got == {1: ThreadTimes(tid=1, start=11, name="a", run_ns=123, lat_ns=456),
+                   2: ThreadTimes(tid=2, start=12, name="b", run_ns=big, lat_ns=0)}
+    assert all(type(times) is ThreadTimes for times in got.values())
+    assert got[1].state == "?" and got[1].usr_ns is None and got[1].micro == {}
+    # Read from offset 0 every time, like os.pread: the same answer again.
+    assert call(steady_times, files, [1, 2]) == got
+    assert call(steady_times, files, []) == {}
+
+
+@pytest.mark.parametrize("text", [b"", b"x 1 2\n", b"12\n", b"1 -2 3\n",
+                                  b"%d 1 1\n" % 2 ** 64])
+def test_c_steady_sample_answers_none_for_an_odd_read(steady_times, schedstat_file, text):
+    files = {(42, 1): Files(schedstat_file(b"5 6 7\n")), (42, 2): Files(schedstat_file(text))}
+    assert call(steady_times, files, [1, 2]) is None
+
+
+def test_c_steady_sample_answers_none_for_threads_it_cannot_read(steady_times, schedstat_file):
+    good = Files(schedstat_file(b"5 6 7\n"))
+    assert call(steady_times, {(42, 1): good}, [1, 2]) is None            # not known
+    for fd in (None, -1):                                                  # read by path / no schedstat
+        assert call(steady_times, {(42, 1): good, (42, 2): Files(fd)}, [1, 2]) is None
+    closed = os.open(os.devnull, os.O_RDONLY)
+    os.close(closed)
+    assert call(steady_times, {(42, 1): good, (42, 2): Files(closed)}, [1, 2]) is None
+    # A zero run time when schedstat is not known to be accounted.
+    zero = {(42, 1): good, (42, 2): Files(schedstat_file(b"0 0 0\n"))}
+    assert call(steady_times, zero, [1, 2], zero_ok=False) is None
+    assert call(steady_times, zero, [1, 2], zero_ok=True)[2].run_ns == 0
+
+
+def test_c_steady_sample_rejects_bad_arguments(steady_times, schedstat_file):
+    from tumbler.platform.base import NO_MICROSTATES
+    files = {(42, 1): Files(schedstat_file(b"5 6 7\n"))}
+    with pytest.raises(TypeError):
+        steady_times(files, 42, [1], True, dict, NO_MICROSTATES)        # not a tuple type
+    with pytest.raises(TypeError):
+        steady_times([], 42, [1], True, tuple, NO_MICROSTATES)          # files not a dict
+    with pytest.raises(AttributeError):
+        call(steady_times, {(42, 1): object()}, [1])

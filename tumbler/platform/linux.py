@@ -33,6 +33,11 @@ from .base import (NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess, Platfor
                    ProcessInfo, Sample, ThreadTimes, Topology, Unmovable,
                    Unsupported)
 
+try:
+    from ._linux_steady import steady_times as _c_steady_times
+except ImportError:         # not built (optional): the same steps in Python
+    _c_steady_times = None
+
 PF_KTHREAD = 0x00200000
 CAP_SYS_NICE = 23
 PF_NO_SETAFFINITY = 0x04000000
@@ -133,6 +138,7 @@ class LinuxBackend(Backend):
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
         self._relist = set()        # pids whose next sample must list their threads
         self._schedstat_ok = None   # None: not yet known
+        self._c_steady_times = _c_steady_times     # None: not built (tests set it)
 
     # -- processes and threads -----------------------------------------------
 
@@ -341,15 +347,26 @@ class LinuxBackend(Backend):
 
     def _steady_sample(self, pid, tids):
         """The usual round, batched: every thread known, its schedstat fd
-        open; one pread per thread, then C-level passes to split, convert
-        and build the ThreadTimes.  None when anything is unusual (a new or
-        vanished thread, a thread with no CPU time yet while schedstat is
-        not known to be accounted, an odd read): the per-thread path then
-        handles each thread and says why.
+        open; one pread per thread, two numbers parsed, one ThreadTimes
+        built.  None when anything is unusual (a new or vanished thread, a
+        thread with no CPU time yet while schedstat is not known to be
+        accounted, an odd read): the per-thread path then handles each
+        thread and says why.
 
-        This is most of what tumbler spends each round on a big process,
-        hence no Python step per thread beyond the read itself.
+        This is most of what tumbler spends each round on a big process.
+        The C module ``_linux_steady`` does these steps when it was built
+        (a third of the cost in place); ``_py_steady_sample`` is the same
+        in Python.
         """
+        steady = self._c_steady_times
+        if steady is None:
+            return self._py_steady_sample(pid, tids)
+        return steady(self._files, pid, tids, self._schedstat_ok is True, ThreadTimes,
+                      NO_MICROSTATES)
+
+    def _py_steady_sample(self, pid, tids):
+        """``_steady_sample`` without the C module: one pread per thread,
+        then C-level passes to split, convert and build the ThreadTimes."""
         files = list(map(self._files.get, zip(repeat(pid), tids)))
         if None in files:
             return None

@@ -1,0 +1,20 @@
+"""Only for the optional C part; everything else is in setup.cfg.
+
+``tumbler.platform._linux_steady`` reads the Linux backend's usual sample in
+one call (see its source).  ``optional=True``: without a C compiler or
+Python's headers the build says so and tumbler installs without it, using
+the same steps in Python (slower, same results).
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+extensions = []
+if sys.platform.startswith("linux"):
+    extensions.append(Extension("tumbler.platform._linux_steady",
+                                ["tumbler/platform/_linux_steady.c"],
+                                extra_compile_args=["-O2", "-Wall"],
+                                optional=True))
+
+setup(ext_modules=extensions)

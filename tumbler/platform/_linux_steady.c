@@ -1,0 +1,207 @@
+/*
+ * _linux_steady: the Linux backend's steady-state sample in one C call.
+ *
+ * tumbler samples every thread of its target every round.  From the second
+ * round on the usual sample is: for every known thread, one pread(2) of its
+ * kept-open /proc/PID/task/TID/schedstat ("run_ns wait_ns timeslices\n"),
+ * two numbers parsed, one ThreadTimes built.  In Python that is ~4 us per
+ * thread once the program has had the CPUs (caches cold); the preads
+ * themselves are ~2 us of it.  This module does the same steps in C.
+ *
+ * It is optional: linux.py falls back to its Python version of the same
+ * steps when the module was not built (no compiler or no Python headers at
+ * install time), and the tests run both on the same real threads.
+ *
+ * steady_times(files, pid, tids, zero_ok, ThreadTimes, no_micro)
+ *     files     dict (pid, tid) -> object with int attribute schedstat_fd
+ *               and attributes start and name (linux._ThreadFiles)
+ *     tids      iterable of the thread IDs to read
+ *     zero_ok   false: a run time of 0 makes the answer None (is schedstat
+ *               accounted at all? linux.py then reads stat to find out)
+ *     ThreadTimes, no_micro: the NamedTuple type to build and its default
+ *               ``micro`` value
+ * returns {tid: ThreadTimes(tid, start, name, run_ns, None, None, lat_ns,
+ *          None, "?", no_micro)}, or None when anything is unusual (a TID
+ *          without files or without an open schedstat fd, a failed or odd
+ *          read): the caller's per-thread path then handles each thread and
+ *          says why.  Errors other than those (a bad argument, no memory)
+ *          raise.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <unistd.h>
+
+#if PY_VERSION_HEX < 0x030A0000          /* Py_NewRef came with 3.10 */
+static inline PyObject *Py_NewRef(PyObject *object)
+{
+    Py_INCREF(object);
+    return object;
+}
+#endif
+
+/* One schedstat line is three decimal u64s: 62 bytes at most. */
+#define SCHEDSTAT_MAX 128
+
+/* Parse a decimal u64 after optional spaces; -1 if there is none or it overflows. */
+static int parse_u64(const char **cursor, const char *end, unsigned long long *value)
+{
+    const char *s = *cursor;
+    unsigned long long v = 0;
+
+    while (s < end && *s == ' ')
+        s++;
+    if (s >= end || *s < '0' || *s > '9')
+        return -1;
+    for (; s < end && *s >= '0' && *s <= '9'; s++) {
+        unsigned digit = (unsigned)(*s - '0');
+        if (v > (~0ULL - digit) / 10)
+            return -1;
+        v = v * 10 + digit;
+    }
+    *cursor = s;
+    *value = v;
+    return 0;
+}
+
+/* Read run and wait time from fd; -1 on a failed, empty or odd read. */
+static int read_schedstat(int fd, unsigned long long *run_ns, unsigned long long *lat_ns)
+{
+    char buf[SCHEDSTAT_MAX];
+    ssize_t got = pread(fd, buf, sizeof buf, 0);
+    const char *cursor = buf;
+
+    if (got <= 0)
+        return -1;
+    if (parse_u64(&cursor, buf + got, run_ns) || parse_u64(&cursor, buf + got, lat_ns))
+        return -1;
+    return 0;
+}
+
+/* Build ThreadTimes(tid, start, name, run, None, None, lat, None, "?", no_micro). */
+static PyObject *thread_times(PyTypeObject *type, PyObject *tid, PyObject *start,
+                              PyObject *name, PyObject *run, PyObject *lat,
+                              PyObject *unknown_state, PyObject *no_micro)
+{
+    /* What tuple.__new__(type, items) does for a tuple subclass. */
+    PyObject *times = type->tp_alloc(type, 10);
+
+    if (times == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(times, 0, Py_NewRef(tid));
+    PyTuple_SET_ITEM(times, 1, Py_NewRef(start));
+    PyTuple_SET_ITEM(times, 2, Py_NewRef(name));
+    PyTuple_SET_ITEM(times, 3, Py_NewRef(run));
+    PyTuple_SET_ITEM(times, 4, Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(times, 5, Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(times, 6, Py_NewRef(lat));
+    PyTuple_SET_ITEM(times, 7, Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(times, 8, Py_NewRef(unknown_state));
+    PyTuple_SET_ITEM(times, 9, Py_NewRef(no_micro));
+    return times;
+}
+
+/* The times of one thread into ``result``: 1 done, 0 unusual (answer None), -1 error. */
+static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject *tid,
+                      int zero_ok, PyTypeObject *type, PyObject *unknown_state,
+                      PyObject *no_micro)
+{
+    PyObject *key, *entry, *fd_obj, *start = NULL, *name = NULL, *run = NULL, *lat = NULL;
+    PyObject *times = NULL;
+    unsigned long long run_ns, lat_ns;
+    long fd;
+    int status = -1;
+
+    key = PyTuple_Pack(2, pid, tid);
+    if (key == NULL)
+        return -1;
+    entry = PyDict_GetItemWithError(files, key);        /* borrowed */
+    Py_DECREF(key);
+    if (entry == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    fd_obj = PyObject_GetAttrString(entry, "schedstat_fd");
+    if (fd_obj == NULL)
+        return -1;
+    if (fd_obj == Py_None) {                            /* fds ran out: read by path */
+        Py_DECREF(fd_obj);
+        return 0;
+    }
+    fd = PyLong_AsLong(fd_obj);
+    Py_DECREF(fd_obj);
+    if (fd == -1 && PyErr_Occurred())
+        return -1;
+    if (fd < 0 || fd > INT_MAX || read_schedstat((int)fd, &run_ns, &lat_ns) < 0)
+        return 0;
+    if (run_ns == 0 && !zero_ok)
+        return 0;
+    start = PyObject_GetAttrString(entry, "start");
+    name = start ? PyObject_GetAttrString(entry, "name") : NULL;
+    run = name ? PyLong_FromUnsignedLongLong(run_ns) : NULL;
+    lat = run ? PyLong_FromUnsignedLongLong(lat_ns) : NULL;
+    times = lat ? thread_times(type, tid, start, name, run, lat, unknown_state, no_micro) : NULL;
+    if (times != NULL && PyDict_SetItem(result, tid, times) == 0)
+        status = 1;
+    Py_XDECREF(times);
+    Py_XDECREF(lat);
+    Py_XDECREF(run);
+    Py_XDECREF(name);
+    Py_XDECREF(start);
+    return status;
+}
+
+static PyObject *steady_times(PyObject *module, PyObject *args)
+{
+    PyObject *files, *pid, *tids, *no_micro, *iterator, *tid, *result, *unknown_state;
+    PyTypeObject *type;
+    int zero_ok, status = 1;
+
+    if (!PyArg_ParseTuple(args, "O!OOpO!O:steady_times", &PyDict_Type, &files, &pid, &tids,
+                          &zero_ok, &PyType_Type, &type, &no_micro))
+        return NULL;
+    if (!PyType_IsSubtype(type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "steady_times: ThreadTimes must be a tuple type");
+        return NULL;
+    }
+    unknown_state = PyUnicode_InternFromString("?");
+    if (unknown_state == NULL)
+        return NULL;
+    result = PyDict_New();
+    iterator = result ? PyObject_GetIter(tids) : NULL;
+    if (iterator == NULL) {
+        Py_XDECREF(result);
+        Py_DECREF(unknown_state);
+        return NULL;
+    }
+    while (status == 1 && (tid = PyIter_Next(iterator)) != NULL) {
+        status = add_thread(result, files, pid, tid, zero_ok, type, unknown_state, no_micro);
+        Py_DECREF(tid);
+    }
+    Py_DECREF(iterator);
+    Py_DECREF(unknown_state);
+    if (status < 0 || PyErr_Occurred()) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    if (status == 0) {
+        Py_DECREF(result);
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
+static PyMethodDef steady_methods[] = {
+    {"steady_times", steady_times, METH_VARARGS,
+     "steady_times(files, pid, tids, zero_ok, ThreadTimes, no_micro) -> dict or None\n\n"
+     "Read every thread's kept-open schedstat fd; see the module comment."},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef steady_module = {
+    PyModuleDef_HEAD_INIT, "_linux_steady",
+    "The Linux backend's steady-state sample in C (optional; see linux.py).",
+    -1, steady_methods
+};
+
+PyMODINIT_FUNC PyInit__linux_steady(void)
+{
+    return PyModule_Create(&steady_module);
+}
