@@ -290,3 +290,5 @@ def test_c_steady_sample_rejects_bad_arguments(steady_times, schedstat_file):
         steady_times([], 42, [1], True, tuple, NO_MICROSTATES)          # files not a dict
     with pytest.raises(AttributeError):
         call(steady_times, {(42, 1): object()}, [1])
+    with pytest.raises(TypeError):
+        call(steady_times, {(42, 1): Files("3")}, [1])

@@ -105,7 +105,7 @@ static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject
                       int zero_ok, PyTypeObject *type, PyObject *unknown_state,
                       PyObject *no_micro)
 {
-    PyObject *key, *entry, *fd_obj, *start = NULL, *name = NULL, *run = NULL, *lat = NULL;
+    PyObject *key, *entry, *fd_obj = NULL, *start = NULL, *name = NULL, *run = NULL, *lat = NULL;
     PyObject *times = NULL;
     unsigned long long run_ns, lat_ns;
     long fd;
@@ -118,21 +118,20 @@ static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject
     Py_DECREF(key);
     if (entry == NULL)
         return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(entry);               /* ours while its attributes are read */
     fd_obj = PyObject_GetAttrString(entry, "schedstat_fd");
-    if (fd_obj == NULL)
-        return -1;
-    if (fd_obj == Py_None) {                            /* fds ran out: read by path */
-        Py_DECREF(fd_obj);
-        return 0;
+    if (fd_obj == NULL || fd_obj == Py_None) {          /* None: fds ran out, read by path */
+        status = fd_obj == NULL ? -1 : 0;
+        goto done;
     }
     fd = PyLong_AsLong(fd_obj);
-    Py_DECREF(fd_obj);
     if (fd == -1 && PyErr_Occurred())
-        return -1;
-    if (fd < 0 || fd > INT_MAX || read_schedstat((int)fd, &run_ns, &lat_ns) < 0)
-        return 0;
-    if (run_ns == 0 && !zero_ok)
-        return 0;
+        goto done;
+    if (fd < 0 || fd > INT_MAX || read_schedstat((int)fd, &run_ns, &lat_ns) < 0
+            || (run_ns == 0 && !zero_ok)) {
+        status = 0;
+        goto done;
+    }
     start = PyObject_GetAttrString(entry, "start");
     name = start ? PyObject_GetAttrString(entry, "name") : NULL;
     run = name ? PyLong_FromUnsignedLongLong(run_ns) : NULL;
@@ -140,11 +139,14 @@ static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject
     times = lat ? thread_times(type, tid, start, name, run, lat, unknown_state, no_micro) : NULL;
     if (times != NULL && PyDict_SetItem(result, tid, times) == 0)
         status = 1;
+done:
     Py_XDECREF(times);
     Py_XDECREF(lat);
     Py_XDECREF(run);
     Py_XDECREF(name);
     Py_XDECREF(start);
+    Py_XDECREF(fd_obj);
+    Py_DECREF(entry);
     return status;
 }
 
