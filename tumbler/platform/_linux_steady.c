@@ -42,6 +42,9 @@ static inline PyObject *Py_NewRef(PyObject *object)
 /* One schedstat line is three decimal u64s: 62 bytes at most. */
 #define SCHEDSTAT_MAX 128
 
+/* Attribute names and the unknown state, made once (module init). */
+static PyObject *str_schedstat_fd, *str_start, *str_name, *str_unknown_state;
+
 /* Parse a decimal u64 after optional spaces; -1 if there is none or it overflows. */
 static int parse_u64(const char **cursor, const char *end, unsigned long long *value)
 {
@@ -79,8 +82,7 @@ static int read_schedstat(int fd, unsigned long long *run_ns, unsigned long long
 
 /* Build ThreadTimes(tid, start, name, run, None, None, lat, None, "?", no_micro). */
 static PyObject *thread_times(PyTypeObject *type, PyObject *tid, PyObject *start,
-                              PyObject *name, PyObject *run, PyObject *lat,
-                              PyObject *unknown_state, PyObject *no_micro)
+                              PyObject *name, PyObject *run, PyObject *lat, PyObject *no_micro)
 {
     /* What tuple.__new__(type, items) does for a tuple subclass. */
     PyObject *times = type->tp_alloc(type, 10);
@@ -95,15 +97,14 @@ static PyObject *thread_times(PyTypeObject *type, PyObject *tid, PyObject *start
     PyTuple_SET_ITEM(times, 5, Py_NewRef(Py_None));
     PyTuple_SET_ITEM(times, 6, Py_NewRef(lat));
     PyTuple_SET_ITEM(times, 7, Py_NewRef(Py_None));
-    PyTuple_SET_ITEM(times, 8, Py_NewRef(unknown_state));
+    PyTuple_SET_ITEM(times, 8, Py_NewRef(str_unknown_state));
     PyTuple_SET_ITEM(times, 9, Py_NewRef(no_micro));
     return times;
 }
 
 /* The times of one thread into ``result``: 1 done, 0 unusual (answer None), -1 error. */
 static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject *tid,
-                      int zero_ok, PyTypeObject *type, PyObject *unknown_state,
-                      PyObject *no_micro)
+                      int zero_ok, PyTypeObject *type, PyObject *no_micro)
 {
     PyObject *key, *entry, *fd_obj = NULL, *start = NULL, *name = NULL, *run = NULL, *lat = NULL;
     PyObject *times = NULL;
@@ -119,7 +120,7 @@ static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject
     if (entry == NULL)
         return PyErr_Occurred() ? -1 : 0;
     Py_INCREF(entry);               /* ours while its attributes are read */
-    fd_obj = PyObject_GetAttrString(entry, "schedstat_fd");
+    fd_obj = PyObject_GetAttr(entry, str_schedstat_fd);
     if (fd_obj == NULL || fd_obj == Py_None) {          /* None: fds ran out, read by path */
         status = fd_obj == NULL ? -1 : 0;
         goto done;
@@ -132,11 +133,11 @@ static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject
         status = 0;
         goto done;
     }
-    start = PyObject_GetAttrString(entry, "start");
-    name = start ? PyObject_GetAttrString(entry, "name") : NULL;
+    start = PyObject_GetAttr(entry, str_start);
+    name = start ? PyObject_GetAttr(entry, str_name) : NULL;
     run = name ? PyLong_FromUnsignedLongLong(run_ns) : NULL;
     lat = run ? PyLong_FromUnsignedLongLong(lat_ns) : NULL;
-    times = lat ? thread_times(type, tid, start, name, run, lat, unknown_state, no_micro) : NULL;
+    times = lat ? thread_times(type, tid, start, name, run, lat, no_micro) : NULL;
     if (times != NULL && PyDict_SetItem(result, tid, times) == 0)
         status = 1;
 done:
@@ -152,7 +153,7 @@ done:
 
 static PyObject *steady_times(PyObject *module, PyObject *args)
 {
-    PyObject *files, *pid, *tids, *no_micro, *iterator, *tid, *result, *unknown_state;
+    PyObject *files, *pid, *tids, *no_micro, *iterator, *tid, *result;
     PyTypeObject *type;
     int zero_ok, status = 1;
 
@@ -163,22 +164,17 @@ static PyObject *steady_times(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "steady_times: ThreadTimes must be a tuple type");
         return NULL;
     }
-    unknown_state = PyUnicode_InternFromString("?");
-    if (unknown_state == NULL)
-        return NULL;
     result = PyDict_New();
     iterator = result ? PyObject_GetIter(tids) : NULL;
     if (iterator == NULL) {
         Py_XDECREF(result);
-        Py_DECREF(unknown_state);
         return NULL;
     }
     while (status == 1 && (tid = PyIter_Next(iterator)) != NULL) {
-        status = add_thread(result, files, pid, tid, zero_ok, type, unknown_state, no_micro);
+        status = add_thread(result, files, pid, tid, zero_ok, type, no_micro);
         Py_DECREF(tid);
     }
     Py_DECREF(iterator);
-    Py_DECREF(unknown_state);
     if (status < 0 || PyErr_Occurred()) {
         Py_DECREF(result);
         return NULL;
@@ -205,5 +201,13 @@ static struct PyModuleDef steady_module = {
 
 PyMODINIT_FUNC PyInit__linux_steady(void)
 {
+    if (str_schedstat_fd == NULL) {
+        str_schedstat_fd = PyUnicode_InternFromString("schedstat_fd");
+        str_start = PyUnicode_InternFromString("start");
+        str_name = PyUnicode_InternFromString("name");
+        str_unknown_state = PyUnicode_InternFromString("?");
+        if (!str_schedstat_fd || !str_start || !str_name || !str_unknown_state)
+            return NULL;
+    }
     return PyModule_Create(&steady_module);
 }
