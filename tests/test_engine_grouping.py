@@ -310,6 +310,26 @@ def test_assign_slots_counting_shortcut_agrees_with_the_full_cost(seed, monkeypa
     assert shortcut == assign_slots(slots, units, current, loads)
 
 
+def test_kept_counts_decide_without_a_majority_in_every_slot():
+    """Slot 0 keeps 2 threads on either domain; slot 1 keeps one on domain
+    1.  No strict majority in slot 0, yet slot 0 -> 0, slot 1 -> 1 keeps 3
+    threads and the other mapping 2: the counts decide, loads unread."""
+    from tumbler.engine import mapping
+    assert mapping._strict_majorities([[2, 2], [0, 1]]) is None
+    assert mapping._unique_best_permutation([[2, 2], [0, 1]]) == [0, 1]
+    assert mapping._unique_best_permutation([[1, 1], [1, 1]]) is None      # a tie
+    assert mapping._unique_best_permutation([[0, 3, 1], [2, 0, 2], [1, 1, 0]]) == [1, 2, 0]
+    slots = [[1, 2, 3, 4], [5, 6]]
+    current = {1: 0, 2: 0, 3: 1, 4: 1, 5: None, 6: 1}
+
+    class Unread(dict):
+        def get(self, *args):
+            raise AssertionError("loads read although the counts decide")
+        __getitem__ = get
+    assert assign_slots(slots, [1, 1], current, Unread()) == {1: 0, 2: 0, 3: 0, 4: 0,
+                                                               5: 1, 6: 1}
+
+
 def test_assign_slots_rejects_units_that_do_not_match_slots():
     with pytest.raises(ValueError, match="add up"):
         assign_slots([[1], [2]], [1, 2], {}, {1: 1.0, 2: 1.0})

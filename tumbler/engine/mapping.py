@@ -33,7 +33,7 @@ exactly in O(n^2 m); with at most 64 slots that is about 260 000 steps.
 """
 
 import math
-from itertools import compress, repeat
+from itertools import compress, permutations, repeat
 from numbers import Real
 from operator import eq
 from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
@@ -43,6 +43,10 @@ LOAD_QUANTUM = 1_000_000
 
 #: Up to this many domains, per-domain counts take one C-level pass each.
 _FEW_DOMAINS = 8
+
+#: Up to this many equal domains, the threads kept by every slot -> domain
+#: permutation are compared directly (5! = 120 sums of 5).
+_PERMUTED_DOMAINS = 5
 
 
 def _checked_matrix(cost):
@@ -180,9 +184,12 @@ def _staying_loads(where, count, values, domain_count):
 
 def _thread_assignment(slots, domain_of_slot):
     """tid -> domain from each slot's domain (a thread in two slots: the later)."""
-    assignment = {}
-    for slot, domain in zip(slots, domain_of_slot):
-        assignment.update(dict.fromkeys(slot, domain))
+    if not slots:
+        return {}
+    # Filling one dict in place: a dict per slot merged in costs a third more.
+    assignment = dict.fromkeys(slots[0], domain_of_slot[0])
+    for slot, domain in zip(slots[1:], domain_of_slot[1:]):
+        assignment.update(zip(slot, repeat(domain)))
     return assignment
 
 
@@ -191,21 +198,44 @@ def _decided_by_counts(slots, kept) -> Optional[Dict[Hashable, int]]:
 
     With equal domains (one slot each) and no eligibility limits, the
     second cost level -- threads kept in place, ``kept[slot][domain]`` --
-    usually settles it: when every slot has most of its placed threads in
-    one domain, strictly, and those domains are all different, giving each
-    slot that domain keeps more threads than any other mapping, so it is
-    what the full cost picks too, and the loads need not be summed at all.
-    None otherwise.
+    usually settles it: when one slot -> domain mapping keeps strictly more
+    threads than every other, it is what the full cost picks too (the
+    levels below only break ties), and the loads need not be summed at
+    all.  None otherwise.
     """
+    chosen = _strict_majorities(kept)
+    if chosen is None and len(kept) <= _PERMUTED_DOMAINS:
+        chosen = _unique_best_permutation(kept)
+    if chosen is None:
+        return None
+    return _thread_assignment(slots, chosen)
+
+
+def _strict_majorities(kept) -> Optional[List[int]]:
+    """Each slot's domain when every slot has most of its placed threads in
+    one domain, strictly, and those domains are all different: that mapping
+    keeps the most threads in every slot at once, so no other keeps as many."""
     chosen = []
     for counts in kept:
         most = max(counts)
         if counts.count(most) != 1:
             return None
         chosen.append(counts.index(most))
-    if len(set(chosen)) != len(slots):
-        return None
-    return _thread_assignment(slots, chosen)
+    return chosen if len(set(chosen)) == len(kept) else None
+
+
+def _unique_best_permutation(kept) -> Optional[List[int]]:
+    """The slot -> domain permutation keeping the most threads, if every
+    other keeps fewer (len(kept)! of them: few domains only)."""
+    best = runner_up = -1
+    best_permutation = None
+    for permutation in permutations(range(len(kept))):
+        total = sum(map(list.__getitem__, kept, permutation))
+        if total > best:
+            best, runner_up, best_permutation = total, best, permutation
+        elif total > runner_up:
+            runner_up = total
+    return list(best_permutation) if best > runner_up else None
 
 
 def _barred(slot, eligible, domain_count):
