@@ -33,7 +33,7 @@ the mapping could pile all threads onto one domain's slots.
 """
 
 import math
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import Hashable, List, Mapping, Sequence, Tuple
 
 #: Upper bound on the number of slots (rows of the assignment problem).
@@ -51,7 +51,8 @@ def wave_groups(items, k) -> List[list]:
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError("number of groups must be a positive integer, got %r" % (k,))
-    items = list(items)
+    if type(items) is not list:
+        items = list(items)
     stride = 2 * k
     groups = []
     for g in range(k):
@@ -121,10 +122,17 @@ def capacity_units(capacities: Sequence[int], max_units: int = DEFAULT_MAX_UNITS
     if isinstance(max_units, bool) or not isinstance(max_units, int) or max_units < len(capacities):
         raise ValueError("max_units must be an integer >= the number of domains (%d), got %r"
                          % (len(capacities), max_units))
+    return list(_units(tuple(capacities), max_units))
+
+
+@lru_cache(maxsize=64)
+def _units(capacities: Tuple[int, ...], max_units: int) -> Tuple[int, ...]:
+    """capacity_units of checked arguments, remembered: every regrouping
+    asks again for the same few domain sizes."""
     units = _divided_by_gcd(capacities)
     if sum(units) > max_units:
         units = _divided_by_gcd(_apportioned(units, max_units))
-    return units
+    return tuple(units)
 
 
 def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],
@@ -134,7 +142,8 @@ def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],
     ``slots[s]`` lists the tids of slot s; ``units[d]`` is how many slots
     domain d must receive.  ``sum(units) == len(slots)``.
     """
-    capacities = _checked_capacities(capacities)
+    if type(capacities) is not list:
+        capacities = list(capacities)      # checked by capacity_units
     order = sort_by_load(loads)
     slot_bound = min(max_units, max(len(capacities), len(order)))
     units = capacity_units(capacities, slot_bound)
