@@ -355,8 +355,8 @@ class LinuxBackend(Backend):
 
         This is most of what tumbler spends each round on a big process.
         The C module ``_linux_steady`` does these steps when it was built
-        (a third of the cost in place); ``_py_steady_sample`` is the same
-        in Python.
+        (cheaper: BENCHMARKS.md); ``_py_steady_sample`` is the same in
+        Python.
         """
         steady = self._c_steady_times
         if steady is None:
