@@ -385,14 +385,14 @@ class RunTracer:
         """The run's figures: lock wait (s and waits), run-queue latency (total
         s, waits, mean ms), migrations and cross-domain migrations (absent
         for kinds not traced); ``failure`` says why tracing stopped early."""
+        from .probe_observer import mean_runq_ms
         t = self.totals
         out = {"failure": self.failure}
         if "lock_ns" in t:
             out.update(lock_s=t["lock_ns"] / 1e9, lock_waits=t["lock_count"])
         if "runq_ns" in t:
             out.update(runq_s=t["runq_ns"] / 1e9, runq_waits=t["runq_count"],
-                       runq_mean_ms=t["runq_ns"] / t["runq_count"] / 1e6
-                       if t["runq_count"] else 0.0)
+                       runq_mean_ms=mean_runq_ms(t))
         if "migrations" in t:
             out.update(migrations=t["migrations"], cross_domain=t["cross_domain"])
         return out

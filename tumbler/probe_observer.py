@@ -45,6 +45,13 @@ FIELDS_OF_KIND = {"locks": ("lock_ns", "lock_count"), "latency": ("runq_ns", "ru
                   "migrations": ("migrations", "cross_domain")}
 
 
+def mean_runq_ms(totals):
+    """Mean run-queue latency in ms of summed ``runq_ns`` / ``runq_count``
+    (0 without waits)."""
+    count = totals["runq_count"]
+    return totals["runq_ns"] / count / 1e6 if count else 0.0
+
+
 def domain_of_cpu(domains):
     """``{cpu: domain index}`` from the controller's Domain objects."""
     return {cpu: domain.index for domain in domains for cpu in domain.cpus}
@@ -128,9 +135,8 @@ class ProbeObserver:
         if "lock_ns" in t:
             parts.append("lock wait %.3f s in %d waits" % (t["lock_ns"] / 1e9, t["lock_count"]))
         if "runq_ns" in t:
-            mean = t["runq_ns"] / t["runq_count"] / 1e6 if t["runq_count"] else 0.0
             parts.append("run-queue latency mean %.3f ms over %d waits"
-                         % (mean, t["runq_count"]))
+                         % (mean_runq_ms(t), t["runq_count"]))
         if "migrations" in t:
             parts.append("%d migrations (%.1f/s), %d cross-domain (%.1f/s)"
                          % (t["migrations"], t["migrations"] / span,
