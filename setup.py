@@ -1,7 +1,8 @@
 """Only for the optional C part; everything else is in setup.cfg.
 
 ``tumbler.platform._linux_steady`` reads the Linux backend's usual sample in
-one call (see its source).  ``optional=True``: without a C compiler or
+one call, and ``tumbler.engine._window`` sums a quiet round's loads (see
+their sources).  ``optional=True``: without a C compiler or
 Python's headers the build says so and tumbler installs without it, using
 the same steps in Python (slower, same results).
 """
@@ -10,7 +11,8 @@ import sys
 
 from setuptools import Extension, setup
 
-extensions = []
+extensions = [Extension("tumbler.engine._window", ["tumbler/engine/_window.c"],
+                        extra_compile_args=["-O2", "-Wall"], optional=True)]
 if sys.platform.startswith("linux"):
     extensions.append(Extension("tumbler.platform._linux_steady",
                                 ["tumbler/platform/_linux_steady.c"],

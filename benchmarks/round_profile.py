@@ -22,9 +22,10 @@ program has had the CPUs.
 
 Options (before TUMBLER-ARGS):
 
-``--python-sampler``  the Linux backend samples without its optional C
-                      module (``tumbler/platform/_linux_steady.c``), as when
-                      it was not built.
+``--python-sampler``  no optional C module (``tumbler/platform/_linux_steady.c``,
+                      ``tumbler/engine/_window.c``): the same steps in
+                      Python, as when they were not built.
+``--no-quiet``        every round a full one (no quiet rounds).
 ``--bare``            no phase wrappers: only the CPU time per interval.
 ``--floor loop``      (implies ``--bare``) from the 21st round on, rounds do nothing: what the
                       main loop's wake-ups cost per interval.
@@ -101,18 +102,23 @@ def steady_cpu(controller, floor):
     atexit.register(report_steady)
 
 
-def profile(args, python_sampler=False, bare=False, floor=None):
+def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
     from tumbler import controller
-    from tumbler.engine import grouping, policy, speed
+    from tumbler.engine import grouping, policy, speed, window
     from tumbler.platform import linux
     if python_sampler:
-        linux._c_steady_times = None
+        linux._c_steady_times = linux._c_read_columns = None
+        window._c_summarize_window = None
+    if no_quiet:
+        init = controller.Controller.__init__
+        controller.Controller.__init__ = functools.partialmethod(init, quiet_rounds=False)
     steady_cpu(controller, floor)
     if bare or floor is not None:
         return run_tumbler(args)
     totals = {}
     for name in ("round", "speed_step", "sample_all", "update_loads", "discover",
-                 "_crowded_domains", "_views", "_apply", "_pin"):
+                 "_crowded_domains", "_views", "_apply", "_pin", "_quiet_round",
+                 "_leave_quiet", "_quiet_roster"):
         wrap(controller.Controller, name, name, totals)
     for name in ("process_state", "sample", "_steady_sample", "thread_ids", "thread_run_ns"):
         wrap(linux.LinuxBackend, name, "linux." + name, totals)
@@ -186,7 +192,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--wakeup-floor"]:
         sys.exit(wakeup_floor())
     options, rest = {}, sys.argv[1:]
-    while rest and rest[0] in ("--python-sampler", "--bare", "--floor"):
+    while rest and rest[0] in ("--python-sampler", "--bare", "--floor", "--no-quiet"):
         option = rest.pop(0)
         if option == "--floor":
             if not rest or rest[0] not in ("loop", "sample"):

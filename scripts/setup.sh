@@ -40,9 +40,11 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-.venv/bin/python -c 'import tumbler.platform._linux_steady' 2>/dev/null || \
-    echo "setup: the optional C sampler (tumbler/platform/_linux_steady.c) was not built;" \
-         "tumbler works without it, at a higher CPU cost per round" >&2
+.venv/bin/python -c 'import tumbler.platform._linux_steady, tumbler.engine._window' \
+    2>/dev/null || \
+    echo "setup: the optional C modules (tumbler/platform/_linux_steady.c," \
+         "tumbler/engine/_window.c) were not built;" \
+         "tumbler works without them, at a higher CPU cost per round" >&2
 # Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every start would
 # otherwise compile tumbler again (~0.1 s of CPU per run).
 .venv/bin/python -m compileall -q tumbler >/dev/null

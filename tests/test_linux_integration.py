@@ -6,6 +6,7 @@ cross-domain balancing happens for real on a 2-core machine.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,6 +131,39 @@ def test_attach_restores_original_affinity_after_duration(duty, two_cpus):
     assert "duration reached" in result.stderr
     assert after == before
     assert before[tids[2]] == frozenset([cpu_b])
+
+
+def test_balanced_program_gets_quiet_rounds_and_is_restored(duty, two_cpus):
+    """Four equal workers: after the first rounds place them, nothing needs
+    to change, and the rounds go quiet (controller.py) -- still holding
+    every worker inside one domain, and restoring every mask at the end."""
+    cpu_a, cpu_b = two_cpus
+    domains = [frozenset([cpu_a]), frozenset([cpu_b])]
+    workload = subprocess.Popen([duty, "6", "30", "30", "30", "30"])
+    try:
+        wait_for_threads(workload.pid, 5)
+        before = thread_masks(workload.pid)
+        proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "-p",
+                                            str(workload.pid), "--duration", "3",
+                                            "--interval", "100"),
+                                stderr=subprocess.PIPE, text=True, cwd=REPO)
+        time.sleep(1.0)
+        seen = watch_masks(workload.pid, 1.5)
+        _, stderr = proc.communicate(timeout=30)
+        after = thread_masks(workload.pid)
+    finally:
+        workload.kill()
+        workload.wait()
+    assert proc.returncode == 0, stderr
+    assert_no_traceback(stderr)
+    intervals, quiet = map(int, re.search(r"(\d+) intervals \((\d+) quiet\)", stderr).groups())
+    assert intervals >= 20 and quiet >= intervals // 2, stderr
+    workers = [tid for tid in seen if tid != workload.pid]
+    assert len(workers) == 4
+    for tid in workers:
+        (mask,) = seen[tid]                     # bound once, never moved since
+        assert mask in domains, (tid, mask)
+    assert after == before
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -12,6 +12,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+
+from array import array
 
 import pytest
 
@@ -50,6 +53,8 @@ CHILD = textwrap.dedent("""
             stop.set()
             t.join()
             print("swapped", tid, start(), flush=True)
+        elif line.strip() == "more":         # one more thread
+            print("started", start(), flush=True)
 """)
 
 
@@ -86,9 +91,10 @@ def steady(child, request):
     proc, workers = child
     backend = LinuxBackend()
     if request.param == "python":
-        backend._c_steady_times = None
+        backend._c_steady_times = backend._c_read_columns = None
     else:
         assert backend._c_steady_times is not None, C_MODULE_MISSING
+        assert backend._c_read_columns is not None, C_MODULE_MISSING
     round_sample(backend, proc.pid)
     round_sample(backend, proc.pid)
     yield proc, workers, backend
@@ -207,6 +213,127 @@ def test_thread_run_ns_reads_the_same_clock_as_sample(steady):
     # The generic fallback (a whole sample) agrees on which threads it finds.
     generic, _ = Backend.thread_run_ns(backend, proc.pid, workers[:2] + [999999999])
     assert set(generic) == set(workers[:2])
+
+
+def send(proc, command):
+    proc.stdin.write(command + "\n")
+    proc.stdin.flush()
+    return proc.stdout.readline().split()
+
+
+def columns(backend, pid, tids):
+    """A reader of ``tids`` and one read of it: (reader, now, run, lat)."""
+    reader = backend.columns_reader(pid, tids)
+    assert reader is not None
+    run, lat = array("q", bytes(8 * len(tids))), array("q", bytes(8 * len(tids)))
+    return reader, reader(run, lat), run, lat
+
+
+def test_columns_reader_reads_what_sample_reads(steady):
+    """Quiet rounds read the same numbers, on the same clock, as sample."""
+    proc, workers, backend = steady
+    before = round_sample(backend, proc.pid)
+    tids = list(before.threads)
+    reader, now, run, lat = columns(backend, proc.pid, tids)
+    after = round_sample(backend, proc.pid)
+    assert before.wall_ns <= now <= after.wall_ns
+    for i, tid in enumerate(tids):
+        assert before.threads[tid].run_ns <= run[i] <= after.threads[tid].run_ns
+        assert before.threads[tid].lat_ns <= lat[i] <= after.threads[tid].lat_ns
+    assert max(run[i] - before.threads[tid].run_ns for i, tid in enumerate(tids)) > 0 \
+        or after.wall_ns - before.wall_ns < 2_000_000       # workers did run meanwhile
+    # Another read of the same reader: later numbers.
+    again_run, again_lat = array("q", run), array("q", lat)
+    assert reader(again_run, again_lat) >= now
+    assert all(a >= b for a, b in zip(again_run, run))
+
+
+def test_columns_reader_is_refused_for_threads_sample_has_not_seen(steady):
+    proc, workers, backend = steady
+    tids = list(round_sample(backend, proc.pid).threads)
+    assert backend.columns_reader(proc.pid, tids[:-1]) is None
+    assert backend.columns_reader(proc.pid, tids + [999999999]) is None
+
+
+def test_columns_reader_says_none_once_threads_change(steady):
+    proc, workers, backend = steady
+    tids = list(round_sample(backend, proc.pid).threads)
+    reader, now, run, lat = columns(backend, proc.pid, tids)
+    assert now is not None
+    # One exits and another starts: the same count, but the exited one's
+    # kept-open file reads as an error.
+    words = send(proc, "swap")
+    reaped(proc.pid, int(words[1]))
+    assert reader(run, lat) is None
+    # The round after drops the exited thread, the one after finds the new
+    # one (see test_thread_replaced_between_rounds...).
+    round_sample(backend, proc.pid)
+    tids = list(round_sample(backend, proc.pid).threads)
+    assert int(words[2]) in tids and int(words[1]) not in tids
+    reader, now, run, lat = columns(backend, proc.pid, tids)
+    assert now is not None
+    # One more thread: the count says so.
+    send(proc, "more")
+    assert reader(run, lat) is None
+
+
+@pytest.fixture
+def read_columns():
+    from tumbler.platform import linux
+    assert linux._c_read_columns is not None, C_MODULE_MISSING
+    return linux._c_read_columns
+
+
+@pytest.fixture
+def task_dir(tmp_path):
+    """task_dir(n) -> fd of a directory whose link count says n threads."""
+    fds = []
+
+    def make(threads):
+        path = tmp_path / ("task%d" % len(fds))
+        path.mkdir()
+        for i in range(threads):
+            (path / str(i)).mkdir()
+        fds.append(os.open(path, os.O_RDONLY | os.O_DIRECTORY))
+        if os.fstat(fds[-1]).st_nlink != threads + 2:
+            pytest.skip("this file system does not count subdirectory links")
+        return fds[-1]
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("implementation", ["c", "python"])
+def test_read_columns_fills_both_columns_or_says_none(implementation, read_columns,
+                                                       schedstat_file, task_dir):
+    from tumbler.platform import linux
+    read = read_columns if implementation == "c" else linux._py_read_columns
+    fds = array("i", [schedstat_file(b"123 456 7\n"), schedstat_file(b"5 0 1\n")])
+    run, lat = array("q", [0, 0]), array("q", [0, 0])
+    before = time.monotonic_ns()
+    now = read(task_dir(2), fds, run, lat)
+    assert before <= now <= time.monotonic_ns()
+    assert (list(run), list(lat)) == ([123, 5], [456, 0])
+    assert read(task_dir(3), fds, run, lat) is None             # a thread more
+    for text in (b"", b"x 1 2\n", b"12\n", b"%d 1 1\n" % 2 ** 63):
+        odd = array("i", [fds[0], schedstat_file(text)])
+        assert read(task_dir(2), odd, run, lat) is None, text
+    closed = os.open(os.devnull, os.O_RDONLY)
+    os.close(closed)
+    assert read(task_dir(2), array("i", [fds[0], closed]), run, lat) is None
+
+
+def test_c_read_columns_rejects_bad_arguments(read_columns, schedstat_file, task_dir):
+    fds = array("i", [schedstat_file(b"1 2 3\n")])
+    task = task_dir(1)
+    with pytest.raises(TypeError):
+        read_columns(task, fds, array("d", [0.0]), array("q", [0]))      # not int64
+    with pytest.raises(TypeError):
+        read_columns(task, [fds[0]], array("q", [0]), array("q", [0]))   # fds not an array
+    with pytest.raises(ValueError):
+        read_columns(task, fds, array("q", [0, 0]), array("q", [0]))     # lengths differ
+    with pytest.raises(BufferError):
+        read_columns(task, fds, b"\0" * 8, array("q", [0]))             # read-only
 
 
 # -- the C steady sample on its own: every unusual case answers None ----------

@@ -16,6 +16,21 @@ While speed balancing is engaged (the decision has a
 reads only the threads speed balancing pinned and applies its pins
 (``speed_step``), a fraction of a full round's cost at 20 ms intervals.
 
+Quiet rounds.  Most rounds of a program in its stride change nothing: the
+same threads, the domains within the error tolerance of each other, no
+domain crowded.  After a full round that moved and pinned nothing, in a
+run with one target and no round observers (log file, probes), the next
+rounds are *quiet*: the backend fills two columns (CPU time and run-queue
+wait) for the same threads in one call, ``engine.window`` sums them over
+the load window in one more, and ``policy.quiet_verdict`` answers from
+those sums -- the interval the full round would choose, or None.  Anything
+else (a thread born or gone, an exec, a spread over the tolerance, a
+crowded domain) falls back to the full round at once, which first brings
+every thread's numbers up to date as if each quiet round had been a full
+one (``_leave_quiet``).  A quiet round makes no Python object per thread:
+for 64 threads at 100 ms it costs less than half a full one (BENCHMARKS.md).
+Its data (the roster of threads, column samples) is in quiet.py.
+
 Whatever ends the run -- the targets exit, ``--duration`` passes, a signal,
 an error -- ``restore_all`` puts every touched thread back the way it was
 found, and the binder removes what it created.
@@ -23,6 +38,7 @@ found, and the binder removes what it created.
 
 import contextlib
 import resource
+import signal
 import sys
 import time
 from collections import deque
@@ -32,7 +48,9 @@ from typing import Optional
 from .cpulist import format_cpulist
 from .engine.model import Domain, ThreadLoad
 from .engine.policy import RUNNABLE_SHARE, ThreadView
+from .engine.window import summarize_window
 from .platform.base import NoSuchProcess, Unmovable
+from .quiet import ColumnSample, QuietRound, Roster
 from .targets import allowed_union
 
 
@@ -75,6 +93,7 @@ class TrackedThread:
 class RunStats:
     started: float
     intervals: int = 0
+    quiet: int = 0                  # of them, quiet rounds
     threads_seen: int = 0
     migrations: int = 0             # moves between domains
     pins: int = 0                   # speed balancing's core changes
@@ -88,7 +107,7 @@ class RunStats:
 class Controller:
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
-                 load_window_ms=500, journal=None):
+                 load_window_ms=500, journal=None, quiet_rounds=True):
         self.backend = backend
         self.binder = binder
         self.policy = policy
@@ -105,7 +124,7 @@ class Controller:
                                                    file=sys.stderr))
         self.targets = []
         self.placed_between_rounds = []     # initial placements, logged next round
-        self.last_decision = None
+        self._last_decision = None
         self.pins_made = []                 # (thread, cpu, step) of the last round and the
                                             # speed steps before it
         self.steps = 0                      # speed balancing steps so far (rounds included)
@@ -119,7 +138,10 @@ class Controller:
         self.histories = {}         # pid -> round Samples within the load window
         self._tracked = {}          # pid -> TIDs in self.threads
         self.stats = RunStats(started=time.monotonic())
+        self.quiet_rounds = quiet_rounds    # False: every round is a full one
+        self._roster = None         # the threads quiet rounds read, while they may
         self._cpu_domain = {cpu: d.index for d in self.domains for cpu in d.cpus}
+        self._capacities = Roster.capacities(self.domains)
         binder.setup([d.cpus for d in self.domains])
 
     # -- targets and threads -------------------------------------------------
@@ -278,14 +300,29 @@ class Controller:
         first seen.  The window's samples are kept per process, not per
         thread: this runs for every thread every round.
         """
-        pid, now = sample.pid, sample.wall_ns
-        history = self.histories.get(pid)
+        history = self.histories.get(sample.pid)
         if history is None:
-            history = self.histories[pid] = deque()
+            history = self.histories[sample.pid] = deque()
         history.append(sample)
-        while len(history) > 2 and now - history[1].wall_ns >= self.load_window_ns:
+        for _ in range(self._window_start(history, sample.wall_ns, appended=True)):
             history.popleft()
-        base = history[0]
+        return self._measure_threads(sample, history[0])
+
+    def _window_start(self, history, now, appended):
+        """The index in ``history`` of the load window's base sample for a
+        sample taken at ``now``, the samples before it to be dropped: the
+        newest sample at least ``load_window`` old, or the oldest kept,
+        never the new sample itself nor the one just before it.
+        ``appended``: whether the new sample is already at its end."""
+        count = len(history) + (0 if appended else 1)
+        start = 0
+        while count - start > 2 and now - history[start + 1].wall_ns >= self.load_window_ns:
+            start += 1
+        return start
+
+    def _measure_threads(self, sample, base):
+        """_measure's per-thread part, against the window's ``base`` sample."""
+        pid, now = sample.pid, sample.wall_ns
         base_wall, base_threads = base.wall_ns, base.threads
         get = self.threads.get
         measured = 0
@@ -316,8 +353,24 @@ class Controller:
                 thread.runnable = (run + (lat_ns - old_lat if lat_ns > old_lat else 0)) / wall
         return measured, unknown
 
+    @property
+    def last_decision(self):
+        """The Decision of the last round (of a quiet one too, built now)."""
+        decision = self._last_decision
+        if type(decision) is QuietRound:
+            decision = self._last_decision = self.policy.quiet_decision(
+                decision.summary, self.domains, decision.assignment)
+        return decision
+
     def round(self):
-        """One monitor-group-apply round; returns the Decision."""
+        """One monitor-group-apply round: a quiet one when it may be (see the
+        module docstring; returns a QuietRound), else a full one (returns
+        the Decision)."""
+        if self._roster is not None:
+            decision = self._quiet_round()
+            if decision is not None:
+                return decision
+            self._leave_quiet()
         samples = self.sample_all()
         self.update_loads(samples)
         measured = [t for t in self.threads.values() if t.load is not None and not t.unmovable]
@@ -333,13 +386,95 @@ class Controller:
             self.pins_made = self._pins_between + self._pin(by_tid, decision.pins)
             self._pins_between = []
             self._follow_speed(decision, measured)
-        self.last_decision = decision
+        self._last_decision = decision
         self.stats.intervals += 1
         if not self.choice.single:
             self.stats.spreads.append(plan.spread_before)
         for observer in self.observers:
             observer.write_round(self, plan, applied)
+        if self.quiet_rounds and not (applied or plan.moves or decision.pins or self.pins_made
+                                      or decision.engaged or self.observers):
+            self._roster = self._quiet_roster(samples, decision)
         return decision
+
+    # -- quiet rounds ----------------------------------------------------------
+
+    def _quiet_roster(self, samples, decision):
+        """The roster for quiet rounds after a full round that changed
+        nothing, or None when the next round must be a full one too."""
+        if len(samples) != 1 or len(self.targets) != 1 or self.placed_between_rounds:
+            return None
+        sample = samples[0]
+        if len(sample.threads) != len(self.threads) \
+                or getattr(self.policy, "quiet_verdict", None) is None:
+            return None
+        threads = [self.threads.get((sample.pid, tid)) for tid in sample.threads]
+        if None in threads or any(
+                t.load is None or t.runnable is None or t.unmovable or t.domain is None
+                or t.pinned_cpu is not None or t.domain not in t.eligible for t in threads):
+            return None
+        reader = self.backend.columns_reader(sample.pid, list(sample.threads))
+        if reader is None:
+            return None
+        return Roster(sample.pid, threads, reader, decision.plan.assignment)
+
+    def _quiet_round(self):
+        """A round from two columns and a few sums; None when a full round
+        must be made instead (nothing is changed then)."""
+        roster = self._roster
+        pid = roster.pid
+        try:
+            zombie, image = self.backend.process_state(pid)
+        except NoSuchProcess:
+            return None
+        if zombie or image != self.images.get(pid):
+            return None
+        run, lat = roster.zeros[:], roster.zeros[:]
+        now = roster.reader(run, lat)
+        if now is None:
+            return None
+        history = self.histories[pid]
+        start = self._window_start(history, now, appended=False)
+        base = history[start]
+        if roster.born_by >= base.wall_ns or base.wall_ns >= now:
+            return None         # a thread born since the base: measured from birth
+        columns = roster.base_columns(base)
+        if columns is None:
+            return None
+        summary = summarize_window(run, lat, columns[0], columns[1], now - base.wall_ns,
+                                   roster.domain_of, self._capacities, RUNNABLE_SHARE)
+        verdict = self.policy.quiet_verdict(summary, self._capacities)
+        if verdict is None:
+            return None
+        for _ in range(start):
+            history.popleft()
+        history.append(ColumnSample(pid, now, roster, run, lat))
+        roster.unmeasured = True
+        self.pins_made = []
+        self._last_decision = decision = tuple.__new__(
+            QuietRound, (verdict[0], summary, roster.assignment, None))
+        self.stats.intervals += 1
+        self.stats.quiet += 1
+        if not self.choice.single:
+            self.stats.spreads.append(verdict[1])
+        return decision
+
+    def _leave_quiet(self):
+        """End quiet rounds: give every thread of the roster the numbers the
+        last quiet round would have given it as a full round (load and
+        runnable share over the window, CPU time over that round), so that
+        what follows sees no difference."""
+        roster, self._roster = self._roster, None
+        if roster is None or not roster.unmeasured:
+            return
+        history = self.histories.get(roster.pid)
+        if history is None or len(history) < 2:
+            return              # the process is gone: nothing to measure
+        before = history[-2].threads
+        for thread in roster.threads:
+            thread.prev_wall = history[-2].wall_ns
+            thread.prev_run = before[thread.tid].run_ns
+        self._measure_threads(history[-1], history[0])
 
     def _follow_speed(self, decision, measured):
         """Note the threads speed balancing pinned in the domains where it is
@@ -576,12 +711,19 @@ class Controller:
         next_round = time.monotonic() + self.first_interval_ms / 1000.0
         next_step = None                # next speed balancing step between rounds
         scanned = time.monotonic()      # last look for new threads
+        # A waiter that records SIGCHLD says when the child may have
+        # exited: only then is it polled (a wait4 call each time).
+        poll_child = child is not None
         while True:
             for signum in waiter.take():
+                if signum == signal.SIGCHLD:
+                    poll_child = child is not None
                 if on_signal is None or on_signal(signum):
                     return "signal %d" % signum
-            if child is not None and child.poll() is not None:
-                return "command exited"
+            if poll_child:
+                if child.poll() is not None:
+                    return "command exited"
+                poll_child = not getattr(waiter, "watches_children", False)
             if not self.targets:
                 return "target exited"
             now = time.monotonic()
@@ -620,6 +762,9 @@ class Controller:
             except NoSuchProcess:
                 continue
             if any((pid, tid) not in self.threads for tid in tids):
+                # New threads are placed by the loads of the others, and
+                # sampling may reuse the fds of threads that exited.
+                self._leave_quiet()
                 try:
                     self._track(self.backend.sample(pid), place=True)
                 except NoSuchProcess:
@@ -630,6 +775,7 @@ class Controller:
     def restore_all(self):
         """Put back every thread tumbler touched; return how many failed."""
         failed = 0
+        self._leave_quiet()
         for pid in self.targets:
             try:
                 self._check_exec(pid, self.backend.process_state(pid, fresh=True)[1])

@@ -22,9 +22,11 @@ def summary_lines(controller, wall_s, cpu_s, end_reason):
     stats = controller.stats
     rate = stats.migrations / wall_s if wall_s > 0 else 0.0
     lines = [
-        "ran %.1f s (%s): %d intervals, %d threads seen, %d migrations (%.1f/s), policy %s%s"
-        % (wall_s, end_reason, stats.intervals, stats.threads_seen, stats.migrations, rate,
-           controller.policy.name, ", dry run" if controller.dry_run else ""),
+        "ran %.1f s (%s): %d intervals (%d quiet), %d threads seen, %d migrations (%.1f/s), "
+        "policy %s%s"
+        % (wall_s, end_reason, stats.intervals, stats.quiet, stats.threads_seen,
+           stats.migrations, rate, controller.policy.name,
+           ", dry run" if controller.dry_run else ""),
         controller.choice.note,
     ]
     if stats.pins:

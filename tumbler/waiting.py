@@ -19,6 +19,7 @@ class SignalWaiter:
 
     def __init__(self, signals=STOP_SIGNALS, watch_children=False):
         self.pending = []
+        self.watches_children = watch_children     # SIGCHLD is recorded too
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._old_wakeup = signal.set_wakeup_fd(self._write_fd)
         self._old_handlers = {}

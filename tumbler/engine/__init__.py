@@ -9,6 +9,9 @@ a thread; the controller does that with the platform layer.
 * wave.py      -- wave grouping (paper Algorithm 2), capacity units.
 * mapping.py   -- slots -> domains with the fewest migrations (Hungarian).
 * grouping.py  -- the tumbler policy: plan_tumbler, place_new.
+* speed.py     -- speed balancing inside a domain.
+* policy.py    -- policy choice: decide, and quiet_verdict for quiet rounds.
+* window.py    -- the sums a quiet round decides on (``_window.c``: in C).
 """
 
 from .grouping import DEFAULT_TOLERANCE, place_new, plan_tumbler, spread

@@ -527,6 +527,48 @@ def _single_domain_plan(columns: _Columns, table: VariationTable) -> Plan:
                 reason="single domain: nothing to group across")
 
 
+def keeps_groups(domain_count: int, kept_spread: float, tolerance: float) -> bool:
+    """Whether plan_tumbler keeps the groups of placed threads without
+    computing a regrouping: one domain, or a spread within the tolerance
+    (steps 2 and 4 of the module docstring).  No regrouping can gain more
+    than the whole current spread.  The controller's quiet rounds decide
+    with this too (policy.quiet_verdict)."""
+    return domain_count < 2 or kept_spread < tolerance
+
+
+def _kept_groups_reason(domain_count: int, thread_cv: float, kept: float,
+                        table: VariationTable, tolerance: float) -> str:
+    """Why keeps_groups kept them."""
+    if domain_count < 2:
+        return "single domain: nothing to group across"
+    if thread_cv < table.lowest_cv:
+        return "cv %.2f < %.2f: no grouping" % (thread_cv, table.lowest_cv)
+    return "spread %.2f < tolerance %.2f: keep groups" % (kept, tolerance)
+
+
+def plan_kept_groups(domain_loads: Sequence[float], thread_cv: float,
+                     assignment: Dict[int, int], domains: Sequence[Domain],
+                     table: VariationTable, tolerance: float = DEFAULT_TOLERANCE
+                     ) -> Optional[Plan]:
+    """The plan ``plan_tumbler`` makes for threads that are all placed, on
+    domains whose summed loads are ``domain_loads`` and whose loads have CV
+    ``thread_cv``, when it keeps the groups without computing a regrouping
+    -- or None when it would compute one.
+
+    ``assignment`` (thread -> domain, unchanged) is taken as it is.
+    """
+    capacities = [domain.capacity for domain in _ordered_domains(domains)]
+    loads = list(domain_loads)
+    kept = spread(loads, capacities) if len(capacities) > 1 else 0.0
+    if not keeps_groups(len(capacities), kept, tolerance):
+        return None
+    return Plan(moves=[], assignment=assignment, thread_cv=thread_cv,
+                interval_ms=table.interval_for(thread_cv)[0], regroup=False,
+                domain_loads=loads, predicted_loads=list(loads), spread_before=kept,
+                spread_after=kept,
+                reason=_kept_groups_reason(len(capacities), thread_cv, kept, table, tolerance))
+
+
 # -- the policy ------------------------------------------------------------------
 
 def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
@@ -543,7 +585,7 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
         return _single_domain_plan(columns, table)
     effective = _effective_loads(columns)
     thread_cv = cv(effective)
-    interval_ms, wants_grouping = table.interval_for(thread_cv)
+    interval_ms, _ = table.interval_for(thread_cv)
     domain_loads = _column_sums(effective, columns.domains, len(ordered))
     spread_before = spread(domain_loads, capacities)
 
@@ -564,26 +606,17 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
     if arriving:
         kept = _kept_assignment(threads, arriving, capacities)
         kept_loads = _summed_loads(kept, loads, len(ordered))
-        kept_spread = spread(kept_loads, capacities)
+        spread_kept = spread(kept_loads, capacities)
         kept_moves = None
     else:
         # Nobody arriving: the kept loads are the current ones, already
         # summed, and nobody moves -- the usual round is this cheap.
         kept = dict(zip(columns.tids, columns.domains))
-        kept_loads, kept_spread, kept_moves = list(domain_loads), spread_before, []
+        kept_loads, spread_kept, kept_moves = list(domain_loads), spread_before, []
     note = _placement_note(threads, arriving)
-    if len(ordered) < 2:
-        return plan(kept, kept_loads, kept_spread, False,
-                    "single domain: nothing to group across" + note, kept_moves)
-    if not wants_grouping and kept_spread < tolerance:
-        return plan(kept, kept_loads, kept_spread, False, "cv %.2f < %.2f: no grouping%s"
-                    % (thread_cv, table.lowest_cv, note), kept_moves)
-    if kept_spread < tolerance:
-        # No regrouping can gain more than the whole current spread, so a
-        # spread within the tolerance is kept without computing one.
-        return plan(kept, kept_loads, kept_spread, False,
-                    "spread %.2f < tolerance %.2f: keep groups%s"
-                    % (kept_spread, tolerance, note), kept_moves)
+    if keeps_groups(len(ordered), spread_kept, tolerance):
+        return plan(kept, kept_loads, spread_kept, False, _kept_groups_reason(
+            len(ordered), thread_cv, spread_kept, table, tolerance) + note, kept_moves)
 
     if loads is None:
         loads = dict(zip(columns.tids, effective))
@@ -591,9 +624,9 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
                               loads)
     regrouped_loads = _summed_loads(regrouped, loads, len(ordered))
     regrouped_spread = spread(regrouped_loads, capacities)
-    gain = kept_spread - regrouped_spread
+    gain = spread_kept - regrouped_spread
     if not _worth_regrouping(gain, tolerance):
-        return plan(kept, kept_loads, kept_spread, False, _kept_reason(gain, tolerance) + note,
+        return plan(kept, kept_loads, spread_kept, False, _kept_reason(gain, tolerance) + note,
                     kept_moves)
     result = plan(regrouped, regrouped_loads, regrouped_spread, True, "")
     result.reason = "regrouped: spread %.2f -> %.2f, %d move%s" % (

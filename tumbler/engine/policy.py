@@ -61,13 +61,23 @@ A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole
 domain), the next interval, and per-domain notes saying which mechanism
 acted and why -- the controller logs them verbatim.
+
+``quiet_verdict`` answers the same question from a ``WindowSummary``
+(window.py: a few sums over the threads) for a round in which no thread
+is new or pinned and nothing was engaged: ``(interval_ms, spread)`` of the
+Decision ``decide`` would return if it moves and pins nothing, or None if
+``decide`` must look at the threads one by one.  It uses ``decide``'s own
+tests (``keeps_groups`` is plan_tumbler's keep test), and
+``quiet_decision`` builds the whole Decision from it; a property test
+holds it to ``decide``.  The controller's quiet rounds rest on it, and
+call only ``quiet_verdict``: it is cheap.
 """
 
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Dict, List, NamedTuple, Optional
 
-from .grouping import DEFAULT_TOLERANCE, IDLE_LOAD, plan_tumbler
+from .grouping import DEFAULT_TOLERANCE, IDLE_LOAD, keeps_groups, plan_kept_groups, plan_tumbler
 from .model import Plan, ThreadLoad
 from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
@@ -164,6 +174,31 @@ class TumblerPolicy:
         return Decision(plan=plan, interval_ms=plan.interval_ms,
                         notes={d.index: "os" for d in domains})
 
+    def quiet_verdict(self, summary, capacities):
+        """See the module docstring; ``capacities``: CPUs per domain, by index."""
+        spread = summary.spread if len(capacities) > 1 else 0.0
+        if not keeps_groups(len(capacities), spread, self.tolerance):
+            return None
+        if self.fixed_interval_ms is not None:
+            return self.fixed_interval_ms, spread
+        return self.table.interval_for(summary.thread_cv)[0], spread
+
+    def quiet_decision(self, summary, domains, assignment):
+        """The Decision of a quiet round, or None (see the module
+        docstring).  ``assignment``: thread -> domain, as the last full
+        round left it (every thread placed, none pinned)."""
+        verdict = self.quiet_verdict(summary, [d.capacity for d in domains])
+        if verdict is None:
+            return None
+        plan = plan_kept_groups(summary.domain_loads, summary.thread_cv, assignment, domains,
+                                self.table, self.tolerance)
+        plan.interval_ms = verdict[0]
+        return Decision(plan=plan, interval_ms=plan.interval_ms,
+                        notes=self._quiet_notes(summary, domains))
+
+    def _quiet_notes(self, summary, domains):
+        return {d.index: "os" for d in domains}
+
     def forget(self, tid):
         """A thread is gone: drop per-thread state (speed balancers have some)."""
 
@@ -181,6 +216,12 @@ class ObservePolicy(TumblerPolicy):
                     domain_loads=plan.domain_loads, predicted_loads=plan.domain_loads,
                     spread_before=plan.spread_before, spread_after=plan.spread_before,
                     reason="observe: " + plan.reason)
+
+    def quiet_decision(self, summary, domains, assignment):
+        decision = super().quiet_decision(summary, domains, assignment)
+        if decision is not None:
+            decision.plan.reason = "observe: " + decision.plan.reason
+        return decision
 
 
 class _SpeedMixin:
@@ -268,6 +309,9 @@ class SpeedPolicy(_SpeedMixin, TumblerPolicy):
                         speed_interval_ms=self._balancer(domains[0]).next_interval_ms()
                         if domains else None)
 
+    def quiet_verdict(self, summary, capacities):
+        return None         # it pins busy threads and steps every round
+
     def _placement_only(self, threads, domains):
         """Place new threads; never regroup (speed does not cross domains)."""
         plan = plan_tumbler(_loads(threads), domains, self.table, NEVER_REGROUP)
@@ -329,6 +373,22 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         plan.interval_ms = interval
         return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
                         engaged=engaged, speed_interval_ms=speed_interval)
+
+    def quiet_verdict(self, summary, capacities):
+        """decide()'s answer when no domain holds more runnable threads than
+        cores and none is engaged: the table's interval (WATCH_INTERVAL_MS
+        on one domain), the OS placing inside every domain."""
+        if summary.crowded or self.__dict__.get("_engaged"):
+            return None         # candidates, sleep readings: decide() sees to them
+        verdict = TumblerPolicy.quiet_verdict(self, summary, capacities)
+        if verdict is not None and len(capacities) < 2 and self.fixed_interval_ms is None:
+            return WATCH_INTERVAL_MS, verdict[1]
+        return verdict
+
+    def _quiet_notes(self, summary, domains):
+        return {d.index: "os: %d runnable of %d threads on %d cores"
+                % (runnable, threads, len(d.cpus))
+                for d, runnable, threads in zip(domains, summary.runnable, summary.threads)}
 
     @staticmethod
     def _judging(runnable, domains, assignment):

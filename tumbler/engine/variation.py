@@ -116,7 +116,7 @@ class VariationTable:
 
     def interval_for(self, cv_value):
         """Return ``(interval_ms, regroup)`` for a CV of thread loads."""
-        if not _is_number(cv_value) or math.isnan(cv_value):
+        if type(cv_value) is not float and not _is_number(cv_value) or math.isnan(cv_value):
             raise ValueError("cv must be a number, got %r" % (cv_value,))
         for threshold, interval in self.rows:
             if cv_value >= threshold:

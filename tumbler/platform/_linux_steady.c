@@ -27,9 +27,26 @@
  *          read): the caller's per-thread path then handles each thread and
  *          says why.  Errors other than those (a bad argument, no memory)
  *          raise.
+ *
+ * read_columns(task_fd, fds, run, lat)
+ *     task_fd   kept-open fd of /proc/PID/task: its link count is 2 + the
+ *               number of threads
+ *     fds       array('i') of kept-open schedstat fds, one per thread
+ *     run, lat  writable array('q') as long as fds: filled with each
+ *               thread's run and wait time (ns)
+ * returns the CLOCK_MONOTONIC time in ns (time.monotonic_ns()'s clock)
+ *          taken after the thread count was checked and before the
+ *          reads, or None when the process no longer has exactly
+ *          len(fds) threads or a read failed or was odd (a thread exited:
+ *          its fd reads as an error).  The controller's quiet rounds
+ *          (controller.py) read this way: no Python object per thread.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #if PY_VERSION_HEX < 0x030A0000          /* Py_NewRef came with 3.10 */
@@ -154,6 +171,7 @@ done:
 
 static PyObject *steady_times(PyObject *module, PyObject *args)
 {
+    (void)module;
     PyObject *files, *pid, *tids, *no_micro, *iterator, *tid, *result;
     PyTypeObject *type;
     int zero_ok, status = 1;
@@ -187,7 +205,81 @@ static PyObject *steady_times(PyObject *module, PyObject *args)
     return result;
 }
 
+/* Take a C-contiguous buffer of format ``format`` (``writable``: for filling). */
+static int get_column(PyObject *object, Py_buffer *view, const char *format,
+                      Py_ssize_t itemsize, int writable)
+{
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT
+                           | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if (view->itemsize != itemsize || view->format == NULL
+            || strcmp(view->format, format) != 0) {
+        PyErr_Format(PyExc_TypeError, "read_columns: expected an array('%s')", format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *read_columns(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *objects[3];
+    Py_buffer fds, run, lat;
+    struct stat task;
+    struct timespec now;
+    int task_fd, ok = 1;
+
+    if (!PyArg_ParseTuple(args, "iOOO:read_columns", &task_fd, &objects[0], &objects[1],
+                          &objects[2]))
+        return NULL;
+    if (get_column(objects[0], &fds, "i", sizeof(int), 0) < 0)
+        return NULL;
+    if (get_column(objects[1], &run, "q", 8, 1) < 0) {
+        PyBuffer_Release(&fds);
+        return NULL;
+    }
+    if (get_column(objects[2], &lat, "q", 8, 1) < 0) {
+        PyBuffer_Release(&run);
+        PyBuffer_Release(&fds);
+        return NULL;
+    }
+    Py_ssize_t count = fds.len / (Py_ssize_t)sizeof(int);
+    if (run.len != count * 8 || lat.len != count * 8) {
+        PyErr_SetString(PyExc_ValueError, "read_columns: columns differ in length");
+        ok = -1;
+    }
+    /* procfs counts 2 + the threads (see linux.py's _thread_count). */
+    if (ok == 1 && (fstat(task_fd, &task) < 0 || task.st_nlink < 3
+                    || (Py_ssize_t)task.st_nlink - 2 != count
+                    || clock_gettime(CLOCK_MONOTONIC, &now) < 0))
+        ok = 0;
+    const int *fd = fds.buf;
+    long long *run_ns = run.buf, *lat_ns = lat.buf;
+    for (Py_ssize_t i = 0; ok == 1 && i < count; i++) {
+        unsigned long long r, l;
+        if (fd[i] < 0 || read_schedstat(fd[i], &r, &l) < 0 || r > LLONG_MAX || l > LLONG_MAX)
+            ok = 0;
+        else {
+            run_ns[i] = (long long)r;
+            lat_ns[i] = (long long)l;
+        }
+    }
+    PyBuffer_Release(&lat);
+    PyBuffer_Release(&run);
+    PyBuffer_Release(&fds);
+    if (ok < 0)
+        return NULL;
+    if (ok == 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+}
+
 static PyMethodDef steady_methods[] = {
+    {"read_columns", read_columns, METH_VARARGS,
+     "read_columns(task_fd, fds, run, lat) -> monotonic ns or None\n\n"
+     "Check the thread count, fill run and lat from every kept-open schedstat fd;\n"
+     "see the module comment."},
     {"steady_times", steady_times, METH_VARARGS,
      "steady_times(files, pid, tids, zero_ok, ThreadTimes, no_micro) -> dict or None\n\n"
      "Read every thread's kept-open schedstat fd; see the module comment."},
@@ -197,7 +289,7 @@ static PyMethodDef steady_methods[] = {
 static struct PyModuleDef steady_module = {
     PyModuleDef_HEAD_INIT, "_linux_steady",
     "The Linux backend's steady-state sample in C (optional; see linux.py).",
-    -1, steady_methods
+    -1, steady_methods, NULL, NULL, NULL, NULL
 };
 
 PyMODINIT_FUNC PyInit__linux_steady(void)

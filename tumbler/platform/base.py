@@ -203,6 +203,20 @@ class Backend:
         return ({tid: sample.threads[tid].run_ns for tid in tids if tid in sample.threads},
                 sample.wall_ns)
 
+    def columns_reader(self, pid, tids):
+        """A reader of the CPU time and run-queue wait of exactly ``tids``,
+        for the controller's quiet rounds, or None if this backend (or this
+        process now) has none.
+
+        ``reader(run, lat)`` fills two ``array('q')`` as long as ``tids``
+        (in that order, the clock and units of ``sample``) and returns the
+        monotonic ns when read -- or None as soon as the threads of ``pid``
+        may no longer be exactly ``tids`` (one exited, one was born) or a
+        read fails: the caller then takes a full ``sample``.  No Python
+        object is made per thread.
+        """
+        return None
+
     def allowed_cpus(self, pid, tid):
         raise NotImplementedError
 

@@ -24,6 +24,7 @@ and ``_linux_cpuset`` look at errno: everything leaves as the exceptions of
 import errno
 import os
 import time
+from array import array
 from itertools import repeat
 from operator import attrgetter
 
@@ -34,9 +35,10 @@ from .base import (NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess, Platfor
                    Unsupported)
 
 try:
+    from ._linux_steady import read_columns as _c_read_columns
     from ._linux_steady import steady_times as _c_steady_times
 except ImportError:         # not built (optional): the same steps in Python
-    _c_steady_times = None
+    _c_read_columns = _c_steady_times = None
 
 PF_KTHREAD = 0x00200000
 CAP_SYS_NICE = 23
@@ -139,6 +141,7 @@ class LinuxBackend(Backend):
         self._relist = set()        # pids whose next sample must list their threads
         self._schedstat_ok = None   # None: not yet known
         self._c_steady_times = _c_steady_times     # None: not built (tests set it)
+        self._c_read_columns = _c_read_columns     # None: not built (tests set it)
 
     # -- processes and threads -----------------------------------------------
 
@@ -394,6 +397,35 @@ class LinuxBackend(Backend):
             repeat(None), lat_ns, repeat(None), repeat("?"), repeat(NO_MICROSTATES)))
         return dict(zip(tids, times))
 
+    def columns_reader(self, pid, tids):
+        """See Backend.columns_reader.  The reader checks the thread count
+        (one fstat, as ``sample`` does) and a pending relisting, then preads
+        every kept-open schedstat fd in one C call (``read_columns``; in
+        Python without the module).  None when some thread has no open fd
+        or schedstat is known not to be accounted.  While that is not known
+        either way, a run time of 0 makes a read fail: ``sample`` looks at
+        ``stat`` then to find out (see _read_times)."""
+        tids = tuple(tids)
+        if self._schedstat_ok is False or set(tids) != self._sampled_tids.get(pid):
+            return None
+        files = [self._files.get((pid, tid)) for tid in tids]
+        if None in files or any(f.schedstat_fd is None or f.schedstat_fd < 0 for f in files):
+            return None
+        if self._thread_count(pid) != len(tids):
+            return None         # also opens the task directory's fd
+        fds = array("i", [f.schedstat_fd for f in files])
+        read = self._c_read_columns or _py_read_columns
+        task_fd, relist = self._task_fds[pid], self._relist
+
+        def reader(run, lat):
+            if pid in relist:
+                return None
+            now = read(task_fd, fds, run, lat)
+            if now is None or (0 in run and not self._schedstat_ok):
+                return None
+            return now
+        return reader
+
     def thread_run_ns(self, pid, tids):
         """CPU time of a few known threads: one pread of each one's kept-open
         schedstat (speed balancing's steps).  A thread without one, or whose
@@ -542,6 +574,23 @@ class AffinityBinder:
 
     def close(self):
         pass
+
+
+def _py_read_columns(task_fd, fds, run, lat):
+    """The C module's ``read_columns`` in Python: None unless the process
+    has ``len(fds)`` threads; else fill ``run`` and ``lat`` from each
+    schedstat fd and return the monotonic ns, or None if a read failed or
+    was odd."""
+    try:
+        if os.fstat(task_fd).st_nlink - 2 != len(fds):
+            return None
+        now = time.monotonic_ns()
+        pread = os.pread
+        for i, fd in enumerate(fds):
+            run[i], lat[i] = map(int, pread(fd, 128, 0).split()[:2])
+    except (OSError, ValueError, OverflowError):
+        return None
+    return now
 
 
 def set_affinity(pid, tid, cpus):

@@ -1,0 +1,188 @@
+"""engine/window.py: the sums a quiet round decides on, in C and in Python,
+and policy.quiet_verdict / quiet_decision held to the policies' decide()."""
+
+import random
+from array import array
+
+import pytest
+
+from tumbler.engine import window
+from tumbler.engine.grouping import spread
+from tumbler.engine.model import Domain
+from tumbler.engine.policy import RUNNABLE_SHARE, ThreadView, make_policy
+from tumbler.engine.variation import cv
+
+C_MODULE_MISSING = ("tumbler.engine._window was not built: scripts/setup.sh builds it "
+                    "(it needs gcc and Python's headers, python3-dev)")
+
+MS = 1_000_000
+
+
+def columns(rows):
+    """rows of (run now, lat now, run then, lat then, domain) -> arrays."""
+    run, lat, base_run, base_lat, domain_of = zip(*rows) if rows else ((),) * 5
+    return (array("q", run), array("q", lat), array("q", base_run), array("q", base_lat),
+            array("i", domain_of))
+
+
+def both(*args):
+    """The Python answer, and the C one (which must be built)."""
+    assert window._c_summarize_window is not None, C_MODULE_MISSING
+    python = window.py_summarize_window(*args)
+    c = window.summarize_window(*args)
+    return python, c
+
+
+def test_known_loads_sums_and_counts():
+    span = 100 * MS
+    run, lat, base_run, base_lat, domain_of = columns([
+        (150 * MS, 10 * MS, 100 * MS, 10 * MS, 0),     # ran 50 of 100 ms
+        (100 * MS, 50 * MS, 10 * MS, 45 * MS, 0),      # ran 90, waited 5: runnable 0.95
+        (5 * MS, 0, 9 * MS, 0, 1),                     # went backwards: counts 0
+        (80 * MS, 30 * MS, 0, 0, 1),                   # ran 80, waited 30: runnable 1.1
+    ])
+    for summary in both(run, lat, base_run, base_lat, span, domain_of, array("i", [1, 1]),
+                        RUNNABLE_SHARE):
+        assert summary.domain_loads == pytest.approx((1.4, 0.8))
+        assert summary.thread_cv == pytest.approx(cv([0.5, 0.9, 0.0, 0.8]))
+        assert summary.spread == pytest.approx(spread([1.4, 0.8], [1, 1]))
+        assert summary.threads == (2, 2)
+        assert summary.runnable == (1, 1)
+        assert summary.crowded == 0
+
+
+def test_crowded_counts_domains_with_more_runnable_threads_than_cpus():
+    rows = [(100 * MS, 0, 0, 0, 0)] * 3 + [(100 * MS, 0, 0, 0, 1)] * 2
+    for summary in both(*columns(rows)[:4], 100 * MS, columns(rows)[4], array("i", [2, 2]),
+                        RUNNABLE_SHARE):
+        assert summary.runnable == (3, 2)
+        assert summary.crowded == 1
+        assert summary.spread == pytest.approx(spread([3.0, 2.0], [2, 2]))
+
+
+def test_c_and_python_agree_on_random_columns():
+    rng = random.Random(3)
+    for case in range(300):
+        count = rng.choice([1, 2, 5, 64, 300])
+        domains = rng.randint(1, 6)
+        span = rng.randint(1, 2000) * MS
+        rows = []
+        for _ in range(count):
+            base_run, base_lat = rng.randint(0, 10 ** 13), rng.randint(0, 10 ** 12)
+            rows.append((base_run + rng.randint(-MS, span), base_lat + rng.randint(-MS, span),
+                         base_run, base_lat, rng.randrange(domains)))
+        capacities = array("i", [rng.randint(1, 8) for _ in range(domains)])
+        python, c = both(*columns(rows)[:4], span, columns(rows)[4], capacities,
+                         RUNNABLE_SHARE)
+        assert (c.threads, c.runnable, c.crowded) == \
+            (python.threads, python.runnable, python.crowded), case
+        assert c.domain_loads == pytest.approx(python.domain_loads, rel=1e-12, abs=1e-15)
+        assert c.thread_cv == pytest.approx(python.thread_cv, rel=1e-12, abs=1e-15)
+        assert c.spread == pytest.approx(python.spread, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("implementation", ["python", "c"])
+def test_bad_arguments_raise(implementation):
+    summarize = (window.py_summarize_window if implementation == "python"
+                 else window._c_summarize_window)
+    assert summarize is not None, C_MODULE_MISSING
+    run, lat, base_run, base_lat, domain_of = columns([(10, 0, 0, 0, 0), (10, 0, 0, 0, 1)])
+    two = array("i", [1, 1])
+    with pytest.raises(ValueError):
+        summarize(run, lat, base_run, base_lat, 0, domain_of, two, 0.9)
+    with pytest.raises(ValueError):     # a domain out of range
+        summarize(run, lat, base_run, base_lat, 10, domain_of, array("i", [1]), 0.9)
+    with pytest.raises(ValueError):     # columns of different lengths
+        summarize(run, lat[:1], base_run, base_lat, 10, domain_of, two, 0.9)
+    with pytest.raises(ValueError):     # a domain without CPUs
+        summarize(run, lat, base_run, base_lat, 10, domain_of, array("i", [1, 0]), 0.9)
+    if implementation == "c":
+        with pytest.raises(TypeError):  # not int64 columns
+            summarize(array("d", [1.0, 2.0]), lat, base_run, base_lat, 10, domain_of, two, 0.9)
+
+
+def test_empty_columns_sum_to_nothing():
+    empty = array("q")
+    for summary in both(empty, empty, empty, empty, 10, array("i"), array("i", [1, 1]), 0.9):
+        assert summary == ((0.0, 0.0), 0.0, 0.0, (0, 0), (0, 0), 0)
+
+
+# -- quiet_verdict / quiet_decision against decide() ----------------------------------
+
+def random_case(rng):
+    """Views of placed, unpinned threads measured over one window, and the
+    same threads as columns."""
+    domain_count = rng.choice([1, 2, 2, 3, 4])
+    domains = [Domain(i, frozenset(range(10 * i, 10 * i + rng.choice([1, 1, 2, 4]))))
+               for i in range(domain_count)]
+    span = rng.choice([100, 300, 500]) * MS
+    count = rng.randint(1, 12)
+    style = rng.random()
+    rows, views = [], []
+    for tid in range(1, count + 1):
+        domain = rng.randrange(domain_count)
+        if style < 0.6:         # near-even loads: mostly within the tolerance
+            ran = int(span * rng.uniform(0.28, 0.32))
+        else:
+            ran = rng.randint(0, span)
+        waited = rng.choice([0, 0, span - ran, rng.randint(0, span)])
+        rows.append((ran, waited, 0, 0, domain))
+        views.append(ThreadView(tid, ran / span, domain, frozenset(range(domain_count)),
+                                None, ran, span, (ran + waited) / span, None))
+    return domains, span, rows, views
+
+
+@pytest.mark.parametrize("name", ["tumbler", "observe", "auto", "speed"])
+def test_quiet_decision_is_what_decide_decides(name):
+    rng = random.Random(11)
+    quiet_cases = full_cases = 0
+    for case in range(400):
+        domains, span, rows, views = random_case(rng)
+        capacities = array("i", [d.capacity for d in domains])
+        run, lat, base_run, base_lat, domain_of = columns(rows)
+        summary = window.summarize_window(run, lat, base_run, base_lat, span, domain_of,
+                                          capacities, RUNNABLE_SHARE)
+        assignment = {v.tid: v.domain for v in views}
+        quiet = make_policy(name).quiet_decision(summary, domains, assignment)
+        full = make_policy(name).decide(views, domains)
+        plan = full.plan
+        # Quiet exactly when decide() keeps the groups without computing
+        # new ones (one domain, or a spread within the tolerance) and, for
+        # auto, no domain has more runnable threads than CPUs.
+        may_be_quiet = (not plan.moves and not full.pins and not full.engaged
+                        and (len(domains) < 2 or plan.spread_before < 0.10)
+                        and (name != "auto" or all(summary.runnable[d.index] <= d.capacity
+                                                   for d in domains))
+                        and name != "speed")
+        assert (quiet is not None) == may_be_quiet, case
+        if quiet is None:
+            full_cases += 1
+            continue
+        quiet_cases += 1
+        assert quiet.interval_ms == full.interval_ms
+        assert (quiet.pins, quiet.engaged, quiet.speed_interval_ms) == ({}, [], None)
+        assert quiet.notes == full.notes
+        assert quiet.plan.moves == [] and quiet.plan.assignment == plan.assignment
+        assert quiet.plan.reason == plan.reason
+        assert quiet.plan.interval_ms == plan.interval_ms
+        assert quiet.plan.domain_loads == pytest.approx(plan.domain_loads, rel=1e-12)
+        assert quiet.plan.spread_before == pytest.approx(plan.spread_before, abs=1e-12)
+        assert quiet.plan.thread_cv == pytest.approx(plan.thread_cv, rel=1e-12, abs=1e-15)
+        verdict = make_policy(name).quiet_verdict(summary, capacities)
+        assert verdict == (quiet.interval_ms, pytest.approx(quiet.plan.spread_before))
+    if name == "speed":
+        assert quiet_cases == 0
+    else:
+        assert quiet_cases > 50 and full_cases > 50, (quiet_cases, full_cases)
+
+
+def test_auto_is_never_quiet_while_engaged():
+    policy = make_policy("auto")
+    domains = [Domain(0, frozenset({0, 1}))]
+    # Three always-runnable threads on 2 cores at unequal speeds: engaged.
+    views = [ThreadView(tid, 0.66, 0, frozenset({0}), None, share, 100 * MS, 1.0, None)
+             for tid, share in ((1, 50 * MS), (2, 50 * MS), (3, 100 * MS))]
+    assert policy.decide(views, domains).engaged == [0]
+    calm = window.WindowSummary((0.5,), 0.0, 0.0, (3,), (0,), 0)
+    assert policy.quiet_verdict(calm, array("i", [2])) is None
+    assert make_policy("auto").quiet_verdict(calm, array("i", [2])) == (200, 0.0)

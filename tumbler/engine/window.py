@@ -1,0 +1,100 @@
+"""The numbers a quiet round decides on, from columns of CPU times.
+
+Most rounds of a program in its stride change nothing: the same threads,
+the domains within the error tolerance of each other, nobody crowding a
+domain.  The policy's full decision on such a round
+needs only a few sums over the threads, not the threads one by one
+(``policy.quiet_verdict``):
+
+* each domain's summed load (Eq. 1 over the load window) and their spread
+  (the CV of the per-CPU domain loads), which plan_tumbler compares with
+  the tolerance;
+* the CV of the thread loads, which picks the interval from the
+  variation-interval table;
+* per domain, how many threads it holds and how many stay runnable
+  (runnable share >= ``RUNNABLE_SHARE``), and how many domains hold more
+  runnable threads than CPUs -- what the auto policy engages speed
+  balancing on.
+
+``summarize_window`` computes them from aligned columns -- CPU time and
+run-queue wait now and at the start of the load window, one entry per
+thread -- with exactly the arithmetic the controller uses per thread
+(controller._measure_threads: integer deltas, one division each, a counter
+that went backwards counting 0) and the engine's own ``cv`` and
+``spread``.  The optional C module ``_window`` does the same in one call;
+its sums are compensated (Neumaier), which agree with ``math.fsum`` to the
+last bit or two.  It matters because a quiet round runs once per interval
+right after a sleep, with tumbler's code out of the CPU's caches: the
+engine's ``cv`` of two floats then costs ~75 us of CPU (~3 us in a loop),
+the C call for 64 threads ~20 (BENCHMARKS.md).
+"""
+
+import math
+from typing import NamedTuple, Tuple
+
+from .grouping import spread
+from .variation import cv
+
+try:
+    from ._window import summarize_window as _c_summarize_window
+except ImportError:         # not built (optional): the same arithmetic in Python
+    _c_summarize_window = None
+
+
+class WindowSummary(NamedTuple):
+    """What a quiet round knows of the threads of its target."""
+
+    domain_loads: Tuple[float, ...]     # summed load per domain (CPUs)
+    thread_cv: float                    # CV of the thread loads
+    spread: float                       # CV of the per-CPU domain loads
+    threads: Tuple[int, ...]            # threads per domain
+    runnable: Tuple[int, ...]           # of them, runnable share >= the share asked
+    crowded: int                        # domains with more runnable threads than CPUs
+
+
+def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,
+                        runnable_share):
+    """``summarize_window`` in Python (see the module docstring)."""
+    if span_ns <= 0:
+        raise ValueError("span_ns must be positive, got %r" % (span_ns,))
+    if not len(run) == len(lat) == len(base_run) == len(base_lat) == len(domain_of):
+        raise ValueError("columns differ in length")
+    if not capacities or min(capacities) < 1:
+        raise ValueError("every domain needs a CPU, got %r" % (list(capacities),))
+    domain_count = len(capacities)
+    runs = [now - old if now > old else 0 for now, old in zip(run, base_run)]
+    loads = [r / span_ns for r in runs]
+    shares = [(r + (now - old if now > old else 0)) / span_ns
+              for r, now, old in zip(runs, lat, base_lat)]
+    sums = [[] for _ in range(domain_count)]
+    threads = [0] * domain_count
+    runnable = [0] * domain_count
+    for load, share, domain in zip(loads, shares, domain_of):
+        if not 0 <= domain < domain_count:
+            raise ValueError("domain %r out of range" % (domain,))
+        sums[domain].append(load)
+        threads[domain] += 1
+        if share >= runnable_share:
+            runnable[domain] += 1
+    domain_loads = tuple(math.fsum(part) for part in sums)
+    crowded = sum(1 for count, cpus in zip(runnable, capacities) if count > cpus)
+    return WindowSummary(domain_loads, cv(loads), spread(domain_loads, capacities),
+                         tuple(threads), tuple(runnable), crowded)
+
+
+def summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,
+                     runnable_share):
+    """The WindowSummary of one process over the load window.
+
+    ``run``/``lat``: CPU time and run-queue wait (ns) of each thread now;
+    ``base_run``/``base_lat``: the same at the window's start, ``span_ns``
+    before; ``domain_of``: the index of each thread's domain;
+    ``capacities``: CPUs per domain.  Sequences of ints (``array('q')``,
+    and ``array('i')`` for the last two, for the C module).
+    """
+    if _c_summarize_window is not None:
+        # tuple.__new__: a NamedTuple's own _make is a Python call.
+        return tuple.__new__(WindowSummary, _c_summarize_window(
+            run, lat, base_run, base_lat, span_ns, domain_of, capacities, runnable_share))
+    return py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,
+                               runnable_share)
