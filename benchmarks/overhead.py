@@ -13,7 +13,9 @@ implementation, checked here and marked in the table:
               10,000 REAL threads, in the steady state (the per-thread
               files are already open, as they are from the second round
               on).  Target: <= 200 us for 64 threads.  The first sample,
-              which opens one file per thread, is shown apart.
+              which opens one file per thread, is shown apart; so is
+              "columns": what a quiet round reads instead (the same
+              threads' times into two arrays, ``columns_reader``).
 * plan     -- one round of the tumbler policy (``plan_tumbler``) for 64,
               1,024 and 10,000 threads on 2 and 4 equal domains, with
               unequal, drifting loads.  "plan": starting from a previous
@@ -25,7 +27,9 @@ implementation, checked here and marked in the table:
               timed) and the slot -> domain mapping.  Targets: <= 30 us for
               64 threads, <= 10 ms for 10,000; the table checks grouping +
               mapping (the issue's measure), the usual round and the
-              expensive one against them.
+              expensive one against them.  "quiet": what a quiet round
+              decides with instead of a plan (``summarize_window`` of the
+              threads' columns + ``AutoPolicy.quiet_verdict``).
 * rebind   -- one ``sched_setaffinity`` of one thread to a domain,
               alternating between two domains, for a sleeping and for a
               spinning thread, raw (CPU and wall time) and through
@@ -61,11 +65,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from tumbler.engine.grouping import DEFAULT_TOLERANCE, plan_tumbler  # noqa: E402
+from tumbler.engine.policy import RUNNABLE_SHARE, AutoPolicy  # noqa: E402
+from tumbler.engine.window import summarize_window  # noqa: E402
 from tumbler.engine.mapping import assign_slots  # noqa: E402
 from tumbler.engine.model import Domain, ThreadLoad  # noqa: E402
 from tumbler.engine.variation import VariationTable  # noqa: E402
@@ -337,11 +344,15 @@ def bench_sample(helper, counts, repeat_scale, python_sampler=False):
             seen = len(first.threads)
             repeat = max(10, int(repeat_scale * 64000 // count))
             steady_us = median_us(lambda: backend.sample(target.pid), repeat)
+            steady = backend.sample(target.pid)
+            reader = backend.columns_reader(target.pid, list(steady.threads))
+            run, lat = array("q", bytes(8 * seen)), array("q", bytes(8 * seen))
+            columns_us = median_us(lambda: reader(run, lat), repeat) if reader else None
         finally:
             backend.close()
             target.close()
         rows.append({"threads": count, "wanted": wanted, "capped": capped, "seen": seen,
-                     "first_us": first_us, "steady_us": steady_us,
+                     "first_us": first_us, "steady_us": steady_us, "columns_us": columns_us,
                      "per_thread_us": steady_us / seen, "repeat": repeat})
     return rows
 
@@ -366,6 +377,17 @@ def realistic_threads(count, domains, seed=1):
             for tid, load in loads.items()]
 
 
+def quiet_inputs(threads, domains, span_ns=500_000_000):
+    """summarize_window's arguments for ``threads`` measured over a window
+    of ``span_ns``: their CPU times as columns, as a quiet round has them."""
+    count = len(threads)
+    base = array("q", [random.Random(t.tid).randint(0, 10 ** 12) for t in threads])
+    run = array("q", [b + int(t.load * span_ns) for b, t in zip(base, threads)])
+    zeros = array("q", bytes(8 * count))
+    return (run, zeros, base, zeros, span_ns, array("i", [t.domain for t in threads]),
+            array("i", [d.capacity for d in domains]), RUNNABLE_SHARE)
+
+
 def bench_plan(counts, domain_counts, repeat_scale):
     rows = []
     table = VariationTable()
@@ -384,6 +406,8 @@ def bench_plan(counts, domain_counts, repeat_scale):
             dealt = [ThreadLoad(t.tid, t.load, i % k, t.eligible)
                      for i, t in enumerate(threads)]
             regroup = plan_tumbler(dealt, domains, table, 0.0)
+            quiet = quiet_inputs(threads, domains)
+            policy = AutoPolicy(table)
             rows.append({
                 "threads": count, "domains": k, "repeat": repeat,
                 "wave_us": median_us(lambda: wave_slots(loads, capacities), repeat),
@@ -393,6 +417,8 @@ def bench_plan(counts, domain_counts, repeat_scale):
                                                           DEFAULT_TOLERANCE), repeat),
                 "regroup_us": median_us(lambda: plan_tumbler(dealt, domains, table, 0.0),
                                         repeat),
+                "quiet_us": median_us(lambda: policy.quiet_verdict(
+                    summarize_window(*quiet), quiet[6]), repeat),
                 "regroup_moves": len(regroup.moves),
                 "thread_cv": round(plan.thread_cv, 3), "moves": len(plan.moves),
                 "decision": plan.reason.split(":")[0],
@@ -489,7 +515,8 @@ def print_report(results):
     if "sample" in results:
         print("\n(a) sampling, LinuxBackend.sample(), steady state (median), %s sampler"
               % {"c": "C", "python": "Python"}[results.get("sampler", "c")])
-        print("%8s %10s %12s %12s" % ("threads", "first us", "steady us", "us/thread"))
+        print("%8s %10s %12s %12s %12s" % ("threads", "first us", "steady us", "us/thread",
+                                            "columns us"))
         for row in results["sample"]:
             if "skipped" in row:
                 print("%8d skipped: %s" % (row["threads"], row["skipped"]))
@@ -498,14 +525,15 @@ def print_report(results):
                 else ""
             if row["capped"]:
                 mark = "(not %d: %s)" % (row["wanted"], row["capped"])
-            print("%8d %10.0f %12.1f %12.2f  %s" % (row["seen"], row["first_us"],
-                                                    row["steady_us"], row["per_thread_us"],
-                                                    mark))
+            columns = row.get("columns_us")
+            print("%8d %10.0f %12.1f %12.2f %12s  %s" % (
+                row["seen"], row["first_us"], row["steady_us"], row["per_thread_us"],
+                "-" if columns is None else "%.1f" % columns, mark))
     if "plan" in results:
         print("\n(b) planning one round (median)")
-        print("%8s %7s %10s %12s %10s %12s %6s %6s  %s" % (
-            "threads", "domains", "wave us", "mapping us", "plan us", "regroup us", "cv",
-            "moves", "decision"))
+        print("%8s %7s %10s %12s %10s %12s %9s %6s %6s  %s" % (
+            "threads", "domains", "wave us", "mapping us", "plan us", "regroup us",
+            "quiet us", "cv", "moves", "decision"))
         for row in results["plan"]:
             target = {64: TARGETS["plan_64_us"], 10000: TARGETS["plan_10000_us"]}.get(
                 row["threads"])
@@ -514,9 +542,10 @@ def print_report(results):
                 mark = "wave+mapping %s, plan %s, regroup %s" % (
                     _mark(row["wave_us"] + row["mapping_us"], target),
                     _mark(row["plan_us"], target), _mark(row["regroup_us"], target))
-            print("%8d %7d %10.1f %12.1f %10.1f %12.1f %6.2f %6d  %s  %s" % (
+            print("%8d %7d %10.1f %12.1f %10.1f %12.1f %9.1f %6.2f %6d  %s  %s" % (
                 row["threads"], row["domains"], row["wave_us"], row["mapping_us"],
-                row["plan_us"], row["regroup_us"], row["thread_cv"], row["moves"],
+                row["plan_us"], row["regroup_us"], row["quiet_us"], row["thread_cv"],
+                row["moves"],
                 row["decision"], mark))
     if "rebind" in results:
         print("\n(c) one rebinding, alternating between two domains (median)")
