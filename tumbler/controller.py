@@ -448,7 +448,7 @@ class Controller:
             return None
         for _ in range(start):
             history.popleft()
-        history.append(ColumnSample(pid, now, roster, run, lat))
+        history.append(tuple.__new__(ColumnSample, (pid, now, roster, run, lat)))
         roster.unmeasured = True
         self.pins_made = []
         self._last_decision = decision = tuple.__new__(

@@ -63,23 +63,23 @@ class Roster:
         return columns
 
 
-class ColumnSample:
+class ColumnSample(NamedTuple):
     """A quiet round's sample: a roster's CPU times as columns.  It stands
-    in the load window's history beside the backend's Samples; the mapping
-    ``threads`` is built only when a full round looks at it."""
+    in the load window's history beside the backend's Samples.  A
+    NamedTuple, made with tuple.__new__ once per quiet round; the mapping
+    ``threads`` is built only when a full round looks at the sample (once
+    or twice, when quiet rounds end)."""
 
-    __slots__ = ("pid", "wall_ns", "roster", "run", "lat", "_threads")
-
-    def __init__(self, pid, wall_ns, roster, run, lat):
-        self.pid, self.wall_ns, self.roster, self.run, self.lat = pid, wall_ns, roster, run, lat
-        self._threads = None
+    pid: int
+    wall_ns: int
+    roster: "Roster"
+    run: array
+    lat: array
 
     @property
     def threads(self):
-        if self._threads is None:
-            self._threads = dict(zip(self.roster.tids, map(
-                _Times, self.roster.starts, self.run, self.lat)))
-        return self._threads
+        roster = self.roster
+        return dict(zip(roster.tids, map(_Times, roster.starts, self.run, self.lat)))
 
 
 class QuietRound(NamedTuple):

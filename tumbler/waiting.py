@@ -1,7 +1,7 @@
 """Sleep between intervals, waking at once for signals and child exits.
 
 A self-pipe registered with ``signal.set_wakeup_fd`` turns every signal
-into a byte, so ``select`` returns as soon as SIGINT, SIGTERM, SIGHUP,
+into a byte, so the sleep (``poll``) ends as soon as SIGINT, SIGTERM, SIGHUP,
 SIGQUIT or SIGCHLD arrives instead of finishing a sleep of up to 800 ms.
 The handlers only record the signal; the loop acts on it between steps, so
 no state is ever changed from inside a handler.
@@ -21,6 +21,10 @@ class SignalWaiter:
         self.pending = []
         self.watches_children = watch_children     # SIGCHLD is recorded too
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # One poll object for every sleep: the loop sleeps once per
+        # interval, and select() would build its fd lists each time.
+        self._poll = select.poll()
+        self._poll.register(self._read_fd, select.POLLIN)
         self._old_wakeup = signal.set_wakeup_fd(self._write_fd)
         self._old_handlers = {}
         wanted = list(signals) + ([signal.SIGCHLD] if watch_children else [])
@@ -32,6 +36,8 @@ class SignalWaiter:
 
     def take(self):
         """Return and clear the signals received so far, oldest first."""
+        if not self.pending:
+            return ()
         taken, self.pending = self.pending, []
         return taken
 
@@ -39,10 +45,8 @@ class SignalWaiter:
         """Sleep up to ``seconds``; return early if a signal arrived."""
         if self.pending:
             return
-        if seconds > 0:
-            ready, _, _ = select.select([self._read_fd], [], [], seconds)
-            if ready:
-                self._drain()
+        if seconds > 0 and self._poll.poll(seconds * 1000.0):
+            self._drain()
 
     def _drain(self):
         try:
