@@ -38,6 +38,25 @@ def watch_masks(pid, seconds):
     return seen
 
 
+def attach_and_watch(pid, cpus, duration, watch_after=0.0, watch_for=1.5):
+    """Run ``tumbler --domains A/B -p PID --duration D --interval 100`` on a
+    running program and watch its threads' masks meanwhile.  Returns
+    (tumbler's exit status, its stderr, masks before, masks seen, masks after)."""
+    before = thread_masks(pid)
+    tumbler = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % cpus, "-p", str(pid),
+                                           "--duration", str(duration), "--interval", "100"),
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        time.sleep(watch_after)
+        seen = watch_masks(pid, watch_for)
+        _, stderr = tumbler.communicate(timeout=30)
+    finally:
+        if tumbler.poll() is None:
+            tumbler.kill()
+            tumbler.wait()
+    return tumbler.returncode, stderr, before, seen, thread_masks(pid)
+
+
 def child_of(pid, timeout=5.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -142,19 +161,12 @@ def test_balanced_program_gets_quiet_rounds_and_is_restored(duty, two_cpus):
     workload = subprocess.Popen([duty, "6", "30", "30", "30", "30"])
     try:
         wait_for_threads(workload.pid, 5)
-        before = thread_masks(workload.pid)
-        proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "-p",
-                                            str(workload.pid), "--duration", "3",
-                                            "--interval", "100"),
-                                stderr=subprocess.PIPE, text=True, cwd=REPO)
-        time.sleep(1.0)
-        seen = watch_masks(workload.pid, 1.5)
-        _, stderr = proc.communicate(timeout=30)
-        after = thread_masks(workload.pid)
+        status, stderr, before, seen, after = attach_and_watch(workload.pid, two_cpus, 3,
+                                                               watch_after=1.0)
     finally:
         workload.kill()
         workload.wait()
-    assert proc.returncode == 0, stderr
+    assert status == 0, stderr
     assert_no_traceback(stderr)
     intervals, quiet = map(int, re.search(r"(\d+) intervals \((\d+) quiet\)", stderr).groups())
     assert intervals >= 20 and quiet >= intervals // 2, stderr
@@ -315,18 +327,11 @@ def test_process_whose_main_thread_exited_is_still_balanced(two_cpus, tmp_path):
     try:
         assert proc.stdout.readline().strip() == "ready"
         wait_for_threads(proc.pid, 3)
-        before = thread_masks(proc.pid)
-        tumbler = subprocess.Popen(
-            [sys.executable, "-m", "tumbler", "--domains", "%d/%d" % (cpu_a, cpu_b),
-             "-p", str(proc.pid), "--duration", "2", "--interval", "100"],
-            stderr=subprocess.PIPE, text=True, cwd=REPO)
-        seen = watch_masks(proc.pid, 1.5)
-        _, stderr = tumbler.communicate(timeout=30)
-        after = thread_masks(proc.pid)
+        status, stderr, before, seen, after = attach_and_watch(proc.pid, two_cpus, 2)
     finally:
         proc.kill()
         proc.wait()
-    assert tumbler.returncode == 0, stderr
+    assert status == 0, stderr
     assert_no_traceback(stderr)
     assert "duration reached" in stderr
     workers = [tid for tid in before if tid != proc.pid]
