@@ -546,27 +546,25 @@ def _kept_groups_reason(domain_count: int, thread_cv: float, kept: float,
     return "spread %.2f < tolerance %.2f: keep groups" % (kept, tolerance)
 
 
-def plan_kept_groups(domain_loads: Sequence[float], thread_cv: float,
-                     assignment: Dict[int, int], domains: Sequence[Domain],
-                     table: VariationTable, tolerance: float = DEFAULT_TOLERANCE
-                     ) -> Optional[Plan]:
+def plan_kept_groups(domain_loads: Sequence[float], thread_cv: float, kept_spread: float,
+                     assignment: Dict[int, int], domain_count: int, table: VariationTable,
+                     tolerance: float = DEFAULT_TOLERANCE) -> Optional[Plan]:
     """The plan ``plan_tumbler`` makes for threads that are all placed, on
-    domains whose summed loads are ``domain_loads`` and whose loads have CV
-    ``thread_cv``, when it keeps the groups without computing a regrouping
-    -- or None when it would compute one.
+    ``domain_count`` domains whose summed loads are ``domain_loads``, with
+    spread ``kept_spread``, when the loads have CV ``thread_cv`` and it
+    keeps the groups without computing a regrouping -- or None when it
+    would compute one.
 
     ``assignment`` (thread -> domain, unchanged) is taken as it is.
     """
-    capacities = [domain.capacity for domain in _ordered_domains(domains)]
-    loads = list(domain_loads)
-    kept = spread(loads, capacities) if len(capacities) > 1 else 0.0
-    if not keeps_groups(len(capacities), kept, tolerance):
+    if not keeps_groups(domain_count, kept_spread, tolerance):
         return None
+    loads = list(domain_loads)
     return Plan(moves=[], assignment=assignment, thread_cv=thread_cv,
                 interval_ms=table.interval_for(thread_cv)[0], regroup=False,
-                domain_loads=loads, predicted_loads=list(loads), spread_before=kept,
-                spread_after=kept,
-                reason=_kept_groups_reason(len(capacities), thread_cv, kept, table, tolerance))
+                domain_loads=loads, predicted_loads=list(loads), spread_before=kept_spread,
+                spread_after=kept_spread, reason=_kept_groups_reason(
+                    domain_count, thread_cv, kept_spread, table, tolerance))
 
 
 # -- the policy ------------------------------------------------------------------

@@ -190,9 +190,10 @@ class TumblerPolicy:
         verdict = self.quiet_verdict(summary, [d.capacity for d in domains])
         if verdict is None:
             return None
-        plan = plan_kept_groups(summary.domain_loads, summary.thread_cv, assignment, domains,
-                                self.table, self.tolerance)
-        plan.interval_ms = verdict[0]
+        interval_ms, spread = verdict
+        plan = plan_kept_groups(summary.domain_loads, summary.thread_cv, spread, assignment,
+                                len(domains), self.table, self.tolerance)
+        plan.interval_ms = interval_ms
         return Decision(plan=plan, interval_ms=plan.interval_ms,
                         notes=self._quiet_notes(summary, domains))
 
