@@ -126,6 +126,34 @@ def test_exec_binds_every_worker_inside_one_domain_and_loads_converge(duty, two_
     assert not any(heavy_pair <= group for group in final_groups.values()), final_groups
 
 
+def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cpus):
+    """--duration ends balancing, not the command: its threads get their
+    masks back at once, and tumbler exits with the command's status when
+    it finishes."""
+    cpu_a, cpu_b = two_cpus
+    proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--duration",
+                                        "1", "--interval", "100", "exec", "--", duty, "5",
+                                        "30", "30", "30", "30"),
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        workload = child_of(proc.pid)
+        wait_for_threads(workload, 5)
+        bound = watch_masks(workload, 0.8)
+        time.sleep(1.2)                     # balancing ended at 1 s
+        assert proc.poll() is None          # waiting for the command
+        after = thread_masks(workload)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    assert_no_traceback(stderr)
+    everywhere = frozenset(os.sched_getaffinity(0))     # what the command inherited
+    assert {frozenset([cpu_a]), frozenset([cpu_b])} <= set().union(*bound.values()), bound
+    assert set(after.values()) == {everywhere}, after
+    assert re.search(r"ran 1\.\d s \(duration reached\)", stderr), stderr
+
+
 def start_workload(duty, seconds="6"):
     proc = subprocess.Popen([duty, seconds, "70", "50", "30", "10"])
     wait_for_threads(proc.pid, 5)

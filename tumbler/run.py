@@ -122,11 +122,15 @@ class VerboseReport:
 
 
 def _finish(controller, observers, waiter, settings, started, cpu_before, reason):
+    """End balancing: restore every thread, close the observers and print
+    the summary.  ``waiter`` is closed too unless it is None (exec mode
+    keeps it to forward signals to a command that outlives balancing)."""
     failed = controller.restore_all()
     if failed and controller.journal is not None:
         print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
               % (failed, "" if failed == 1 else "s"), file=sys.stderr)
-    waiter.close()
+    if waiter is not None:
+        waiter.close()
     for observer in observers:
         close = getattr(observer, "close", None)
         if close:
@@ -229,16 +233,22 @@ def run_exec(settings, command):
             pass
         _start_observers(observers, controller)
         reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
-        while child.poll() is None:         # --duration ended balancing, not the command
-            for signum in waiter.take():
-                forward(signum)
-            waiter.sleep(0.2)
     finally:
         if child.poll() is None:            # an error: do not leave the command orphaned
             for signum in waiter.take():
                 forward(signum)
-        _finish(controller, observers, waiter, settings, started, cpu_before, reason)
-        if child.poll() is None:
-            child.wait()
+        # Balancing is over (the command exited, --duration passed, or an
+        # error): every thread is handed back now, even if the command
+        # runs on, and the summary covers the balancing alone.
+        _finish(controller, observers, None, settings, started, cpu_before, reason)
+        try:
+            while child.poll() is None:     # --duration ended balancing, not the command
+                for signum in waiter.take():
+                    forward(signum)
+                waiter.sleep(0.2)
+        finally:
+            waiter.close()
+            if child.poll() is None:
+                child.wait()
     status = child.returncode
     return 128 - status if status < 0 else status
