@@ -9,6 +9,8 @@ pass gives each group one thread, and the pass order alternates, so the
 heaviest thread of one pass is paired with the lightest of the next: group
 sizes differ by at most one and group sums stay close (a heavy group in one
 pass is the light one in the next).  Sorting is O(N log N); dealing is O(N).
+The optional C module ``_grouping`` sorts and deals in one call when tids
+are ints and loads floats (the controller's case); results are the same.
 
 Unequal domains.  The paper assumes K identical sockets and N/K threads per
 group.  A target process often gets unequal domains (cpusets, offline CPUs,
@@ -35,6 +37,11 @@ the mapping could pile all threads onto one domain's slots.
 import math
 from functools import lru_cache, reduce
 from typing import Hashable, List, Mapping, Sequence, Tuple
+
+try:
+    from ._grouping import wave_deal as _c_wave_deal
+except ImportError:         # not built (optional): sort_by_load + wave_groups in Python
+    _c_wave_deal = None
 
 #: Upper bound on the number of slots (rows of the assignment problem).
 DEFAULT_MAX_UNITS = 64
@@ -144,7 +151,13 @@ def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],
     """
     if type(capacities) is not list:
         capacities = list(capacities)      # checked by capacity_units
-    order = sort_by_load(loads)
-    slot_bound = min(max_units, max(len(capacities), len(order)))
+    slot_bound = min(max_units, max(len(capacities), len(loads)))
     units = capacity_units(capacities, slot_bound)
-    return wave_groups(order, sum(units)), units
+    slots = None
+    if _c_wave_deal is not None and type(loads) is dict:
+        # The same sort and deal in one C call, for int tids and float
+        # loads (the controller's); None for anything else.
+        slots = _c_wave_deal(loads, sum(units))
+    if slots is None:
+        slots = wave_groups(sort_by_load(loads), sum(units))
+    return slots, units
