@@ -29,14 +29,6 @@
 #include <math.h>
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030A0000          /* Py_NewRef came with 3.10 */
-static inline PyObject *Py_NewRef(PyObject *object)
-{
-    Py_INCREF(object);
-    return object;
-}
-#endif
-
 typedef struct {
     double load;
     long long tid;
@@ -126,9 +118,12 @@ static PyObject *wave_deal(PyObject *module, PyObject *args)
         Py_ssize_t at = 0;
         for (Py_ssize_t p = g; p < count; p += stride) {
             Py_ssize_t back = p + stride - 1 - 2 * g;
-            PyList_SET_ITEM(group, at++, Py_NewRef(entries[p].key));
-            if (back < count)
-                PyList_SET_ITEM(group, at++, Py_NewRef(entries[back].key));
+            Py_INCREF(entries[p].key);
+            PyList_SET_ITEM(group, at++, entries[p].key);
+            if (back < count) {
+                Py_INCREF(entries[back].key);
+                PyList_SET_ITEM(group, at++, entries[back].key);
+            }
         }
         PyList_SET_ITEM(groups_list, g, group);
     }
