@@ -51,6 +51,7 @@ from .engine.policy import RUNNABLE_SHARE, ThreadView
 from .engine.window import summarize_window
 from .platform.base import NoSuchProcess, Unmovable
 from .quiet import ColumnSample, QuietRound, Roster
+from .summary import SpreadHistory
 from .targets import allowed_union
 
 
@@ -97,11 +98,11 @@ class RunStats:
     threads_seen: int = 0
     migrations: int = 0             # moves between domains
     pins: int = 0                   # speed balancing's core changes
-    spreads: list = None
+    spreads: SpreadHistory = None   # every round's spread (before its moves)
     warnings: int = 0
 
     def __post_init__(self):
-        self.spreads = []
+        self.spreads = SpreadHistory()
 
 
 class Controller:
