@@ -132,14 +132,14 @@ def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cp
     it finishes."""
     cpu_a, cpu_b = two_cpus
     proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--duration",
-                                        "1", "--interval", "100", "exec", "--", duty, "5",
+                                        "2", "--interval", "100", "exec", "--", duty, "7",
                                         "30", "30", "30", "30"),
                             stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         workload = child_of(proc.pid)
         wait_for_threads(workload, 5)
         bound = watch_masks(workload, 0.8)
-        time.sleep(1.2)                     # balancing ended at 1 s
+        time.sleep(2.2)                     # balancing ended at 2 s
         assert proc.poll() is None          # waiting for the command
         after = thread_masks(workload)
         _, stderr = proc.communicate(timeout=30)
@@ -151,7 +151,7 @@ def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cp
     everywhere = frozenset(os.sched_getaffinity(0))     # what the command inherited
     assert {frozenset([cpu_a]), frozenset([cpu_b])} <= set().union(*bound.values()), bound
     assert set(after.values()) == {everywhere}, after
-    assert re.search(r"ran 1\.\d s \(duration reached\)", stderr), stderr
+    assert re.search(r"ran 2\.\d s \(duration reached\)", stderr), stderr
 
 
 def start_workload(duty, seconds="6"):
