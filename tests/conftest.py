@@ -1,5 +1,6 @@
 """Shared fixtures: built workloads, a tumbler runner, thread inspection."""
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -80,6 +81,28 @@ def run_in_process(*args):
 
 def assert_no_traceback(stderr):
     assert "Traceback" not in stderr, stderr
+
+
+@contextlib.contextmanager
+def started(command, **popen_options):
+    """subprocess.Popen(command) (text, from the repository's top), killed
+    and reaped if the block leaves it running (a failed assertion)."""
+    proc = subprocess.Popen(command, text=True, cwd=REPO, **popen_options)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def exited_cleanly(proc, timeout=30):
+    """Wait for ``proc``; it must exit 0 without a traceback.  Returns
+    (stdout, stderr)."""
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err
+    assert_no_traceback(err)
+    return out, err
 
 
 def cpuset_mount():

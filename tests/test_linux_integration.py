@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from conftest import (REPO, cpuset_mount, assert_no_traceback, run_tumbler, thread_masks, thread_names,
-                      tumbler_cmd, wait_for_threads)
+from conftest import (REPO, assert_no_traceback, cpuset_mount, exited_cleanly, run_tumbler,
+                      started, thread_masks, thread_names, tumbler_cmd, wait_for_threads)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -75,21 +75,15 @@ def test_exec_binds_every_worker_inside_one_domain_and_loads_converge(duty, two_
     cpu_a, cpu_b = two_cpus
     log = tmp_path / "run.jsonl"
     domains = [frozenset([cpu_a]), frozenset([cpu_b])]
-    proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--log", str(log),
-                                        "exec", "--", duty, "4", "80", "60", "40", "20"),
-                            stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
+    with started(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--log", str(log), "exec",
+                             "--", duty, "4", "80", "60", "40", "20"),
+                 stderr=subprocess.PIPE) as proc:
         workload = child_of(proc.pid)
         wait_for_threads(workload, 5)
         time.sleep(0.3)
         names = thread_names(workload)
         seen = watch_masks(workload, 2.0)
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, stderr
-    assert_no_traceback(stderr)
+        exited_cleanly(proc)
     workers = [tid for tid, name in names.items() if name.startswith("duty-")]
     assert len(workers) == 4
     for tid in workers:
@@ -131,23 +125,16 @@ def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cp
     masks back at once, and tumbler exits with the command's status when
     it finishes."""
     cpu_a, cpu_b = two_cpus
-    proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--duration",
-                                        "2", "--interval", "100", "exec", "--", duty, "7",
-                                        "30", "30", "30", "30"),
-                            stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
+    with started(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--duration", "2",
+                             "--interval", "100", "exec", "--", duty, "7", "30", "30", "30", "30"),
+                 stderr=subprocess.PIPE) as proc:
         workload = child_of(proc.pid)
         wait_for_threads(workload, 5)
         bound = watch_masks(workload, 0.8)
         time.sleep(2.2)                     # balancing ended at 2 s
         assert proc.poll() is None          # waiting for the command
         after = thread_masks(workload)
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, stderr
-    assert_no_traceback(stderr)
+        _, stderr = exited_cleanly(proc)
     everywhere = frozenset(os.sched_getaffinity(0))     # what the command inherited
     assert {frozenset([cpu_a]), frozenset([cpu_b])} <= set().union(*bound.values()), bound
     assert set(after.values()) == {everywhere}, after

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest import (REPO, assert_no_traceback, thread_masks, thread_names, tumbler_cmd,
-                      wait_for_threads, wait_until)
+from conftest import (REPO, assert_no_traceback, exited_cleanly, started, thread_masks,
+                      thread_names, tumbler_cmd, wait_for_threads, wait_until)
 
 
 def workers_of(tumbler_pid, timeout=5.0):
@@ -38,11 +38,10 @@ def test_each_thread_of_three_spinners_on_two_cores_gets_time_alone(workloads, t
         pytest.skip("the 3-on-2 case needs exactly 2 allowed CPUs")
     log = tmp_path / "run.jsonl"
     spmd = os.path.join(workloads, "spmd")
-    proc = subprocess.Popen(tumbler_cmd("--policy", policy, "--log", str(log), "exec", "--",
-                                        spmd, "-b", "spin", "-t", "3", "-w", "100", "-p", "40"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     alone = {}
-    try:
+    with started(tumbler_cmd("--policy", policy, "--log", str(log), "exec", "--", spmd, "-b",
+                             "spin", "-t", "3", "-w", "100", "-p", "40"),
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         pid, workers = workers_of(proc.pid)
         while proc.poll() is None:
             try:
@@ -54,12 +53,7 @@ def test_each_thread_of_three_spinners_on_two_cores_gets_time_alone(workloads, t
                 if len(mask) == 1 and mask <= cpus and all(m != mask for m in others):
                     alone[tid] = alone.get(tid, 0) + 1
             time.sleep(0.02)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    assert_no_traceback(err)
+        out, _ = exited_cleanly(proc, timeout=60)
     assert "workload=spmd" in out
     # Every worker was, at some moment, the only one pinned to its core.
     assert set(alone) == set(workers), alone
