@@ -348,8 +348,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                            and t.tid not in candidate_tids], pins)
             if verdict is None:
                 engaged_before.discard(index)
-                notes[index] = "os: %d runnable of %d threads on %d cores" % (
-                    len(candidates), where.count(index), len(domain.cpus))
+                notes[index] = _os_note(len(candidates), where.count(index), domain)
                 continue
             engaged_before.add(domain.index)
             engaged.append(domain.index)
@@ -387,8 +386,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         return verdict
 
     def _quiet_notes(self, summary, domains):
-        return {d.index: "os: %d runnable of %d threads on %d cores"
-                % (runnable, threads, len(d.cpus))
+        return {d.index: _os_note(runnable, threads, d)
                 for d, runnable, threads in zip(domains, summary.runnable, summary.threads)}
 
     @staticmethod
@@ -429,6 +427,11 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             return None
         return "%d runnable threads on %d cores, speeds %.2f-%.2f" % (
             len(candidates), cores, min(speeds), max(speeds))
+
+
+def _os_note(runnable, threads, domain):
+    """auto's note for a domain it leaves to the OS (decide and quiet rounds)."""
+    return "os: %d runnable of %d threads on %d cores" % (runnable, threads, len(domain.cpus))
 
 
 def make_policy(name, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None,
