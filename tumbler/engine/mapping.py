@@ -157,6 +157,11 @@ def _quantised(load: float) -> int:
     return round(load * LOAD_QUANTUM)
 
 
+def _current_domains(slots, current):
+    """Per slot, the domain each of its threads is in now (None: not placed)."""
+    return [list(map(current.get, slot)) for slot in slots]
+
+
 def _kept_counts(where, domain_count):
     """Per domain: how many of the threads whose domains are ``where`` are there."""
     if domain_count <= _FEW_DOMAINS:
@@ -286,14 +291,14 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
         # One C call for every slot (None: a domain of another kind).
         kept = _c_kept_counts(slots, current, domain_count)
     if kept is None:
-        where = [list(map(current.get, slot)) for slot in slots]
+        where = _current_domains(slots, current)
         kept = [_kept_counts(domains, domain_count) for domains in where]
     if not eligible and units == [1] * domain_count:
         decided = _decided_by_counts(slots, kept)
         if decided is not None:
             return decided
     if where is None:
-        where = [list(map(current.get, slot)) for slot in slots]
+        where = _current_domains(slots, current)
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
     staying = [_staying_loads(where[position], kept[position], _slot_loads(slot, loads),
                               domain_count) for position, slot in enumerate(slots)]
