@@ -367,14 +367,22 @@ class LinuxBackend(Backend):
         return steady(self._files, pid, tids, self._schedstat_ok is True, ThreadTimes,
                       NO_MICROSTATES)
 
+    def _kept_open(self, pid, tids):
+        """(files, schedstat fds) of ``tids``, or (None, None) unless every
+        one is known and has its schedstat fd open."""
+        files = list(map(self._files.get, zip(repeat(pid), tids)))
+        if None in files:
+            return None, None
+        fds = list(map(_SCHEDSTAT_FD, files))
+        if None in fds or (fds and min(fds) < 0):
+            return None, None
+        return files, fds
+
     def _py_steady_sample(self, pid, tids):
         """``_steady_sample`` without the C module: one pread per thread,
         then C-level passes to split, convert and build the ThreadTimes."""
-        files = list(map(self._files.get, zip(repeat(pid), tids)))
-        if None in files:
-            return None
-        fds = list(map(_SCHEDSTAT_FD, files))
-        if None in fds or (fds and min(fds) < 0):
+        files, fds = self._kept_open(pid, tids)
+        if fds is None:
             return None
         pread = os.pread
         try:
@@ -408,12 +416,10 @@ class LinuxBackend(Backend):
         tids = tuple(tids)
         if self._schedstat_ok is False or set(tids) != self._sampled_tids.get(pid):
             return None
-        files = [self._files.get((pid, tid)) for tid in tids]
-        if None in files or any(f.schedstat_fd is None or f.schedstat_fd < 0 for f in files):
-            return None
-        if self._thread_count(pid) != len(tids):
-            return None         # also opens the task directory's fd
-        fds = array("i", [f.schedstat_fd for f in files])
+        fds = self._kept_open(pid, tids)[1]
+        if fds is None or self._thread_count(pid) != len(tids):
+            return None         # (_thread_count also opens the task directory's fd)
+        fds = array("i", fds)
         read = self._c_read_columns or _py_read_columns
         task_fd, relist = self._task_fds[pid], self._relist
 
