@@ -26,6 +26,9 @@ defaults::
       binder: affinity
 """
 
+import os
+import re
+import stat
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
@@ -43,6 +46,25 @@ DEFAULT_TABLE = ((0.40, 50), (0.36, 100), (0.31, 150), (0.21, 200), (0.11, 400),
 # deliberate choices.
 MAX_INTERVAL_MS = 3_600_000
 MIN_INTERVAL_MS = 10
+
+#: Larger than any sane configuration; a larger file is refused unread.
+MAX_CONFIG_BYTES = 1 << 20
+#: Mappings and lists nested deeper than this are refused before they are
+#: built (the YAML constructor recurses once per level).
+MAX_CONFIG_DEPTH = 32
+#: A plain scalar this long that YAML would read as a number is refused:
+#: Python refuses to convert integers of over 4,300 digits anyway.
+MAX_NUMBER_CHARS = 64
+_NUMBER = re.compile(r"[-+]?[0-9][0-9_.:eE+-]*$|[-+]?0[box][0-9a-fA-F_]+$")
+
+
+class ConfigError(UsageError):
+    """A bad value in a config file; ``key`` names it (``speed.threshold``,
+    ``variation_table[2].cv``) so the file's line can be given."""
+
+    def __init__(self, message, key=None):
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -77,24 +99,102 @@ class Config:
 
 
 def load_config(path):
-    """Read and validate a config file; raise UsageError on any problem."""
+    """Read and validate a config file; raise UsageError on any problem,
+    as ``bad config FILE:LINE: reason`` where the line is known."""
     if path is None:
         return Config()
-    try:
-        with open(path, "rb") as f:        # bytes: YAML's reader checks the encoding
-            data = yaml.safe_load(f)
-    except OSError as exc:
-        raise UsageError("cannot read config %s: %s" % (path, exc.strerror)) from None
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = " at line %d" % (where.line + 1) if where is not None else ""
-        raise UsageError("bad config %s: not valid YAML%s" % (path, at)) from None
+    text = read_config_file(path)
+    data = load_yaml(path, text)
     if data is None:
         return Config()
     try:
         return parse_config(data)
-    except UsageError as exc:
-        raise UsageError("bad config %s: %s" % (path, exc)) from None
+    except ConfigError as exc:
+        # Composed again only now: the nodes know their lines.
+        node = yaml.compose(text, Loader=_LOADER)
+        raise UsageError("bad config %s: %s" % (located(path, node, exc.key), exc)) from None
+
+
+def read_config_file(path):
+    """The bytes of a config file: a regular file of at most
+    MAX_CONFIG_BYTES (a FIFO or a device would block or never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError("cannot read config %s: %s" % (path, exc.strerror)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError("cannot read config %s: not a regular file" % path)
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise UsageError("bad config %s: larger than %d KiB" % (path, MAX_CONFIG_BYTES >> 10))
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise UsageError("cannot read config %s: %s" % (path, exc.strerror)) from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise UsageError("bad config %s: larger than %d KiB" % (path, MAX_CONFIG_BYTES >> 10))
+    return b"".join(chunks)
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # libyaml where built: 10x faster
+
+
+def load_yaml(path, text):
+    """The data of YAML ``text`` (bytes: YAML's reader checks the
+    encoding).  The events are checked first -- nesting depth, numbers too
+    long to convert -- so that nothing hostile reaches the constructor."""
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_CONFIG_DEPTH:
+                    raise UsageError("bad config %s:%d: nested deeper than %d levels"
+                                     % (path, event.start_mark.line + 1, MAX_CONFIG_DEPTH))
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.ScalarEvent) and event.implicit[0] \
+                    and len(event.value) > MAX_NUMBER_CHARS and _NUMBER.match(event.value):
+                raise UsageError("bad config %s:%d: a number of %d characters"
+                                 % (path, event.start_mark.line + 1, len(event.value)))
+        data = yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = ":%d" % (mark.line + 1) if mark is not None else ""
+        raise UsageError("bad config %s%s: not valid YAML" % (path, at)) from None
+    except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        raise UsageError("bad config %s: cannot read a value (%s)"
+                         % (path, type(exc).__name__)) from None
+    return data
+
+
+def located(path, node, key):
+    """``path:LINE`` of ``key`` (``a.b[2].c``) in the composed ``node``,
+    or ``path`` alone where it cannot be told."""
+    line = None
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key or ""):
+        if isinstance(node, yaml.MappingNode):
+            found = next(((k, v) for k, v in node.value if k.value == part), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line, found[1]
+        elif isinstance(node, yaml.SequenceNode) and part.startswith("["):
+            index = int(part[1:-1])
+            if index >= len(node.value):
+                break
+            node = node.value[index]
+            line = node.start_mark.line
+        else:
+            break
+    return path if line is None else "%s:%d" % (path, line + 1)
 
 
 def parse_config(data):
@@ -123,24 +223,26 @@ def parse_config(data):
 
 def _parse_table(rows):
     if not isinstance(rows, list) or not rows:
-        raise UsageError("variation_table must be a non-empty list of {cv, interval_ms}")
+        raise ConfigError("variation_table must be a non-empty list of {cv, interval_ms}",
+                          "variation_table")
     table = []
     for i, row in enumerate(rows):
         where = "variation_table[%d]" % i
         if isinstance(row, dict):
             _reject_unknown(row, ("cv", "interval_ms"), where + ".")
             if "cv" not in row or "interval_ms" not in row:
-                raise UsageError("%s needs both cv and interval_ms" % where)
+                raise ConfigError("%s needs both cv and interval_ms" % where, where)
             cv, interval = row["cv"], row["interval_ms"]
         elif isinstance(row, list) and len(row) == 2:
             cv, interval = row
         else:
-            raise UsageError("%s must be {cv: X, interval_ms: Y}" % where)
+            raise ConfigError("%s must be {cv: X, interval_ms: Y}" % where, where)
         table.append((_number(cv, where + ".cv", 0.0, 100.0),
                       _interval(interval, where + ".interval_ms")))
     for (cv_hi, _), (cv_lo, _) in zip(table, table[1:]):
         if cv_lo >= cv_hi:
-            raise UsageError("variation_table rows must have strictly decreasing cv")
+            raise ConfigError("variation_table rows must have strictly decreasing cv",
+                              "variation_table")
     return tuple(table)
 
 
@@ -157,7 +259,7 @@ def _parse_speed(data):
         speed = replace(speed, interval_ms=_interval(data["interval_ms"], "speed.interval_ms"))
     if "jitter" in data:
         if not isinstance(data["jitter"], bool):
-            raise UsageError("speed.jitter must be true or false")
+            raise ConfigError("speed.jitter must be true or false", "speed.jitter")
         speed = replace(speed, jitter=data["jitter"])
     return speed
 
@@ -170,35 +272,38 @@ def _parse_defaults(config, data):
         if key in data:
             value = data[key]
             if value not in choices:
-                raise UsageError("defaults.%s must be one of %s" % (key, ", ".join(choices)))
+                raise ConfigError("defaults.%s must be one of %s" % (key, ", ".join(choices)),
+                                  "defaults." + key)
             config = replace(config, **{key: value})
     return config
 
 
 def _require_mapping(data, what):
     if not isinstance(data, dict):
-        raise UsageError("%s must be a mapping of keys to values" % what)
+        raise ConfigError("%s must be a mapping of keys to values" % what,
+                          None if what == "the file" else what)
 
 
 def _reject_unknown(data, known, prefix):
     for key in data:
         if key not in known:
-            raise UsageError("unknown key %s%s (known: %s)" % (prefix, key, ", ".join(known)))
+            raise ConfigError("unknown key %s%s (known: %s)" % (prefix, key, ", ".join(known)),
+                              "%s%s" % (prefix, key))
 
 
 def _number(value, key, low, high):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError("%s must be a number" % key)
+        raise ConfigError("%s must be a number" % key, key)
     if not low <= value <= high:
-        raise UsageError("%s must be between %g and %g, not %g" % (key, low, high, value))
+        raise ConfigError("%s must be between %g and %g, not %g" % (key, low, high, value), key)
     return float(value)
 
 
 def _integer(value, key, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError("%s must be a whole number" % key)
+        raise ConfigError("%s must be a whole number" % key, key)
     if not low <= value <= high:
-        raise UsageError("%s must be between %d and %d, not %d" % (key, low, high, value))
+        raise ConfigError("%s must be between %d and %d, not %d" % (key, low, high, value), key)
     return value
 
 

@@ -59,6 +59,13 @@ from .targets import allowed_union
 SWITCH_WINDOW_NS = 2_000_000_000
 #: Shortest span over which a thread may be judged not to sleep.
 SWITCH_MIN_SPAN_NS = 300_000_000
+#: Child processes of bound threads are looked for this often (and once
+#: more when balancing ends): a read of /proc/PID/task/TID/children per
+#: bound thread, so not at every discovery.
+CHILD_SCAN_NS = 1_000_000_000
+#: At exit, threads and children born of bound threads are looked for
+#: until a pass finds none, at most this many passes.
+SWEEP_PASSES = 20
 #: Voluntary context switches are read at most this often per thread; in
 #: between, the last rate stands (speed balancing rounds come every 20 ms,
 #: and a /proc status read costs more than the rest of a thread's round).
@@ -86,6 +93,7 @@ class TrackedThread:
     unmovable: bool = False         # the OS refused, or someone else manages it now
     pinned_cpu: Optional[int] = None    # speed balancing pinned it to this CPU
     bound_mask: Optional[frozenset] = None  # the mask tumbler last set
+    touched: bool = False           # tumbler has set its mask (children may carry it)
     switches: Optional[deque] = None    # (wall_ns, voluntary switches) at rounds
     sleeps_per_s: Optional[float] = None    # rate from the last reading of them
 
@@ -135,6 +143,7 @@ class Controller:
         self.base_allowed = {}              # pid -> CPUs the process may use
         self.images = {}                    # pid -> program image token (exec detection)
         self._bound_masks = set()           # CPU sets tumbler bound threads to
+        self._children_scanned = 0          # monotonic ns of the last look for children
         self.threads = {}           # (pid, tid) -> TrackedThread
         self.histories = {}         # pid -> round Samples within the load window
         self._tracked = {}          # pid -> TIDs in self.threads
@@ -165,6 +174,7 @@ class Controller:
         """Start tracking threads of ``sample`` (or those of ``tids``) not seen before."""
         new = []
         threads = sample.threads
+        inherited = []
         for tid, times in (threads.items() if tids is None
                            else [(tid, threads[tid]) for tid in tids]):
             key = (sample.pid, tid)
@@ -172,9 +182,10 @@ class Controller:
             if known is not None and known.start == times.start:
                 continue
             try:
-                allowed = self._original_allowed(sample.pid, tid)
+                mask = self.backend.allowed_cpus(sample.pid, tid)
             except NoSuchProcess:
                 continue
+            allowed = self._original_allowed(sample.pid, mask)
             eligible = frozenset(d.index for d in self.domains if d.cpus & allowed)
             thread = TrackedThread(domain=0 if self.choice.single else None,
                                    pid=sample.pid, tid=tid, start=times.start,
@@ -185,21 +196,63 @@ class Controller:
             self._tracked.setdefault(sample.pid, set()).add(tid)
             self.stats.threads_seen += 1
             new.append(thread)
+            if mask != allowed and self.binder.binds_masks:
+                inherited.append((thread, mask))
+        if inherited:
+            self._adopt_inherited(inherited)
         if place and new and self.moves_threads and not self.choice.single:
             self._place_new(new)
         return new
 
-    def _original_allowed(self, pid, tid):
-        """The CPUs a thread may use, as if tumbler had never run.
+    def _original_allowed(self, pid, mask):
+        """The CPUs a thread whose mask is ``mask`` may use, as if tumbler
+        had never run.
 
         A new thread inherits its creator's mask; if its creator was bound
         by tumbler, that mask is tumbler's doing, and the thread's real
         allowance is the process's.
         """
-        allowed = self.backend.allowed_cpus(pid, tid)
-        if allowed in self._bound_masks:
-            return self.base_allowed.get(pid, allowed)
-        return allowed
+        if mask in self._bound_masks:
+            return self.base_allowed.get(pid, mask)
+        return mask
+
+    def _adopt_inherited(self, inherited):
+        """Threads born of a bound thread carry its mask (Linux and illumos
+        alike): tumbler's doing, so tumbler's to put back.  Each is recorded
+        as if tumbler had bound it, before anything else can happen to it;
+        with one domain, where only speed balancing pins threads, the
+        newcomer is handed back to the OS at once (its creator's pin is no
+        place for it); with several, it is placed like any new thread."""
+        with self._journal_batch():
+            for thread, mask in inherited:
+                thread.saved = {"cpus": sorted(thread.allowed)}
+                thread.bound_mask = mask
+                if self.journal is not None:
+                    self.journal.record(thread.pid, thread.tid, thread.start,
+                                        self.binder.kind, thread.saved)
+        if self.journal is not None:
+            self.journal.set_masks([(t.pid, t.tid, t.start, mask, None)
+                                    for t, mask in inherited])
+            self.journal.masks_set()
+        if self.choice.single:
+            for thread, _ in inherited:
+                self._hand_back(thread)
+
+    def _hand_back(self, thread):
+        """Put one thread back where it was found, now; True if done."""
+        try:
+            if self._changed_by_someone_else(thread):
+                return False
+            self.binder.restore(thread.pid, thread.tid, thread.saved)
+        except NoSuchProcess:
+            return False
+        thread.saved = thread.bound_mask = thread.pinned_cpu = None
+        if self.journal is not None:
+            self.journal.drop(thread.pid, thread.tid)
+        return True
+
+    def _journal_batch(self):
+        return self.journal.batch() if self.journal is not None else contextlib.nullcontext()
 
     def _place_new(self, new):
         from .engine.grouping import place_new
@@ -590,60 +643,83 @@ class Controller:
         """Apply speed balancing's pins: a CPU, or None for the whole domain.
         Returns the (thread, cpu, step) made."""
         self.steps += 1
-        made = []
+        wanted = []
         for tid, cpu in sorted(pins.items()):
             thread = by_tid.get(tid)
             if thread is None or thread.domain is None or thread.pinned_cpu == cpu:
                 continue
-            if self._bind(thread, thread.domain, cpu):
-                made.append((thread, cpu, self.steps))
-                self.stats.pins += 1
+            wanted.append((thread, thread.domain, cpu))
+        made = [(thread, cpu, self.steps) for thread, _, cpu in self._bind_all(wanted)]
+        self.stats.pins += len(made)
         return made
 
     def _apply(self, moves):
         """Bind each (thread, domain); return the moves actually made."""
-        moves = [(thread, dst) for thread, dst in moves if thread.domain != dst]
-        self._save_first([thread for thread, _ in moves])
+        sources = {id(thread): thread.domain for thread, _ in moves}
         made = []
-        for thread, dst in moves:
-            src = thread.domain
-            if src == dst or not self._bind(thread, dst):
-                continue
+        for thread, dst, _ in self._bind_all([(t, dst, None) for t, dst in moves
+                                              if t.domain != dst]):
+            src = sources[id(thread)]
             if src is not None:
                 thread.migrations += 1
                 self.stats.migrations += 1
             made.append((thread, src, dst))
         return made
 
-    def _bind(self, thread, dst, cpu=None):
-        """Bind ``thread`` to domain ``dst`` (or to ``cpu`` of it); True if done."""
-        cpus = self.domains[dst].cpus & thread.allowed
-        if cpu is not None:
-            cpus = cpus & {cpu}
-        if not cpus:
-            return False
-        if not self.dry_run:
-            try:
-                if thread.saved is None:
-                    self._save(thread)
-                elif self._changed_by_someone_else(thread):
-                    return False
+    def _bind_all(self, wanted):
+        """Bind each (thread, domain, cpu or None for the whole domain);
+        return those done.
+
+        The journal has each thread's original placement and the mask about
+        to be set on disk before any is set (``tumbler.state``), in one
+        write each, whatever the number of threads."""
+        todo = []
+        for thread, dst, cpu in wanted:
+            cpus = self.domains[dst].cpus & thread.allowed
+            if cpu is not None:
+                cpus = cpus & {cpu}
+            if cpus:
+                todo.append((thread, dst, cpu, frozenset(cpus)))
+        if self.dry_run:
+            for thread, dst, cpu, cpus in todo:
+                self._bound(thread, dst, cpu, cpus)
+            return [(thread, dst, cpu) for thread, dst, cpu, _ in todo]
+        self._save_first([thread for thread, _, _, _ in todo])
+        todo = [item for item in todo if item[0].saved is not None
+                and not self._changed_by_someone_else(item[0])]
+        if not todo:
+            return []
+        journal = self.journal
+        if journal is not None:
+            journal.set_masks([(t.pid, t.tid, t.start, cpus, None) for t, _, _, cpus in todo])
+        done = []
+        try:
+            for thread, dst, cpu, cpus in todo:
                 self._bound_masks.add(cpus)
-                self.binder.bind(thread.pid, thread.tid, dst, cpus)
-            except NoSuchProcess:
-                return False
-            except Unmovable as exc:
-                thread.unmovable = True
-                self.stats.warnings += 1
-                self.warn("%s; leaving it where it is" % exc)
-                return False
+                try:
+                    self.binder.bind(thread.pid, thread.tid, dst, cpus)
+                except NoSuchProcess:
+                    continue
+                except Unmovable as exc:
+                    thread.unmovable = True
+                    self.stats.warnings += 1
+                    self.warn("%s; leaving it where it is" % exc)
+                    continue
+                self._bound(thread, dst, cpu, cpus)
+                done.append((thread, dst, cpu))
+        finally:
+            if journal is not None:
+                journal.masks_set()
+        return done
+
+    def _bound(self, thread, dst, cpu, cpus):
         rotating = cpu is not None and thread.pinned_cpu is not None
         thread.domain, thread.pinned_cpu, thread.bound_mask = dst, cpu, cpus
+        thread.touched = True
         if not rotating:
             # Speed balancing moves a pinned thread between cores every few
             # rounds; its name was read when it was first pinned.
             self._refresh_name(thread)
-        return True
 
     def _refresh_name(self, thread):
         """Threads often name themselves after they start; moves are logged by name."""
@@ -661,13 +737,16 @@ class Controller:
         todo = [t for t in threads if t.saved is None]
         if self.dry_run or not todo:
             return
-        batch = self.journal.batch() if self.journal is not None else contextlib.nullcontext()
-        with batch:
+        with self._journal_batch():
             for thread in todo:
                 try:
                     self._save(thread)
-                except (NoSuchProcess, Unmovable):
-                    continue        # _bind meets it again and says so
+                except NoSuchProcess:
+                    continue
+                except Unmovable as exc:
+                    thread.unmovable = True
+                    self.stats.warnings += 1
+                    self.warn("%s; leaving it where it is" % exc)
 
     def _save(self, thread):
         saved = self.binder.save(thread.pid, thread.tid)
@@ -686,7 +765,7 @@ class Controller:
         tumbler had bound: its new mask is now its allowed set, tumbler
         stops managing it and will not "restore" over that choice.
         """
-        if self.binder.kind != "affinity" or thread.bound_mask is None:
+        if not self.binder.binds_masks or thread.bound_mask is None:
             return False
         current = self.backend.allowed_cpus(thread.pid, thread.tid)
         if current == thread.bound_mask:
@@ -756,7 +835,15 @@ class Controller:
             waiter.sleep(max(0.0, wake - time.monotonic()))
 
     def discover(self):
-        """Look for new threads (cheap: a directory listing) and place them."""
+        """Look for new threads (cheap: a directory listing) and place them;
+        every CHILD_SCAN_NS, hand back child processes born of bound threads."""
+        now = time.monotonic_ns()
+        if self.binder.binds_masks and self._bound_masks \
+                and now - self._children_scanned >= CHILD_SCAN_NS:
+            self._children_scanned = now
+            for pid in list(self.targets):
+                self._put_back_children(pid, [t for t in self.threads.values()
+                                              if t.pid == pid and t.touched])
         for pid in list(self.targets):
             try:
                 tids = self.backend.thread_ids(pid)
@@ -798,6 +885,7 @@ class Controller:
             thread.saved = None
             if self.journal is not None:
                 self.journal.drop(thread.pid, thread.tid)
+        failed += self._sweep()
         try:
             self.binder.close()
         except Exception as exc:
@@ -809,6 +897,93 @@ class Controller:
             self.journal.close(keep=failed > 0)
         self.backend.close()
         return failed
+
+    def _sweep(self):
+        """After the tracked threads are put back: threads born of bound
+        threads since the last look (tumbler never saw them) and child
+        processes born of them carry tumbler's masks; put those back too,
+        looking again until a pass finds none (a thread being created while
+        its creator was put back may show up only in the next listing).
+        Returns how many could not be put back."""
+        if not (self.binder.binds_masks and self._bound_masks):
+            return 0
+        failed = 0
+        for _ in range(SWEEP_PASSES):
+            found = 0
+            for pid in list(self.targets):
+                try:
+                    tids = self.backend.thread_ids(pid)
+                except NoSuchProcess:
+                    continue
+                original = self.base_allowed[pid]
+                for tid in tids:
+                    if (pid, tid) not in self.threads:
+                        done, error = self._put_back_inherited(pid, tid, original)
+                        found += done
+                        failed += error
+                threads = [self.threads.get((pid, tid)) for tid in tids]
+                done, error = self._put_back_children(
+                    pid, [t for t in threads if t is not None], untracked=[
+                        tid for tid, t in zip(tids, threads) if t is None])
+                found += done
+                failed += error
+            if not found:
+                break
+        return failed
+
+    def _put_back_children(self, pid, threads, untracked=()):
+        """Hand back the threads of the child processes of ``threads`` (and
+        of the ``untracked`` TIDs), and of their children, that carry a mask
+        tumbler set: a child starts with the mask of the thread that forked
+        it.  tumbler was not asked to manage them; they go back to the CPUs
+        their parent thread was allowed.  Returns (handed back, failed)."""
+        todo = []
+        for thread in threads:
+            try:
+                children = self.backend.children(pid, [thread.tid])
+            except NoSuchProcess:
+                continue
+            todo += [(child, thread.allowed) for child in children]
+        if untracked:
+            try:
+                children = self.backend.children(pid, untracked)
+            except NoSuchProcess:
+                children = ()
+            todo += [(child, self.base_allowed[pid]) for child in children]
+        done = failed = 0
+        seen = set()
+        while todo:
+            child, original = todo.pop()
+            if child in seen or child in self.base_allowed:
+                continue            # a target of its own
+            seen.add(child)
+            try:
+                tids = self.backend.thread_ids(child)
+                for tid in tids:
+                    put, error = self._put_back_inherited(child, tid, original)
+                    done += put
+                    failed += error
+                todo += [(grandchild, original)
+                         for grandchild in self.backend.children(child, tids)]
+            except NoSuchProcess:
+                continue
+        return done, failed
+
+    def _put_back_inherited(self, pid, tid, original):
+        """One thread tumbler never bound: if its mask is one tumbler set
+        (inherited from its creator), put ``original`` back.  Returns
+        (1 if put back, 1 if that failed)."""
+        try:
+            mask = self.backend.allowed_cpus(pid, tid)
+            if mask == original or mask not in self._bound_masks:
+                return 0, 0
+            self.binder.restore(pid, tid, {"cpus": sorted(original)})
+        except NoSuchProcess:
+            return 0, 0
+        except Exception as exc:          # keep putting back the others
+            self.warn("could not restore thread %d of process %d: %s" % (tid, pid, exc))
+            return 0, 1
+        return 1, 0
 
     def own_cpu_seconds(self):
         usage = resource.getrusage(resource.RUSAGE_SELF)

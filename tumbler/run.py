@@ -229,10 +229,14 @@ def run_exec(settings, command):
                 journal.claim(child.pid, allowed)
                 journal.attach(binder, choice.domains)
             controller.add_target(child.pid, allowed)
+            _start_observers(observers, controller)
+            reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
         except NoSuchProcess:
             pass
-        _start_observers(observers, controller)
-        reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
+        except TumblerError as exc:
+            # The command runs on, unbalanced: its status is what exec
+            # returns, whatever happened to the balancing.
+            print("tumbler: %s; balancing stops, the command runs on" % exc, file=sys.stderr)
     finally:
         if child.poll() is None:            # an error: do not leave the command orphaned
             for signum in waiter.take():

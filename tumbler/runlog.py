@@ -24,17 +24,24 @@ Keys of each line (stable; scripts may rely on them):
 """
 
 import json
+import sys
 import time
 
 from .cpulist import format_cpulist
 
 
 class RunLog:
-    def __init__(self, path):
+    """Writes the log.  A write that fails (a full disk, ``/dev/full``)
+    stops the log, not the balancing: one warning says so, and the summary
+    counts it."""
+
+    def __init__(self, path, warn=None):
         self.path = path
         self.file = open(path, "w", buffering=1)
         self.started = time.monotonic()
         self.extra = []         # callables(controller) -> dict merged into each line
+        self.warn = warn or (lambda message: print("tumbler: warning: " + message,
+                                                   file=sys.stderr))
 
     def write_round(self, controller, plan, applied):
         record = {
@@ -61,7 +68,25 @@ class RunLog:
                               for t, cpu, step in controller.pins_made]
         for extra in self.extra:
             record.update(extra(controller))
-        self.file.write(json.dumps(record) + "\n")
+        if self.file is None:
+            return
+        try:
+            self.file.write(json.dumps(record) + "\n")
+        except OSError as exc:
+            self._fail(exc)
+            controller.stats.warnings += 1
+
+    def _fail(self, exc):
+        self.warn("cannot write log %s: %s; the log stops here" % (self.path, exc.strerror))
+        try:
+            self.file.close()
+        except OSError:
+            pass            # what was buffered is lost either way
+        self.file = None
 
     def close(self):
-        self.file.close()
+        if self.file is not None:
+            try:
+                self.file.close()
+            except OSError as exc:
+                self._fail(exc)

@@ -15,6 +15,7 @@ survives PID reuse)::
 
     PID-START.lock   flock(2)ed by the tumbler managing the process; holds its PID
     PID-START.json   the state, replaced atomically (temp file, rename)
+    PID-START.masks  the masks tumbler set, appended before each is set
 
 The state only has to survive the tumbler, not the machine: after a reboot
 every thread it recorded is gone.  So files are not fsync(2)ed (that costs
@@ -39,11 +40,31 @@ The state file (JSON)::
      "domains": [[0, 1], [2, 3]],
      "resources": {"cgroups": ["/sys/fs/cgroup/cpuset/tumbler.4711", ...],
                    "subtree_control": [...]},   # cgroup v2: dirs given +cpuset
+     "masks": [[0, 1], [2, 3], [1]],            # every mask tumbler set
      "threads": [{"tid": 1235, "start": 120001, "binder": "affinity",
-                  "saved": {"cpus": [0, 1, 2, 3]}}, ...]}
+                  "saved": {"cpus": [0, 1, 2, 3]},
+                  "set": [[0, 1], [1]]},         # the last masks it set
+                 {"pid": 1300, "tid": 1300, ...}, ...]}   # a child's thread
 
 A thread's record reaches the disk before the thread is first changed (one
-rewrite per record, or one per ``batch()``).  Dropping a record (the thread
+rewrite per record, or one per ``batch()``).  A record with a ``pid`` is a
+thread of a child process born of a thread tumbler had bound: it inherited
+tumbler's mask, and is tumbler's to put back (``pid`` defaults to the
+target's).
+
+What tumbler set, not only what it found, is on disk before it is set, so
+``tumbler restore`` can tell tumbler's masks from an admin's later change:
+before a round's binds, one line per thread (``PID TID START CPULIST``) is
+appended to the ``.masks`` log in one write(2), and after them a line
+``.`` -- a few bytes, not a rewrite of the state file, as speed balancing
+re-pins threads every 20 ms.  A thread's mask is then the last mask logged
+for it before a ``.`` line, or one logged after the last ``.`` (killed
+during the binds); anything else was set by someone else and is left
+alone.  Threads tumbler never saw (born of a
+bound thread after the last round: they inherit its mask, on Linux and on
+illumos alike) are put back when their mask is one tumbler set.  Each
+rewrite of the state file carries the logged masks (``masks``, ``set``), and
+the log is emptied when it has grown long.  Dropping a record (the thread
 was restored, or exited) is only remembered and written with the next
 rewrite: a stale record restores a thread to where it already is.  Records
 of threads that exited are pruned when the file has grown to twice the
@@ -61,12 +82,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from .errors import EXIT_FAILURE, TumblerError
+from .cpulist import format_cpulist, parse_cpulist
+from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform.base import NoSuchProcess, PlatformError
 
 STATE_VERSION = 1
 ENV_STATE_DIR = "TUMBLER_STATE_DIR"
 PRUNE_MIN = 64
+#: The mask log is folded into the state file and emptied when it has this
+#: many lines (plus as many as records).
+MASK_LOG_LINES = 4096
 
 
 class Busy(TumblerError):
@@ -113,6 +138,16 @@ def ensure_dir(path):
     if info.st_uid != os.geteuid() or info.st_mode & 0o022:
         raise StateError("state directory %s must belong to uid %d and not be writable "
                          "by others" % (path, os.geteuid()))
+    # A state that cannot be written is no crash safety: find out now,
+    # before anything is changed or a command started (a full file system
+    # still lets a file be created, not written).
+    probe = os.path.join(path, ".probe.%d" % os.getpid())
+    try:
+        write_json(probe, {})
+    except OSError as exc:
+        raise StateError("cannot write in state directory %s: %s"
+                         % (path, exc.strerror)) from None
+    _unlink_quietly(probe)
     return path
 
 
@@ -184,9 +219,13 @@ class Lock:
             if not same:
                 os.close(fd)
                 continue
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, b"%d\n" % os.getpid(), 0)
             self.fd = fd
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+            except OSError as exc:      # a full file system: leave nothing behind
+                self.release()
+                raise StateError("cannot write %s: %s" % (self.path, exc.strerror)) from None
             return None
 
     def release(self, unlink=True):
@@ -282,6 +321,11 @@ class StateFile:
     def path(self):
         return os.path.join(self.directory, _base(self.pid, self.start) + ".json")
 
+    @property
+    def log_path(self):
+        """The log of masks tumbler set (see the module doc)."""
+        return os.path.join(self.directory, _base(self.pid, self.start) + ".masks")
+
 
 def list_states(directory, pid=None):
     """StateFile of every state file in ``directory`` (of ``pid`` only, if given)."""
@@ -308,9 +352,13 @@ class _Target:
     lock: Lock
     name: str = "?"
     allowed: Optional[List[int]] = None
-    threads: dict = field(default_factory=dict)     # tid -> record
+    threads: dict = field(default_factory=dict)     # (pid, tid) -> record
+    masks: set = field(default_factory=set)         # every mask set (tuples)
     dirty: bool = False
     prune_at: int = PRUNE_MIN
+    log_fd: Optional[int] = None                    # the .masks log, once opened
+    log_lines: int = 0
+    pending: list = field(default_factory=list)     # records of masks being set
 
 
 class Journal:
@@ -322,10 +370,11 @@ class Journal:
         journal.claim(pid)                  # each target, before anything changes
         controller = Controller(..., journal=journal)
         journal.attach(binder, domains)     # after the binder's setup
-        ...                                 # controller calls record/drop/close
+        ...                                 # controller calls record/set_masks/drop/close
 
     ``claim`` raises Busy (exit 1) if a running tumbler manages the process,
     and first restores what a dead one left (``warn`` tells the user).
+    Every method that writes raises StateError (one line) when it cannot.
     """
 
     def __init__(self, backend, directory=None, warn=None):
@@ -369,7 +418,9 @@ class Journal:
             self.targets[pid] = target
             self._write(target)
         except BaseException:
-            self.targets.pop(pid, None)
+            target = self.targets.pop(pid, None)
+            if target is not None:
+                self._remove_files(target)
             lock.release()
             raise
 
@@ -414,30 +465,71 @@ class Journal:
         """The target exited: delete its state file and unlock it."""
         target = self.targets.pop(pid, None)
         if target is not None:
-            _unlink_quietly(StateFile(self.directory, pid, target.start).path)
+            self._remove_files(target)
             target.lock.release()
 
     # -- the controller hook -------------------------------------------------
 
-    def record(self, pid, tid, start, binder_kind, saved):
+    def record(self, pid, tid, start, binder_kind, saved, owner=None):
         """Remember a thread's original placement; on disk when this returns
-        (or when the enclosing ``batch()`` ends)."""
-        target = self.targets.get(pid)
+        (or when the enclosing ``batch()`` ends).  ``owner``: the target
+        whose state file takes it, when the thread belongs to a child
+        process of the target (default: ``pid`` is the target)."""
+        owner = pid if owner is None else owner
+        target = self.targets.get(owner)
         if target is None:
-            self.claim(pid)
-            target = self.targets[pid]
-        target.threads[tid] = {"tid": tid, "start": start, "binder": binder_kind,
-                               "saved": saved}
+            self.claim(owner)
+            target = self.targets[owner]
+        record = {"tid": tid, "start": start, "binder": binder_kind, "saved": saved}
+        if pid != owner:
+            record["pid"] = pid
+        old = target.threads.get((pid, tid))
+        if old is not None and old["start"] == start and "set" in old:
+            record["set"] = old["set"]
+        target.threads[(pid, tid)] = record
         if self.binder_kind is None:
             self.binder_kind = binder_kind
         target.dirty = True
         if not self._batch:
             self._write(target)
 
-    def drop(self, pid, tid):
+    def set_masks(self, entries):
+        """Log the masks about to be set, before they are: ``entries`` are
+        (pid, tid, start, cpus, owner) -- ``owner`` None for a target's own
+        thread.  One append per state file, no rewrite of it.  Call
+        ``masks_set()`` once they are set."""
+        lines = {}
+        for pid, tid, start, cpus, owner in entries:
+            target = self.targets.get(pid if owner is None else owner)
+            if target is None:
+                continue            # never recorded: nothing of it is restored either
+            mask = tuple(sorted(cpus))
+            record = target.threads.get((pid, tid))
+            if record is not None:
+                record["set"] = (record.get("set") or [])[-1:] + [list(mask)]
+                target.pending.append(record)
+            if mask not in target.masks:
+                target.masks.add(mask)
+                target.dirty = True     # the next rewrite carries it
+            lines.setdefault(target.pid, []).append(
+                "%d %d %d %s\n" % (pid, tid, start, format_cpulist(mask)))
+        for owner, text in lines.items():
+            self._append(self.targets[owner], "".join(text).encode())
+
+    def masks_set(self):
+        """The masks of the last ``set_masks`` are set (or were refused, and
+        the threads keep a mask tumbler logged before): one line says so."""
+        for target in self.targets.values():
+            if target.pending:
+                for record in target.pending:
+                    record["set"] = record["set"][-1:]
+                target.pending = []
+                self._append(target, b".\n")
+
+    def drop(self, pid, tid, owner=None):
         """Forget a thread (restored, or gone); written with the next rewrite."""
-        target = self.targets.get(pid)
-        if target is not None and target.threads.pop(tid, None) is not None:
+        target = self.targets.get(pid if owner is None else owner)
+        if target is not None and target.threads.pop((pid, tid), None) is not None:
             target.dirty = True
 
     @contextmanager
@@ -462,14 +554,14 @@ class Journal:
         ``tumbler restore``."""
         for pid in list(self.targets):
             target = self.targets.pop(pid)
-            path = StateFile(self.directory, pid, target.start).path
             if keep and (target.threads or any(self._resources().values())):
                 try:
                     self._write(target)
-                except OSError:
-                    pass
+                except StateError:
+                    pass                # the last good file and the log stand
+                self._close_log(target)
             else:
-                _unlink_quietly(path)
+                self._remove_files(target)
             target.lock.release()
 
     # -- writing ---------------------------------------------------------------
@@ -487,6 +579,7 @@ class Journal:
                        "allowed": target.allowed},
             "domains": self.domains,
             "resources": self._resources(),
+            "masks": sorted(list(m) for m in target.masks),
             "threads": list(target.threads.values()),
         }
         path = StateFile(self.directory, target.pid, target.start).path
@@ -495,14 +588,52 @@ class Journal:
         except OSError as exc:
             raise StateError("cannot write state file %s: %s" % (path, exc.strerror)) from None
         target.dirty = False
+        if target.log_lines > MASK_LOG_LINES + len(target.threads):
+            # Everything the log says is in the file now.
+            try:
+                os.ftruncate(target.log_fd, 0)
+                target.log_lines = 0
+            except OSError:
+                pass                    # a longer log is still a correct one
+
+    def _append(self, target, data):
+        path = StateFile(self.directory, target.pid, target.start).log_path
+        try:
+            if target.log_fd is None:
+                target.log_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                        | os.O_CLOEXEC, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(target.log_fd, view):]
+        except OSError as exc:
+            raise StateError("cannot write state file %s: %s" % (path, exc.strerror)) from None
+        target.log_lines += data.count(b"\n")
+        if target.log_lines > MASK_LOG_LINES + len(target.threads):
+            self._write(target)
+
+    def _close_log(self, target):
+        if target.log_fd is not None:
+            os.close(target.log_fd)
+            target.log_fd = None
+
+    def _remove_files(self, target):
+        """The log first: a state file without its log still restores
+        (as a log without its state file could not)."""
+        self._close_log(target)
+        state_file = StateFile(self.directory, target.pid, target.start)
+        _unlink_quietly(state_file.log_path)
+        _unlink_quietly(state_file.path)
 
     def _prune(self, target):
-        try:
-            alive = set(self.backend.thread_ids(target.pid))
-        except NoSuchProcess:
-            alive = set()
-        for tid in [t for t in target.threads if t not in alive]:
-            del target.threads[tid]
+        alive = {}
+        for pid, tid in [key for key in target.threads]:
+            if pid not in alive:
+                try:
+                    alive[pid] = set(self.backend.thread_ids(pid))
+                except NoSuchProcess:
+                    alive[pid] = set()
+            if tid not in alive[pid]:
+                del target.threads[(pid, tid)]
         target.prune_at = max(PRUNE_MIN, 2 * len(target.threads))
 
     def _resources(self):
@@ -592,20 +723,27 @@ def _restore_locked(state_file, backend, remove_resources):
     if data.get("boot") and data.get("boot") != boot_id():
         # Written before a reboot: nothing it names exists any more.
         report.process_gone = True
-        _unlink_quietly(state_file.path)
+        _remove_state(state_file)
         return report
     kind = data.get("binder") or next((r.get("binder") for r in data["threads"]
                                        if r.get("binder")), None)
     binder = None
-    if kind is not None and (data["threads"] or data.get("resources")):
+    if kind is not None and (data["threads"] or data.get("resources") or data.get("masks")):
         binder = backend.binder(kind)
     try:
         info = backend.process(target["pid"])
         alive = info.start == target.get("start") and not info.zombie
     except NoSuchProcess:
         alive = False
-    if alive and binder is not None:
-        _restore_threads(data, backend, binder, report)
+    if binder is not None:
+        logged = _MaskLog.read(state_file, data)
+        if alive:
+            _restore_threads(data, backend, binder, logged, report)
+        else:
+            report.process_gone = True
+        # A child process born of a bound thread carries tumbler's mask
+        # even when the target itself is gone.
+        _restore_children(data, backend, binder, logged, report)
     else:
         report.process_gone = not alive
     if remove_resources and binder is not None:
@@ -616,11 +754,77 @@ def _restore_locked(state_file, backend, remove_resources):
             report.failed += 1
             report.errors.append(str(exc))
     if not report.failed:
-        _unlink_quietly(state_file.path)
+        _remove_state(state_file)
     return report
 
 
-def _restore_threads(data, backend, binder, report):
+def _remove_state(state_file):
+    _unlink_quietly(state_file.log_path)
+    _unlink_quietly(state_file.path)
+
+
+class _MaskLog:
+    """What the masks log and the state file say tumbler set (module doc).
+
+    ``every``: each mask it set on any thread of the target (or of its
+    children); None for a state file written before tumbler kept the log,
+    which is then judged as before (``_placed_by_tumbler``).
+    ``last(key)``: the masks a thread of that (pid, tid, start) may have
+    been left with by tumbler."""
+
+    def __init__(self, every, in_file, done, pending):
+        self.every = every
+        self._in_file = in_file     # key -> the masks the state file says
+        self._done = done           # key -> the last mask logged as set
+        self._pending = pending     # key -> a mask logged, not said to be set
+
+    @classmethod
+    def read(cls, state_file, data):
+        pid = data["target"]["pid"]
+        in_file, done, pending = {}, {}, {}
+        every = data.get("masks")
+        if every is not None:
+            every = {frozenset(m) for m in every if isinstance(m, list)}
+        for record in data["threads"]:
+            key = (record.get("pid", pid), record["tid"], record.get("start"))
+            in_file[key] = {frozenset(m) for m in record.get("set") or () if isinstance(m, list)}
+        try:
+            with open(state_file.log_path, "rb") as f:
+                text = f.read(64 << 20).decode(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        except OSError as exc:
+            raise StateError("cannot read %s: %s" % (state_file.log_path, exc.strerror)) \
+                from None
+        for line in text.splitlines():
+            if line == ".":
+                done.update(pending)
+                pending = {}
+                continue
+            fields = line.split()
+            if len(fields) != 4 or not all(f.isdigit() for f in fields[:3]):
+                continue            # the torn last line of a full disk
+            try:
+                mask = parse_cpulist(fields[3])
+            except UsageError:
+                continue
+            pending[tuple(map(int, fields[:3]))] = mask
+            every = (every or set()) | {mask}
+        return cls(every, in_file, done, pending)
+
+    def last(self, key):
+        """The log is complete since it was last emptied, which is only
+        done once the state file carries it all: where the log knows the
+        thread, it has the last word."""
+        masks = {self._done[key]} if key in self._done else set(self._in_file.get(key, ()))
+        if key in self._pending:
+            masks.add(self._pending[key])
+        return masks
+
+
+def _restore_threads(data, backend, binder, logged, report):
+    """The target's threads: the ones recorded, then the ones it made since
+    the last write that carry a placement of the dead tumbler's."""
     pid = data["target"]["pid"]
     try:
         sample = backend.sample(pid)
@@ -628,15 +832,61 @@ def _restore_threads(data, backend, binder, report):
         report.process_gone = True
         return
     starts = {tid: times.start for tid, times in sample.threads.items()}
-    recorded = set()
+    records = [r for r in data["threads"] if r.get("pid", pid) == pid]
+    _restore_records(pid, starts, records, data, backend, binder, logged, report)
+    _adopt(pid, starts, {r["tid"] for r in records}, data, backend, binder, logged, report)
+
+
+def _restore_children(data, backend, binder, logged, report):
+    """Child processes (and theirs) born of threads tumbler had bound: the
+    ones recorded, and the ones found now below the target (born after the
+    tumbler started: none earlier can carry its masks)."""
+    pid = data["target"]["pid"]
+    records = {}
     for record in data["threads"]:
+        if record.get("pid", pid) != pid:
+            records.setdefault(record["pid"], []).append(record)
+    found = set(records)
+    if not report.process_gone:
+        found |= _descendants(backend, pid, data["tumbler"].get("start"))
+    for child in sorted(found - {pid}):
+        try:
+            starts = {tid: times.start for tid, times in backend.sample(child).threads.items()}
+        except NoSuchProcess:
+            report.gone += len(records.get(child, ()))
+            continue
+        mine = records.get(child, [])
+        _restore_records(child, starts, mine, data, backend, binder, logged, report)
+        _adopt(child, starts, {r["tid"] for r in mine}, data, backend, binder, logged, report)
+
+
+def _descendants(backend, pid, born_after):
+    """PIDs of the processes below ``pid`` started at or after ``born_after``."""
+    found, todo = set(), [pid]
+    while todo:
+        try:
+            children = backend.children(todo.pop())
+        except NoSuchProcess:
+            continue
+        for child in children - found:
+            try:
+                start = backend.process(child).start
+            except NoSuchProcess:
+                continue
+            if born_after is None or start >= born_after:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _restore_records(pid, starts, records, data, backend, binder, logged, report):
+    for record in records:
         tid = record["tid"]
-        recorded.add(tid)
         if starts.get(tid) != record.get("start"):
             report.gone += 1
             continue
         try:
-            if not _placed_by_tumbler(backend, binder, pid, tid, record["saved"], data):
+            if not _placed_by_tumbler(backend, binder, pid, tid, record, data, logged):
                 report.foreign += 1
                 continue
             binder.restore(pid, tid, record["saved"])
@@ -646,13 +896,17 @@ def _restore_threads(data, backend, binder, report):
         except PlatformError as exc:
             report.failed += 1
             report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
+
+
+def _adopt(pid, starts, recorded, data, backend, binder, logged, report):
+    """Threads the state file does not list were created by a bound thread
+    (after the last write) and inherited its placement: the binder, or the
+    masks tumbler logged, say whether they did and where they belong."""
     leftover = getattr(binder, "leftover_placement", None)
     if leftover is None and getattr(binder, "kind", None) == "affinity":
-        leftover = _affinity_leftover(backend)
+        leftover = _affinity_leftover(backend, logged)
     if leftover is None:
         return
-    # Threads created after the last write inherited a placement of the
-    # dead tumbler's; the binder recognises them and says where they belong.
     for tid in starts:
         if tid in recorded:
             continue
@@ -669,21 +923,30 @@ def _restore_threads(data, backend, binder, report):
             report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
 
 
-def _placed_by_tumbler(backend, binder, pid, tid, saved, state):
+def _placed_by_tumbler(backend, binder, pid, tid, record, state, logged):
     """Could the thread's placement now be the dead tumbler's doing?
 
-    It only ever bound a thread to a domain cut to the thread's original
-    CPUs, or (speed balancing) to one CPU of those; with ``--binder cpuset``
-    into one of its own ``tumbler.<pid>`` cgroups.  Anything else was set by
-    someone else after it died (or after its last write), and is left alone
-    as the running tumbler would have left it.  Unknown binders, or state
-    without domains: assume it was tumbler.
+    With the masks log: its mask is one of the last masks tumbler set on it
+    (or the original, where putting it back changes nothing).  Anything
+    else was set by someone else after it died, and is left alone as the
+    running tumbler would have left it.
+
+    State files without the log (older tumblers): it only ever bound a
+    thread to a domain cut to the thread's original CPUs, or (speed
+    balancing) to one CPU of those; with ``--binder cpuset`` into one of
+    its own ``tumbler.<pid>`` cgroups.  Unknown binders, or state without
+    domains: assume it was tumbler.
     """
+    saved = record["saved"]
     kind = getattr(binder, "kind", None)
+    original = frozenset(saved.get("cpus") or state.get("target", {}).get("allowed") or ())
+    if kind == "affinity" and logged.every is not None:
+        current = backend.allowed_cpus(pid, tid)
+        return current == original or current in logged.last(
+            (pid, tid, record.get("start")))
     domains = state.get("domains")
     if kind not in ("affinity", "cpuset") or not domains:
         return True
-    original = frozenset(saved.get("cpus") or state.get("target", {}).get("allowed") or ())
     current = backend.allowed_cpus(pid, tid)
     if kind == "cpuset":
         cgroup = binder.current(pid, tid)[0]
@@ -698,19 +961,24 @@ def _placed_by_tumbler(backend, binder, pid, tid, saved, state):
     return current in ours
 
 
-def _affinity_leftover(backend):
-    """A thread the state file does not list was created by a bound thread
-    (after the last write) and inherited its mask: if its mask is one the
-    dead tumbler set (a domain cut to the process's CPUs), it belongs on the
-    process's CPUs, as the controller itself would have judged."""
+def _affinity_leftover(backend, logged):
+    """An unlisted thread whose mask is one the dead tumbler set (any it
+    logged; without a log, a domain cut to the process's CPUs) belongs on
+    the process's CPUs, as the controller itself would have judged."""
     def placement(pid, tid, state):
         allowed = state.get("target", {}).get("allowed")
         domains = state.get("domains")
-        if not allowed or not domains:
+        if not allowed:
             return None
         allowed = frozenset(allowed)
+        if logged.every is not None:
+            ours = logged.every
+        elif domains:
+            ours = {frozenset(d) & allowed for d in domains}
+        else:
+            return None
         current = backend.allowed_cpus(pid, tid)
-        if current == allowed or current not in {frozenset(d) & allowed for d in domains}:
+        if current == allowed or current not in ours:
             return None
         return {"cpus": sorted(allowed)}
     return placement

@@ -1,17 +1,37 @@
 """Sleep between intervals, waking at once for signals and child exits.
 
 A self-pipe registered with ``signal.set_wakeup_fd`` turns every signal
-into a byte, so the sleep (``poll``) ends as soon as SIGINT, SIGTERM, SIGHUP,
-SIGQUIT or SIGCHLD arrives instead of finishing a sleep of up to 800 ms.
-The handlers only record the signal; the loop acts on it between steps, so
-no state is ever changed from inside a handler.
+into a byte, so the sleep (``poll``) ends as soon as a stop signal or
+SIGCHLD arrives instead of finishing a sleep of up to 800 ms.  The handlers
+only record the signal; the loop acts on it between steps, so no state is
+ever changed from inside a handler.
+
+The stop signals are every signal whose default action would end tumbler
+and that a handler can serve: an uncaught one would end it with threads
+still bound.  Not among them: SIGKILL and SIGSTOP (cannot be caught),
+SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP and SIGSYS (a fault of tumbler's
+own: a handler that returns would run the faulting instruction again --
+``tumbler restore`` is for crashes), and SIGPIPE and SIGXFSZ, which Python
+ignores so that writes fail with an error instead (the convention).
 """
 
 import os
 import select
 import signal
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+def _stop_signals():
+    names = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM",
+             "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPOLL", "SIGPWR", "SIGSTKFLT", "SIGXCPU",
+             "SIGABRT", "SIGEMT", "SIGLOST", "SIGXRES")
+    found = {getattr(signal, name) for name in names if hasattr(signal, name)}
+    if hasattr(signal, "SIGRTMIN"):         # real-time signals end a process too
+        found.update(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+    return tuple(sorted(found))
+
+
+#: Signals that end a run (see the module doc), in number order.
+STOP_SIGNALS = _stop_signals()
 
 
 class SignalWaiter:

@@ -44,7 +44,7 @@ import errno
 import os
 
 from ..cpulist import format_cpulist
-from .base import AccessDenied, NoSuchProcess, PlatformError, Unmovable, Unsupported
+from .base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 PS_NONE = -1
 CONFIG_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
@@ -137,7 +137,7 @@ def load_libc():
         return None
 
 
-class PsetBinder:
+class PsetBinder(Binder):
     """Binder of kind ``pset``.  ``lwp_binding(pid, tid)`` returns the LWP's
     (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone."""
 

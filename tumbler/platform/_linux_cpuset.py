@@ -77,7 +77,7 @@ import re
 import sys
 
 from ..cpulist import format_cpulist, parse_cpulist
-from .base import AccessDenied, NoSuchProcess, PlatformError, Unmovable, Unsupported
+from .base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 CPUSET_PRIVILEGE = "root (CAP_SYS_ADMIN) for --binder cpuset"
 _OWN_DIR = re.compile(r"^tumbler\.(\d+)$")
@@ -119,7 +119,7 @@ def _warn(message):
     print("tumbler: warning: " + message, file=sys.stderr)
 
 
-class CpusetBinder:
+class CpusetBinder(Binder):
     kind = "cpuset"
 
     def __init__(self, backend, warn=None):

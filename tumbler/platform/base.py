@@ -137,6 +137,13 @@ class Binder:
     """
 
     kind = "?"
+    #: True where a binding is the thread's own CPU mask (sched_setaffinity):
+    #: new threads and child processes inherit it from their creator, and
+    #: anyone may change it later.  The loop then records threads born with
+    #: a mask tumbler set, and leaves alone a mask someone else changed.
+    #: False where the binder can tell its own placements (a cgroup, a
+    #: processor set of its own).
+    binds_masks = False
 
     def setup(self, domains):
         """Prepare one binding target per domain (a list of CPU frozensets)."""
@@ -219,6 +226,13 @@ class Backend:
 
     def allowed_cpus(self, pid, tid):
         raise NotImplementedError
+
+    def children(self, pid, tids=None):
+        """The PIDs of the child processes of ``pid`` (made by its threads
+        ``tids`` only, if given).  A child starts with the placement of the
+        thread that forked it, so the children of bound threads are
+        tumbler's to put back.  Default: none (the OS cannot tell)."""
+        return set()
 
     def binder(self, kind):
         raise NotImplementedError

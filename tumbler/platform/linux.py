@@ -30,7 +30,7 @@ from operator import attrgetter
 
 from ..cpulist import parse_cpulist
 from ..errors import UsageError
-from .base import (NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess, PlatformError,
+from .base import (NO_MICROSTATES, AccessDenied, Backend, Binder, NoSuchProcess, PlatformError,
                    ProcessInfo, Sample, ThreadTimes, Topology, Unmovable,
                    Unsupported)
 
@@ -497,6 +497,38 @@ class LinuxBackend(Backend):
             raise _thread_error(exc, pid, tid)
         return int(status.get("voluntary_ctxt_switches", 0))
 
+    def children(self, pid, tids=None):
+        """See Backend.children: ``/proc/PID/task/TID/children`` (kernels
+        with CONFIG_PROC_CHILDREN), else a scan of /proc by parent PID."""
+        if tids is None:
+            tids = self.thread_ids(pid)
+        found = set()
+        for tid in tids:
+            try:
+                data = _read_path("%s/%d/task/%d/children" % (self.proc, pid, tid), 1 << 20)
+            except FileNotFoundError:
+                if not os.path.exists("%s/%d/task/%d" % (self.proc, pid, tid)):
+                    continue                # the thread exited
+                return self._children_by_scan(pid)
+            except (ProcessLookupError, PermissionError):
+                continue
+            found.update(map(int, data.split()))
+        return found
+
+    def _children_by_scan(self, pid):
+        found = set()
+        for name in os.listdir(self.proc):
+            if not name.isdigit():
+                continue
+            try:
+                fields = parse_stat(_read_path("%s/%s/stat" % (self.proc, name))
+                                    .decode(errors="replace"))[1]
+            except (OSError, ValueError):
+                continue
+            if fields[1] == str(pid):
+                found.add(int(name))
+        return found
+
     # -- CPUs ----------------------------------------------------------------
 
     def allowed_cpus(self, pid, tid):
@@ -556,10 +588,11 @@ class LinuxBackend(Backend):
 
 # -- binders -------------------------------------------------------------------
 
-class AffinityBinder:
+class AffinityBinder(Binder):
     """Binds with sched_setaffinity(2); the OS balances inside the domain."""
 
     kind = "affinity"
+    binds_masks = True
 
     def __init__(self, backend):
         self.backend = backend
