@@ -34,6 +34,11 @@ def thread_masks(pid):
     return masks
 
 
+def on_cpus(cpus):
+    """preexec_fn: start the process allowed exactly ``cpus``."""
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 def thread_names(pid):
     names = {}
     for tid in os.listdir("/proc/%d/task" % pid):

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from conftest import (REPO, assert_no_traceback, cpuset_mount, exited_cleanly, run_tumbler,
-                      started, thread_masks, thread_names, tumbler_cmd, wait_for_threads)
+                      started, thread_masks, thread_names, tumbler_cmd, wait_for_threads,
+                      wait_until)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -38,18 +39,35 @@ def watch_masks(pid, seconds):
     return seen
 
 
-def attach_and_watch(pid, cpus, duration, watch_after=0.0, watch_for=1.5):
+def attach_and_watch(pid, cpus, duration, watch_after=0.0):
     """Run ``tumbler --domains A/B -p PID --duration D --interval 100`` on a
-    running program and watch its threads' masks meanwhile.  Returns
-    (tumbler's exit status, its stderr, masks before, masks seen, masks after)."""
+    running program and watch its threads' masks from ``watch_after``
+    seconds after tumbler bound the first thread until it exits (however
+    long a loaded machine makes its start).  Returns (tumbler's exit
+    status, its stderr, masks before, masks seen, masks after)."""
     before = thread_masks(pid)
+    domains = [frozenset([cpu]) for cpu in cpus]
     tumbler = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % cpus, "-p", str(pid),
                                            "--duration", str(duration), "--interval", "100"),
                                stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
+        wait_until(lambda: tumbler.poll() is not None or any(
+            m in domains for m in thread_masks(pid).values()), "tumbler to bind a thread")
         time.sleep(watch_after)
-        seen = watch_masks(pid, watch_for)
+        samples = []
+        while tumbler.poll() is None:
+            samples.append(thread_masks(pid))
+            time.sleep(0.05)
         _, stderr = tumbler.communicate(timeout=30)
+        # The samples after tumbler put every thread back are no view of
+        # its balancing (restoring takes microseconds: a sample shows all
+        # threads back or none).
+        while samples and all(before.get(t) == m for t, m in samples[-1].items()):
+            samples.pop()
+        seen = {}
+        for sample in samples:
+            for tid, mask in sample.items():
+                seen.setdefault(tid, set()).add(mask)
     finally:
         if tumbler.poll() is None:
             tumbler.kill()
@@ -125,23 +143,36 @@ def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cp
     masks back at once, and tumbler exits with the command's status when
     it finishes."""
     cpu_a, cpu_b = two_cpus
+    domains = {frozenset([cpu_a]), frozenset([cpu_b])}
     with started(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--duration", "2",
-                             "--interval", "100", "exec", "--", duty, "7", "30", "30", "30", "30"),
+                             "--interval", "100", "exec", "--", duty, "600", "30", "30", "30",
+                             "30"),
                  stderr=subprocess.PIPE) as proc:
         workload = child_of(proc.pid)
         wait_for_threads(workload, 5)
+        wait_until(lambda: domains & set(thread_masks(workload).values()),
+                   "tumbler to bind a thread")
         bound = watch_masks(workload, 0.8)
-        time.sleep(2.2)                     # balancing ended at 2 s
-        assert proc.poll() is None          # waiting for the command
+        # The summary is printed once balancing has ended (and every
+        # thread been handed back); the command runs on.
+        summary = proc.stderr.readline()
         after = thread_masks(workload)
-        _, stderr = exited_cleanly(proc)
+        assert proc.poll() is None          # waiting for the command
+        os.kill(workload, signal.SIGTERM)
+        rest = proc.stderr.read()
+        proc.wait(timeout=30)
+    assert_no_traceback(rest)
+    assert proc.returncode == 128 + signal.SIGTERM, summary + rest
     everywhere = frozenset(os.sched_getaffinity(0))     # what the command inherited
-    assert {frozenset([cpu_a]), frozenset([cpu_b])} <= set().union(*bound.values()), bound
+    assert domains <= set().union(*bound.values()), bound
     assert set(after.values()) == {everywhere}, after
-    assert re.search(r"ran 2\.\d s \(duration reached\)", stderr), stderr
+    assert re.search(r"ran 2\.\d s \(duration reached\)", summary), summary
 
 
-def start_workload(duty, seconds="6"):
+def start_workload(duty, seconds="600"):
+    """duty's four workers, running until the test kills them: a workload
+    of a fixed length could end before a loaded machine has started
+    tumbler."""
     proc = subprocess.Popen([duty, seconds, "70", "50", "30", "10"])
     wait_for_threads(proc.pid, 5)
     return proc
@@ -206,9 +237,7 @@ def test_attach_restores_on_signal(duty, two_cpus, signum):
         proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b),
                                             "-p", str(workload.pid)),
                                 stderr=subprocess.PIPE, text=True, cwd=REPO)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and thread_masks(workload.pid) == before:
-            time.sleep(0.02)
+        wait_until(lambda: thread_masks(workload.pid) != before, "tumbler to bind a thread")
         during = thread_masks(workload.pid)
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=10)
@@ -225,7 +254,7 @@ def test_attach_restores_on_signal(duty, two_cpus, signum):
 def test_dry_run_and_observe_move_nothing(duty, two_cpus, tmp_path):
     cpu_a, cpu_b = two_cpus
     for mode in (("--dry-run",), ("--policy", "observe")):
-        workload = start_workload(duty, "3")
+        workload = start_workload(duty)
         log = tmp_path / "run.jsonl"
         try:
             before = thread_masks(workload.pid)

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import (REPO, cpuset_mount, assert_no_traceback, run_tumbler, thread_masks, thread_names,
-                      tumbler_cmd, wait_for_threads)
+from conftest import (REPO, cpuset_mount, assert_no_traceback, on_cpus, run_tumbler,
+                      thread_masks, thread_names, tumbler_cmd, wait_for_threads)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -487,11 +487,6 @@ def spawner(tmp_path_factory):
     return str(out)
 
 
-def on_cpus(cpus):
-    """preexec_fn: start the process allowed exactly ``cpus``."""
-    return lambda: os.sched_setaffinity(0, cpus)
-
-
 def descendants(pid):
     """PIDs below ``pid`` (children, theirs, ...)."""
     found, todo = [], [pid]
@@ -696,6 +691,7 @@ def test_state_directory_full_mid_run(spawner, domains, tmp_path, two_cpus):
     try:
         line = proc.stderr.readline()
         assert "No space left on device" in line and "the command runs on" in line, line
+        # Said once every thread is back.
         command = [p for p in descendants(proc.pid) if open(
             "/proc/%d/comm" % p).read().strip() == "spawner"]
         assert len(command) == 1, command

@@ -223,6 +223,7 @@ def run_exec(settings, command):
     started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
     reason = "error"
     deadline = started + settings["duration"] if settings["duration"] else None
+    stopped = None
     try:
         try:
             if journal is not None:
@@ -236,7 +237,7 @@ def run_exec(settings, command):
         except TumblerError as exc:
             # The command runs on, unbalanced: its status is what exec
             # returns, whatever happened to the balancing.
-            print("tumbler: %s; balancing stops, the command runs on" % exc, file=sys.stderr)
+            stopped = exc
     finally:
         if child.poll() is None:            # an error: do not leave the command orphaned
             for signum in waiter.take():
@@ -245,6 +246,9 @@ def run_exec(settings, command):
         # error): every thread is handed back now, even if the command
         # runs on, and the summary covers the balancing alone.
         _finish(controller, observers, None, settings, started, cpu_before, reason)
+        if stopped is not None:
+            print("tumbler: %s; balancing stopped, the command runs on" % stopped,
+                  file=sys.stderr)
         try:
             while child.poll() is None:     # --duration ended balancing, not the command
                 for signum in waiter.take():
