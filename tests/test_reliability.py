@@ -600,6 +600,38 @@ def test_sigkill_then_restore_covers_threads_and_children_born_since(
     assert not os.listdir(state)
 
 
+def test_sigkill_then_restore_adopts_threads_born_of_a_speed_pin(spawner, procs, state,
+                                                                 two_cpus):
+    """One domain: killed while spawner-0 was pinned to one CPU by speed
+    balancing, tumbler leaves it there, and the sleepers it makes inherit
+    that single-CPU mask: ``tumbler restore`` puts them back too."""
+    both = frozenset(two_cpus)
+    target = started_ready(procs, [spawner, "3", "100", "30", "0", "0"], both)
+    maker = next(t for t, n in thread_names(target.pid).items() if n == "spawner-0")
+    for _ in range(20):
+        tumbler = procs.tumbler("--domains", "%d,%d" % two_cpus, "-p", str(target.pid),
+                                state_dir=state)
+        wait_until(lambda: len(thread_masks(target.pid)[maker]) == 1,
+                   what="speed balancing to pin spawner-0")
+        tumbler.kill()
+        tumbler.wait()
+        if len(thread_masks(target.pid)[maker]) == 1:
+            break                       # still pinned after the kill
+        result = run_tumbler("restore", env=env_for(state))     # unpinned meanwhile: again
+        assert result.returncode == 0, result.stderr
+    else:
+        pytest.fail("never killed tumbler while spawner-0 was pinned")
+    pin = thread_masks(target.pid)[maker]
+    wait_until(lambda: sum(1 for m in thread_masks(target.pid).values() if m == pin) >= 4,
+               what="sleepers born with spawner-0's pin")
+    result = run_tumbler("restore", env=env_for(state))
+    assert result.returncode == 0, result.stderr
+    assert_no_traceback(result.stderr)
+    masks = thread_masks(target.pid)
+    assert all(mask == both for mask in masks.values()), masks
+    assert not os.listdir(state)
+
+
 @pytest.mark.parametrize("signame", ["SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
                                      "SIGXCPU", "SIGABRT", "SIGRTMIN"])
 def test_every_terminating_signal_restores(duty, domains, procs, state, signame):

@@ -49,7 +49,7 @@ from .cpulist import format_cpulist
 from .engine.model import Domain, ThreadLoad
 from .engine.policy import RUNNABLE_SHARE, ThreadView
 from .engine.window import summarize_window
-from .platform.base import NoSuchProcess, Unmovable
+from .platform.base import NoSuchProcess, PlatformError, Unmovable
 from .quiet import ColumnSample, QuietRound, Roster
 from .summary import SpreadHistory
 from .targets import allowed_union
@@ -239,12 +239,17 @@ class Controller:
                 self._hand_back(thread)
 
     def _hand_back(self, thread):
-        """Put one thread back where it was found, now; True if done."""
+        """Put one thread back where it was found, now; True if done (if
+        not, restore_all tries again at the end)."""
         try:
             if self._changed_by_someone_else(thread):
                 return False
             self.binder.restore(thread.pid, thread.tid, thread.saved)
         except NoSuchProcess:
+            return False
+        except PlatformError as exc:
+            self.stats.warnings += 1
+            self.warn("could not hand back thread %d: %s" % (thread.tid, exc))
             return False
         thread.saved = thread.bound_mask = thread.pinned_cpu = None
         if self.journal is not None:
