@@ -434,3 +434,73 @@ def test_session_rejects_bad_arguments():
         s.snapshot()
     with pytest.raises(UsageError):
         probe.run_window([1], ["locks"], 0)
+
+
+# -- D thread-local variables ---------------------------------------------------
+#
+# libdtrace cooks each clause's predicate, in program order, before the
+# clauses after it: a thread-local (self->NAME) read in a predicate must be
+# declared at top level (``self int NAME;``) or assigned in the body of an
+# EARLIER clause, else dtrace refuses the script with "self->NAME has not yet
+# been declared or assigned" (illumos-gate usr/src/lib/libdtrace/common/
+# dt_cook.c, dt_cook_var).  No dtrace runs here, so this is checked statically.
+
+_D_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_SELF_DECLARATION = re.compile(r"^\s*self\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\])?\s*$", re.S)
+_SELF_READ = re.compile(r"self->(\w+)")
+_SELF_ASSIGNED = re.compile(r"self->(\w+)\s*(?:\[[^\]]*\])?\s*(?:=(?!=)|[-+*/%&|^]=|\+\+|--)"
+                            r"|(?:\+\+|--)\s*self->(\w+)")
+
+
+def d_program(text):
+    """(thread-locals declared at top level, [(predicate, body)] in program
+    order) of a D script; clauses are ``probe-spec [/predicate/] { body }``."""
+    text = "\n".join(line for line in _D_COMMENT.sub(" ", text).splitlines()
+                     if not line.lstrip().startswith("#"))
+    declared, clauses = set(), []
+    head_start, i = 0, 0
+    while i < len(text):
+        if text[i] == ";":                      # a top-level declaration
+            m = _SELF_DECLARATION.match(text[head_start:i])
+            if m:
+                declared.add(m.group(1))
+            head_start = i + 1
+        elif text[i] == "{":
+            depth, j = 1, i + 1
+            while depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            head = text[head_start:i]
+            predicate = head[head.index("/") + 1:head.rindex("/")] if "/" in head else ""
+            clauses.append((predicate, text[i + 1:j - 1]))
+            head_start = i = j
+            continue
+        i += 1
+    return declared, clauses
+
+
+def undeclared_thread_locals(text):
+    """self->NAME read in a predicate before any declaration or assignment."""
+    declared, clauses = d_program(text)
+    known, missing = set(declared), []
+    for predicate, body in clauses:
+        missing += [name for name in _SELF_READ.findall(predicate) if name not in known]
+        known |= {a or b for a, b in _SELF_ASSIGNED.findall(body)}
+    return missing
+
+
+def test_thread_local_check_catches_a_read_before_any_assignment():
+    late = "a:::b\n/self->x/\n{ n++; }\n\nc:::d\n{ self->x = 1; }\n"
+    assert undeclared_thread_locals(late) == ["x"]
+    assert undeclared_thread_locals("self int x;\n" + late) == []
+    early = "c:::d\n{ self->x[arg0] = timestamp; }\na:::b\n/self->x[arg0] && $1 / 10/\n{ }\n"
+    assert undeclared_thread_locals(early) == []
+    # a comparison is no assignment, and a clause's own body comes after its predicate
+    assert undeclared_thread_locals("a:::b\n/self->y == 1/\n{ self->y = 2; }\n") == ["y"]
+    assert undeclared_thread_locals("c:::d\n{ n = self->y == 1; }\na:::b\n/self->y/\n{}") == ["y"]
+
+
+@pytest.mark.parametrize("path", sorted((PROBES / "illumos").glob("*.d")),
+                         ids=lambda p: p.name)
+def test_d_thread_locals_are_declared_before_a_predicate_reads_them(path):
+    assert undeclared_thread_locals(path.read_text()) == []
