@@ -274,9 +274,12 @@ def test_d_scripts_print_what_the_parser_reads(name):
 
 def test_d_probe_names():
     lock = d("locktime")
-    for p in ("plockstat$target:::mutex-block", "plockstat$target:::mutex-blocked",
-              "plockstat$target:::rw-block", "plockstat$target:::rw-blocked"):
+    # LCK's system calls (lwpsys.c, lwp_sobj.c), and the sleep..wakeup span
+    for p in ("syscall::lwp_park:entry", "syscall::lwp_mutex_timedlock:entry",
+              "syscall::lwp_rwlock_sys:entry", "sched:::sleep", "sched:::wakeup",
+              "sched:::on-cpu"):
         assert p + "\n" in lock
+    assert "plockstat" not in lock.split("*/", 1)[1]
     runq = d("runqlat")
     assert "sched:::enqueue" in runq and "sched:::on-cpu" in runq
     assert "args[1]->pr_pid == $target" in runq and "args[0]->pr_lwpid" in runq
@@ -413,6 +416,19 @@ def test_check_tool_dtrace(monkeypatch):
     with pytest.raises(TumblerError) as info:
         probe.check_tool("illumos", {"latency"})
     assert "dtrace_kernel" in one_line(info)
+    assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
+
+
+def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
+    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 0)         # root, all the same
+    monkeypatch.setattr(probe._illumos_zone, "zone_name", lambda: "web1")
+    with pytest.raises(TumblerError) as info:
+        probe.check_tool("illumos", {"locks"})
+    message = one_line(info)
+    assert "dtrace_kernel" in message and "web1" in message and "global zone" in message
+    assert "run as root" not in message
+    monkeypatch.setattr(probe._illumos_zone, "zone_name", lambda: "global")
     assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
 
 
