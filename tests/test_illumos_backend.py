@@ -122,11 +122,13 @@ def test_lwp_missing_from_lpsinfo_still_sampled(tree):
     assert threads[2].state == "?" and threads[2].cpu is None
 
 
-def test_system_lwp_name_from_pr_name_beats_lwpname(tree):
-    fx.write_process(str(tree), PID, {}, [lwp(1, name="zpool-rpool", lwpname="ignored"),
-                                          lwp(2)])
+def test_lwp_name_comes_from_lwpname_never_from_pr_name(tree):
+    # prgetlwpsinfo() bzero()s lwpsinfo_t and never fills pr_name, so bytes
+    # found there (a fixture, or a future kernel) are not a name source.
+    fx.write_process(str(tree), PID, {}, [lwp(1, name="zpool-rpool", lwpname="worker"),
+                                          lwp(2, name="stale")])
     threads = backend(tree).sample(PID).threads
-    assert threads[1].name == "zpool-rpool"
+    assert threads[1].name == "worker"
     assert threads[2].name == ""            # no lwpname file: unnamed
 
 

@@ -7,9 +7,11 @@ buffer sized from the previous read:
 * ``/proc/PID/lusage``  -- ``prusage_t`` of every live LWP: microstate times
   in nanoseconds (entry 0, the sum over exited LWPs, is skipped);
 * ``/proc/PID/lpsinfo`` -- ``lwpsinfo_t`` of every LWP: state letter, last
-  CPU, name of system LWPs.
+  CPU.
 
-User thread names are in ``/proc/PID/lwp/LWPID/lwpname`` (illumos RFD 96);
+Thread names are in ``/proc/PID/lwp/LWPID/lwpname`` (illumos RFD 96) only:
+``lwpsinfo_t.pr_name`` is always empty (``prgetlwpsinfo`` in
+usr/src/uts/common/fs/proc/prsubr.c zeroes the struct and never fills it);
 that file is read once per new LWP (again after a second while still
 unnamed), not per sample.  On the real /proc (``root == "/"``) the two table
 files stay open and are re-read: an fd of a procfs file is tied to its
@@ -108,7 +110,7 @@ class IllumosBackend(Backend):
             info = infos.get(usage.lwpid)
             threads[usage.lwpid] = ThreadTimes(
                 tid=usage.lwpid, start=usage.create_ns,
-                name=self._lwp_name(pid, usage, info, wall_ns),
+                name=self._lwp_name(pid, usage, wall_ns),
                 run_ns=usage.utime_ns + usage.stime_ns,
                 usr_ns=usage.utime_ns, sys_ns=usage.stime_ns, lat_ns=usage.wtime_ns,
                 cpu=info.onpro if info else None,
@@ -209,9 +211,7 @@ class IllumosBackend(Backend):
         info = self.lwp_info(pid, tid)
         return info.bindpset, info.bindpro
 
-    def _lwp_name(self, pid, usage, info, now_ns):
-        if info is not None and info.name:
-            return info.name                # a system LWP's pr_name
+    def _lwp_name(self, pid, usage, now_ns):
         entry = self._names.get((pid, usage.lwpid))
         if entry is None or entry[0] != usage.create_ns:
             entry = self._names[(pid, usage.lwpid)] = [usage.create_ns, None, 0]
