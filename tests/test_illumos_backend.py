@@ -770,3 +770,67 @@ def test_check_can_bind_asks_for_privileges_first(tree):
     with pytest.raises(Unsupported, match="--binder pset"):
         be.check_can_bind(mine, "affinity")
     assert "pset_create" not in libc.names()
+
+
+# -- pset_bind_lwp is private; errno as pset.c returns it; zones ---------------
+
+def test_libc_without_pset_bind_lwp_still_loads_and_refuses_before_any_change(bound_tree):
+    import types
+    from tumbler.platform._illumos_pset import PsetLibc
+    full = FakeCDLL()
+    cdll = types.SimpleNamespace(**{name: getattr(full, name) for name in
+                                    ("pset_create", "pset_destroy", "pset_assign",
+                                     "pset_info")})
+    libc = PsetLibc(cdll)
+    assert libc.can_bind_lwp is False
+    assert libc.pset_info(-1) == frozenset({0, 2, 3})   # the rest still works
+    with pytest.raises(OSError) as missing:
+        libc.pset_bind_lwp(4, 1, PID)
+    assert missing.value.errno == errno.ENOSYS
+
+    fake = FakeLibc()
+    fake.can_bind_lwp = False
+    be = backend(bound_tree, libc=fake)
+    with pytest.raises(Unsupported, match="no pset_bind_lwp.*calling process only"):
+        be.check_can_bind(be.process(PID), "pset")
+    with pytest.raises(Unsupported, match="pset_bind_lwp"):
+        be.binder("pset").setup(DOMAINS)
+    assert fake.calls == []                              # nothing created
+
+
+def test_bind_errno_as_pset_bind_lwp_returns_them(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    libc.fail[("pset_bind_lwp", (1, 1))] = errno.EPERM
+    with pytest.raises(AccessDenied, match="out of the default set") as denied:
+        binder.bind(PID, 1, 0, DOMAINS[0])
+    assert "PRIV_PROC_OWNER" in str(denied.value)
+    libc.fail[("pset_bind_lwp", (1, 2))] = errno.EINVAL
+    with pytest.raises(Unmovable, match="has no CPUs"):
+        binder.bind(PID, 2, 0, DOMAINS[0])
+    # pset_bind_lwp never checks the pool state: an ENOTSUP is not "pools"
+    libc.fail[("pset_bind_lwp", (1, 4))] = errno.ENOTSUP
+    with pytest.raises(PlatformError) as other:
+        binder.bind(PID, 4, 0, DOMAINS[0])
+    assert type(other.value) is PlatformError and "pooladm" not in str(other.value)
+
+
+def test_non_global_zone_names_the_prohibited_privilege_not_root(bound_tree, monkeypatch):
+    from tumbler.platform import _illumos_zone
+    monkeypatch.setattr(_illumos_zone, "zone_name", lambda: "web1")
+    libc = FakeLibc()
+    be = backend(bound_tree, libc=libc)
+    with pytest.raises(AccessDenied) as early:
+        be.check_can_bind(be.process(PID), "pset")
+    message = str(early.value)
+    assert "sys_res_config" in message and "web1" in message
+    assert "global zone" in message and "run as root" not in message
+    assert "pset_create" not in libc.names()            # refused before any change
+    libc.fail[("pset_create", None)] = errno.EPERM      # had it gone that far
+    with pytest.raises(AccessDenied) as late:
+        be.binder("pset").setup(DOMAINS)
+    assert "web1" in str(late.value) and "run as root" not in str(late.value)
+    monkeypatch.setattr(_illumos_zone, "zone_name", lambda: "global")
+    with pytest.raises(AccessDenied, match=r"\(run as root\)"):
+        be.binder("pset").setup(DOMAINS)

@@ -6,7 +6,13 @@ processor set (pset_bind(2), ``psrset``).  So tumbler creates one set per
 domain, moves the domain's CPUs into it, and binds LWPs of the target with
 ``pset_bind_lwp(psetid, lwpid, pid, &opset)`` -- the only call that binds an
 LWP of *another* process (usr/src/uts/common/syscall/pset.c,
-``pset_bind_lwp``; libc exports it, usr/src/uts/common/sys/pset.h).
+``pset_bind_lwp``).  It is a private libc interface (version
+SUNWprivate_1.1, not in the public ABI), so it is looked up on its own: a
+libc without it still gives tumbler the other pset calls, and the binder
+then refuses with ``NO_BIND_LWP_MESSAGE``.  There is no fallback that could
+serve: ``processor_bind(P_LWPID)`` and ``pset_bind(P_LWPID)`` look the LWP
+up in the *calling* process only (``pp = curproc`` in
+usr/src/uts/common/syscall/processor_bind.c and pset.c).
 
 Processor sets are exclusive: a CPU in a set runs only LWPs bound to that
 set, so every CPU tumbler takes leaves the default set that runs the rest of
@@ -26,13 +32,19 @@ records ``pr_bindpro`` for the state file only.
 Errors, as the kernel returns them (pset.c, cpupart.c, policy.c):
 
 * EPERM   -- pset_create/assign/destroy need PRIV_SYS_RES_CONFIG
-             (``secpolicy_pset``); binding needs PRIV_SYS_RES_CONFIG or
-             PRIV_SYS_RES_BIND, plus PRIV_PROC_OWNER for another user's LWP;
-* ENOTSUP -- resource pools are enabled: sets belong to poolcfg/pooladm;
+             (``secpolicy_pset``), which a non-global zone can never have;
+             pset_bind_lwp (``pset_bind_thread``): another user's LWP
+             without PRIV_PROC_OWNER, or an LWP whose current set has
+             PSET_NOESCAPE -- the default set always has it
+             (``cpupart_initialize_default``) -- without PRIV_SYS_RES_CONFIG;
+* ENOTSUP -- pset_create/assign/destroy while resource pools are enabled
+             (sets belong to poolcfg/pooladm); never from pset_bind_lwp,
+             which does not look at the pool state;
 * EBUSY   -- pset_assign: last CPU of its set, or CPUs with bound threads;
              pset_bind_lwp: the LWP is bound to a CPU outside the set;
 * ESRCH   -- the process or LWP is gone;
-* EINVAL  -- no such set / CPU off-line; for a bind: a SYSDC thread.
+* EINVAL  -- no such set / CPU off-line; pset_bind_lwp: no such set, a set
+             with no CPUs (``cpupart_move_thread``), or a SYSDC thread.
 
 ``close`` destroys every set it created; pset_destroy first unbinds every
 LWP still bound to the set (``cpupart_unbind_threads``), so nothing is left
@@ -44,10 +56,17 @@ import errno
 import os
 
 from ..cpulist import format_cpulist
+from . import _illumos_zone
 from .base import AccessDenied, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 PS_NONE = -1
 CONFIG_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
+
+NO_BIND_LWP_MESSAGE = (
+    "this libc has no pset_bind_lwp (a private libc interface), the only call that "
+    "binds one LWP of another process to a processor set; processor_bind(2) and "
+    "pset_bind(2) bind single LWPs of the calling process only, so --binder pset "
+    "cannot run here")
 
 POOLS_MESSAGE = ("resource pools are enabled (pooladm): tumbler cannot create processor "
                  "sets while pools own them; disable pools with `pooladm -d` "
@@ -70,13 +89,23 @@ class PsetLibc:
         self._declare("pset_create", [int_p])
         self._declare("pset_destroy", [ctypes.c_int])
         self._declare("pset_assign", [ctypes.c_int, ctypes.c_int, int_p])
-        self._declare("pset_bind_lwp", [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_p])
         self._declare("pset_info", [ctypes.c_int, int_p, ctypes.POINTER(ctypes.c_uint), int_p])
+        # Private (SUNWprivate_1.1): a libc may lack it; the binder checks
+        # can_bind_lwp before it changes anything.
+        self.can_bind_lwp = self._declare(
+            "pset_bind_lwp", [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_p], optional=True)
 
-    def _declare(self, name, argtypes):
-        function = getattr(self.lib, name)
+    def _declare(self, name, argtypes, optional=False):
+        """Set the C signature of ``name``; False if an optional one is absent."""
+        try:
+            function = getattr(self.lib, name)
+        except AttributeError:
+            if optional:
+                return False
+            raise
         function.argtypes = argtypes
         function.restype = ctypes.c_int
+        return True
 
     @staticmethod
     def _check(result, what):
@@ -99,6 +128,8 @@ class PsetLibc:
         return old.value
 
     def pset_bind_lwp(self, pset, lwpid, pid):
+        if not self.can_bind_lwp:
+            raise OSError(errno.ENOSYS, "pset_bind_lwp: not in this libc")
         old = ctypes.c_int(PS_NONE)
         self._check(self.lib.pset_bind_lwp(pset, lwpid, pid, ctypes.byref(old)),
                     "pset_bind_lwp(%d, %d, %d)" % (pset, lwpid, pid))
@@ -129,6 +160,13 @@ class PsetLibc:
                 return frozenset(cpus[:count.value])
 
 
+def require_bind_lwp(libc):
+    """Refuse (Unsupported) before anything changes if ``libc`` cannot bind
+    another process's LWPs; objects without ``can_bind_lwp`` can."""
+    if not getattr(libc, "can_bind_lwp", True):
+        raise Unsupported(NO_BIND_LWP_MESSAGE)
+
+
 def load_libc():
     """PsetLibc of the running system, or None where libc.so.1 has no psets."""
     try:
@@ -155,6 +193,7 @@ class PsetBinder:
         domains = [frozenset(d) for d in domains]
         if self.sets and domains == self.domains:
             return
+        require_bind_lwp(self.libc)
         self._destroy_all()     # a rescan changed the domains: start over
         self._check_domains(domains)
         try:
@@ -275,8 +314,7 @@ def _configure_error(exc, call, cpu):
     code = exc.errno
     name = getattr(call, "__name__", "pset call")
     if code == errno.EPERM:
-        return AccessDenied("creating processor sets needs privilege %s (run as root)"
-                            % CONFIG_PRIVILEGE, CONFIG_PRIVILEGE)
+        return _config_denied("creating processor sets")
     if code == errno.ENOTSUP:
         return Unsupported(POOLS_MESSAGE)
     if code == errno.EBUSY:
@@ -296,28 +334,46 @@ def _bind_error(exc, pid, tid, pset):
     if code == errno.ESRCH:
         return NoSuchProcess(pid, tid)
     if code == errno.EPERM:
+        zone = _illumos_zone.nonglobal_zone()
+        if zone is not None:
+            return _config_denied("moving LWPs between processor sets", zone)
         return AccessDenied(
-            "binding LWP %d of process %d to a processor set needs %s (or "
-            "PRIV_SYS_RES_BIND), and PRIV_PROC_OWNER for another user's process"
-            % (tid, pid, CONFIG_PRIVILEGE), CONFIG_PRIVILEGE)
+            "binding LWP %d of process %d to a processor set needs %s to move it out "
+            "of the default set (which never lets LWPs escape without it), and "
+            "PRIV_PROC_OWNER for another user's process" % (tid, pid, CONFIG_PRIVILEGE),
+            CONFIG_PRIVILEGE)
     if code == errno.EBUSY:
         return Unmovable(tid, "it is bound to a processor outside processor set %d "
                          "(unbind it with `pbind -u %d/%d`)" % (pset, pid, tid))
     if code == errno.EINVAL:
         return Unmovable(tid, "the kernel refused to bind it to processor set %d "
-                         "(a system-class thread, or the set is gone)" % pset)
-    if code == errno.ENOTSUP:
-        return Unsupported(POOLS_MESSAGE)
+                         "(the set is gone or has no CPUs, or it is a system-class "
+                         "thread)" % pset)
+    if code == errno.ENOSYS:
+        return Unsupported(NO_BIND_LWP_MESSAGE)
+    # No ENOTSUP: pset_bind_lwp does not look at the pool state (pset.c).
     return PlatformError("pset_bind_lwp(%d, %d, %d): %s" % (pset, tid, pid,
                                                           exc.strerror or exc))
+
+
+def _config_denied(what, zone=None):
+    """EPERM from a pset configuration call: the privilege, or the zone that
+    can never have it (then "run as root" would be wrong advice)."""
+    zone = zone or _illumos_zone.nonglobal_zone()
+    if zone is not None:
+        return AccessDenied(_illumos_zone.prohibited("sys_res_config", zone,
+                                                     "%s (--binder pset)" % what),
+                            CONFIG_PRIVILEGE)
+    return AccessDenied("%s needs privilege %s (run as root)" % (what, CONFIG_PRIVILEGE),
+                        CONFIG_PRIVILEGE)
 
 
 def _destroy_error(exc, left):
     hint = "processor sets %s were left behind; remove them with `psrset -d %s`" % (
         ", ".join(map(str, left)), " ".join(map(str, left)))
     if exc.errno == errno.EPERM:
-        return AccessDenied("cannot destroy processor sets without %s: %s"
-                            % (CONFIG_PRIVILEGE, hint), CONFIG_PRIVILEGE)
+        denied = _config_denied("destroying processor sets")
+        return AccessDenied("%s: %s" % (denied, hint), CONFIG_PRIVILEGE)
     if exc.errno == errno.ENOTSUP:
         return Unsupported("%s; %s" % (POOLS_MESSAGE, hint))
     return PlatformError("pset_destroy: %s; %s" % (exc.strerror or exc, hint))

@@ -46,6 +46,7 @@ import time
 from ..errors import UsageError
 from . import _illumos_kstat as kstat
 from . import _illumos_pset as pset
+from . import _illumos_zone
 from ._illumos_structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
                                parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
                                PSINFO_SIZE)
@@ -168,6 +169,12 @@ class IllumosBackend(Backend):
     def check_can_bind(self, info, binder_kind):
         """Fail early, before anything changes, if binding will be refused."""
         libc = self._binder_libc(binder_kind)
+        pset.require_bind_lwp(libc)
+        zone = _illumos_zone.nonglobal_zone()
+        if zone is not None:
+            raise AccessDenied(_illumos_zone.prohibited(
+                "sys_res_config", zone, "--binder pset (it creates processor sets)"),
+                pset.CONFIG_PRIVILEGE)
         has_privilege = getattr(libc, "has_privilege", None)
         if has_privilege is None:
             return
