@@ -834,3 +834,83 @@ def test_non_global_zone_names_the_prohibited_privilege_not_root(bound_tree, mon
     monkeypatch.setattr(_illumos_zone, "zone_name", lambda: "global")
     with pytest.raises(AccessDenied, match=r"\(run as root\)"):
         be.binder("pset").setup(DOMAINS)
+
+
+# -- state files and `tumbler restore` on illumos -----------------------------
+
+PROC_START = 1_700_000_000 * S
+
+
+def write_state(directory, threads, psets=(), boot=None, domains=None, pset_cpus=None):
+    """A dead tumbler's state file for PID (started at PROC_START), as the
+    journal writes it; ``threads`` is [(lwpid, saved bindpset)]."""
+    from tumbler.state import STATE_VERSION, StateFile, write_json
+    from tumbler import state as state_module
+    resources = {"psets": list(psets)}
+    if pset_cpus is not None:
+        resources["pset_cpus"] = {str(k): sorted(v) for k, v in pset_cpus.items()}
+    state_file = StateFile(str(directory), PID, PROC_START)
+    write_json(state_file.path, {
+        "version": STATE_VERSION, "boot": boot or state_module.boot_id(),
+        "tumbler": {"pid": 99999999, "start": 1}, "platform": "illumos", "binder": "pset",
+        "target": {"pid": PID, "start": PROC_START, "name": "app", "allowed": None},
+        "domains": [sorted(d) for d in (domains or DOMAINS)], "resources": resources,
+        "threads": [{"tid": tid, "start": 500 * S + tid, "binder": "pset",
+                     "saved": {"bindpset": saved, "bindpro": -1}}
+                    for tid, saved in threads]})
+    return state_file
+
+
+@pytest.fixture
+def illumos_boot(monkeypatch):
+    """The running system is illumos, booted at the time set in the list."""
+    import tumbler.platform as platform
+    booted = [1_700_000_000]
+    monkeypatch.setattr(platform, "native_platform", lambda: "illumos")
+    monkeypatch.setattr(kstat, "read_boot_time", lambda: booted[0])
+    return booted
+
+
+def test_boot_token_on_illumos_is_the_boot_time_kstat(illumos_boot, monkeypatch):
+    from tumbler import state as state_module
+    assert state_module.boot_id() == "boot_time:1700000000"
+
+    def unreadable():
+        raise OSError(errno.ENOENT, "no kstat")
+    monkeypatch.setattr(kstat, "read_boot_time", unreadable)
+    assert state_module.boot_id() is None
+
+
+def test_read_boot_time_through_kstat_p_and_libkstat(monkeypatch):
+    seen = []
+
+    def runner(argv, **kwargs):
+        seen.append(argv)
+        return type("Done", (), {"returncode": 0, "stderr": "",
+                                 "stdout": "unix:0:system_misc:boot_time\t1699999000\n"})()
+    values = kstat.run_kstat_command(runner, selector="unix:0:system_misc:boot_time")
+    assert seen == [["kstat", "-p", "unix:0:system_misc:boot_time"]]
+    assert values == {0: {"boot_time": 1699999000}}
+    monkeypatch.setattr(kstat, "LibKstat", lambda: (_ for _ in ()).throw(OSError("no lib")))
+    monkeypatch.setattr(kstat, "run_kstat_command", lambda selector: values)
+    assert kstat.read_boot_time() == 1699999000
+
+
+def test_state_from_before_a_reboot_is_discarded_untouched(bound_tree, tmp_path,
+                                                           illumos_boot):
+    from tumbler.state import restore_state
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START},
+                     [lwp(1, bindpset=8), lwp(2, bindpset=8)])
+    libc = FakeLibc(psets={8: {0, 1, 2, 3}})
+    libc.bound = {(PID, 1): 8, (PID, 2): 8}
+    states = tmp_path / "state"
+    states.mkdir()
+    stale = write_state(states, [(1, -1), (2, -1)], psets=[8], boot="boot_time:1600000000")
+    report = restore_state(stale, backend(bound_tree, libc=libc))
+    assert report.process_gone and report.restored == 0
+    assert libc.calls == [] and libc.psets == {8: {0, 1, 2, 3}}   # set 8 is not ours now
+    assert not (states / ("%d-%d.json" % (PID, PROC_START))).exists()
+    # the same state written in this boot is applied: the check is the boot
+    current = write_state(states, [(1, -1), (2, -1)], psets=[8])
+    assert restore_state(current, backend(bound_tree, libc=libc)).restored == 2
+    assert libc.bound == {}

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from .errors import EXIT_FAILURE, TumblerError
+from .platform import boot_token
 from .platform.base import NoSuchProcess, PlatformError
 
 STATE_VERSION = 1
@@ -117,12 +118,8 @@ def ensure_dir(path):
 
 
 def boot_id():
-    """This boot's id (Linux: /proc/sys/kernel/random/boot_id), or None."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
+    """This boot's token (``tumbler.platform.boot_token``), or None."""
+    return boot_token()
 
 
 def own_start():
