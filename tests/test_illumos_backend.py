@@ -841,7 +841,8 @@ def test_non_global_zone_names_the_prohibited_privilege_not_root(bound_tree, mon
 PROC_START = 1_700_000_000 * S
 
 
-def write_state(directory, threads, psets=(), boot=None, domains=None, pset_cpus=None):
+def write_state(directory, threads, psets=(), boot=None, domains=None, pset_cpus=None,
+                pids=None):
     """A dead tumbler's state file for PID (started at PROC_START), as the
     journal writes it; ``threads`` is [(lwpid, saved bindpset)]."""
     from tumbler.state import STATE_VERSION, StateFile, write_json
@@ -849,6 +850,8 @@ def write_state(directory, threads, psets=(), boot=None, domains=None, pset_cpus
     resources = {"psets": list(psets)}
     if pset_cpus is not None:
         resources["pset_cpus"] = {str(k): sorted(v) for k, v in pset_cpus.items()}
+    if pids is not None:
+        resources["pids"] = list(pids)
     state_file = StateFile(str(directory), PID, PROC_START)
     write_json(state_file.path, {
         "version": STATE_VERSION, "boot": boot or state_module.boot_id(),
@@ -914,3 +917,52 @@ def test_state_from_before_a_reboot_is_discarded_untouched(bound_tree, tmp_path,
     current = write_state(states, [(1, -1), (2, -1)], psets=[8])
     assert restore_state(current, backend(bound_tree, libc=libc)).restored == 2
     assert libc.bound == {}
+
+
+def test_pset_id_reused_by_someone_else_survives_restore(bound_tree, tmp_path, illumos_boot):
+    """After the crash set 8 was destroyed and an admin's new set got id 8
+    (cpupart_create takes the lowest free id): `tumbler restore` keeps it."""
+    from tumbler.state import restore_state
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START}, [lwp(1), lwp(2)])
+    fx.write_process(str(bound_tree), 777, {}, [lwp(1, bindpset=8)])     # the admin's
+    libc = FakeLibc(psets={8: {5, 6}})
+    libc.bound = {(777, 1): 8}
+    states = tmp_path / "state"
+    states.mkdir()
+    stale = write_state(states, [(1, -1), (2, -1)], psets=[8], pset_cpus={8: {0, 1, 2, 3}})
+    report = restore_state(stale, backend(bound_tree, libc=libc))
+    assert report.removed == [] and not report.failed
+    assert libc.psets == {8: {5, 6}} and libc.bound == {(777, 1): 8}
+    assert "pset_destroy" not in libc.names()
+    # Same CPUs as recorded, but another process is bound to it: still not ours.
+    libc.psets = {8: {0, 1, 2, 3}}
+    stale = write_state(states, [(1, -1)], psets=[8], pset_cpus={8: {0, 1, 2, 3}})
+    assert restore_state(stale, backend(bound_tree, libc=libc)).removed == []
+    assert 8 in libc.psets
+    # Our own set (recorded CPUs, only the managed process bound) does go.
+    fx.write_process(str(bound_tree), 777, {}, [lwp(1)])
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START},
+                     [lwp(1), lwp(2, bindpset=8)])
+    libc.bound = {(PID, 2): 8}
+    stale = write_state(states, [(1, -1)], psets=[8], pset_cpus={8: {0, 1, 2, 3}},
+                        pids=[PID])
+    assert restore_state(stale, backend(bound_tree, libc=libc)).removed == ["processor set 8"]
+    assert libc.psets == {}
+
+
+def test_state_records_each_sets_cpus_and_the_bound_processes(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    binder.save(PID, 1)
+    assert binder.resources() == {"psets": [1, 2],
+                                  "pset_cpus": {"1": [0, 1, 2, 3], "2": [8, 9, 10, 11]},
+                                  "pids": [PID]}
+
+
+def test_lwps_bound_to_walks_every_process(bound_tree):
+    fx.write_process(str(bound_tree), 777, {}, [lwp(1, bindpset=7), lwp(2)],
+                     zombies=[{"lwpid": 3}])
+    (bound_tree / "proc" / "self").mkdir()
+    assert backend(bound_tree).lwps_bound_to(7) == [(777, 1), (PID, 2)]
+    assert backend(bound_tree).lwps_bound_to(9) == []

@@ -177,15 +177,18 @@ def load_libc():
 
 class PsetBinder:
     """Binder of kind ``pset``.  ``lwp_binding(pid, tid)`` returns the LWP's
-    (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone."""
+    (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone;
+    ``lwps_bound_to(pset)`` lists (pid, lwpid) of every LWP bound to a set."""
 
     kind = "pset"
 
-    def __init__(self, libc, lwp_binding):
+    def __init__(self, libc, lwp_binding, lwps_bound_to):
         self.libc = libc
         self.lwp_binding = lwp_binding
+        self.lwps_bound_to = lwps_bound_to
         self.sets = []          # processor set ids created, index = domain
         self.domains = []
+        self.pids = set()       # processes whose LWPs were saved
 
     # -- Binder interface ----------------------------------------------------
 
@@ -208,6 +211,7 @@ class PsetBinder:
         self.domains = domains
 
     def save(self, pid, tid):
+        self.pids.add(pid)
         bindpset, bindpro = self.lwp_binding(pid, tid)
         if bindpset in self.sets:       # already ours: its origin was unbound
             bindpset = PS_NONE
@@ -235,8 +239,13 @@ class PsetBinder:
     # -- crash safety (tumbler.state) ----------------------------------------
 
     def resources(self):
-        """What this binder created, for the state file."""
-        return {"psets": list(self.sets)}
+        """What this binder created, for the state file: the set ids, each
+        set's CPUs and the processes bound to them, so that a later
+        ``remove_leftovers`` can tell its sets from sets that got the same
+        ids after it died."""
+        return {"psets": list(self.sets),
+                "pset_cpus": {str(s): sorted(d) for s, d in zip(self.sets, self.domains)},
+                "pids": sorted(self.pids)}
 
     def current(self, pid, tid):
         """The LWP's binding now: (processor set, processor)."""
@@ -244,13 +253,26 @@ class PsetBinder:
 
     def remove_leftovers(self, resources, owner):
         """Destroy the processor sets a killed tumbler created (its state
-        file lists them); return what was destroyed.  pset_destroy unbinds
-        the LWPs still bound to a set, so none is left on a vanished set."""
+        file lists them); return what was destroyed.
+
+        Set ids are reused: ``cpupart_create`` takes the lowest free id
+        (``cpupart_destroy`` lowers ``cp_id_next``; usr/src/uts/common/disp/
+        cpupart.c), so after the crash an administrator's new set may carry
+        the dead tumbler's id.  A set is destroyed only if it still has the
+        CPUs the state recorded for it (state files from before that record
+        skip this check) and no LWP of a process the dead tumbler did not
+        manage is bound to it; anything else is left alone.  pset_destroy
+        unbinds the LWPs still bound to a set (to the default set)."""
         destroyed, left, first_error = [], [], None
-        for pset in (resources or {}).get("psets", []):
+        resources = resources or {}
+        recorded_cpus = resources.get("pset_cpus") or {}
+        managed = set(resources.get("pids") or ())
+        for pset in resources.get("psets", []):
             if not isinstance(pset, int) or pset == PS_NONE or pset in self.sets:
                 continue
             try:
+                if not self._still_ours(pset, recorded_cpus.get(str(pset)), managed):
+                    continue
                 self.libc.pset_destroy(pset)
                 destroyed.append("processor set %d" % pset)
             except OSError as exc:
@@ -263,6 +285,13 @@ class PsetBinder:
         return destroyed
 
     # -- helpers -------------------------------------------------------------
+
+    def _still_ours(self, pset, recorded_cpus, managed):
+        """Is set ``pset`` still the one a dead tumbler made (see
+        ``remove_leftovers``)?  OSError (EINVAL: the set is gone) passes."""
+        if recorded_cpus is not None and self.libc.pset_info(pset) != frozenset(recorded_cpus):
+            return False
+        return all(pid in managed for pid, _ in self.lwps_bound_to(pset))
 
     def _check_domains(self, domains):
         if not domains or not all(domains):

@@ -186,7 +186,8 @@ class IllumosBackend(Backend):
                                % (info.pid, info.uid, os.geteuid()), "PRIV_PROC_OWNER")
 
     def binder(self, kind):
-        self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding)
+        self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding,
+                                       self.lwps_bound_to)
         return self._binder
 
     def _binder_libc(self, kind):
@@ -213,6 +214,30 @@ class IllumosBackend(Backend):
         if len(data) < LWPSINFO.size:
             raise NoSuchProcess(pid, tid)
         return parse_lwpsinfo(data)
+
+    def lwps_bound_to(self, pset_id):
+        """(pid, lwpid) of every live LWP of every process bound to processor
+        set ``pset_id``.  A walk of /proc (lpsinfo is readable by everyone),
+        made only when a dead tumbler's sets are removed; processes that
+        vanish or cannot be parsed meanwhile are skipped."""
+        found = []
+        for name in os.listdir(self.proc):
+            if not name.isdigit():
+                continue
+            path = "%s/%s/lpsinfo" % (self.proc, name)
+            size = _FIRST_READ_SIZE
+            lwps = ()
+            for _ in range(3):
+                try:
+                    lwps = parse_lpsinfo(_read_file(path, size))
+                    break
+                except Truncated as exc:
+                    size = exc.needed + exc.needed // 4
+                except (OSError, ValueError, struct.error):
+                    break
+            found += [(int(name), lwp.lwpid) for lwp in lwps
+                      if lwp.bindpset == pset_id and lwp.sname != "Z"]
+        return sorted(found)
 
     def _lwp_binding(self, pid, tid):
         info = self.lwp_info(pid, tid)
