@@ -966,3 +966,54 @@ def test_lwps_bound_to_walks_every_process(bound_tree):
     (bound_tree / "proc" / "self").mkdir()
     assert backend(bound_tree).lwps_bound_to(7) == [(777, 1), (PID, 2)]
     assert backend(bound_tree).lwps_bound_to(9) == []
+
+
+# -- LWPs born into tumbler's sets (lwp_create copies t_bind_pset) -------------
+
+def test_lwp_created_while_bound_goes_back_to_its_process_s_original_set(bound_tree):
+    libc = FakeLibc(psets={7: {14}})
+    be = backend(bound_tree, libc=libc)
+    binder = be.binder("pset")
+    binder.setup(DOMAINS)                                    # sets 8 and 9
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1, bindpset=7), lwp(2, bindpset=7)])
+    libc.bound = {(PID, 1): 7, (PID, 2): 7}
+    saved = {tid: binder.save(PID, tid) for tid in (1, 2)}
+    binder.bind(PID, 1, 0, DOMAINS[0])
+    # LWP 5 was created by LWP 1 after that bind, so it was born in set 8
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1, bindpset=8), lwp(2, bindpset=7),
+                                                lwp(5, bindpset=8), lwp(6, bindpset=8)])
+    libc.bound.update({(PID, 1): 8, (PID, 5): 8, (PID, 6): 8})
+    assert binder.save(PID, 5) == {"bindpset": 7, "bindpro": -1}     # not the default set
+    binder.restore(PID, 1, saved[1])
+    # LWP 6 was never saved (born after the last round): close() sends it
+    # to set 7 before pset_destroy would unbind it to the default set.
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1, bindpset=7), lwp(2, bindpset=7),
+                                                lwp(5, bindpset=8), lwp(6, bindpset=8)])
+    binder.restore(PID, 5, binder.save(PID, 5))
+    binder.close()
+    assert libc.bound == {(PID, 1): 7, (PID, 2): 7, (PID, 5): 7, (PID, 6): 7}
+    assert set(libc.psets) == {7}
+
+
+def test_origin_is_the_default_set_when_the_lwps_disagreed():
+    from tumbler.platform._illumos_pset import origin_of
+    assert origin_of({7}) == 7 and origin_of({7, -1}) == -1 and origin_of(()) == -1
+
+
+def test_restore_puts_a_late_lwp_in_its_process_s_set_not_the_default(bound_tree, tmp_path,
+                                                                    illumos_boot):
+    """The dead tumbler bound LWPs 1 and 2 (from set 7) to its set 8; LWP 5
+    was created after its last write and inherited set 8."""
+    from tumbler.state import restore_state
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START},
+                     [lwp(1, bindpset=8), lwp(2, bindpset=8), lwp(5, bindpset=8)])
+    libc = FakeLibc(psets={7: {14}, 8: {0, 1, 2, 3}})
+    libc.bound = {(PID, 1): 8, (PID, 2): 8, (PID, 5): 8}
+    states = tmp_path / "state"
+    states.mkdir()
+    stale = write_state(states, [(1, 7), (2, 7)], psets=[8], pset_cpus={8: {0, 1, 2, 3}},
+                        pids=[PID])
+    report = restore_state(stale, backend(bound_tree, libc=libc))
+    assert (report.restored, report.adopted, report.failed) == (2, 1, 0)
+    assert libc.bound == {(PID, 1): 7, (PID, 2): 7, (PID, 5): 7}
+    assert report.removed == ["processor set 8"] and set(libc.psets) == {7}

@@ -189,6 +189,7 @@ class PsetBinder:
         self.sets = []          # processor set ids created, index = domain
         self.domains = []
         self.pids = set()       # processes whose LWPs were saved
+        self.origins = {}       # pid -> processor sets its LWPs had before tumbler
 
     # -- Binder interface ----------------------------------------------------
 
@@ -211,10 +212,17 @@ class PsetBinder:
         self.domains = domains
 
     def save(self, pid, tid):
+        """The LWP's binding before tumbler.  An LWP already in one of our
+        sets was created by an LWP we had bound and inherited its set
+        (``t->t_bind_pset = curthread->t_bind_pset`` in lwp_create,
+        usr/src/uts/common/os/lwp.c): it belongs where its creator came
+        from, which is taken to be its process's origin (``origin_of``)."""
         self.pids.add(pid)
         bindpset, bindpro = self.lwp_binding(pid, tid)
-        if bindpset in self.sets:       # already ours: its origin was unbound
-            bindpset = PS_NONE
+        if bindpset in self.sets:
+            bindpset = origin_of(self.origins.get(pid, ()))
+        else:
+            self.origins.setdefault(pid, set()).add(bindpset)
         return {"bindpset": bindpset, "bindpro": bindpro}
 
     def bind(self, pid, tid, domain_index, cpus):
@@ -234,7 +242,26 @@ class PsetBinder:
             self._bind(pid, tid, PS_NONE)   # the saved set was destroyed meanwhile
 
     def close(self):
+        self._return_inherited()
         self._destroy_all()
+
+    def leftover_placement(self, pid, tid, state):
+        """For ``tumbler restore``: where an LWP the state does not list
+        belongs, or None to leave it.  One bound to a set the dead tumbler
+        made (still with the recorded CPUs) was created after the last
+        write and inherited the set: it goes to its process's origin, from
+        the recorded LWPs' saved sets -- not to the default set, where
+        pset_destroy would send it."""
+        resources = state.get("resources") or {}
+        bindpset, bindpro = self.lwp_binding(pid, tid)
+        if bindpset == PS_NONE or bindpset not in (resources.get("psets") or ()):
+            return None
+        recorded = (resources.get("pset_cpus") or {}).get(str(bindpset))
+        if recorded is not None and self._cpus_of(bindpset) != frozenset(recorded):
+            return None             # the id was reused: someone else's set
+        origins = {r["saved"].get("bindpset", PS_NONE) for r in state.get("threads", ())
+                   if isinstance(r.get("saved"), dict)}
+        return {"bindpset": origin_of(origins), "bindpro": bindpro}
 
     # -- crash safety (tumbler.state) ----------------------------------------
 
@@ -285,6 +312,30 @@ class PsetBinder:
         return destroyed
 
     # -- helpers -------------------------------------------------------------
+
+    def _cpus_of(self, pset):
+        """CPUs of ``pset``; None if it no longer exists."""
+        try:
+            return self.libc.pset_info(pset)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                return None
+            raise _configure_error(exc, self.libc.pset_info, None) from None
+
+    def _return_inherited(self):
+        """Before our sets go: LWPs of managed processes still bound to
+        them (created after their creator was bound and never saved, or
+        not restored) go to their process's origin; pset_destroy would
+        send them all to the default set.  Failures are left to it."""
+        for pset in self.sets:
+            for pid, tid in self.lwps_bound_to(pset):
+                target = origin_of(self.origins.get(pid, ()))
+                if pid not in self.pids or target == PS_NONE:
+                    continue        # pset_destroy puts it in the default set
+                try:
+                    self.libc.pset_bind_lwp(target, tid, pid)
+                except OSError:
+                    continue
 
     def _still_ours(self, pset, recorded_cpus, managed):
         """Is set ``pset`` still the one a dead tumbler made (see
@@ -337,6 +388,15 @@ class PsetBinder:
         self.sets, self.domains = left, []
         if first_error is not None and not quiet:
             raise _destroy_error(first_error, left)
+
+
+def origin_of(bindpsets):
+    """The processor set a process's LWPs came from, given the sets they had
+    before tumbler: the one set if they all agreed, else the default set
+    (PS_NONE) -- which of several an unrecorded LWP's creator had is not
+    known."""
+    bindpsets = set(bindpsets)
+    return bindpsets.pop() if len(bindpsets) == 1 else PS_NONE
 
 
 def _configure_error(exc, call, cpu):
