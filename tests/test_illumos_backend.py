@@ -1017,3 +1017,90 @@ def test_restore_puts_a_late_lwp_in_its_process_s_set_not_the_default(bound_tree
     assert (report.restored, report.adopted, report.failed) == (2, 1, 0)
     assert libc.bound == {(PID, 1): 7, (PID, 2): 7, (PID, 5): 7}
     assert report.removed == ["processor set 8"] and set(libc.psets) == {7}
+
+
+# -- topology from processor groups (pg_hw_perf kstats) ------------------------
+
+def amd_like(sockets=2, ccx_per_socket=2, cores_per_ccx=4):
+    """CPU dicts of an AMD-like machine as an older kernel reports it: no
+    cache_id at all (or one per CPU); two threads per core."""
+    cpus = fx.machine(sockets, ccx_per_socket, cores_per_ccx, 2)
+    for cpu in cpus:
+        del cpu["cache_id"]
+    return cpus
+
+
+def amd_groups(cpus_per_ccx=8, ccx=4, ccx_per_socket=2):
+    groups = [("Socket", "%d-%d" % (s * cpus_per_ccx * ccx_per_socket,
+                                     (s + 1) * cpus_per_ccx * ccx_per_socket - 1))
+              for s in range(ccx // ccx_per_socket)]
+    groups += [("Cache", "%d-%d" % (c * cpus_per_ccx, (c + 1) * cpus_per_ccx - 1))
+               for c in range(ccx)]
+    groups += [("Integer Pipeline", "%d-%d" % (2 * core, 2 * core + 1))
+               for core in range(ccx * cpus_per_ccx // 2)]
+    return groups
+
+
+def test_amd_like_machine_without_cache_id_gets_its_llcs_from_processor_groups(tmp_path):
+    fx.write_kstat(str(tmp_path), amd_like(), amd_groups())
+    topo = backend(tmp_path).topology()
+    assert topo.levels["llc"] == tuple(frozenset(range(8 * c, 8 * c + 8)) for c in range(4))
+    assert topo.levels["package"] == (frozenset(range(16)), frozenset(range(16, 32)))
+    assert topo.levels["core"][0] == frozenset({0, 1}) and len(topo.levels["core"]) == 16
+    # the same machine without the pg kstats: no LLC level at all
+    fx.write_kstat(str(tmp_path), amd_like())
+    assert "llc" not in backend(tmp_path).topology().levels
+
+
+def test_processor_groups_beat_a_cache_id_per_cpu(tmp_path):
+    cpus = fx.machine(1, 1, 4, 2)
+    for cpu in cpus:
+        cpu["cache_id"] = cpu["id"]         # the old AMD cache_id: one LLC per CPU
+    fx.write_kstat(str(tmp_path), cpus, [("Cache", "0-7"), ("Socket", "0-7")])
+    assert backend(tmp_path).topology().levels["llc"] == (frozenset(range(8)),)
+
+
+def test_processor_groups_on_a_sparc_like_machine(tmp_path):
+    """No cache_id (x86 only); a "Cache" group per 8 strands, listed out of order."""
+    cpus = fx.machine(1, 2, 2, 4)
+    for cpu in cpus:
+        del cpu["cache_id"]
+    fx.write_kstat(str(tmp_path), cpus, [("Cache", "8-15"), ("Cache", "0,1-7"),
+                                         ("Floating Point Unit", "0-3")])
+    assert backend(tmp_path).topology().levels["llc"] == (frozenset(range(8)),
+                                                          frozenset(range(8, 16)))
+
+
+@pytest.mark.parametrize("groups", [
+    [("Cache", "0-7", 9), ("Cache", "8-15")],       # a list cut short (ncpus says 9)
+    [("Cache", ""), ("Cache", "8-15")],             # not filled in yet
+    [("Cache", "0-7")],                             # CPUs 8-14 in no group
+    [("Cache", "0-8"), ("Cache", "8-15")],          # overlap
+], ids=["truncated", "empty", "partial", "overlap"])
+def test_unusable_processor_groups_fall_back_to_cpu_info(tmp_path, groups):
+    fx.write_kstat(str(tmp_path), fx.machine(2, 2, 2, 2, offline={15}), groups)
+    topo = backend(tmp_path).topology()
+    assert topo.levels["llc"] == (frozenset(range(0, 4)), frozenset(range(4, 8)),
+                                  frozenset(range(8, 12)), frozenset(range(12, 15)))
+
+
+def test_offline_cpus_are_cut_from_processor_groups(tmp_path):
+    fx.write_kstat(str(tmp_path), fx.machine(2, 2, 2, 2, offline={15}),
+                   [("Cache", "0-7"), ("Cache", "8-15")])
+    assert backend(tmp_path).topology().levels["llc"] == (frozenset(range(8)),
+                                                          frozenset(range(8, 15)))
+
+
+def test_system_processor_groups_through_kstat_p(monkeypatch):
+    asked = []
+
+    def command(selector):
+        asked.append(selector)
+        return kstat.read_kstat_text(fx.pg_hw_perf_text([("Cache", "0-3")]), "pg_hw_perf")
+    monkeypatch.setattr(kstat, "LibKstat", lambda: (_ for _ in ()).throw(OSError("no lib")))
+    monkeypatch.setattr(kstat, "run_kstat_command", command)
+    assert kstat.read_system_pg() == {1: {"class": "processor_group", "cpus": "0-3",
+                                          "generation": 3, "hw_util": 0, "ncpus": 4,
+                                          "parent_pg_id": -1, "pg_id": 1,
+                                          "relationship": "Cache"}}
+    assert asked == ["pg_hw_perf:::"]

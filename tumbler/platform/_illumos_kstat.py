@@ -10,6 +10,23 @@ tumbler uses are (usr/src/uts/common/os/cpu.c, ``cpu_info_template`` and
 * ``core_id``  KSTAT_DATA_LONG: the core (``pg_plat_get_core_id``);
 * ``cache_id`` KSTAT_DATA_INT32, x86 only: id of the last-level cache.
 
+Processor groups (usr/src/uts/common/os/pghw.c): every hardware sharing
+relationship the CMT scheduler knows (on x86 and SPARC alike) has a named
+kstat ``pg_hw_perf:<pg id>:<relationship>``, with
+
+* ``relationship`` KSTAT_DATA_STRING: ``"Cache"`` (CPUs sharing a cache,
+               the last-level one on x86), ``"Socket"`` (a chip),
+               ``"Integer Pipeline"``, ``"Floating Point Unit"``, ...;
+* ``cpus``     KSTAT_DATA_STRING: its CPUs as ``group2intlist`` writes them,
+               ``"1,2-5,8"`` -- empty until first filled in, and cut short
+               if it does not fit;
+* ``ncpus``    KSTAT_DATA_UINT32: how many CPUs it has (to detect the two).
+
+The ``pg:<pg id>:pg`` kstats name the same groups (``hardware``) but carry
+no CPU list.  A group exists only for a relationship that more than one
+CPU shares (``pg_plat_hw_shared``), so they may not cover every CPU.
+``read_system_pg`` reads them (``PG_FIELDS``).
+
 Three sources, all returning ``{cpuid: {field: value}}``:
 
 * ``read_kstat_text`` parses ``kstat -p`` output (``module:instance:name:
@@ -34,6 +51,7 @@ import re
 import subprocess
 
 CPU_INFO_FIELDS = ("state", "chip_id", "core_id", "cache_id")
+PG_FIELDS = ("relationship", "cpus", "ncpus")
 
 KSTAT_TYPE_NAMED = 1
 KSTAT_DATA_CHAR, KSTAT_DATA_INT32, KSTAT_DATA_UINT32 = 0, 1, 2
@@ -200,11 +218,21 @@ class LibKstat:
 
 def read_system_cpu_info():
     """cpu_info of every CPU of the running system: libkstat, else ``kstat -p``."""
+    return _read_system("cpu_info", CPU_INFO_FIELDS)
+
+
+def read_system_pg():
+    """``{pg id: {relationship, cpus, ncpus}}`` of the running system's
+    processor groups (``pg_hw_perf`` kstats): libkstat, else ``kstat -p``."""
+    return _read_system("pg_hw_perf", PG_FIELDS)
+
+
+def _read_system(module, fields):
     try:
         reader = LibKstat()
     except (OSError, AttributeError):
-        return run_kstat_command()
-    return reader.read()
+        return run_kstat_command(selector="%s:::" % module)
+    return reader.read(module=module.encode("ascii"), fields=fields)
 
 
 def read_boot_time():

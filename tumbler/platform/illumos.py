@@ -25,10 +25,15 @@ denominator of prstat -m); ``start`` is ``pr_create`` (hrtime of creation);
 ``state`` is ``pr_sname`` with 'O' (on a CPU) reported as 'R'.
 ``microstate_percent`` turns two of them into prstat -mL percentages.
 
-Topology comes from the ``cpu_info`` kstats (``_illumos_kstat``): chip_id
-is the package, cache_id (x86 only) the LLC, core_id the core.  CPUs whose
-state is "on-line" or "no-intr" (runs threads, takes no interrupts) are
-on-line; the others are left out.  NUMA ("numa" level) is not reported:
+Topology comes from the kstats (``_illumos_kstat``).  Packages and LLCs are
+the processor groups the kernel's CMT scheduler uses (``pg_hw_perf``
+kstats: "Socket" and "Cache" groups), which exist on x86 and SPARC alike;
+a level is taken from them only when their groups cover every on-line CPU
+without overlap.  Otherwise ``cpu_info`` is the fallback: chip_id the
+package, cache_id the LLC -- x86 only, and on older kernels computed right
+for Intel only (AMD CPUs each got an LLC of their own).  core_id (cpu_info)
+is the core.  CPUs whose state is "on-line" or "no-intr" (runs threads,
+takes no interrupts) are on-line; the others are left out.  NUMA ("numa" level) is not reported:
 lgroups are only reachable through liblgrp's lgrp_init/lgrp_cpus walk, which
 tumbler does not wrap; on illumos x86 the package level coincides with the
 leaf lgroup on common two-socket machines.
@@ -43,6 +48,7 @@ import struct
 import sys
 import time
 
+from ..cpulist import parse_cpulist
 from ..errors import UsageError
 from . import _illumos_kstat as kstat
 from . import _illumos_pset as pset
@@ -67,7 +73,7 @@ _FIRST_READ_SIZE = 16 + 32 * 504
 class IllumosBackend(Backend):
     name = "illumos"
 
-    def __init__(self, root="/", libc=None, kstat_reader=None):
+    def __init__(self, root="/", libc=None, kstat_reader=None, pg_reader=None):
         super().__init__(root)
         self.proc = os.path.join(root, "proc")
         self._live = root == "/"
@@ -78,6 +84,8 @@ class IllumosBackend(Backend):
         self._libc_loaded = libc is not None or not self._live
         self._kstat_reader = kstat_reader or (
             kstat.read_system_cpu_info if self._live else self._read_kstat_file)
+        self._pg_reader = pg_reader or (
+            kstat.read_system_pg if self._live else lambda: self._read_kstat_file("pg_hw_perf"))
         self._fds = {}          # (pid, file name) -> fd, live /proc only
         self._sizes = {}        # (pid, file name) -> read size that fitted
         self._names = {}        # (pid, lwpid) -> [create_ns, name, checked_ns]
@@ -138,7 +146,11 @@ class IllumosBackend(Backend):
             cpu_info = self._kstat_reader()
         except OSError as exc:
             raise Unsupported("cannot read the cpu_info kstats: %s" % exc) from None
-        topology = topology_from_cpu_info(cpu_info)
+        try:
+            groups = self._pg_reader()
+        except OSError:
+            groups = {}         # cpu_info alone still gives a topology
+        topology = topology_from_cpu_info(cpu_info, groups)
         self._online = topology.online
         return topology
 
@@ -319,10 +331,10 @@ class IllumosBackend(Backend):
 
     # -- kstat and libc ------------------------------------------------------
 
-    def _read_kstat_file(self):
+    def _read_kstat_file(self, module="cpu_info"):
         path = os.path.join(self.root, "kstat")
         with open(path) as f:
-            return kstat.read_kstat_text(f.read())
+            return kstat.read_kstat_text(f.read(), module=module)
 
     def _pset_libc(self):
         if not self._libc_loaded:
@@ -333,22 +345,46 @@ class IllumosBackend(Backend):
 
 # -- topology --------------------------------------------------------------------
 
-def topology_from_cpu_info(cpu_info):
-    """Topology from ``{cpuid: {"state", "chip_id", "core_id", "cache_id"}}``."""
+def topology_from_cpu_info(cpu_info, groups=None):
+    """Topology from ``{cpuid: {"state", "chip_id", "core_id", "cache_id"}}``
+    and the processor groups ``{pg id: {"relationship", "cpus", "ncpus"}}``."""
     online = frozenset(cpu for cpu, fields in cpu_info.items()
                        if fields.get("state") in RUNNING_STATES)
     if not online:
         raise Unsupported("the cpu_info kstats show no on-line CPU")
     levels = {}
-    package = _group_by(online, lambda cpu: cpu_info[cpu].get("chip_id"))
+    package = (_processor_groups(groups, "Socket", online)
+               or _group_by(online, lambda cpu: cpu_info[cpu].get("chip_id")))
     if package:
         levels["package"] = package
-    llc = _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "cache_id"))
+    llc = (_processor_groups(groups, "Cache", online)
+           or _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "cache_id")))
     if llc:
         levels["llc"] = llc
     core = _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "core_id"))
     levels["core"] = core or tuple(frozenset([cpu]) for cpu in sorted(online))
     return Topology(online=online, levels=levels)
+
+
+def _processor_groups(groups, relationship, online):
+    """The on-line CPUs of each processor group of ``relationship``, ordered
+    by lowest CPU; () unless they cover every on-line CPU exactly once and
+    every CPU list is whole (its length is the group's ncpus)."""
+    found = []
+    for fields in (groups or {}).values():
+        if fields.get("relationship") != relationship:
+            continue
+        try:
+            cpus = parse_cpulist(str(fields.get("cpus", "")))
+        except UsageError:
+            return ()           # not filled in yet, or garbled
+        if len(cpus) != fields.get("ncpus"):
+            return ()           # cut short: the kstat's buffer was too small
+        if cpus & online:
+            found.append(cpus & online)
+    if sum(len(cpus) for cpus in found) != len(online) or frozenset().union(*found) != online:
+        return ()
+    return tuple(sorted(found, key=min))
 
 
 def _within_chip(fields, key):
