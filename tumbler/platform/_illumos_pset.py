@@ -46,9 +46,11 @@ Errors, as the kernel returns them (pset.c, cpupart.c, policy.c):
 * EINVAL  -- no such set / CPU off-line; pset_bind_lwp: no such set, a set
              with no CPUs (``cpupart_move_thread``), or a SYSDC thread.
 
-``close`` destroys every set it created; pset_destroy first unbinds every
-LWP still bound to the set (``cpupart_unbind_threads``), so nothing is left
-pinned to a vanished set.
+``close`` destroys every set it created.  pset_destroy unbinds every LWP
+still bound to the set (``cpupart_unbind_threads``) to the *default* set,
+so first ``close`` sends the LWPs of managed processes still there -- born
+into a set by inheriting their creator's binding -- to their process's
+original set (``origin_of``); pset_destroy then only unbinds what is left.
 """
 
 import ctypes
