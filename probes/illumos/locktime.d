@@ -112,15 +112,10 @@ sched:::on-cpu
 	@lock_count[pid, tid] = count();
 }
 
-sched:::on-cpu
-/pid == $target && locktime_ts[tid]/
-{
-	locktime_ts[tid] = 0;
-	locktime_woke[tid] = 0;
-}
-
+/* the sleep is over (counted above, or its wakeup missed), or the LWP exits */
+sched:::on-cpu,
 proc:::lwp-exit
-/pid == $target/
+/pid == $target && locktime_ts[tid]/
 {
 	locktime_ts[tid] = 0;
 	locktime_woke[tid] = 0;
