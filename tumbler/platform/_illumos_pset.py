@@ -269,9 +269,9 @@ class PsetBinder:
 
     def resources(self):
         """What this binder created, for the state file: the set ids, each
-        set's CPUs and the processes bound to them, so that a later
-        ``remove_leftovers`` can tell its sets from sets that got the same
-        ids after it died."""
+        set's CPUs and the processes whose LWPs it saved (and may have
+        bound), so that a later ``remove_leftovers`` can tell its sets from
+        sets that got the same ids after it died."""
         return {"psets": list(self.sets),
                 "pset_cpus": {str(s): sorted(d) for s, d in zip(self.sets, self.domains)},
                 "pids": sorted(self.pids)}
