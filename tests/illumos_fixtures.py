@@ -7,7 +7,8 @@ tests fail instead of agreeing with itself.
 
 A tree looks like::
 
-    ROOT/kstat                          `kstat -p cpu_info:::` text
+    ROOT/kstat                          `kstat -p cpu_info:::` text (and
+                                        `kstat -p pg_hw_perf:::` text)
     ROOT/proc/PID/psinfo                psinfo_t
     ROOT/proc/PID/lusage                prheader_t + prusage_t[nlwp + 1]
     ROOT/proc/PID/lpsinfo               prheader_t + lwpsinfo_t[nlwp + nzomb]
@@ -193,10 +194,38 @@ def kstat_text(cpus):
     return "\n".join(lines) + "\n"
 
 
-def write_kstat(root, cpus):
+def pg_hw_perf_text(groups):
+    """``kstat -p pg_hw_perf:::`` text for (relationship, cpus) pairs, e.g.
+    ("Cache", "0-7"), as usr/src/uts/common/os/pghw.c names and fills them:
+    kstat name = relationship with blanks as "_", ``cpus`` a group2intlist
+    string, ``ncpus`` its size (``ncpus`` may be given as a third item to
+    fake a cut-short list)."""
+    lines = []
+    for pg_id, group in enumerate(groups, start=1):
+        relationship, cpus = group[:2]
+        ncpus = group[2] if len(group) > 2 else _count_cpus(cpus)
+        prefix = "pg_hw_perf:%d:%s:" % (pg_id, relationship.replace(" ", "_"))
+        lines += [prefix + "class\tprocessor_group", prefix + "cpus\t%s" % cpus,
+                  prefix + "generation\t3", prefix + "hw_util\t0",
+                  prefix + "ncpus\t%d" % ncpus, prefix + "parent_pg_id\t-1",
+                  prefix + "pg_id\t%d" % pg_id, prefix + "relationship\t%s" % relationship]
+    return "\n".join(lines) + "\n"
+
+
+def _count_cpus(cpulist):
+    count = 0
+    for item in filter(None, cpulist.split(",")):
+        first, _, last = item.partition("-")
+        count += int(last or first) - int(first) + 1
+    return count
+
+
+def write_kstat(root, cpus, processor_groups=()):
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "kstat"), "w") as f:
         f.write(kstat_text(cpus))
+        if processor_groups:
+            f.write(pg_hw_perf_text(processor_groups))
 
 
 def machine(sockets, llcs_per_socket, cores_per_llc, threads_per_core, offline=()):

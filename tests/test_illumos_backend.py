@@ -122,11 +122,13 @@ def test_lwp_missing_from_lpsinfo_still_sampled(tree):
     assert threads[2].state == "?" and threads[2].cpu is None
 
 
-def test_system_lwp_name_from_pr_name_beats_lwpname(tree):
-    fx.write_process(str(tree), PID, {}, [lwp(1, name="zpool-rpool", lwpname="ignored"),
-                                          lwp(2)])
+def test_lwp_name_comes_from_lwpname_never_from_pr_name(tree):
+    # prgetlwpsinfo() bzero()s lwpsinfo_t and never fills pr_name, so bytes
+    # found there (a fixture, or a future kernel) are not a name source.
+    fx.write_process(str(tree), PID, {}, [lwp(1, name="zpool-rpool", lwpname="worker"),
+                                          lwp(2, name="stale")])
     threads = backend(tree).sample(PID).threads
-    assert threads[1].name == "zpool-rpool"
+    assert threads[1].name == "worker"
     assert threads[2].name == ""            # no lwpname file: unnamed
 
 
@@ -768,3 +770,337 @@ def test_check_can_bind_asks_for_privileges_first(tree):
     with pytest.raises(Unsupported, match="--binder pset"):
         be.check_can_bind(mine, "affinity")
     assert "pset_create" not in libc.names()
+
+
+# -- pset_bind_lwp is private; errno as pset.c returns it; zones ---------------
+
+def test_libc_without_pset_bind_lwp_still_loads_and_refuses_before_any_change(bound_tree):
+    import types
+    from tumbler.platform._illumos_pset import PsetLibc
+    full = FakeCDLL()
+    cdll = types.SimpleNamespace(**{name: getattr(full, name) for name in
+                                    ("pset_create", "pset_destroy", "pset_assign",
+                                     "pset_info")})
+    libc = PsetLibc(cdll)
+    assert libc.can_bind_lwp is False
+    assert libc.pset_info(-1) == frozenset({0, 2, 3})   # the rest still works
+    with pytest.raises(OSError) as missing:
+        libc.pset_bind_lwp(4, 1, PID)
+    assert missing.value.errno == errno.ENOSYS
+
+    fake = FakeLibc()
+    fake.can_bind_lwp = False
+    be = backend(bound_tree, libc=fake)
+    with pytest.raises(Unsupported, match="no pset_bind_lwp.*calling process only"):
+        be.check_can_bind(be.process(PID), "pset")
+    with pytest.raises(Unsupported, match="pset_bind_lwp"):
+        be.binder("pset").setup(DOMAINS)
+    assert fake.calls == []                              # nothing created
+
+
+def test_bind_errno_as_pset_bind_lwp_returns_them(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    libc.fail[("pset_bind_lwp", (1, 1))] = errno.EPERM
+    with pytest.raises(AccessDenied, match="out of the default set") as denied:
+        binder.bind(PID, 1, 0, DOMAINS[0])
+    assert "PRIV_PROC_OWNER" in str(denied.value)
+    libc.fail[("pset_bind_lwp", (1, 2))] = errno.EINVAL
+    with pytest.raises(Unmovable, match="has no CPUs"):
+        binder.bind(PID, 2, 0, DOMAINS[0])
+    # pset_bind_lwp never checks the pool state: an ENOTSUP is not "pools"
+    libc.fail[("pset_bind_lwp", (1, 4))] = errno.ENOTSUP
+    with pytest.raises(PlatformError) as other:
+        binder.bind(PID, 4, 0, DOMAINS[0])
+    assert type(other.value) is PlatformError and "pooladm" not in str(other.value)
+
+
+def test_non_global_zone_names_the_prohibited_privilege_not_root(bound_tree, monkeypatch):
+    from tumbler.platform import _illumos_zone
+    monkeypatch.setattr(_illumos_zone, "zone_name", lambda: "web1")
+    libc = FakeLibc()
+    be = backend(bound_tree, libc=libc)
+    with pytest.raises(AccessDenied) as early:
+        be.check_can_bind(be.process(PID), "pset")
+    message = str(early.value)
+    assert "sys_res_config" in message and "web1" in message
+    assert "global zone" in message and "run as root" not in message
+    assert "pset_create" not in libc.names()            # refused before any change
+    libc.fail[("pset_create", None)] = errno.EPERM      # had it gone that far
+    with pytest.raises(AccessDenied) as late:
+        be.binder("pset").setup(DOMAINS)
+    assert "web1" in str(late.value) and "run as root" not in str(late.value)
+    monkeypatch.setattr(_illumos_zone, "zone_name", lambda: "global")
+    with pytest.raises(AccessDenied, match=r"\(run as root\)"):
+        be.binder("pset").setup(DOMAINS)
+
+
+# -- state files and `tumbler restore` on illumos -----------------------------
+
+PROC_START = 1_700_000_000 * S
+
+
+def write_state(directory, threads, psets=(), boot=None, domains=None, pset_cpus=None,
+                pids=None):
+    """A dead tumbler's state file for PID (started at PROC_START), as the
+    journal writes it; ``threads`` is [(lwpid, saved bindpset)]."""
+    from tumbler.state import STATE_VERSION, StateFile, write_json
+    from tumbler import state as state_module
+    resources = {"psets": list(psets)}
+    if pset_cpus is not None:
+        resources["pset_cpus"] = {str(k): sorted(v) for k, v in pset_cpus.items()}
+    if pids is not None:
+        resources["pids"] = list(pids)
+    state_file = StateFile(str(directory), PID, PROC_START)
+    write_json(state_file.path, {
+        "version": STATE_VERSION, "boot": boot or state_module.boot_id(),
+        "tumbler": {"pid": 99999999, "start": 1}, "platform": "illumos", "binder": "pset",
+        "target": {"pid": PID, "start": PROC_START, "name": "app", "allowed": None},
+        "domains": [sorted(d) for d in (domains or DOMAINS)], "resources": resources,
+        "threads": [{"tid": tid, "start": 500 * S + tid, "binder": "pset",
+                     "saved": {"bindpset": saved, "bindpro": -1}}
+                    for tid, saved in threads]})
+    return state_file
+
+
+@pytest.fixture
+def illumos_boot(monkeypatch):
+    """The running system is illumos, booted at the time set in the list."""
+    import tumbler.platform as platform
+    booted = [1_700_000_000]
+    monkeypatch.setattr(platform, "native_platform", lambda: "illumos")
+    monkeypatch.setattr(kstat, "read_boot_time", lambda: booted[0])
+    return booted
+
+
+def test_boot_token_on_illumos_is_the_boot_time_kstat(illumos_boot, monkeypatch):
+    from tumbler import state as state_module
+    assert state_module.boot_id() == "boot_time:1700000000"
+
+    def unreadable():
+        raise OSError(errno.ENOENT, "no kstat")
+    monkeypatch.setattr(kstat, "read_boot_time", unreadable)
+    assert state_module.boot_id() is None
+
+
+def test_read_boot_time_through_kstat_p_and_libkstat(monkeypatch):
+    seen = []
+
+    def runner(argv, **kwargs):
+        seen.append(argv)
+        return type("Done", (), {"returncode": 0, "stderr": "",
+                                 "stdout": "unix:0:system_misc:boot_time\t1699999000\n"})()
+    values = kstat.run_kstat_command(runner, selector="unix:0:system_misc:boot_time")
+    assert seen == [["kstat", "-p", "unix:0:system_misc:boot_time"]]
+    assert values == {0: {"boot_time": 1699999000}}
+    monkeypatch.setattr(kstat, "LibKstat", lambda: (_ for _ in ()).throw(OSError("no lib")))
+    monkeypatch.setattr(kstat, "run_kstat_command", lambda selector: values)
+    assert kstat.read_boot_time() == 1699999000
+
+
+def test_state_from_before_a_reboot_is_discarded_untouched(bound_tree, tmp_path,
+                                                           illumos_boot):
+    from tumbler.state import restore_state
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START},
+                     [lwp(1, bindpset=8), lwp(2, bindpset=8)])
+    libc = FakeLibc(psets={8: {0, 1, 2, 3}})
+    libc.bound = {(PID, 1): 8, (PID, 2): 8}
+    states = tmp_path / "state"
+    states.mkdir()
+    stale = write_state(states, [(1, -1), (2, -1)], psets=[8], boot="boot_time:1600000000")
+    report = restore_state(stale, backend(bound_tree, libc=libc))
+    assert report.process_gone and report.restored == 0
+    assert libc.calls == [] and libc.psets == {8: {0, 1, 2, 3}}   # set 8 is not ours now
+    assert not (states / ("%d-%d.json" % (PID, PROC_START))).exists()
+    # the same state written in this boot is applied: the check is the boot
+    current = write_state(states, [(1, -1), (2, -1)], psets=[8])
+    assert restore_state(current, backend(bound_tree, libc=libc)).restored == 2
+    assert libc.bound == {}
+
+
+def test_pset_id_reused_by_someone_else_survives_restore(bound_tree, tmp_path, illumos_boot):
+    """After the crash set 8 was destroyed and an admin's new set got id 8
+    (cpupart_create takes the lowest free id): `tumbler restore` keeps it."""
+    from tumbler.state import restore_state
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START}, [lwp(1), lwp(2)])
+    fx.write_process(str(bound_tree), 777, {}, [lwp(1, bindpset=8)])     # the admin's
+    libc = FakeLibc(psets={8: {5, 6}})
+    libc.bound = {(777, 1): 8}
+    states = tmp_path / "state"
+    states.mkdir()
+    stale = write_state(states, [(1, -1), (2, -1)], psets=[8], pset_cpus={8: {0, 1, 2, 3}})
+    report = restore_state(stale, backend(bound_tree, libc=libc))
+    assert report.removed == [] and not report.failed
+    assert libc.psets == {8: {5, 6}} and libc.bound == {(777, 1): 8}
+    assert "pset_destroy" not in libc.names()
+    # Same CPUs as recorded, but another process is bound to it: still not ours.
+    libc.psets = {8: {0, 1, 2, 3}}
+    stale = write_state(states, [(1, -1)], psets=[8], pset_cpus={8: {0, 1, 2, 3}})
+    assert restore_state(stale, backend(bound_tree, libc=libc)).removed == []
+    assert 8 in libc.psets
+    # Our own set (recorded CPUs, only the managed process bound) does go.
+    fx.write_process(str(bound_tree), 777, {}, [lwp(1)])
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START},
+                     [lwp(1), lwp(2, bindpset=8)])
+    libc.bound = {(PID, 2): 8}
+    stale = write_state(states, [(1, -1)], psets=[8], pset_cpus={8: {0, 1, 2, 3}},
+                        pids=[PID])
+    assert restore_state(stale, backend(bound_tree, libc=libc)).removed == ["processor set 8"]
+    assert libc.psets == {}
+
+
+def test_state_records_each_sets_cpus_and_the_bound_processes(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    binder.save(PID, 1)
+    assert binder.resources() == {"psets": [1, 2],
+                                  "pset_cpus": {"1": [0, 1, 2, 3], "2": [8, 9, 10, 11]},
+                                  "pids": [PID]}
+
+
+def test_lwps_bound_to_walks_every_process(bound_tree):
+    fx.write_process(str(bound_tree), 777, {}, [lwp(1, bindpset=7), lwp(2)],
+                     zombies=[{"lwpid": 3}])
+    (bound_tree / "proc" / "self").mkdir()
+    assert backend(bound_tree).lwps_bound_to(7) == [(777, 1), (PID, 2)]
+    assert backend(bound_tree).lwps_bound_to(9) == []
+
+
+# -- LWPs born into tumbler's sets (lwp_create copies t_bind_pset) -------------
+
+def test_lwp_created_while_bound_goes_back_to_its_process_s_original_set(bound_tree):
+    libc = FakeLibc(psets={7: {14}})
+    be = backend(bound_tree, libc=libc)
+    binder = be.binder("pset")
+    binder.setup(DOMAINS)                                    # sets 8 and 9
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1, bindpset=7), lwp(2, bindpset=7)])
+    libc.bound = {(PID, 1): 7, (PID, 2): 7}
+    saved = {tid: binder.save(PID, tid) for tid in (1, 2)}
+    binder.bind(PID, 1, 0, DOMAINS[0])
+    # LWP 5 was created by LWP 1 after that bind, so it was born in set 8
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1, bindpset=8), lwp(2, bindpset=7),
+                                                lwp(5, bindpset=8), lwp(6, bindpset=8)])
+    libc.bound.update({(PID, 1): 8, (PID, 5): 8, (PID, 6): 8})
+    assert binder.save(PID, 5) == {"bindpset": 7, "bindpro": -1}     # not the default set
+    binder.restore(PID, 1, saved[1])
+    # LWP 6 was never saved (born after the last round): close() sends it
+    # to set 7 before pset_destroy would unbind it to the default set.
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1, bindpset=7), lwp(2, bindpset=7),
+                                                lwp(5, bindpset=8), lwp(6, bindpset=8)])
+    binder.restore(PID, 5, binder.save(PID, 5))
+    binder.close()
+    assert libc.bound == {(PID, 1): 7, (PID, 2): 7, (PID, 5): 7, (PID, 6): 7}
+    assert set(libc.psets) == {7}
+
+
+def test_origin_is_the_default_set_when_the_lwps_disagreed():
+    from tumbler.platform._illumos_pset import origin_of
+    assert origin_of({7}) == 7 and origin_of({7, -1}) == -1 and origin_of(()) == -1
+
+
+def test_restore_puts_a_late_lwp_in_its_process_s_set_not_the_default(bound_tree, tmp_path,
+                                                                    illumos_boot):
+    """The dead tumbler bound LWPs 1 and 2 (from set 7) to its set 8; LWP 5
+    was created after its last write and inherited set 8."""
+    from tumbler.state import restore_state
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START},
+                     [lwp(1, bindpset=8), lwp(2, bindpset=8), lwp(5, bindpset=8)])
+    libc = FakeLibc(psets={7: {14}, 8: {0, 1, 2, 3}})
+    libc.bound = {(PID, 1): 8, (PID, 2): 8, (PID, 5): 8}
+    states = tmp_path / "state"
+    states.mkdir()
+    stale = write_state(states, [(1, 7), (2, 7)], psets=[8], pset_cpus={8: {0, 1, 2, 3}},
+                        pids=[PID])
+    report = restore_state(stale, backend(bound_tree, libc=libc))
+    assert (report.restored, report.adopted, report.failed) == (2, 1, 0)
+    assert libc.bound == {(PID, 1): 7, (PID, 2): 7, (PID, 5): 7}
+    assert report.removed == ["processor set 8"] and set(libc.psets) == {7}
+
+
+# -- topology from processor groups (pg_hw_perf kstats) ------------------------
+
+def amd_like(sockets=2, ccx_per_socket=2, cores_per_ccx=4):
+    """CPU dicts of an AMD-like machine as an older kernel reports it: no
+    cache_id at all (or one per CPU); two threads per core."""
+    cpus = fx.machine(sockets, ccx_per_socket, cores_per_ccx, 2)
+    for cpu in cpus:
+        del cpu["cache_id"]
+    return cpus
+
+
+def amd_groups(cpus_per_ccx=8, ccx=4, ccx_per_socket=2):
+    groups = [("Socket", "%d-%d" % (s * cpus_per_ccx * ccx_per_socket,
+                                     (s + 1) * cpus_per_ccx * ccx_per_socket - 1))
+              for s in range(ccx // ccx_per_socket)]
+    groups += [("Cache", "%d-%d" % (c * cpus_per_ccx, (c + 1) * cpus_per_ccx - 1))
+               for c in range(ccx)]
+    groups += [("Integer Pipeline", "%d-%d" % (2 * core, 2 * core + 1))
+               for core in range(ccx * cpus_per_ccx // 2)]
+    return groups
+
+
+def test_amd_like_machine_without_cache_id_gets_its_llcs_from_processor_groups(tmp_path):
+    fx.write_kstat(str(tmp_path), amd_like(), amd_groups())
+    topo = backend(tmp_path).topology()
+    assert topo.levels["llc"] == tuple(frozenset(range(8 * c, 8 * c + 8)) for c in range(4))
+    assert topo.levels["package"] == (frozenset(range(16)), frozenset(range(16, 32)))
+    assert topo.levels["core"][0] == frozenset({0, 1}) and len(topo.levels["core"]) == 16
+    # the same machine without the pg kstats: no LLC level at all
+    fx.write_kstat(str(tmp_path), amd_like())
+    assert "llc" not in backend(tmp_path).topology().levels
+
+
+def test_processor_groups_beat_a_cache_id_per_cpu(tmp_path):
+    cpus = fx.machine(1, 1, 4, 2)
+    for cpu in cpus:
+        cpu["cache_id"] = cpu["id"]         # the old AMD cache_id: one LLC per CPU
+    fx.write_kstat(str(tmp_path), cpus, [("Cache", "0-7"), ("Socket", "0-7")])
+    assert backend(tmp_path).topology().levels["llc"] == (frozenset(range(8)),)
+
+
+def test_processor_groups_on_a_sparc_like_machine(tmp_path):
+    """No cache_id (x86 only); a "Cache" group per 8 strands, listed out of order."""
+    cpus = fx.machine(1, 2, 2, 4)
+    for cpu in cpus:
+        del cpu["cache_id"]
+    fx.write_kstat(str(tmp_path), cpus, [("Cache", "8-15"), ("Cache", "0,1-7"),
+                                         ("Floating Point Unit", "0-3")])
+    assert backend(tmp_path).topology().levels["llc"] == (frozenset(range(8)),
+                                                          frozenset(range(8, 16)))
+
+
+@pytest.mark.parametrize("groups", [
+    [("Cache", "0-7", 9), ("Cache", "8-15")],       # a list cut short (ncpus says 9)
+    [("Cache", ""), ("Cache", "8-15")],             # not filled in yet
+    [("Cache", "0-7")],                             # CPUs 8-14 in no group
+    [("Cache", "0-8"), ("Cache", "8-15")],          # overlap
+], ids=["truncated", "empty", "partial", "overlap"])
+def test_unusable_processor_groups_fall_back_to_cpu_info(tmp_path, groups):
+    fx.write_kstat(str(tmp_path), fx.machine(2, 2, 2, 2, offline={15}), groups)
+    topo = backend(tmp_path).topology()
+    assert topo.levels["llc"] == (frozenset(range(0, 4)), frozenset(range(4, 8)),
+                                  frozenset(range(8, 12)), frozenset(range(12, 15)))
+
+
+def test_offline_cpus_are_cut_from_processor_groups(tmp_path):
+    fx.write_kstat(str(tmp_path), fx.machine(2, 2, 2, 2, offline={15}),
+                   [("Cache", "0-7"), ("Cache", "8-15")])
+    assert backend(tmp_path).topology().levels["llc"] == (frozenset(range(8)),
+                                                          frozenset(range(8, 15)))
+
+
+def test_system_processor_groups_through_kstat_p(monkeypatch):
+    asked = []
+
+    def command(selector):
+        asked.append(selector)
+        return kstat.read_kstat_text(fx.pg_hw_perf_text([("Cache", "0-3")]), "pg_hw_perf")
+    monkeypatch.setattr(kstat, "LibKstat", lambda: (_ for _ in ()).throw(OSError("no lib")))
+    monkeypatch.setattr(kstat, "run_kstat_command", command)
+    assert kstat.read_system_pg() == {1: {"class": "processor_group", "cpus": "0-3",
+                                          "generation": 3, "hw_util": 0, "ncpus": 4,
+                                          "parent_pg_id": -1, "pg_id": 1,
+                                          "relationship": "Cache"}}
+    assert asked == ["pg_hw_perf:::"]

@@ -274,9 +274,12 @@ def test_d_scripts_print_what_the_parser_reads(name):
 
 def test_d_probe_names():
     lock = d("locktime")
-    for p in ("plockstat$target:::mutex-block", "plockstat$target:::mutex-blocked",
-              "plockstat$target:::rw-block", "plockstat$target:::rw-blocked"):
+    # LCK's system calls (lwpsys.c, lwp_sobj.c), and the sleep..wakeup span
+    for p in ("syscall::lwp_park:entry", "syscall::lwp_mutex_timedlock:entry",
+              "syscall::lwp_rwlock_sys:entry", "sched:::sleep", "sched:::wakeup",
+              "sched:::on-cpu"):
         assert p + "\n" in lock
+    assert "plockstat" not in lock.split("*/", 1)[1]
     runq = d("runqlat")
     assert "sched:::enqueue" in runq and "sched:::on-cpu" in runq
     assert "args[1]->pr_pid == $target" in runq and "args[0]->pr_lwpid" in runq
@@ -416,6 +419,19 @@ def test_check_tool_dtrace(monkeypatch):
     assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
 
 
+def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
+    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 0)         # root, all the same
+    monkeypatch.setattr(probe._illumos_zone, "zone_name", lambda: "web1")
+    with pytest.raises(TumblerError) as info:
+        probe.check_tool("illumos", {"locks"})
+    message = one_line(info)
+    assert "dtrace_kernel" in message and "web1" in message and "global zone" in message
+    assert "run as root" not in message
+    monkeypatch.setattr(probe._illumos_zone, "zone_name", lambda: "global")
+    assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
+
+
 # -- session arguments ----------------------------------------------------------
 
 def test_session_rejects_bad_arguments():
@@ -434,3 +450,73 @@ def test_session_rejects_bad_arguments():
         s.snapshot()
     with pytest.raises(UsageError):
         probe.run_window([1], ["locks"], 0)
+
+
+# -- D thread-local variables ---------------------------------------------------
+#
+# libdtrace cooks each clause's predicate, in program order, before the
+# clauses after it: a thread-local (self->NAME) read in a predicate must be
+# declared at top level (``self int NAME;``) or assigned in the body of an
+# EARLIER clause, else dtrace refuses the script with "self->NAME has not yet
+# been declared or assigned" (illumos-gate usr/src/lib/libdtrace/common/
+# dt_cook.c, dt_cook_var).  No dtrace runs here, so this is checked statically.
+
+_D_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_SELF_DECLARATION = re.compile(r"^\s*self\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\])?\s*$", re.S)
+_SELF_READ = re.compile(r"self->(\w+)")
+_SELF_ASSIGNED = re.compile(r"self->(\w+)\s*(?:\[[^\]]*\])?\s*(?:=(?!=)|[-+*/%&|^]=|\+\+|--)"
+                            r"|(?:\+\+|--)\s*self->(\w+)")
+
+
+def d_program(text):
+    """(thread-locals declared at top level, [(predicate, body)] in program
+    order) of a D script; clauses are ``probe-spec [/predicate/] { body }``."""
+    text = "\n".join(line for line in _D_COMMENT.sub(" ", text).splitlines()
+                     if not line.lstrip().startswith("#"))
+    declared, clauses = set(), []
+    head_start, i = 0, 0
+    while i < len(text):
+        if text[i] == ";":                      # a top-level declaration
+            m = _SELF_DECLARATION.match(text[head_start:i])
+            if m:
+                declared.add(m.group(1))
+            head_start = i + 1
+        elif text[i] == "{":
+            depth, j = 1, i + 1
+            while depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            head = text[head_start:i]
+            predicate = head[head.index("/") + 1:head.rindex("/")] if "/" in head else ""
+            clauses.append((predicate, text[i + 1:j - 1]))
+            head_start = i = j
+            continue
+        i += 1
+    return declared, clauses
+
+
+def undeclared_thread_locals(text):
+    """self->NAME read in a predicate before any declaration or assignment."""
+    declared, clauses = d_program(text)
+    known, missing = set(declared), []
+    for predicate, body in clauses:
+        missing += [name for name in _SELF_READ.findall(predicate) if name not in known]
+        known |= {a or b for a, b in _SELF_ASSIGNED.findall(body)}
+    return missing
+
+
+def test_thread_local_check_catches_a_read_before_any_assignment():
+    late = "a:::b\n/self->x/\n{ n++; }\n\nc:::d\n{ self->x = 1; }\n"
+    assert undeclared_thread_locals(late) == ["x"]
+    assert undeclared_thread_locals("self int x;\n" + late) == []
+    early = "c:::d\n{ self->x[arg0] = timestamp; }\na:::b\n/self->x[arg0] && $1 / 10/\n{ }\n"
+    assert undeclared_thread_locals(early) == []
+    # a comparison is no assignment, and a clause's own body comes after its predicate
+    assert undeclared_thread_locals("a:::b\n/self->y == 1/\n{ self->y = 2; }\n") == ["y"]
+    assert undeclared_thread_locals("c:::d\n{ n = self->y == 1; }\na:::b\n/self->y/\n{}") == ["y"]
+
+
+@pytest.mark.parametrize("path", sorted((PROBES / "illumos").glob("*.d")),
+                         ids=lambda p: p.name)
+def test_d_thread_locals_are_declared_before_a_predicate_reads_them(path):
+    assert undeclared_thread_locals(path.read_text()) == []

@@ -2,14 +2,15 @@
 
 Linux runs ``probes/linux/*.bt`` with bpftrace, one bpftrace per kind of
 measurement; illumos runs ``probes/illumos/*.d`` with dtrace, one dtrace per
-process (``plockstat$target`` needs ``-p PID``, and a process can be grabbed
-by one dtrace only, so all the scripts of a process share it).
+process (the scripts filter on ``$target``, which ``-p PID`` sets, and a
+process can be grabbed by one dtrace only, so all the scripts of a process
+share it).
 
 Kinds (``KINDS``) and what they fill in a thread's record:
 
 ``locks``       ``lock_ns``, ``lock_count``   time blocked on user-level
-                synchronisation (Linux: futex waits; illumos: libc mutex and
-                rwlock blocks)
+                synchronisation (Linux: futex waits; illumos: the LCK
+                microstate's sleeps, condition variables included)
 ``latency``     ``runq_ns``, ``runq_count``   run-queue latency
 ``migrations``  ``migrations``, ``cross_domain``   CPU changes, and those
                 between two CPU domains of ``domain_of_cpu``
@@ -42,6 +43,7 @@ from tumbler._probe_parse import (FIELDS, KINDS, SCRIPT_OF_KIND, ParseError,
                                   ProbeStream, by_tid, delta, empty_record,
                                   merge, process_totals)
 from tumbler.errors import TumblerError, UsageError
+from tumbler.platform import _illumos_zone
 
 __all__ = [
     "FIELDS", "KINDS", "PLATFORMS", "ProbeSession", "by_tid", "check_tool",
@@ -168,11 +170,11 @@ def ensure_tracefs():
 
 def _illumos_missing_privileges(kinds):
     """Privileges the process lacks for ``kinds``, per ppriv(1); [] if unknown."""
-    need = set()
+    # -p PID needs dtrace_proc; every script uses the sched provider
+    # (dtrace_kernel), locktime.d the syscall provider too (dtrace_user).
+    need = {"dtrace_proc", "dtrace_kernel"}
     if "locks" in kinds:
-        need |= {"dtrace_proc", "dtrace_user"}
-    if set(kinds) & {"latency", "migrations"}:
-        need.add("dtrace_kernel")
+        need.add("dtrace_user")
     ppriv = shutil.which("ppriv") or "/usr/bin/ppriv"
     try:
         out = subprocess.run([ppriv, str(os.getpid())], stdout=subprocess.PIPE,
@@ -216,6 +218,10 @@ def check_tool(platform_name, kinds=KINDS):
     if not tool:
         raise TumblerError("dtrace not found in PATH or /usr/sbin: install "
                            "the DTrace package of your distribution")
+    zone = _illumos_zone.nonglobal_zone()
+    if zone is not None:
+        raise TumblerError(_illumos_zone.prohibited(
+            "dtrace_kernel", zone, "DTrace's sched provider (every probe script)"))
     if os.geteuid() != 0:
         missing = _illumos_missing_privileges(kinds)
         if missing:

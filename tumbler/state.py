@@ -84,6 +84,7 @@ from typing import List, Optional
 
 from .cpulist import format_cpulist, parse_cpulist
 from .errors import EXIT_FAILURE, TumblerError, UsageError
+from .platform import boot_token
 from .platform.base import NoSuchProcess, PlatformError
 
 STATE_VERSION = 1
@@ -152,12 +153,8 @@ def ensure_dir(path):
 
 
 def boot_id():
-    """This boot's id (Linux: /proc/sys/kernel/random/boot_id), or None."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
+    """This boot's token (``tumbler.platform.boot_token``), or None."""
+    return boot_token()
 
 
 def own_start():

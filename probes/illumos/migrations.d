@@ -47,6 +47,14 @@
 
 int dom[int];
 
+/*
+ * Declared: the first clause's predicate reads self->last before any clause
+ * assigns it, and dtrace cooks predicates in program order, so without the
+ * declaration it refuses the script ("self->last has not yet been declared
+ * or assigned"; usr/src/lib/libdtrace/common/dt_cook.c, dt_cook_var).
+ */
+self int last;
+
 dtrace:::BEGIN
 {
 	/* TUMBLER-PRELUDE */

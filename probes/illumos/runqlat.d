@@ -11,13 +11,19 @@
  *   PERIOD_MS  print the cumulative aggregations every PERIOD_MS
  *              milliseconds (10 ms granularity).
  *
- * The pattern of usr/src/cmd/dtrace/demo/sched/qtime.d, ending at on-cpu
- * instead of dequeue: sched:::enqueue (args[0] the LWP, args[1] its process)
- * starts a wait, sched:::on-cpu (which fires in the thread that goes on the
- * CPU, so pid and tid are its own) ends it.  A thread moved from one queue
- * to another (dequeue then enqueue, e.g. a priority change) keeps the first
- * time; a thread stolen by an idle CPU is dequeued and runs at once, which
- * on-cpu also ends.  A wait is counted when it ends.
+ * The pattern of usr/src/cmd/dtrace/demo/sched/qtime.d, summed per thread
+ * until it runs: sched:::enqueue (args[0] the LWP, args[1] its process)
+ * starts a wait, sched:::dequeue ends it and adds it to the thread's queued
+ * time, sched:::on-cpu (which fires in the thread that goes on the CPU, so
+ * pid and tid are its own) counts the queued time as one wait.  The
+ * dispatcher fires dequeue when it picks a thread (disp() in
+ * usr/src/uts/common/disp/disp.c), so a normal wait is enqueue..dequeue.
+ * Without the dequeue clause an LWP taken off its queue and stopped (a /proc
+ * stop, which dtrace -p itself causes, or a debugger) would keep its enqueue
+ * time and the whole stop would count as run-queue latency; with it, only
+ * the time on a queue counts, before and after the stop.  A thread moved
+ * between queues (dequeue then enqueue: a priority change, a new processor
+ * set) adds both parts.  A wait is counted when the thread runs.
  *
  * The aggregations are CUMULATIVE since the start, keyed by [pid, tid]; they
  * are printed every PERIOD_MS and once more at exit, one line per thread in
@@ -45,6 +51,9 @@
 #pragma D option aggrate=20hz
 #pragma D option dynvarsize=8m
 
+/* queued time of a thread not yet counted; declared for the += below */
+uint64_t runqlat_queued[int];
+
 dtrace:::BEGIN
 {
 	printf("tumbler-probe runqlat ready\n");
@@ -56,11 +65,22 @@ sched:::enqueue
 	runqlat_ts[args[0]->pr_lwpid] = timestamp;
 }
 
-sched:::on-cpu
-/pid == $target && runqlat_ts[tid]/
+sched:::dequeue
+/args[1]->pr_pid == $target && runqlat_ts[args[0]->pr_lwpid]/
 {
-	@runq_ns[pid, tid] = sum(timestamp - runqlat_ts[tid]);
+	runqlat_queued[args[0]->pr_lwpid] +=
+	    timestamp - runqlat_ts[args[0]->pr_lwpid];
+	runqlat_ts[args[0]->pr_lwpid] = 0;
+}
+
+sched:::on-cpu
+/pid == $target && (runqlat_queued[tid] || runqlat_ts[tid])/
+{
+	/* runqlat_ts is set here only if the thread ran without a dequeue */
+	@runq_ns[pid, tid] = sum(runqlat_queued[tid] +
+	    (runqlat_ts[tid] ? timestamp - runqlat_ts[tid] : 0));
 	@runq_count[pid, tid] = count();
+	runqlat_queued[tid] = 0;
 	runqlat_ts[tid] = 0;
 }
 
@@ -68,6 +88,7 @@ proc:::lwp-exit
 /pid == $target/
 {
 	runqlat_ts[tid] = 0;
+	runqlat_queued[tid] = 0;
 }
 
 profile:::tick-10ms

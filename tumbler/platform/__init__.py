@@ -23,6 +23,27 @@ def native_platform():
     return None
 
 
+def boot_token():
+    """A token of the running boot, None if it cannot be read: state written
+    under another token predates a reboot (``tumbler.state``).
+
+    Linux: /proc/sys/kernel/random/boot_id.  illumos has no boot id; the
+    ``unix:0:system_misc:boot_time`` kstat (when the system booted, in
+    seconds since the epoch) serves as one.
+    """
+    if native_platform() == "illumos":
+        from ._illumos_kstat import read_boot_time
+        try:
+            return "boot_time:%d" % read_boot_time()
+        except OSError:
+            return None
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
 def open_backend(name=None, root="/"):
     """Return a backend instance for ``name`` (default: the running OS)."""
     if name is None:

@@ -10,6 +10,23 @@ tumbler uses are (usr/src/uts/common/os/cpu.c, ``cpu_info_template`` and
 * ``core_id``  KSTAT_DATA_LONG: the core (``pg_plat_get_core_id``);
 * ``cache_id`` KSTAT_DATA_INT32, x86 only: id of the last-level cache.
 
+Processor groups (usr/src/uts/common/os/pghw.c): every hardware sharing
+relationship the CMT scheduler knows (on x86 and SPARC alike) has a named
+kstat ``pg_hw_perf:<pg id>:<relationship>``, with
+
+* ``relationship`` KSTAT_DATA_STRING: ``"Cache"`` (CPUs sharing a cache,
+               the last-level one on x86), ``"Socket"`` (a chip),
+               ``"Integer Pipeline"``, ``"Floating Point Unit"``, ...;
+* ``cpus``     KSTAT_DATA_STRING: its CPUs as ``group2intlist`` writes them,
+               ``"1,2-5,8"`` -- empty until first filled in, and cut short
+               if it does not fit;
+* ``ncpus``    KSTAT_DATA_UINT32: how many CPUs it has (to detect the two).
+
+The ``pg:<pg id>:pg`` kstats name the same groups (``hardware``) but carry
+no CPU list.  A group exists only for a relationship that more than one
+CPU shares (``pg_plat_hw_shared``), so they may not cover every CPU.
+``read_system_pg`` reads them (``PG_FIELDS``).
+
 Three sources, all returning ``{cpuid: {field: value}}``:
 
 * ``read_kstat_text`` parses ``kstat -p`` output (``module:instance:name:
@@ -34,6 +51,7 @@ import re
 import subprocess
 
 CPU_INFO_FIELDS = ("state", "chip_id", "core_id", "cache_id")
+PG_FIELDS = ("relationship", "cpus", "ncpus")
 
 KSTAT_TYPE_NAMED = 1
 KSTAT_DATA_CHAR, KSTAT_DATA_INT32, KSTAT_DATA_UINT32 = 0, 1, 2
@@ -69,16 +87,18 @@ def read_kstat_text(text, module="cpu_info"):
     return result
 
 
-def run_kstat_command(runner=subprocess.run):
-    """cpu_info of every CPU from ``kstat -p cpu_info:::``; OSError on failure."""
+def run_kstat_command(runner=subprocess.run, selector="cpu_info:::"):
+    """``{instance: {statistic: value}}`` from ``kstat -p SELECTOR`` (its
+    module is the selector's first field); OSError on failure."""
+    command = "kstat -p %s" % selector
     try:
-        done = runner(["kstat", "-p", "cpu_info:::"], capture_output=True, text=True,
+        done = runner(["kstat", "-p", selector], capture_output=True, text=True,
                       timeout=30, check=False)
     except subprocess.TimeoutExpired:
-        raise OSError(errno.ETIMEDOUT, "kstat -p cpu_info::: timed out") from None
+        raise OSError(errno.ETIMEDOUT, "%s timed out" % command) from None
     if done.returncode != 0:
-        raise OSError(errno.EIO, "kstat -p cpu_info::: failed: %s" % done.stderr.strip())
-    return read_kstat_text(done.stdout)
+        raise OSError(errno.EIO, "%s failed: %s" % (command, done.stderr.strip()))
+    return read_kstat_text(done.stdout, module=selector.split(":", 1)[0])
 
 
 # -- libkstat ----------------------------------------------------------------
@@ -160,23 +180,25 @@ class LibKstat:
     def __init__(self, lib=None):
         self.lib = lib if lib is not None else load_libkstat()
 
-    def read(self, module=b"cpu_info", fields=CPU_INFO_FIELDS):
-        """``{instance: {field: value}}`` of every named kstat of ``module``."""
+    def read(self, module=b"cpu_info", fields=CPU_INFO_FIELDS, name=None):
+        """``{instance: {field: value}}`` of every named kstat of ``module``
+        (only those called ``name``, if given)."""
         control = self.lib.kstat_open()
         if not control:
             code = ctypes.get_errno() or errno.EIO
             raise OSError(code, "kstat_open failed")
         try:
-            return self._walk(control, module, fields)
+            return self._walk(control, module, fields, name)
         finally:
             self.lib.kstat_close(control)
 
-    def _walk(self, control, module, fields):
+    def _walk(self, control, module, fields, name):
         result = {}
         entry = control.contents.kc_chain
         while entry:
             header = entry.contents
-            if header.ks_module == module and header.ks_type == KSTAT_TYPE_NAMED:
+            if (header.ks_module == module and header.ks_type == KSTAT_TYPE_NAMED
+                    and (name is None or header.ks_name == name)):
                 values = self._read_named(control, entry, fields)
                 if values is not None:
                     result[header.ks_instance] = values
@@ -196,8 +218,34 @@ class LibKstat:
 
 def read_system_cpu_info():
     """cpu_info of every CPU of the running system: libkstat, else ``kstat -p``."""
+    return _read_system("cpu_info", CPU_INFO_FIELDS)
+
+
+def read_system_pg():
+    """``{pg id: {relationship, cpus, ncpus}}`` of the running system's
+    processor groups (``pg_hw_perf`` kstats): libkstat, else ``kstat -p``."""
+    return _read_system("pg_hw_perf", PG_FIELDS)
+
+
+def _read_system(module, fields):
     try:
         reader = LibKstat()
     except (OSError, AttributeError):
-        return run_kstat_command()
-    return reader.read()
+        return run_kstat_command(selector="%s:::" % module)
+    return reader.read(module=module.encode("ascii"), fields=fields)
+
+
+def read_boot_time():
+    """Seconds since the epoch at which the running system booted: the
+    ``unix:0:system_misc:boot_time`` kstat (usr/src/uts/common/os/kstat_fr.c);
+    OSError if it cannot be read."""
+    try:
+        reader = LibKstat()
+    except (OSError, AttributeError):
+        values = run_kstat_command(selector="unix:0:system_misc:boot_time")
+    else:
+        values = reader.read(module=b"unix", fields=("boot_time",), name=b"system_misc")
+    boot_time = values.get(0, {}).get("boot_time")
+    if not isinstance(boot_time, int):
+        raise OSError(errno.ENOENT, "no unix:0:system_misc:boot_time kstat")
+    return boot_time

@@ -6,7 +6,13 @@ processor set (pset_bind(2), ``psrset``).  So tumbler creates one set per
 domain, moves the domain's CPUs into it, and binds LWPs of the target with
 ``pset_bind_lwp(psetid, lwpid, pid, &opset)`` -- the only call that binds an
 LWP of *another* process (usr/src/uts/common/syscall/pset.c,
-``pset_bind_lwp``; libc exports it, usr/src/uts/common/sys/pset.h).
+``pset_bind_lwp``).  It is a private libc interface (version
+SUNWprivate_1.1, not in the public ABI), so it is looked up on its own: a
+libc without it still gives tumbler the other pset calls, and the binder
+then refuses with ``NO_BIND_LWP_MESSAGE``.  There is no fallback that could
+serve: ``processor_bind(P_LWPID)`` and ``pset_bind(P_LWPID)`` look the LWP
+up in the *calling* process only (``pp = curproc`` in
+usr/src/uts/common/syscall/processor_bind.c and pset.c).
 
 Processor sets are exclusive: a CPU in a set runs only LWPs bound to that
 set, so every CPU tumbler takes leaves the default set that runs the rest of
@@ -26,17 +32,25 @@ records ``pr_bindpro`` for the state file only.
 Errors, as the kernel returns them (pset.c, cpupart.c, policy.c):
 
 * EPERM   -- pset_create/assign/destroy need PRIV_SYS_RES_CONFIG
-             (``secpolicy_pset``); binding needs PRIV_SYS_RES_CONFIG or
-             PRIV_SYS_RES_BIND, plus PRIV_PROC_OWNER for another user's LWP;
-* ENOTSUP -- resource pools are enabled: sets belong to poolcfg/pooladm;
+             (``secpolicy_pset``), which a non-global zone can never have;
+             pset_bind_lwp (``pset_bind_thread``): another user's LWP
+             without PRIV_PROC_OWNER, or an LWP whose current set has
+             PSET_NOESCAPE -- the default set always has it
+             (``cpupart_initialize_default``) -- without PRIV_SYS_RES_CONFIG;
+* ENOTSUP -- pset_create/assign/destroy while resource pools are enabled
+             (sets belong to poolcfg/pooladm); never from pset_bind_lwp,
+             which does not look at the pool state;
 * EBUSY   -- pset_assign: last CPU of its set, or CPUs with bound threads;
              pset_bind_lwp: the LWP is bound to a CPU outside the set;
 * ESRCH   -- the process or LWP is gone;
-* EINVAL  -- no such set / CPU off-line; for a bind: a SYSDC thread.
+* EINVAL  -- no such set / CPU off-line; pset_bind_lwp: no such set, a set
+             with no CPUs (``cpupart_move_thread``), or a SYSDC thread.
 
-``close`` destroys every set it created; pset_destroy first unbinds every
-LWP still bound to the set (``cpupart_unbind_threads``), so nothing is left
-pinned to a vanished set.
+``close`` destroys every set it created.  pset_destroy unbinds every LWP
+still bound to the set (``cpupart_unbind_threads``) to the *default* set,
+so first ``close`` sends the LWPs of managed processes still there -- born
+into a set by inheriting their creator's binding -- to their process's
+original set (``origin_of``); pset_destroy then only unbinds what is left.
 """
 
 import ctypes
@@ -44,10 +58,17 @@ import errno
 import os
 
 from ..cpulist import format_cpulist
+from . import _illumos_zone
 from .base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 PS_NONE = -1
 CONFIG_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
+
+NO_BIND_LWP_MESSAGE = (
+    "this libc has no pset_bind_lwp (a private libc interface), the only call that "
+    "binds one LWP of another process to a processor set; processor_bind(2) and "
+    "pset_bind(2) bind single LWPs of the calling process only, so --binder pset "
+    "cannot run here")
 
 POOLS_MESSAGE = ("resource pools are enabled (pooladm): tumbler cannot create processor "
                  "sets while pools own them; disable pools with `pooladm -d` "
@@ -70,13 +91,23 @@ class PsetLibc:
         self._declare("pset_create", [int_p])
         self._declare("pset_destroy", [ctypes.c_int])
         self._declare("pset_assign", [ctypes.c_int, ctypes.c_int, int_p])
-        self._declare("pset_bind_lwp", [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_p])
         self._declare("pset_info", [ctypes.c_int, int_p, ctypes.POINTER(ctypes.c_uint), int_p])
+        # Private (SUNWprivate_1.1): a libc may lack it; the binder checks
+        # can_bind_lwp before it changes anything.
+        self.can_bind_lwp = self._declare(
+            "pset_bind_lwp", [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_p], optional=True)
 
-    def _declare(self, name, argtypes):
-        function = getattr(self.lib, name)
+    def _declare(self, name, argtypes, optional=False):
+        """Set the C signature of ``name``; False if an optional one is absent."""
+        try:
+            function = getattr(self.lib, name)
+        except AttributeError:
+            if optional:
+                return False
+            raise
         function.argtypes = argtypes
         function.restype = ctypes.c_int
+        return True
 
     @staticmethod
     def _check(result, what):
@@ -99,6 +130,8 @@ class PsetLibc:
         return old.value
 
     def pset_bind_lwp(self, pset, lwpid, pid):
+        if not self.can_bind_lwp:
+            raise OSError(errno.ENOSYS, "pset_bind_lwp: not in this libc")
         old = ctypes.c_int(PS_NONE)
         self._check(self.lib.pset_bind_lwp(pset, lwpid, pid, ctypes.byref(old)),
                     "pset_bind_lwp(%d, %d, %d)" % (pset, lwpid, pid))
@@ -129,6 +162,13 @@ class PsetLibc:
                 return frozenset(cpus[:count.value])
 
 
+def require_bind_lwp(libc):
+    """Refuse (Unsupported) before anything changes if ``libc`` cannot bind
+    another process's LWPs; objects without ``can_bind_lwp`` can."""
+    if not getattr(libc, "can_bind_lwp", True):
+        raise Unsupported(NO_BIND_LWP_MESSAGE)
+
+
 def load_libc():
     """PsetLibc of the running system, or None where libc.so.1 has no psets."""
     try:
@@ -139,15 +179,19 @@ def load_libc():
 
 class PsetBinder(Binder):
     """Binder of kind ``pset``.  ``lwp_binding(pid, tid)`` returns the LWP's
-    (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone."""
+    (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone;
+    ``lwps_bound_to(pset)`` lists (pid, lwpid) of every LWP bound to a set."""
 
     kind = "pset"
 
-    def __init__(self, libc, lwp_binding):
+    def __init__(self, libc, lwp_binding, lwps_bound_to):
         self.libc = libc
         self.lwp_binding = lwp_binding
+        self.lwps_bound_to = lwps_bound_to
         self.sets = []          # processor set ids created, index = domain
         self.domains = []
+        self.pids = set()       # processes whose LWPs were saved
+        self.origins = {}       # pid -> processor sets its LWPs had before tumbler
 
     # -- Binder interface ----------------------------------------------------
 
@@ -155,6 +199,7 @@ class PsetBinder(Binder):
         domains = [frozenset(d) for d in domains]
         if self.sets and domains == self.domains:
             return
+        require_bind_lwp(self.libc)
         self._destroy_all()     # a rescan changed the domains: start over
         self._check_domains(domains)
         try:
@@ -169,9 +214,17 @@ class PsetBinder(Binder):
         self.domains = domains
 
     def save(self, pid, tid):
+        """The LWP's binding before tumbler.  An LWP already in one of our
+        sets was created by an LWP we had bound and inherited its set
+        (``t->t_bind_pset = curthread->t_bind_pset`` in lwp_create,
+        usr/src/uts/common/os/lwp.c): it belongs where its creator came
+        from, which is taken to be its process's origin (``origin_of``)."""
+        self.pids.add(pid)
         bindpset, bindpro = self.lwp_binding(pid, tid)
-        if bindpset in self.sets:       # already ours: its origin was unbound
-            bindpset = PS_NONE
+        if bindpset in self.sets:
+            bindpset = origin_of(self.origins.get(pid, ()))
+        else:
+            self.origins.setdefault(pid, set()).add(bindpset)
         return {"bindpset": bindpset, "bindpro": bindpro}
 
     def bind(self, pid, tid, domain_index, cpus):
@@ -191,13 +244,37 @@ class PsetBinder(Binder):
             self._bind(pid, tid, PS_NONE)   # the saved set was destroyed meanwhile
 
     def close(self):
+        self._return_inherited()
         self._destroy_all()
+
+    def leftover_placement(self, pid, tid, state):
+        """For ``tumbler restore``: where an LWP the state does not list
+        belongs, or None to leave it.  One bound to a set the dead tumbler
+        made (still with the recorded CPUs) was created after the last
+        write and inherited the set: it goes to its process's origin, from
+        the recorded LWPs' saved sets -- not to the default set, where
+        pset_destroy would send it."""
+        resources = state.get("resources") or {}
+        bindpset, bindpro = self.lwp_binding(pid, tid)
+        if bindpset == PS_NONE or bindpset not in (resources.get("psets") or ()):
+            return None
+        recorded = (resources.get("pset_cpus") or {}).get(str(bindpset))
+        if recorded is not None and self._cpus_of(bindpset) != frozenset(recorded):
+            return None             # the id was reused: someone else's set
+        origins = {r["saved"].get("bindpset", PS_NONE) for r in state.get("threads", ())
+                   if isinstance(r.get("saved"), dict)}
+        return {"bindpset": origin_of(origins), "bindpro": bindpro}
 
     # -- crash safety (tumbler.state) ----------------------------------------
 
     def resources(self):
-        """What this binder created, for the state file."""
-        return {"psets": list(self.sets)}
+        """What this binder created, for the state file: the set ids, each
+        set's CPUs and the processes whose LWPs it saved (and may have
+        bound), so that a later ``remove_leftovers`` can tell its sets from
+        sets that got the same ids after it died."""
+        return {"psets": list(self.sets),
+                "pset_cpus": {str(s): sorted(d) for s, d in zip(self.sets, self.domains)},
+                "pids": sorted(self.pids)}
 
     def current(self, pid, tid):
         """The LWP's binding now: (processor set, processor)."""
@@ -205,13 +282,26 @@ class PsetBinder(Binder):
 
     def remove_leftovers(self, resources, owner):
         """Destroy the processor sets a killed tumbler created (its state
-        file lists them); return what was destroyed.  pset_destroy unbinds
-        the LWPs still bound to a set, so none is left on a vanished set."""
+        file lists them); return what was destroyed.
+
+        Set ids are reused: ``cpupart_create`` takes the lowest free id
+        (``cpupart_destroy`` lowers ``cp_id_next``; usr/src/uts/common/disp/
+        cpupart.c), so after the crash an administrator's new set may carry
+        the dead tumbler's id.  A set is destroyed only if it still has the
+        CPUs the state recorded for it (state files from before that record
+        skip this check) and no LWP of a process the dead tumbler did not
+        manage is bound to it; anything else is left alone.  pset_destroy
+        unbinds the LWPs still bound to a set (to the default set)."""
         destroyed, left, first_error = [], [], None
-        for pset in (resources or {}).get("psets", []):
+        resources = resources or {}
+        recorded_cpus = resources.get("pset_cpus") or {}
+        managed = set(resources.get("pids") or ())
+        for pset in resources.get("psets", []):
             if not isinstance(pset, int) or pset == PS_NONE or pset in self.sets:
                 continue
             try:
+                if not self._still_ours(pset, recorded_cpus.get(str(pset)), managed):
+                    continue
                 self.libc.pset_destroy(pset)
                 destroyed.append("processor set %d" % pset)
             except OSError as exc:
@@ -224,6 +314,37 @@ class PsetBinder(Binder):
         return destroyed
 
     # -- helpers -------------------------------------------------------------
+
+    def _cpus_of(self, pset):
+        """CPUs of ``pset``; None if it no longer exists."""
+        try:
+            return self.libc.pset_info(pset)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                return None
+            raise _configure_error(exc, self.libc.pset_info, None) from None
+
+    def _return_inherited(self):
+        """Before our sets go: LWPs of managed processes still bound to
+        them (created after their creator was bound and never saved, or
+        not restored) go to their process's origin; pset_destroy would
+        send them all to the default set.  Failures are left to it."""
+        for pset in self.sets:
+            for pid, tid in self.lwps_bound_to(pset):
+                target = origin_of(self.origins.get(pid, ()))
+                if pid not in self.pids or target == PS_NONE:
+                    continue        # pset_destroy puts it in the default set
+                try:
+                    self.libc.pset_bind_lwp(target, tid, pid)
+                except OSError:
+                    continue
+
+    def _still_ours(self, pset, recorded_cpus, managed):
+        """Is set ``pset`` still the one a dead tumbler made (see
+        ``remove_leftovers``)?  OSError (EINVAL: the set is gone) passes."""
+        if recorded_cpus is not None and self.libc.pset_info(pset) != frozenset(recorded_cpus):
+            return False
+        return all(pid in managed for pid, _ in self.lwps_bound_to(pset))
 
     def _check_domains(self, domains):
         if not domains or not all(domains):
@@ -271,12 +392,20 @@ class PsetBinder(Binder):
             raise _destroy_error(first_error, left)
 
 
+def origin_of(bindpsets):
+    """The processor set a process's LWPs came from, given the sets they had
+    before tumbler: the one set if they all agreed, else the default set
+    (PS_NONE) -- which of several an unrecorded LWP's creator had is not
+    known."""
+    bindpsets = set(bindpsets)
+    return bindpsets.pop() if len(bindpsets) == 1 else PS_NONE
+
+
 def _configure_error(exc, call, cpu):
     code = exc.errno
     name = getattr(call, "__name__", "pset call")
     if code == errno.EPERM:
-        return AccessDenied("creating processor sets needs privilege %s (run as root)"
-                            % CONFIG_PRIVILEGE, CONFIG_PRIVILEGE)
+        return _config_denied("creating processor sets")
     if code == errno.ENOTSUP:
         return Unsupported(POOLS_MESSAGE)
     if code == errno.EBUSY:
@@ -296,28 +425,46 @@ def _bind_error(exc, pid, tid, pset):
     if code == errno.ESRCH:
         return NoSuchProcess(pid, tid)
     if code == errno.EPERM:
+        zone = _illumos_zone.nonglobal_zone()
+        if zone is not None:
+            return _config_denied("moving LWPs between processor sets", zone)
         return AccessDenied(
-            "binding LWP %d of process %d to a processor set needs %s (or "
-            "PRIV_SYS_RES_BIND), and PRIV_PROC_OWNER for another user's process"
-            % (tid, pid, CONFIG_PRIVILEGE), CONFIG_PRIVILEGE)
+            "binding LWP %d of process %d to a processor set needs %s to move it out "
+            "of the default set (which never lets LWPs escape without it), and "
+            "PRIV_PROC_OWNER for another user's process" % (tid, pid, CONFIG_PRIVILEGE),
+            CONFIG_PRIVILEGE)
     if code == errno.EBUSY:
         return Unmovable(tid, "it is bound to a processor outside processor set %d "
                          "(unbind it with `pbind -u %d/%d`)" % (pset, pid, tid))
     if code == errno.EINVAL:
         return Unmovable(tid, "the kernel refused to bind it to processor set %d "
-                         "(a system-class thread, or the set is gone)" % pset)
-    if code == errno.ENOTSUP:
-        return Unsupported(POOLS_MESSAGE)
+                         "(the set is gone or has no CPUs, or it is a system-class "
+                         "thread)" % pset)
+    if code == errno.ENOSYS:
+        return Unsupported(NO_BIND_LWP_MESSAGE)
+    # No ENOTSUP: pset_bind_lwp does not look at the pool state (pset.c).
     return PlatformError("pset_bind_lwp(%d, %d, %d): %s" % (pset, tid, pid,
                                                           exc.strerror or exc))
+
+
+def _config_denied(what, zone=None):
+    """EPERM from a pset configuration call: the privilege, or the zone that
+    can never have it (then "run as root" would be wrong advice)."""
+    zone = zone or _illumos_zone.nonglobal_zone()
+    if zone is not None:
+        return AccessDenied(_illumos_zone.prohibited("sys_res_config", zone,
+                                                     "%s (--binder pset)" % what),
+                            CONFIG_PRIVILEGE)
+    return AccessDenied("%s needs privilege %s (run as root)" % (what, CONFIG_PRIVILEGE),
+                        CONFIG_PRIVILEGE)
 
 
 def _destroy_error(exc, left):
     hint = "processor sets %s were left behind; remove them with `psrset -d %s`" % (
         ", ".join(map(str, left)), " ".join(map(str, left)))
     if exc.errno == errno.EPERM:
-        return AccessDenied("cannot destroy processor sets without %s: %s"
-                            % (CONFIG_PRIVILEGE, hint), CONFIG_PRIVILEGE)
+        denied = _config_denied("destroying processor sets")
+        return AccessDenied("%s: %s" % (denied, hint), CONFIG_PRIVILEGE)
     if exc.errno == errno.ENOTSUP:
         return Unsupported("%s; %s" % (POOLS_MESSAGE, hint))
     return PlatformError("pset_destroy: %s; %s" % (exc.strerror or exc, hint))

@@ -39,8 +39,10 @@ the last member of ``psinfo_t``)::
      72 char pr_clname[8]  80 char pr_name[16]  96 processorid_t pr_onpro
     100 pr_bindpro  104 psetid_t pr_bindpset  108 int pr_lgrp  112 filler[4]
 
-``pr_name`` names *system* LWPs only; user thread names (pthread_setname_np,
-illumos RFD 96) live in ``/proc/PID/lwp/LWPID/lwpname``.
+``pr_name`` is always empty: ``prgetlwpsinfo`` (usr/src/uts/common/fs/proc/
+prsubr.c) zeroes the struct and never sets it, so it is not parsed; thread
+names (pthread_setname_np, illumos RFD 96) live in
+``/proc/PID/lwp/LWPID/lwpname``.
 
 ``psinfo_t`` (416 bytes)::
 
@@ -84,7 +86,7 @@ _PRUSAGE_HEAD = struct.Struct("=i4x26q")
 
 LwpUsage = namedtuple("LwpUsage", "lwpid create_ns rtime_ns utime_ns stime_ns ttime_ns "
                       "tftime_ns dftime_ns ltime_ns slptime_ns wtime_ns")
-LwpInfo = namedtuple("LwpInfo", "lwpid sname name onpro bindpro bindpset lgrp")
+LwpInfo = namedtuple("LwpInfo", "lwpid sname onpro bindpro bindpset lgrp")
 PsInfo = namedtuple("PsInfo", "flag nlwp pid uid start_ns fname nzomb")
 
 
@@ -142,7 +144,7 @@ def parse_lusage(data):
 def parse_lwpsinfo(data, offset=0):
     """LwpInfo of the lwpsinfo_t at ``offset``."""
     v = LWPSINFO.unpack_from(data, offset)
-    return LwpInfo(lwpid=v[1], sname=v[6].decode("ascii", "replace"), name=_text(v[19]),
+    return LwpInfo(lwpid=v[1], sname=v[6].decode("ascii", "replace"),
                    onpro=v[20], bindpro=v[21], bindpset=v[22], lgrp=v[23])
 
 

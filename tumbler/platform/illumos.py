@@ -7,9 +7,11 @@ buffer sized from the previous read:
 * ``/proc/PID/lusage``  -- ``prusage_t`` of every live LWP: microstate times
   in nanoseconds (entry 0, the sum over exited LWPs, is skipped);
 * ``/proc/PID/lpsinfo`` -- ``lwpsinfo_t`` of every LWP: state letter, last
-  CPU, name of system LWPs.
+  CPU.
 
-User thread names are in ``/proc/PID/lwp/LWPID/lwpname`` (illumos RFD 96);
+Thread names are in ``/proc/PID/lwp/LWPID/lwpname`` (illumos RFD 96) only:
+``lwpsinfo_t.pr_name`` is always empty (``prgetlwpsinfo`` in
+usr/src/uts/common/fs/proc/prsubr.c zeroes the struct and never fills it);
 that file is read once per new LWP (again after a second while still
 unnamed), not per sample.  On the real /proc (``root == "/"``) the two table
 files stay open and are re-read: an fd of a procfs file is tied to its
@@ -23,10 +25,15 @@ denominator of prstat -m); ``start`` is ``pr_create`` (hrtime of creation);
 ``state`` is ``pr_sname`` with 'O' (on a CPU) reported as 'R'.
 ``microstate_percent`` turns two of them into prstat -mL percentages.
 
-Topology comes from the ``cpu_info`` kstats (``_illumos_kstat``): chip_id
-is the package, cache_id (x86 only) the LLC, core_id the core.  CPUs whose
-state is "on-line" or "no-intr" (runs threads, takes no interrupts) are
-on-line; the others are left out.  NUMA ("numa" level) is not reported:
+Topology comes from the kstats (``_illumos_kstat``).  Packages and LLCs are
+the processor groups the kernel's CMT scheduler uses (``pg_hw_perf``
+kstats: "Socket" and "Cache" groups), which exist on x86 and SPARC alike;
+a level is taken from them only when their groups cover every on-line CPU
+without overlap.  Otherwise ``cpu_info`` is the fallback: chip_id the
+package, cache_id the LLC -- x86 only, and on older kernels computed right
+for Intel only (AMD CPUs each got an LLC of their own).  core_id (cpu_info)
+is the core.  CPUs whose state is "on-line" or "no-intr" (runs threads,
+takes no interrupts) are on-line; the others are left out.  NUMA ("numa" level) is not reported:
 lgroups are only reachable through liblgrp's lgrp_init/lgrp_cpus walk, which
 tumbler does not wrap; on illumos x86 the package level coincides with the
 leaf lgroup on common two-socket machines.
@@ -41,9 +48,11 @@ import struct
 import sys
 import time
 
+from ..cpulist import parse_cpulist
 from ..errors import UsageError
 from . import _illumos_kstat as kstat
 from . import _illumos_pset as pset
+from . import _illumos_zone
 from ._illumos_structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
                                parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
                                PSINFO_SIZE)
@@ -64,7 +73,7 @@ _FIRST_READ_SIZE = 16 + 32 * 504
 class IllumosBackend(Backend):
     name = "illumos"
 
-    def __init__(self, root="/", libc=None, kstat_reader=None):
+    def __init__(self, root="/", libc=None, kstat_reader=None, pg_reader=None):
         super().__init__(root)
         self.proc = os.path.join(root, "proc")
         self._live = root == "/"
@@ -75,6 +84,8 @@ class IllumosBackend(Backend):
         self._libc_loaded = libc is not None or not self._live
         self._kstat_reader = kstat_reader or (
             kstat.read_system_cpu_info if self._live else self._read_kstat_file)
+        self._pg_reader = pg_reader or (
+            kstat.read_system_pg if self._live else lambda: self._read_kstat_file("pg_hw_perf"))
         self._fds = {}          # (pid, file name) -> fd, live /proc only
         self._sizes = {}        # (pid, file name) -> read size that fitted
         self._names = {}        # (pid, lwpid) -> [create_ns, name, checked_ns]
@@ -108,7 +119,7 @@ class IllumosBackend(Backend):
             info = infos.get(usage.lwpid)
             threads[usage.lwpid] = ThreadTimes(
                 tid=usage.lwpid, start=usage.create_ns,
-                name=self._lwp_name(pid, usage, info, wall_ns),
+                name=self._lwp_name(pid, usage, wall_ns),
                 run_ns=usage.utime_ns + usage.stime_ns,
                 usr_ns=usage.utime_ns, sys_ns=usage.stime_ns, lat_ns=usage.wtime_ns,
                 cpu=info.onpro if info else None,
@@ -135,7 +146,11 @@ class IllumosBackend(Backend):
             cpu_info = self._kstat_reader()
         except OSError as exc:
             raise Unsupported("cannot read the cpu_info kstats: %s" % exc) from None
-        topology = topology_from_cpu_info(cpu_info)
+        try:
+            groups = self._pg_reader()
+        except OSError:
+            groups = {}         # cpu_info alone still gives a topology
+        topology = topology_from_cpu_info(cpu_info, groups)
         self._online = topology.online
         return topology
 
@@ -166,6 +181,12 @@ class IllumosBackend(Backend):
     def check_can_bind(self, info, binder_kind):
         """Fail early, before anything changes, if binding will be refused."""
         libc = self._binder_libc(binder_kind)
+        pset.require_bind_lwp(libc)
+        zone = _illumos_zone.nonglobal_zone()
+        if zone is not None:
+            raise AccessDenied(_illumos_zone.prohibited(
+                "sys_res_config", zone, "--binder pset (it creates processor sets)"),
+                pset.CONFIG_PRIVILEGE)
         has_privilege = getattr(libc, "has_privilege", None)
         if has_privilege is None:
             return
@@ -177,7 +198,8 @@ class IllumosBackend(Backend):
                                % (info.pid, info.uid, os.geteuid()), "PRIV_PROC_OWNER")
 
     def binder(self, kind):
-        self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding)
+        self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding,
+                                       self.lwps_bound_to)
         return self._binder
 
     def _binder_libc(self, kind):
@@ -205,13 +227,35 @@ class IllumosBackend(Backend):
             raise NoSuchProcess(pid, tid)
         return parse_lwpsinfo(data)
 
+    def lwps_bound_to(self, pset_id):
+        """(pid, lwpid) of every live LWP of every process bound to processor
+        set ``pset_id``.  A walk of /proc (lpsinfo is readable by everyone),
+        made only when a dead tumbler's sets are removed; processes that
+        vanish or cannot be parsed meanwhile are skipped."""
+        found = []
+        for name in os.listdir(self.proc):
+            if not name.isdigit():
+                continue
+            path = "%s/%s/lpsinfo" % (self.proc, name)
+            size = _FIRST_READ_SIZE
+            lwps = ()
+            for _ in range(3):
+                try:
+                    lwps = parse_lpsinfo(_read_file(path, size))
+                    break
+                except Truncated as exc:
+                    size = exc.needed + exc.needed // 4
+                except (OSError, ValueError, struct.error):
+                    break
+            found += [(int(name), lwp.lwpid) for lwp in lwps
+                      if lwp.bindpset == pset_id and lwp.sname != "Z"]
+        return sorted(found)
+
     def _lwp_binding(self, pid, tid):
         info = self.lwp_info(pid, tid)
         return info.bindpset, info.bindpro
 
-    def _lwp_name(self, pid, usage, info, now_ns):
-        if info is not None and info.name:
-            return info.name                # a system LWP's pr_name
+    def _lwp_name(self, pid, usage, now_ns):
         entry = self._names.get((pid, usage.lwpid))
         if entry is None or entry[0] != usage.create_ns:
             entry = self._names[(pid, usage.lwpid)] = [usage.create_ns, None, 0]
@@ -287,10 +331,10 @@ class IllumosBackend(Backend):
 
     # -- kstat and libc ------------------------------------------------------
 
-    def _read_kstat_file(self):
+    def _read_kstat_file(self, module="cpu_info"):
         path = os.path.join(self.root, "kstat")
         with open(path) as f:
-            return kstat.read_kstat_text(f.read())
+            return kstat.read_kstat_text(f.read(), module=module)
 
     def _pset_libc(self):
         if not self._libc_loaded:
@@ -301,22 +345,46 @@ class IllumosBackend(Backend):
 
 # -- topology --------------------------------------------------------------------
 
-def topology_from_cpu_info(cpu_info):
-    """Topology from ``{cpuid: {"state", "chip_id", "core_id", "cache_id"}}``."""
+def topology_from_cpu_info(cpu_info, groups=None):
+    """Topology from ``{cpuid: {"state", "chip_id", "core_id", "cache_id"}}``
+    and the processor groups ``{pg id: {"relationship", "cpus", "ncpus"}}``."""
     online = frozenset(cpu for cpu, fields in cpu_info.items()
                        if fields.get("state") in RUNNING_STATES)
     if not online:
         raise Unsupported("the cpu_info kstats show no on-line CPU")
     levels = {}
-    package = _group_by(online, lambda cpu: cpu_info[cpu].get("chip_id"))
+    package = (_processor_groups(groups, "Socket", online)
+               or _group_by(online, lambda cpu: cpu_info[cpu].get("chip_id")))
     if package:
         levels["package"] = package
-    llc = _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "cache_id"))
+    llc = (_processor_groups(groups, "Cache", online)
+           or _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "cache_id")))
     if llc:
         levels["llc"] = llc
     core = _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "core_id"))
     levels["core"] = core or tuple(frozenset([cpu]) for cpu in sorted(online))
     return Topology(online=online, levels=levels)
+
+
+def _processor_groups(groups, relationship, online):
+    """The on-line CPUs of each processor group of ``relationship``, ordered
+    by lowest CPU; () unless they cover every on-line CPU exactly once and
+    every CPU list is whole (its length is the group's ncpus)."""
+    found = []
+    for fields in (groups or {}).values():
+        if fields.get("relationship") != relationship:
+            continue
+        try:
+            cpus = parse_cpulist(str(fields.get("cpus", "")))
+        except UsageError:
+            return ()           # not filled in yet, or garbled
+        if len(cpus) != fields.get("ncpus"):
+            return ()           # cut short: the kstat's buffer was too small
+        if cpus & online:
+            found.append(cpus & online)
+    if sum(len(cpus) for cpus in found) != len(online) or frozenset().union(*found) != online:
+        return ()
+    return tuple(sorted(found, key=min))
 
 
 def _within_chip(fields, key):
