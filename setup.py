@@ -1,6 +1,6 @@
 """Only for the optional C part; everything else is in setup.cfg.
 
-``tumbler.platform._linux_steady`` reads the Linux backend's usual sample in
+``tumbler.platform.linux._steady`` reads the Linux backend's usual sample in
 one call, ``tumbler.engine._window`` sums a quiet round's loads and
 ``tumbler.engine._grouping`` sorts, deals and counts for wave grouping and
 the slot mapping (see their sources).  ``optional=True``: without a C compiler or
@@ -16,8 +16,8 @@ extensions = [Extension("tumbler.engine." + name, ["tumbler/engine/%s.c" % name]
                         extra_compile_args=["-O2", "-Wall"], optional=True)
               for name in ("_window", "_grouping")]
 if sys.platform.startswith("linux"):
-    extensions.append(Extension("tumbler.platform._linux_steady",
-                                ["tumbler/platform/_linux_steady.c"],
+    extensions.append(Extension("tumbler.platform.linux._steady",
+                                ["tumbler/platform/linux/_steady.c"],
                                 extra_compile_args=["-O2", "-Wall"],
                                 optional=True))
 

@@ -77,7 +77,7 @@ from tumbler.engine.mapping import assign_slots  # noqa: E402
 from tumbler.engine.model import Domain, ThreadLoad  # noqa: E402
 from tumbler.engine.variation import VariationTable  # noqa: E402
 from tumbler.engine.wave import wave_slots  # noqa: E402
-from tumbler.platform.linux import AffinityBinder, LinuxBackend, _c_steady_times  # noqa: E402
+from tumbler.platform.linux.backend import AffinityBinder, LinuxBackend, _c_steady_times  # noqa: E402
 
 THREAD_COUNTS = (64, 1024, 10000)
 #: Files LinuxBackend keeps open per sampled thread: schedstat (stat is

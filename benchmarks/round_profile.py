@@ -22,7 +22,7 @@ program has had the CPUs.
 
 Options (before TUMBLER-ARGS):
 
-``--python-sampler``  no optional C module (``tumbler/platform/_linux_steady.c``,
+``--python-sampler``  no optional C module (``tumbler/platform/linux/_steady.c``,
                       ``tumbler/engine/_window.c``, ``_grouping.c``): the
                       same steps in Python, as when they were not built.
 ``--no-quiet``        every round a full one (no quiet rounds).
@@ -103,9 +103,9 @@ def steady_cpu(controller, floor):
 
 
 def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
-    from tumbler import controller
+    from tumbler.balance import controller
     from tumbler.engine import mapping, policy, speed, wave, window
-    from tumbler.platform import linux
+    from tumbler.platform.linux import backend as linux
     if python_sampler:
         linux._c_steady_times = linux._c_read_columns = None
         window._c_summarize_window = wave._c_wave_deal = mapping._c_kept_counts = None
@@ -132,7 +132,7 @@ def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
 
 
 def run_tumbler(args):
-    from tumbler.cli import entry_point
+    from tumbler.commands.main import entry_point
     sys.argv = ["tumbler"] + args
     return entry_point()
 

@@ -75,7 +75,7 @@ def wait_until(cond, what):
 def run_in_process(*args):
     """Run ``tumbler ARGS`` in-process: (exit status, stdout, stderr)."""
     from click.testing import CliRunner
-    from tumbler.cli import main
+    from tumbler.commands.main import main
     try:
         runner = CliRunner(mix_stderr=False)
     except TypeError:                       # click >= 8.2: always separate

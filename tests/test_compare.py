@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from tumbler import cli     # before compare, which builds on the CLI's options
-from tumbler.compare import (RunSetup, RunResult, StaticPlacer, compare_command, format_table,
+from tumbler.commands import main as cli     # before compare, which builds on the CLI's options
+from tumbler.commands.compare import (RunSetup, RunResult, StaticPlacer, compare_command, format_table,
                              parse_elapsed, parse_policies, pinned_targets, psets_targets,
                              report, run_order, speedup, split_tumbler_stderr, summarize)
 from tumbler.errors import UsageError

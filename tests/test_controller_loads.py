@@ -9,8 +9,8 @@ so each expected load is exact.
 
 import pytest
 
-from tumbler.controller import Controller
-from tumbler.domains import DomainChoice
+from tumbler.balance.controller import Controller
+from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import ObservePolicy
 from tumbler.platform.base import Backend, NoSuchProcess, NullBinder, Sample, ThreadTimes
 

@@ -20,10 +20,9 @@ import re
 import pytest
 
 from tumbler.cpulist import format_cpulist, parse_cpulist
-from tumbler.platform import _linux_cpuset as cpuset
-from tumbler.platform import linux
+from tumbler.platform.linux import cpuset
 from tumbler.platform.base import AccessDenied, PlatformError, Unsupported
-from tumbler.platform.linux import LinuxBackend
+from tumbler.platform.linux.backend import LinuxBackend
 from tumbler.state import Journal, StateFile, restore_state
 
 PID = 300
@@ -307,7 +306,7 @@ def kernel(tmp_path, monkeypatch):
     def fake_set_affinity(pid, tid, cpus):
         masks.append((tid, frozenset(cpus)))
         set_mask(kernel.task(tid), cpus)
-    monkeypatch.setattr(linux, "set_affinity", fake_set_affinity)
+    monkeypatch.setattr(cpuset, "set_affinity", fake_set_affinity)
     kernel.masks = masks
     os.mkdir(kernel.mount + "/app.slice")
     write(kernel.mount + "/app.slice/cgroup.subtree_control", "memory")

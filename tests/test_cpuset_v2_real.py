@@ -30,8 +30,8 @@ import pytest
 
 from conftest import (REPO, assert_no_traceback, cpuset_mount, thread_masks, tumbler_cmd,
                       wait_for_threads)
-from tumbler.platform import _linux_cpuset as cpuset
-from tumbler.platform.linux import LinuxBackend
+from tumbler.platform.linux import cpuset
+from tumbler.platform.linux.backend import LinuxBackend
 
 SWAP_ENV = "TUMBLER_TEST_CGROUP_SWAP"
 

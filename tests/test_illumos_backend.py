@@ -7,12 +7,12 @@ import struct
 import pytest
 
 import illumos_fixtures as fx
-from tumbler.platform import _illumos_kstat as kstat
-from tumbler.platform import _illumos_structs as structs
+from tumbler.platform.illumos import kstat
+from tumbler.platform.illumos import structs
 from tumbler.platform.base import (AccessDenied, NoSuchProcess, PlatformError, ThreadTimes,
                                    Unmovable, Unsupported)
 from tumbler.errors import UsageError
-from tumbler.platform.illumos import (PRSTAT_COLUMNS, IllumosBackend, microstate_percent,
+from tumbler.platform.illumos.backend import (PRSTAT_COLUMNS, IllumosBackend, microstate_percent,
                                       topology_from_cpu_info)
 
 S = fx.NANOSEC
@@ -718,7 +718,7 @@ class FakeCDLL:
 
 
 def test_ctypes_libc_wrapper_marshals_arguments_and_errno():
-    from tumbler.platform._illumos_pset import PsetLibc
+    from tumbler.platform.illumos.pset import PsetLibc
     cdll = FakeCDLL()
     libc = PsetLibc(cdll)
     assert libc.pset_create() == 6
@@ -776,7 +776,7 @@ def test_check_can_bind_asks_for_privileges_first(tree):
 
 def test_libc_without_pset_bind_lwp_still_loads_and_refuses_before_any_change(bound_tree):
     import types
-    from tumbler.platform._illumos_pset import PsetLibc
+    from tumbler.platform.illumos.pset import PsetLibc
     full = FakeCDLL()
     cdll = types.SimpleNamespace(**{name: getattr(full, name) for name in
                                     ("pset_create", "pset_destroy", "pset_assign",
@@ -817,7 +817,7 @@ def test_bind_errno_as_pset_bind_lwp_returns_them(bound_tree):
 
 
 def test_non_global_zone_names_the_prohibited_privilege_not_root(bound_tree, monkeypatch):
-    from tumbler.platform import _illumos_zone
+    from tumbler.platform.illumos import zone as _illumos_zone
     monkeypatch.setattr(_illumos_zone, "zone_name", lambda: "web1")
     libc = FakeLibc()
     be = backend(bound_tree, libc=libc)
@@ -846,7 +846,7 @@ def write_state(directory, threads, psets=(), boot=None, domains=None, pset_cpus
     """A dead tumbler's state file for PID (started at PROC_START), as the
     journal writes it; ``threads`` is [(lwpid, saved bindpset)]."""
     from tumbler.state import STATE_VERSION, StateFile, write_json
-    from tumbler import state as state_module
+    from tumbler.state import store as state_module
     resources = {"psets": list(psets)}
     if pset_cpus is not None:
         resources["pset_cpus"] = {str(k): sorted(v) for k, v in pset_cpus.items()}
@@ -875,7 +875,7 @@ def illumos_boot(monkeypatch):
 
 
 def test_boot_token_on_illumos_is_the_boot_time_kstat(illumos_boot, monkeypatch):
-    from tumbler import state as state_module
+    from tumbler.state import store as state_module
     assert state_module.boot_id() == "boot_time:1700000000"
 
     def unreadable():
@@ -996,7 +996,7 @@ def test_lwp_created_while_bound_goes_back_to_its_process_s_original_set(bound_t
 
 
 def test_origin_is_the_default_set_when_the_lwps_disagreed():
-    from tumbler.platform._illumos_pset import origin_of
+    from tumbler.platform.illumos.pset import origin_of
     assert origin_of({7}) == 7 and origin_of({7, -1}) == -1 and origin_of(()) == -1
 
 

@@ -19,11 +19,11 @@ from array import array
 import pytest
 
 from conftest import wait_until
-from tumbler.platform.linux import LinuxBackend
+from tumbler.platform.linux.backend import LinuxBackend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
-C_MODULE_MISSING = ("tumbler.platform._linux_steady was not built: scripts/setup.sh "
+C_MODULE_MISSING = ("tumbler.platform.linux._steady was not built: scripts/setup.sh "
                     "builds it (it needs gcc and Python's headers, python3-dev)")
 
 CHILD = textwrap.dedent("""
@@ -192,7 +192,7 @@ def test_process_state_is_read_again_only_when_threads_change(steady, monkeypatc
     round_sample(backend, proc.pid)     # a thread gone: read again
     assert reads == [proc.pid]
     assert backend.process_state(proc.pid, fresh=True) == original(proc.pid)
-    monkeypatch.setattr("tumbler.platform.linux.STATE_READ_NS", 0)
+    monkeypatch.setattr("tumbler.platform.linux.backend.STATE_READ_NS", 0)
     del reads[:]
     round_sample(backend, proc.pid)
     round_sample(backend, proc.pid)
@@ -279,7 +279,7 @@ def test_columns_reader_says_none_once_threads_change(steady):
 
 @pytest.fixture
 def read_columns():
-    from tumbler.platform import linux
+    from tumbler.platform.linux import backend as linux
     assert linux._c_read_columns is not None, C_MODULE_MISSING
     return linux._c_read_columns
 
@@ -306,7 +306,7 @@ def task_dir(tmp_path):
 @pytest.mark.parametrize("implementation", ["c", "python"])
 def test_read_columns_fills_both_columns_or_says_none(implementation, read_columns,
                                                        schedstat_file, task_dir):
-    from tumbler.platform import linux
+    from tumbler.platform.linux import backend as linux
     read = read_columns if implementation == "c" else linux._py_read_columns
     fds = array("i", [schedstat_file(b"123 456 7\n"), schedstat_file(b"5 0 1\n")])
     run, lat = array("q", [0, 0]), array("q", [0, 0])
@@ -347,7 +347,7 @@ class Files:
 
 @pytest.fixture
 def steady_times():
-    from tumbler.platform import linux
+    from tumbler.platform.linux import backend as linux
     assert linux._c_steady_times is not None, C_MODULE_MISSING
     return linux._c_steady_times
 

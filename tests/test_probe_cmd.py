@@ -20,16 +20,16 @@ import pytest
 
 from conftest import REPO, WAIT_LIMIT_S, wait_for_threads, wait_until
 from conftest import run_in_process as run
-from tumbler import probe
-from tumbler.cli import main
-from tumbler.controller import Controller
-from tumbler.domains import choose_domains
+from tumbler.tracing import session as probe
+from tumbler.commands.main import main
+from tumbler.balance.controller import Controller
+from tumbler.balance.domains import choose_domains
 from tumbler.engine.model import Domain, Move
 from tumbler.engine.policy import TumblerPolicy
 from tumbler.errors import UsageError
 from tumbler.platform import open_backend
-from tumbler.probe_observer import ProbeObserver
-from tumbler.probecmd import probe_command
+from tumbler.observers.probes import ProbeObserver
+from tumbler.commands.probe import probe_command
 
 if "probe" not in main.commands:
     main.add_command(probe_command)
@@ -176,8 +176,8 @@ def test_probe_locks_text_shows_untraced_columns_as_dashes(locks_workload):
 
 @needs_bpftrace
 def test_signal_ends_the_window_and_prints_what_was_traced(locks_workload):
-    code = ("from tumbler.cli import main, entry_point; "
-            "from tumbler.probecmd import probe_command; "
+    code = ("from tumbler.commands.main import main, entry_point; "
+            "from tumbler.commands.probe import probe_command; "
             "'probe' in main.commands or main.add_command(probe_command); entry_point()")
     cmd = subprocess.Popen([sys.executable, "-c", code, "probe", "locks", "-p",
                             str(locks_workload.pid), "--duration", "600", "--json"],

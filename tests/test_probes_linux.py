@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_until
-from tumbler import probe
+from tumbler.tracing import session as probe
 from tumbler.errors import TumblerError
 
 pytestmark = [
@@ -398,7 +398,7 @@ def test_unknown_process_is_an_error():
 CHILD = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, %r)
-    from tumbler.probe import ProbeSession
+    from tumbler.tracing.session import ProbeSession
     s = ProbeSession(period_ms=%d)
     s.start([os.getpid()], ["migrations"])
     print(" ".join(str(c.proc.pid) for c in s._children), flush=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tumbler import _probe_parse as pp
-from tumbler import probe
+from tumbler.tracing import parse as pp
+from tumbler.tracing import session as probe
 from tumbler.errors import TumblerError, UsageError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -420,15 +420,16 @@ def test_check_tool_dtrace(monkeypatch):
 
 
 def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
+    from tumbler.platform.illumos import zone
     monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
     monkeypatch.setattr(probe.os, "geteuid", lambda: 0)         # root, all the same
-    monkeypatch.setattr(probe._illumos_zone, "zone_name", lambda: "web1")
+    monkeypatch.setattr(zone, "zone_name", lambda: "web1")
     with pytest.raises(TumblerError) as info:
         probe.check_tool("illumos", {"locks"})
     message = one_line(info)
     assert "dtrace_kernel" in message and "web1" in message and "global zone" in message
     assert "run as root" not in message
-    monkeypatch.setattr(probe._illumos_zone, "zone_name", lambda: "global")
+    monkeypatch.setattr(zone, "zone_name", lambda: "global")
     assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
 
 

@@ -13,9 +13,9 @@ from array import array
 import pytest
 
 from test_controller_loads import MS, PID, ScriptedBackend
-from tumbler.controller import Controller
-from tumbler.quiet import QuietRound
-from tumbler.domains import DomainChoice
+from tumbler.balance.controller import Controller
+from tumbler.balance.quiet import QuietRound
+from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NullBinder
 
@@ -246,7 +246,7 @@ def test_window_base_is_the_same_for_quiet_and_full_rounds():
 
 
 def test_columns_of_a_sample_missing_a_thread_are_none():
-    from tumbler.quiet import Roster
+    from tumbler.balance.quiet import Roster
     from tumbler.platform.base import Sample, ThreadTimes
 
     class Thread:

@@ -975,7 +975,8 @@ def test_journal_lock_batch_and_pruning(duty, procs, state):
     """In-process: a second claim is Busy; a batch is one write at its end;
     records of exited threads are pruned as the file grows."""
     from tumbler.platform import open_backend
-    from tumbler.state import PRUNE_MIN, Busy, Journal
+    from tumbler.state.journal import PRUNE_MIN
+    from tumbler.state import Busy, Journal
     target = procs.start([duty, "30", "5", "5"])
     wait_for_threads(target.pid, 3)
     backend = open_backend()

@@ -18,11 +18,11 @@ import pytest
 import illumos_fixtures as fx
 from conftest import wait_for_threads
 from conftest import run_in_process as run
-from tumbler.cli import main
-from tumbler.domains import choose_domains
+from tumbler.commands.main import main
+from tumbler.balance.domains import choose_domains
 from tumbler.platform import open_backend
 from tumbler.platform.base import Sample, ThreadTimes
-from tumbler.statcmd import (Snapshot, collect_reports, linux_over_interval, report_record,
+from tumbler.commands.stat import (Snapshot, collect_reports, linux_over_interval, report_record,
                              snapshot, stat_command, thread_percentages)
 
 if "stat" not in main.commands:

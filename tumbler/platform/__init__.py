@@ -32,7 +32,7 @@ def boot_token():
     seconds since the epoch) serves as one.
     """
     if native_platform() == "illumos":
-        from ._illumos_kstat import read_boot_time
+        from .illumos.kstat import read_boot_time
         try:
             return "boot_time:%d" % read_boot_time()
         except OSError:
@@ -52,9 +52,9 @@ def open_backend(name=None, root="/"):
             raise TumblerError("unsupported platform %r: tumbler runs on Linux and illumos"
                                % sys.platform)
     if name == "linux":
-        from .linux import LinuxBackend
+        from .linux.backend import LinuxBackend
         return LinuxBackend(root)
     if name == "illumos":
-        from .illumos import IllumosBackend
+        from .illumos.backend import IllumosBackend
         return IllumosBackend(root)
     raise UsageError("unknown platform %r (choose from %s)" % (name, ", ".join(PLATFORMS)))

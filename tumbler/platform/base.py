@@ -237,6 +237,14 @@ class Backend:
     def binder(self, kind):
         raise NotImplementedError
 
+    def remove_orphans(self, known_pids):
+        """Remove what tumblers that are gone created and no state file
+        names (a tumbler killed before it wrote one), except what belongs
+        to ``known_pids``.  Yields (tumbler pid, [(what, path), ...]
+        removed, an error message or None).  Default: nothing to remove
+        (the platform's binders leave nothing a state file does not list)."""
+        return iter(())
+
     def check_can_bind(self, info, binder_kind):
         """Raise AccessDenied now if binding ``info``'s threads will be refused."""
 

@@ -13,12 +13,12 @@ import sys
 
 import click
 
-from . import __version__
-from .config import BINDER_CHOICES, LEVEL_CHOICES, POLICY_CHOICES, load_config
-from .cpulist import format_cpulist, parse_domains
-from .errors import EXIT_FAILURE, TumblerError, UsageError
-from .platform import PLATFORMS, open_backend
-from .platform.base import LEVELS, AccessDenied, PlatformError
+from .. import __version__
+from ..config import BINDER_CHOICES, LEVEL_CHOICES, POLICY_CHOICES, load_config
+from ..cpulist import format_cpulist, parse_domains
+from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..platform import PLATFORMS, open_backend
+from ..platform.base import LEVELS, AccessDenied, PlatformError
 
 # Options shared by ``tumbler`` and ``tumbler exec``: given before or after
 # ``exec``, the later one wins.
@@ -145,7 +145,7 @@ def exec_command(ctx, command, **options):
 @click.pass_context
 def topology_command(ctx, as_json):
     """Show the CPU domains at each level and the level tumbler would pick."""
-    from .domains import choose_domains
+    from ..balance.domains import choose_domains
     backend = open_backend(ctx.obj["platform"], ctx.obj["root"])
     topo = backend.topology()
     allowed = _own_allowed(backend, topo)
@@ -173,10 +173,10 @@ def topology_command(ctx, as_json):
     click.echo("auto: %s" % choice.note)
 
 
-from .statcmd import stat_command      # noqa: E402  (commands register on main)
-from .probecmd import probe_command    # noqa: E402
+from .stat import stat_command      # noqa: E402  (commands register on main)
+from .probe import probe_command    # noqa: E402
 from .compare import compare_command   # noqa: E402  (imports balancing_options from here)
-from .restorecmd import restore_command  # noqa: E402
+from .restore import restore_command  # noqa: E402
 
 main.add_command(stat_command)
 main.add_command(probe_command)

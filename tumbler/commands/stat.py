@@ -35,14 +35,14 @@ from typing import Optional
 
 import click
 
-from .config import LEVEL_CHOICES
-from .cpulist import format_cpulist, parse_domains
-from .domains import choose_domains
-from .errors import TumblerError, UsageError
-from .platform import open_backend
-from .platform.base import NoSuchProcess, Sample
-from .targets import allowed_union, check_process
-from .platform.illumos import PRSTAT_COLUMNS, microstate_percent
+from ..config import LEVEL_CHOICES
+from ..cpulist import format_cpulist, parse_domains
+from ..balance.domains import choose_domains
+from ..errors import TumblerError, UsageError
+from ..platform import open_backend
+from ..platform.base import NoSuchProcess, Sample
+from ..balance.targets import allowed_union, check_process
+from ..platform.illumos.backend import PRSTAT_COLUMNS, microstate_percent
 
 #: Percentage columns per platform, in display order (prstat -mL order).
 COLUMNS = {"linux": ("usr", "sys", "lat"), "illumos": PRSTAT_COLUMNS}

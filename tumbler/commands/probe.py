@@ -28,17 +28,17 @@ import time
 
 import click
 
-from . import probe
-from .config import LEVEL_CHOICES
-from .cpulist import format_cpulist
-from .errors import UsageError
-from .platform import open_backend
-from .platform.base import NoSuchProcess
-from .probe_observer import FIELDS_OF_KIND, check_tracing
-from .statcmd import (cpu_domain_map, domain_choice, format_cell, format_domains, snapshot,
+from ..tracing import session as probe
+from ..config import LEVEL_CHOICES
+from ..cpulist import format_cpulist
+from ..errors import UsageError
+from ..platform import open_backend
+from ..platform.base import NoSuchProcess
+from ..observers.probes import FIELDS_OF_KIND, check_tracing
+from .stat import (cpu_domain_map, domain_choice, format_cell, format_domains, snapshot,
                       thread_percentages)
-from .targets import check_process
-from .waiting import SignalWaiter
+from ..balance.targets import check_process
+from ..balance.waiting import SignalWaiter
 
 DEFAULT_DURATION_S = 5.0
 #: The scripts print their totals this often; the command reads only the

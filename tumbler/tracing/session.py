@@ -39,11 +39,10 @@ import threading
 import time
 from pathlib import Path
 
-from tumbler._probe_parse import (FIELDS, KINDS, SCRIPT_OF_KIND, ParseError,
+from .parse import (FIELDS, KINDS, SCRIPT_OF_KIND, ParseError,
                                   ProbeStream, by_tid, delta, empty_record,
                                   merge, process_totals)
-from tumbler.errors import TumblerError, UsageError
-from tumbler.platform import _illumos_zone
+from ..errors import TumblerError, UsageError
 
 __all__ = [
     "FIELDS", "KINDS", "PLATFORMS", "ProbeSession", "by_tid", "check_tool",
@@ -99,7 +98,7 @@ def probe_dirs():
     env = os.environ.get("TUMBLER_PROBES")
     if env:
         dirs.append(Path(env))
-    dirs.append(Path(__file__).resolve().parent.parent / "probes")
+    dirs.append(Path(__file__).resolve().parents[2] / "probes")
     dirs.append(Path(sys.prefix) / "share" / "tumbler" / "probes")
     return dirs
 
@@ -218,9 +217,10 @@ def check_tool(platform_name, kinds=KINDS):
     if not tool:
         raise TumblerError("dtrace not found in PATH or /usr/sbin: install "
                            "the DTrace package of your distribution")
-    zone = _illumos_zone.nonglobal_zone()
+    from ..platform.illumos import zone as zones    # illumos only: not loaded on Linux
+    zone = zones.nonglobal_zone()
     if zone is not None:
-        raise TumblerError(_illumos_zone.prohibited(
+        raise TumblerError(zones.prohibited(
             "dtrace_kernel", zone, "DTrace's sched provider (every probe script)"))
     if os.geteuid() != 0:
         missing = _illumos_missing_privileges(kinds)

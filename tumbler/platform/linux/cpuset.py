@@ -76,8 +76,9 @@ import os
 import re
 import sys
 
-from ..cpulist import format_cpulist, parse_cpulist
-from .base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
+from ...cpulist import format_cpulist, parse_cpulist
+from .affinity import set_affinity
+from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 CPUSET_PRIVILEGE = "root (CAP_SYS_ADMIN) for --binder cpuset"
 _OWN_DIR = re.compile(r"^tumbler\.(\d+)$")
@@ -163,7 +164,6 @@ class CpusetBinder(Binder):
             raise Unmovable(tid, str(vanished))
         cpus = frozenset(cpus)
         if cpus and cpus != self.backend.allowed_cpus(pid, tid):
-            from .linux import set_affinity
             set_affinity(pid, tid, cpus)
 
     def restore(self, pid, tid, saved):
@@ -185,7 +185,6 @@ class CpusetBinder(Binder):
                           "(its process was moved); left where it is" % (tid, pid, directory))
                 return
         if saved.get("cpus"):
-            from .linux import set_affinity
             set_affinity(pid, tid, saved["cpus"])
 
     def close(self):

@@ -30,10 +30,10 @@ import sys
 
 import click
 
-from .errors import EXIT_FAILURE, TumblerError, UsageError
-from .platform import open_backend
-from .platform.base import PlatformError
-from .state import (Lock, StateError, list_states, read_state, remove_resources_of,
+from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..platform import open_backend
+from ..platform.base import PlatformError
+from ..state import (Lock, StateError, list_states, read_state, remove_resources_of,
                     restore_state, state_dir)
 
 
@@ -171,30 +171,15 @@ def _remove(backend, kind, resources, owner_pid):
 
 
 def _remove_orphans(backend, known_owners):
-    """``tumbler.<pid>`` cpuset cgroups of tumblers that are gone and that no
-    state file names (a tumbler killed before it wrote one)."""
-    if getattr(backend, "name", None) != "linux" or os.geteuid() != 0:
-        return False, True
-    from .platform import _linux_cpuset as cpuset
-    try:
-        mount = cpuset.find_cpuset_mount(backend.proc, backend.root)[1]
-    except PlatformError:
-        return False, True              # no cpuset hierarchy: nothing to look for
-    known_pids = {pid for pid, _ in known_owners}
+    """What tumblers that are gone created and no state file names (one
+    killed before it wrote any): ``Backend.remove_orphans``."""
+    known_pids = {pid for pid, _ in known_owners} | {os.getpid()}
     done, ok = False, True
-    for owner, dirs in sorted(cpuset.leftover_dirs(mount).items()):
-        if owner in known_pids or owner == os.getpid() or \
-                cpuset.tumbler_running(backend.proc, owner):
-            continue
-        removed = []
-        try:
-            for top in dirs:
-                removed += cpuset.remove_tree(top)
-        except PlatformError as exc:
-            _complain(str(exc))
+    for owner, removed, error in backend.remove_orphans(known_pids):
+        if error:
+            _complain(error)
             ok = False
         if removed:
             done = True
-            _say("removed %d cgroups left by tumbler %d" % (len(removed), owner))
+            _say("removed %d %s left by tumbler %d" % (len(removed), removed[0][0], owner))
     return done, ok
-

@@ -27,7 +27,7 @@ import json
 import sys
 import time
 
-from .cpulist import format_cpulist
+from ..cpulist import format_cpulist
 
 
 class RunLog:

@@ -57,9 +57,9 @@ import ctypes
 import errno
 import os
 
-from ..cpulist import format_cpulist
-from . import _illumos_zone
-from .base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
+from ...cpulist import format_cpulist
+from . import zone as zones
+from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 PS_NONE = -1
 CONFIG_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
@@ -425,7 +425,7 @@ def _bind_error(exc, pid, tid, pset):
     if code == errno.ESRCH:
         return NoSuchProcess(pid, tid)
     if code == errno.EPERM:
-        zone = _illumos_zone.nonglobal_zone()
+        zone = zones.nonglobal_zone()
         if zone is not None:
             return _config_denied("moving LWPs between processor sets", zone)
         return AccessDenied(
@@ -450,9 +450,9 @@ def _bind_error(exc, pid, tid, pset):
 def _config_denied(what, zone=None):
     """EPERM from a pset configuration call: the privilege, or the zone that
     can never have it (then "run as root" would be wrong advice)."""
-    zone = zone or _illumos_zone.nonglobal_zone()
+    zone = zone or zones.nonglobal_zone()
     if zone is not None:
-        return AccessDenied(_illumos_zone.prohibited("sys_res_config", zone,
+        return AccessDenied(zones.prohibited("sys_res_config", zone,
                                                      "%s (--binder pset)" % what),
                             CONFIG_PRIVILEGE)
     return AccessDenied("%s needs privilege %s (run as root)" % (what, CONFIG_PRIVILEGE),

@@ -17,7 +17,7 @@ Sampling cost matters (the paper measured 410 us for 64 threads), so:
   (tumbler also raises its soft limit to the hard one at start).
 
 ``root`` replaces ``/`` so tests can run on fixture trees.  Only this module
-and ``_linux_cpuset`` look at errno: everything leaves as the exceptions of
+and ``cpuset`` look at errno: everything leaves as the exceptions of
 ``tumbler.platform.base``.
 """
 
@@ -28,22 +28,21 @@ from array import array
 from itertools import repeat
 from operator import attrgetter
 
-from ..cpulist import parse_cpulist
-from ..errors import UsageError
-from .base import (NO_MICROSTATES, AccessDenied, Backend, Binder, NoSuchProcess, PlatformError,
-                   ProcessInfo, Sample, ThreadTimes, Topology, Unmovable,
-                   Unsupported)
+from ...cpulist import parse_cpulist
+from ...errors import UsageError
+from ..base import (NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess, PlatformError,
+                    ProcessInfo, Sample, ThreadTimes)
+from .affinity import SETAFFINITY_PRIVILEGE, AffinityBinder, thread_error
+from .topology import read_topology
 
 try:
-    from ._linux_steady import read_columns as _c_read_columns
-    from ._linux_steady import steady_times as _c_steady_times
+    from ._steady import read_columns as _c_read_columns
+    from ._steady import steady_times as _c_steady_times
 except ImportError:         # not built (optional): the same steps in Python
     _c_read_columns = _c_steady_times = None
 
 PF_KTHREAD = 0x00200000
 CAP_SYS_NICE = 23
-PF_NO_SETAFFINITY = 0x04000000
-SETAFFINITY_PRIVILEGE = "the same user as the target, or CAP_SYS_NICE"
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _NS_PER_TICK = 1_000_000_000 // _CLK_TCK
@@ -255,14 +254,14 @@ class LinuxBackend(Backend):
         try:
             comm, fields = parse_stat(_read_path(base + "stat").decode(errors="replace"))
         except OSError as exc:
-            raise _thread_error(exc, pid, tid)
+            raise thread_error(exc, pid, tid)
         try:
             schedstat_fd = os.open(base + "schedstat", os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             schedstat_fd = -1       # kernel without CONFIG_SCHED_INFO
         except OSError as exc:
             if exc.errno not in (errno.EMFILE, errno.ENFILE):
-                raise _thread_error(exc, pid, tid)
+                raise thread_error(exc, pid, tid)
             schedstat_fd = None     # out of fds: read by path each time
         files = _ThreadFiles(schedstat_fd, base, int(fields[_STAT_STARTTIME]),
                              int(fields[_STAT_FLAGS]), comm)
@@ -357,7 +356,7 @@ class LinuxBackend(Backend):
         thread and says why.
 
         This is most of what tumbler spends each round on a big process.
-        The C module ``_linux_steady`` does these steps when it was built
+        The C module ``_steady`` does these steps when it was built
         (cheaper: BENCHMARKS.md); ``_py_steady_sample`` is the same in
         Python.
         """
@@ -494,7 +493,7 @@ class LinuxBackend(Backend):
         try:
             status = _read_status("%s/%d/task/%d/status" % (self.proc, pid, tid))
         except OSError as exc:
-            raise _thread_error(exc, pid, tid)
+            raise thread_error(exc, pid, tid)
         return int(status.get("voluntary_ctxt_switches", 0))
 
     def children(self, pid, tids=None):
@@ -536,36 +535,15 @@ class LinuxBackend(Backend):
             try:
                 return frozenset(os.sched_getaffinity(tid))
             except OSError as exc:
-                raise _thread_error(exc, pid, tid)
+                raise thread_error(exc, pid, tid)
         try:
             status = _read_status("%s/%d/task/%d/status" % (self.proc, pid, tid))
         except OSError as exc:
-            raise _thread_error(exc, pid, tid)
+            raise thread_error(exc, pid, tid)
         return parse_cpulist(status["Cpus_allowed_list"])
 
     def topology(self):
-        cpu_dir = self.sys + "/devices/system/cpu"
-        try:
-            online = _read_cpulist(cpu_dir + "/online")
-        except OSError:
-            raise Unsupported("cannot read %s/online: is /sys mounted?" % cpu_dir) from None
-        levels = {}
-        package = _group_by(online, lambda c: _read_cpulist_or_none(
-            "%s/cpu%d/topology/package_cpus_list" % (cpu_dir, c))
-            or _read_cpulist_or_none("%s/cpu%d/topology/core_siblings_list" % (cpu_dir, c)))
-        if package:
-            levels["package"] = package
-        numa = _numa_nodes(self.sys + "/devices/system/node", online)
-        if numa:
-            levels["numa"] = numa
-        llc = _group_by(online, lambda c: _last_level_cache(cpu_dir, c))
-        if llc:
-            levels["llc"] = llc
-        core = _group_by(online, lambda c: _read_cpulist_or_none(
-            "%s/cpu%d/topology/core_cpus_list" % (cpu_dir, c))
-            or _read_cpulist_or_none("%s/cpu%d/topology/thread_siblings_list" % (cpu_dir, c)))
-        levels["core"] = core or tuple(frozenset([c]) for c in sorted(online))
-        return Topology(online=online, levels=levels)
+        return read_topology(self.sys)
 
     def check_can_bind(self, info, binder_kind):
         """Fail early, before anything changes, if binding will be refused."""
@@ -577,43 +555,38 @@ class LinuxBackend(Backend):
             raise AccessDenied("process %d belongs to uid %d, tumbler runs as uid %d"
                                % (info.pid, info.uid, os.geteuid()), SETAFFINITY_PRIVILEGE)
 
+    def remove_orphans(self, known_pids):
+        """See Backend.remove_orphans: the ``tumbler.<pid>`` cpuset cgroups
+        of tumblers that are gone (root only; none without a cpuset
+        hierarchy)."""
+        if os.geteuid() != 0:
+            return
+        from . import cpuset
+        try:
+            mount = cpuset.find_cpuset_mount(self.proc, self.root)[1]
+        except PlatformError:
+            return                  # no cpuset hierarchy: nothing to look for
+        for owner, dirs in sorted(cpuset.leftover_dirs(mount).items()):
+            if owner in known_pids or cpuset.tumbler_running(self.proc, owner):
+                continue
+            removed, error = [], None
+            try:
+                for top in dirs:
+                    removed += cpuset.remove_tree(top)
+            except PlatformError as exc:
+                error = str(exc)
+            yield owner, [("cgroups", path) for path in removed], error
+
     def binder(self, kind):
         if kind == "affinity":
             return AffinityBinder(self)
         if kind == "cpuset":
-            from ._linux_cpuset import CpusetBinder
+            from .cpuset import CpusetBinder
             return CpusetBinder(self)
         raise UsageError("--binder %s is not available on Linux (use affinity or cpuset)" % kind)
 
 
 # -- binders -------------------------------------------------------------------
-
-class AffinityBinder(Binder):
-    """Binds with sched_setaffinity(2); the OS balances inside the domain."""
-
-    kind = "affinity"
-    binds_masks = True
-
-    def __init__(self, backend):
-        self.backend = backend
-
-    def setup(self, domains):
-        pass
-
-    def save(self, pid, tid):
-        return {"cpus": sorted(self.backend.allowed_cpus(pid, tid))}
-
-    def bind(self, pid, tid, domain_index, cpus):
-        if self.backend.thread_flags(pid, tid) & PF_NO_SETAFFINITY:
-            raise Unmovable(tid, "the kernel forbids changing its affinity (PF_NO_SETAFFINITY)")
-        set_affinity(pid, tid, cpus)
-
-    def restore(self, pid, tid, saved):
-        set_affinity(pid, tid, saved["cpus"])
-
-    def close(self):
-        pass
-
 
 def _py_read_columns(task_fd, fds, run, lat):
     """The C module's ``read_columns`` in Python: None unless the process
@@ -632,27 +605,7 @@ def _py_read_columns(task_fd, fds, run, lat):
     return now
 
 
-def set_affinity(pid, tid, cpus):
-    try:
-        os.sched_setaffinity(tid, cpus)
-    except OSError as exc:
-        raise _thread_error(exc, pid, tid)
-
-
 # -- helpers -------------------------------------------------------------------
-
-def _thread_error(exc, pid, tid):
-    """Map an OSError about one thread to the backend exceptions."""
-    code = getattr(exc, "errno", None)
-    if code in (errno.ESRCH, errno.ENOENT):
-        return NoSuchProcess(pid, tid)
-    if code in (errno.EPERM, errno.EACCES):
-        return AccessDenied("not permitted to change thread %d of process %d" % (tid, pid),
-                            SETAFFINITY_PRIVILEGE)
-    if code == errno.EINVAL:
-        return Unmovable(tid, "the kernel refused the CPU set (EINVAL)")
-    return PlatformError("thread %d: %s" % (tid, exc))
-
 
 def _has_capability(proc, bit):
     try:
@@ -669,65 +622,3 @@ def _read_status(path):
             key, _, value = line.partition(":")
             fields[key] = value.strip()
     return fields
-
-
-def _read_cpulist(path):
-    with open(path) as f:
-        text = f.read().strip()
-    return parse_cpulist(text) if text else frozenset()
-
-
-def _read_cpulist_or_none(path):
-    try:
-        return _read_cpulist(path)
-    except (OSError, UsageError):
-        return None
-
-
-def _group_by(online, cpus_of):
-    """Distinct CPU groups (restricted to ``online``) given each CPU's group."""
-    groups = set()
-    for cpu in online:
-        group = cpus_of(cpu)
-        if group is None:
-            return ()
-        group = frozenset(group) & online
-        groups.add(group or frozenset([cpu]))
-    return tuple(sorted(groups, key=min))
-
-
-def _numa_nodes(node_dir, online):
-    try:
-        names = [n for n in os.listdir(node_dir) if n.startswith("node") and n[4:].isdigit()]
-    except OSError:
-        return ()
-    nodes = set()
-    for name in names:
-        cpus = _read_cpulist_or_none("%s/%s/cpulist" % (node_dir, name))
-        if cpus and cpus & online:
-            nodes.add(frozenset(cpus & online))
-    return tuple(sorted(nodes, key=min))
-
-
-def _last_level_cache(cpu_dir, cpu):
-    """shared_cpu_list of the highest-level cache of ``cpu`` (its LLC)."""
-    cache_dir = "%s/cpu%d/cache" % (cpu_dir, cpu)
-    best_level, best = -1, None
-    try:
-        indexes = [n for n in os.listdir(cache_dir) if n.startswith("index")]
-    except OSError:
-        return None
-    for index in indexes:
-        try:
-            with open("%s/%s/level" % (cache_dir, index)) as f:
-                level = int(f.read())
-            with open("%s/%s/type" % (cache_dir, index)) as f:
-                kind = f.read().strip()
-        except (OSError, ValueError):
-            continue
-        if kind == "Instruction" or level <= best_level:
-            continue
-        shared = _read_cpulist_or_none("%s/%s/shared_cpu_list" % (cache_dir, index))
-        if shared:
-            best_level, best = level, shared
-    return best

@@ -8,8 +8,8 @@ an admin meant and can hurt the whole machine.
 
 import os
 
-from .errors import EXIT_FAILURE, TumblerError, UsageError
-from .platform.base import NoSuchProcess
+from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..platform.base import NoSuchProcess
 
 
 def check_process(backend, pid, manage=False, force=False):

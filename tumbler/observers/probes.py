@@ -37,8 +37,8 @@ bpftrace/dtrace or privilege), before any thread has been moved by rounds.
 import shutil
 import time
 
-from . import probe
-from .errors import TumblerError, UsageError
+from ..tracing import session as probe
+from ..errors import TumblerError, UsageError
 
 #: Traced fields per kind.
 FIELDS_OF_KIND = {"locks": ("lock_ns", "lock_count"), "latency": ("runq_ns", "runq_count"),

@@ -45,13 +45,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional
 
-from .cpulist import format_cpulist
-from .engine.model import Domain, ThreadLoad
-from .engine.policy import RUNNABLE_SHARE, ThreadView
-from .engine.window import summarize_window
-from .platform.base import NoSuchProcess, PlatformError, Unmovable
+from ..cpulist import format_cpulist
+from ..engine.model import Domain, ThreadLoad
+from ..engine.policy import RUNNABLE_SHARE, ThreadView
+from ..engine.window import summarize_window
+from ..platform.base import NoSuchProcess, PlatformError, Unmovable
 from .quiet import ColumnSample, QuietRound, Roster
-from .summary import SpreadHistory
+from ..observers.summary import SpreadHistory
 from .targets import allowed_union
 
 
@@ -260,7 +260,7 @@ class Controller:
         return self.journal.batch() if self.journal is not None else contextlib.nullcontext()
 
     def _place_new(self, new):
-        from .engine.grouping import place_new
+        from ..engine.grouping import place_new
         # A placed thread not measured yet counts as busy (1 CPU): threads
         # created one by one then alternate between domains.
         placed = [ThreadLoad(t.tid, 1.0 if t.load is None else t.load, t.domain, t.eligible)

@@ -13,19 +13,19 @@ import subprocess
 import sys
 import time
 
-from .controller import Controller
-from .domains import choose_domains
-from .engine.policy import make_policy
-from .engine.speed import SpeedParams
-from .engine.variation import VariationTable
-from .errors import EXIT_FAILURE, TumblerError, UsageError
-from .platform import open_backend
-from .platform.base import NoSuchProcess, NullBinder
-from .runlog import RunLog
-from .state import Journal
-from .summary import summary_lines
-from .targets import allowed_union, check_process
-from .waiting import SignalWaiter
+from ..balance.controller import Controller
+from ..balance.domains import choose_domains
+from ..engine.policy import make_policy
+from ..engine.speed import SpeedParams
+from ..engine.variation import VariationTable
+from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..platform import open_backend
+from ..platform.base import NoSuchProcess, NullBinder
+from ..observers.runlog import RunLog
+from ..state import Journal
+from ..observers.summary import summary_lines
+from ..balance.targets import allowed_union, check_process
+from ..balance.waiting import SignalWaiter
 
 DEFAULT_BINDER = {"linux": "affinity", "illumos": "pset"}
 
@@ -83,7 +83,7 @@ def _journal(backend, settings, policy):
 def _observers(settings):
     observers, tracer = [], None
     if settings["probe"]:
-        from .probe_observer import ProbeObserver
+        from ..observers.probes import ProbeObserver
         tracer = ProbeObserver()
         tracer.check()                  # before any change: a missing bpftrace is exit 1
         observers.append(tracer)

@@ -106,13 +106,13 @@ from typing import List, Optional, Sequence
 
 import click
 
-from .cli import OPTION_NAMES, balancing_options
-from .config import POLICY_CHOICES
-from .cpulist import format_cpulist
-from .domains import choose_domains
-from .errors import EXIT_FAILURE, TumblerError, UsageError
-from .platform import open_backend
-from .platform.base import NoSuchProcess
+from .main import OPTION_NAMES, balancing_options
+from ..config import POLICY_CHOICES
+from ..cpulist import format_cpulist
+from ..balance.domains import choose_domains
+from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..platform import open_backend
+from ..platform.base import NoSuchProcess
 
 #: Policies compare runs itself; every other name is a ``tumbler --policy``.
 OWN_POLICIES = ("default", "pinned", "psets")
@@ -224,7 +224,7 @@ class StaticPlacer:
         self.placed = {}
         self.skipped = set()            # threads that exited or refused the CPUs
         if backend is None:
-            from .platform.linux import LinuxBackend
+            from ..platform.linux.backend import LinuxBackend
             backend = LinuxBackend()
         self.backend = backend
 
@@ -307,7 +307,7 @@ class RunTracer:
     """
 
     def __init__(self, kinds, domain_of_cpu, period_s=0.2):
-        from .probe_observer import FIELDS_OF_KIND
+        from ..observers.probes import FIELDS_OF_KIND
         self.kinds = kinds
         self.fields = tuple(f for kind in kinds for f in FIELDS_OF_KIND[kind])
         self.domain_of_cpu = domain_of_cpu
@@ -335,7 +335,7 @@ class RunTracer:
 
     def start(self, pid):
         """Attach to ``pid`` (blocks until the probes are attached)."""
-        from . import probe
+        from ..tracing import session as probe
         session = probe.ProbeSession(period_ms=100)
         try:
             session.start([pid], self.kinds, self.domain_of_cpu)
@@ -358,8 +358,8 @@ class RunTracer:
                 return
 
     def _take(self, snapshot):
-        from . import probe
-        from .probe_observer import add_into
+        from ..tracing import session as probe
+        from ..observers.probes import add_into
         for record in probe.delta(snapshot, self._last).values():
             add_into(self.totals, record, self.fields)
         self._last = snapshot
@@ -385,7 +385,7 @@ class RunTracer:
         """The run's figures: lock wait (s and waits), run-queue latency (total
         s, waits, mean ms), migrations and cross-domain migrations (absent
         for kinds not traced); ``failure`` says why tracing stopped early."""
-        from .probe_observer import mean_runq_ms
+        from ..observers.probes import mean_runq_ms
         t = self.totals
         out = {"failure": self.failure}
         if "lock_ns" in t:
@@ -685,7 +685,7 @@ def _flag(ctx, name):
 
 
 def _make_setup(ctx, options, policies, command):
-    from .cli import _settings      # here: cli imports this module before defining it
+    from .main import _settings      # here: cli imports this module before defining it
     settings = _settings(ctx, options)
     _reject_unusable(ctx, options, settings)
     static = [p for p in policies if p in ("pinned", "psets")]
@@ -694,8 +694,8 @@ def _make_setup(ctx, options, policies, command):
     backend = open_backend(settings["platform"], settings["root"])
     probe_kinds = ()
     if settings["probe"]:
-        from . import probe
-        from .probe_observer import check_tracing
+        from ..tracing import session as probe
+        from ..observers.probes import check_tracing
         check_tracing(backend.name, probe.KINDS)     # one clear line if it cannot
         probe_kinds = tuple(probe.KINDS)
     choice = choose_domains(backend.topology(), frozenset(os.sched_getaffinity(0))

@@ -1,5 +1,5 @@
 /*
- * _linux_steady: the Linux backend's steady-state sample in one C call.
+ * _steady: the Linux backend's steady-state sample in one C call.
  *
  * tumbler samples every thread of its target every round.  From the second
  * round on the usual sample is: for every known thread, one pread(2) of its
@@ -287,12 +287,12 @@ static PyMethodDef steady_methods[] = {
 };
 
 static struct PyModuleDef steady_module = {
-    PyModuleDef_HEAD_INIT, "_linux_steady",
+    PyModuleDef_HEAD_INIT, "_steady",
     "The Linux backend's steady-state sample in C (optional; see linux.py).",
     -1, steady_methods, NULL, NULL, NULL, NULL
 };
 
-PyMODINIT_FUNC PyInit__linux_steady(void)
+PyMODINIT_FUNC PyInit__steady(void)
 {
     if (str_schedstat_fd == NULL) {
         str_schedstat_fd = PyUnicode_InternFromString("schedstat_fd");

@@ -16,7 +16,7 @@ that file is read once per new LWP (again after a second while still
 unnamed), not per sample.  On the real /proc (``root == "/"``) the two table
 files stay open and are re-read: an fd of a procfs file is tied to its
 process, so a reused PID can never be read through it.  Fixture trees are
-re-opened on every read.  Layouts: ``_illumos_structs``.
+re-opened on every read.  Layouts: ``structs``.
 
 ``ThreadTimes`` fields: ``run_ns = pr_utime + pr_stime``, ``usr_ns``,
 ``sys_ns``, ``lat_ns = pr_wtime`` (waiting for a CPU), ``micro`` = lck
@@ -25,7 +25,7 @@ denominator of prstat -m); ``start`` is ``pr_create`` (hrtime of creation);
 ``state`` is ``pr_sname`` with 'O' (on a CPU) reported as 'R'.
 ``microstate_percent`` turns two of them into prstat -mL percentages.
 
-Topology comes from the kstats (``_illumos_kstat``).  Packages and LLCs are
+Topology comes from the kstats (``kstat``).  Packages and LLCs are
 the processor groups the kernel's CMT scheduler uses (``pg_hw_perf``
 kstats: "Socket" and "Cache" groups), which exist on x86 and SPARC alike;
 a level is taken from them only when their groups cover every on-line CPU
@@ -38,7 +38,7 @@ lgroups are only reachable through liblgrp's lgrp_init/lgrp_cpus walk, which
 tumbler does not wrap; on illumos x86 the package level coincides with the
 leaf lgroup on common two-socket machines.
 
-Only this module and ``_illumos_pset`` look at errno; everything leaves as
+Only this module and ``pset`` look at errno; everything leaves as
 the exceptions of ``tumbler.platform.base``.
 """
 
@@ -48,15 +48,15 @@ import struct
 import sys
 import time
 
-from ..cpulist import parse_cpulist
-from ..errors import UsageError
-from . import _illumos_kstat as kstat
-from . import _illumos_pset as pset
-from . import _illumos_zone
-from ._illumos_structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
+from ...cpulist import parse_cpulist
+from ...errors import UsageError
+from . import kstat as kstat
+from . import pset as pset
+from . import zone as zones
+from .structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
                                parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
                                PSINFO_SIZE)
-from .base import (AccessDenied, Backend, NoSuchProcess, PlatformError, ProcessInfo,
+from ..base import (AccessDenied, Backend, NoSuchProcess, PlatformError, ProcessInfo,
                    Sample, ThreadTimes, Topology, Unsupported)
 
 #: cpu_info ``state`` values of CPUs that run threads (sys/processor.h PS_*).
@@ -182,9 +182,9 @@ class IllumosBackend(Backend):
         """Fail early, before anything changes, if binding will be refused."""
         libc = self._binder_libc(binder_kind)
         pset.require_bind_lwp(libc)
-        zone = _illumos_zone.nonglobal_zone()
+        zone = zones.nonglobal_zone()
         if zone is not None:
-            raise AccessDenied(_illumos_zone.prohibited(
+            raise AccessDenied(zones.prohibited(
                 "sys_res_config", zone, "--binder pset (it creates processor sets)"),
                 pset.CONFIG_PRIVILEGE)
         has_privilege = getattr(libc, "has_privilege", None)

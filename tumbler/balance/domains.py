@@ -16,9 +16,9 @@ group across; the caller says so in the log and the summary.
 from dataclasses import dataclass
 from typing import Tuple
 
-from .cpulist import brief, format_cpulist
-from .errors import UsageError
-from .platform.base import LEVELS
+from ..cpulist import brief, format_cpulist
+from ..errors import UsageError
+from ..platform.base import LEVELS
 
 AUTO_LEVELS = ("package", "numa", "llc")
 

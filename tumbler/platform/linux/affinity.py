@@ -1,0 +1,61 @@
+"""Binding by sched_setaffinity(2): a thread's CPU mask is its placement.
+
+The mask is the thread's own: a thread or process it creates starts with
+it, and anyone with the privilege may change it later (see
+``Binder.binds_masks``).
+"""
+
+import errno
+import os
+
+from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable
+
+PF_NO_SETAFFINITY = 0x04000000
+SETAFFINITY_PRIVILEGE = "the same user as the target, or CAP_SYS_NICE"
+
+
+class AffinityBinder(Binder):
+    """Binds with sched_setaffinity(2); the OS balances inside the domain."""
+
+    kind = "affinity"
+    binds_masks = True
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def setup(self, domains):
+        pass
+
+    def save(self, pid, tid):
+        return {"cpus": sorted(self.backend.allowed_cpus(pid, tid))}
+
+    def bind(self, pid, tid, domain_index, cpus):
+        if self.backend.thread_flags(pid, tid) & PF_NO_SETAFFINITY:
+            raise Unmovable(tid, "the kernel forbids changing its affinity (PF_NO_SETAFFINITY)")
+        set_affinity(pid, tid, cpus)
+
+    def restore(self, pid, tid, saved):
+        set_affinity(pid, tid, saved["cpus"])
+
+    def close(self):
+        pass
+
+
+def set_affinity(pid, tid, cpus):
+    try:
+        os.sched_setaffinity(tid, cpus)
+    except OSError as exc:
+        raise thread_error(exc, pid, tid)
+
+
+def thread_error(exc, pid, tid):
+    """Map an OSError about one thread to the backend exceptions."""
+    code = getattr(exc, "errno", None)
+    if code in (errno.ESRCH, errno.ENOENT):
+        return NoSuchProcess(pid, tid)
+    if code in (errno.EPERM, errno.EACCES):
+        return AccessDenied("not permitted to change thread %d of process %d" % (tid, pid),
+                            SETAFFINITY_PRIVILEGE)
+    if code == errno.EINVAL:
+        return Unmovable(tid, "the kernel refused the CPU set (EINVAL)")
+    return PlatformError("thread %d: %s" % (tid, exc))

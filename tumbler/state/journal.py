@@ -1,0 +1,324 @@
+"""The journal: what a running tumbler writes before it changes anything
+(see ``tumbler.state``)."""
+
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ..cpulist import format_cpulist
+from ..errors import EXIT_FAILURE, TumblerError
+from ..platform.base import NoSuchProcess
+from .restore import restore_state
+from .store import (STATE_VERSION, Busy, Lock, StateError, StateFile, boot_id, ensure_dir,
+                    list_states, own_start, owner_of, read_state, state_dir, unlink_quietly,
+                    write_json)
+
+#: Records of exited threads are pruned once the file holds twice as many
+#: as were alive at the last pruning, and at least this many.
+PRUNE_MIN = 64
+#: The mask log is folded into the state file and emptied when it has this
+#: many lines (plus as many as records).
+MASK_LOG_LINES = 4096
+
+
+@dataclass
+class _Target:
+    pid: int
+    start: int
+    lock: Lock
+    name: str = "?"
+    allowed: Optional[List[int]] = None
+    threads: dict = field(default_factory=dict)     # (pid, tid) -> record
+    masks: set = field(default_factory=set)         # every mask set (tuples)
+    dirty: bool = False
+    prune_at: int = PRUNE_MIN
+    log_fd: Optional[int] = None                    # the .masks log, once opened
+    log_lines: int = 0
+    pending: list = field(default_factory=list)     # records of masks being set
+
+
+class Journal:
+    """The controller's ``journal`` hook, writing state files.
+
+    Use::
+
+        journal = Journal(backend)
+        journal.claim(pid)                  # each target, before anything changes
+        controller = Controller(..., journal=journal)
+        journal.attach(binder, domains)     # after the binder's setup
+        ...                                 # controller calls record/set_masks/drop/close
+
+    ``claim`` raises Busy (exit 1) if a running tumbler manages the process,
+    and first restores what a dead one left (``warn`` tells the user).
+    Every method that writes raises StateError (one line) when it cannot.
+    """
+
+    def __init__(self, backend, directory=None, warn=None):
+        self.backend = backend
+        self.directory = ensure_dir(directory or state_dir())
+        self.warn = warn or (lambda message: print("tumbler: " + message, file=sys.stderr))
+        self.targets = {}           # pid -> _Target
+        self.binder = None
+        self.binder_kind = None
+        self.domains = None
+        self._batch = 0
+        self._me = {"pid": os.getpid(), "start": own_start()}
+        self._boot = boot_id()
+
+    # -- claiming targets ----------------------------------------------------
+
+    def claim(self, pid, allowed=None):
+        """Lock ``pid`` for this tumbler and write its (empty) state file.
+
+        ``allowed``: the CPUs the process may use (default: the union of
+        its threads' masks, read after any stale state is restored).
+        """
+        if pid in self.targets:
+            return
+        try:
+            info = self.backend.process(pid)
+        except NoSuchProcess:
+            raise TumblerError("no such process: %d" % pid, EXIT_FAILURE) from None
+        lock = Lock(self.directory, pid, info.start)
+        owner = lock.acquire()
+        if owner is not None:
+            raise Busy(pid, owner)
+        try:
+            stale = StateFile(self.directory, pid, info.start)
+            if os.path.exists(stale.path):
+                self._restore_stale(stale)
+            if allowed is None:
+                allowed = self._union_allowed(pid)
+            target = _Target(pid, info.start, lock, name=info.name,
+                             allowed=sorted(allowed) if allowed is not None else None)
+            self.targets[pid] = target
+            self._write(target)
+        except BaseException:
+            target = self.targets.pop(pid, None)
+            if target is not None:
+                self._remove_files(target)
+            lock.release()
+            raise
+
+    def _union_allowed(self, pid):
+        allowed = set()
+        try:
+            for tid in self.backend.thread_ids(pid):
+                try:
+                    allowed |= self.backend.allowed_cpus(pid, tid)
+                except NoSuchProcess:
+                    continue
+        except NoSuchProcess:
+            return None
+        return allowed or None
+
+    def _restore_stale(self, state_file):
+        data = read_state(state_file.path)
+        owner = data["tumbler"]
+        # The dead tumbler's cgroups / processor sets go only with its last
+        # state file: other processes it managed may still sit in them.
+        alone = not any(other.path != state_file.path and owner_of(other) == owner
+                        for other in list_states(self.directory))
+        report = restore_state(state_file, self.backend, locked=True, remove_resources=alone)
+        for line in report.lines():
+            self.warn(line)
+        if report.failed:
+            raise StateError("process %d: what a previous tumbler left could not all be "
+                             "put back; run `tumbler restore -p %d` and try again"
+                             % (state_file.pid, state_file.pid))
+
+    def attach(self, binder, domains=None):
+        """Record the binder's kind, the domains, and (on every write) the
+        resources it created (``binder.resources()`` if it has one)."""
+        self.binder = binder
+        self.binder_kind = getattr(binder, "kind", None)
+        if domains is not None:
+            self.domains = [sorted(d) for d in domains]
+        for target in self.targets.values():
+            self._write(target)
+
+    def release(self, pid):
+        """The target exited: delete its state file and unlock it."""
+        target = self.targets.pop(pid, None)
+        if target is not None:
+            self._remove_files(target)
+            target.lock.release()
+
+    # -- the controller hook -------------------------------------------------
+
+    def record(self, pid, tid, start, binder_kind, saved, owner=None):
+        """Remember a thread's original placement; on disk when this returns
+        (or when the enclosing ``batch()`` ends).  ``owner``: the target
+        whose state file takes it, when the thread belongs to a child
+        process of the target (default: ``pid`` is the target)."""
+        owner = pid if owner is None else owner
+        target = self.targets.get(owner)
+        if target is None:
+            self.claim(owner)
+            target = self.targets[owner]
+        record = {"tid": tid, "start": start, "binder": binder_kind, "saved": saved}
+        if pid != owner:
+            record["pid"] = pid
+        old = target.threads.get((pid, tid))
+        if old is not None and old["start"] == start and "set" in old:
+            record["set"] = old["set"]
+        target.threads[(pid, tid)] = record
+        if self.binder_kind is None:
+            self.binder_kind = binder_kind
+        target.dirty = True
+        if not self._batch:
+            self._write(target)
+
+    def set_masks(self, entries):
+        """Log the masks about to be set, before they are: ``entries`` are
+        (pid, tid, start, cpus, owner) -- ``owner`` None for a target's own
+        thread.  One append per state file, no rewrite of it.  Call
+        ``masks_set()`` once they are set."""
+        lines = {}
+        for pid, tid, start, cpus, owner in entries:
+            target = self.targets.get(pid if owner is None else owner)
+            if target is None:
+                continue            # never recorded: nothing of it is restored either
+            mask = tuple(sorted(cpus))
+            record = target.threads.get((pid, tid))
+            if record is not None:
+                record["set"] = (record.get("set") or [])[-1:] + [list(mask)]
+                target.pending.append(record)
+            if mask not in target.masks:
+                target.masks.add(mask)
+                target.dirty = True     # the next rewrite carries it
+            lines.setdefault(target.pid, []).append(
+                "%d %d %d %s\n" % (pid, tid, start, format_cpulist(mask)))
+        for owner, text in lines.items():
+            self._append(self.targets[owner], "".join(text).encode())
+
+    def masks_set(self):
+        """The masks of the last ``set_masks`` are set (or were refused, and
+        the threads keep a mask tumbler logged before): one line says so."""
+        for target in self.targets.values():
+            if target.pending:
+                for record in target.pending:
+                    record["set"] = record["set"][-1:]
+                target.pending = []
+                self._append(target, b".\n")
+
+    def drop(self, pid, tid, owner=None):
+        """Forget a thread (restored, or gone); written with the next rewrite."""
+        target = self.targets.get(pid if owner is None else owner)
+        if target is not None and target.threads.pop((pid, tid), None) is not None:
+            target.dirty = True
+
+    @contextmanager
+    def batch(self):
+        """Records made inside reach the disk in one write per file, at the end."""
+        self._batch += 1
+        try:
+            yield self
+        finally:
+            self._batch -= 1
+            if not self._batch:
+                self.flush()
+
+    def flush(self):
+        for target in self.targets.values():
+            if target.dirty:
+                self._write(target)
+
+    def close(self, keep=False):
+        """Delete the state files and unlock; with ``keep``, leave the files
+        (something could not be restored, or a cgroup not removed) for
+        ``tumbler restore``."""
+        for pid in list(self.targets):
+            target = self.targets.pop(pid)
+            if keep and (target.threads or any(self._resources().values())):
+                try:
+                    self._write(target)
+                except StateError:
+                    pass                # the last good file and the log stand
+                self._close_log(target)
+            else:
+                self._remove_files(target)
+            target.lock.release()
+
+    # -- writing ---------------------------------------------------------------
+
+    def _write(self, target):
+        if len(target.threads) > target.prune_at:
+            self._prune(target)
+        data = {
+            "version": STATE_VERSION,
+            "boot": self._boot,
+            "tumbler": self._me,
+            "platform": getattr(self.backend, "name", None),
+            "binder": self.binder_kind,
+            "target": {"pid": target.pid, "start": target.start, "name": target.name,
+                       "allowed": target.allowed},
+            "domains": self.domains,
+            "resources": self._resources(),
+            "masks": sorted(list(m) for m in target.masks),
+            "threads": list(target.threads.values()),
+        }
+        path = StateFile(self.directory, target.pid, target.start).path
+        try:
+            write_json(path, data)
+        except OSError as exc:
+            raise StateError("cannot write state file %s: %s" % (path, exc.strerror)) from None
+        target.dirty = False
+        if target.log_lines > MASK_LOG_LINES + len(target.threads):
+            # Everything the log says is in the file now.
+            try:
+                os.ftruncate(target.log_fd, 0)
+                target.log_lines = 0
+            except OSError:
+                pass                    # a longer log is still a correct one
+
+    def _append(self, target, data):
+        path = StateFile(self.directory, target.pid, target.start).log_path
+        try:
+            if target.log_fd is None:
+                target.log_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                        | os.O_CLOEXEC, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(target.log_fd, view):]
+        except OSError as exc:
+            raise StateError("cannot write state file %s: %s" % (path, exc.strerror)) from None
+        target.log_lines += data.count(b"\n")
+        if target.log_lines > MASK_LOG_LINES + len(target.threads):
+            self._write(target)
+
+    def _close_log(self, target):
+        if target.log_fd is not None:
+            os.close(target.log_fd)
+            target.log_fd = None
+
+    def _remove_files(self, target):
+        """The log first: a state file without its log still restores
+        (as a log without its state file could not)."""
+        self._close_log(target)
+        state_file = StateFile(self.directory, target.pid, target.start)
+        unlink_quietly(state_file.log_path)
+        unlink_quietly(state_file.path)
+
+    def _prune(self, target):
+        alive = {}
+        for pid, tid in [key for key in target.threads]:
+            if pid not in alive:
+                try:
+                    alive[pid] = set(self.backend.thread_ids(pid))
+                except NoSuchProcess:
+                    alive[pid] = set()
+            if tid not in alive[pid]:
+                del target.threads[(pid, tid)]
+        target.prune_at = max(PRUNE_MIN, 2 * len(target.threads))
+
+    def _resources(self):
+        resources = getattr(self.binder, "resources", None)
+        if resources is None:
+            return {}
+        try:
+            return resources()
+        except Exception:           # never let bookkeeping stop a run
+            return {}

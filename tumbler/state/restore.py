@@ -1,0 +1,347 @@
+"""Putting back what a dead tumbler left, from its state files (see
+``tumbler.state``; the command is ``tumbler.commands.restore``)."""
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ..cpulist import parse_cpulist
+from ..errors import UsageError
+from ..platform.base import NoSuchProcess, PlatformError
+from .store import Busy, Lock, StateError, boot_id, read_state, unlink_quietly
+
+@dataclass
+class RestoreReport:
+    pid: int
+    name: str = "?"
+    owner: Optional[int] = None     # PID of the tumbler that left it
+    restored: int = 0
+    gone: int = 0                   # threads that exited (or whose TID was reused)
+    adopted: int = 0                # threads it never recorded, reset all the same
+    foreign: int = 0                # placed by someone else since: left alone
+    removed: List[str] = field(default_factory=list)
+    failed: int = 0
+    errors: List[str] = field(default_factory=list)
+    process_gone: bool = False
+
+    def lines(self):
+        what = "process %d (%s)" % (self.pid, self.name)
+        owner = " left by tumbler %d" % self.owner if self.owner else ""
+        if self.process_gone:
+            text = "%s has exited; discarded its state%s" % (what, owner)
+        elif not (self.restored or self.adopted or self.gone or self.foreign or self.failed):
+            text = "nothing to put back for %s%s" % (what, owner)
+        else:
+            text = "restored %d thread%s of %s%s" % (
+                self.restored + self.adopted, "" if self.restored + self.adopted == 1 else "s",
+                what, owner)
+            if self.gone:
+                text += " (%d exited meanwhile)" % self.gone
+            if self.foreign:
+                text += "; left %d that someone else had moved since" % self.foreign
+        if self.removed:
+            text += "; removed %d %s" % (len(self.removed), "resource" if len(self.removed) == 1
+                                         else "resources")
+        lines = [text]
+        lines += ["could not restore: %s" % e for e in self.errors]
+        return lines
+
+
+def restore_state(state_file, backend, *, locked=False, remove_resources=True):
+    """Put back what the state file records; delete it if all went well.
+
+    ``locked``: the caller holds the state file's lock (else it is taken
+    here, and StateError raised if a running tumbler holds it).
+    ``remove_resources``: also remove the cgroups / processor sets the dead
+    tumbler created (callers pass False while other state files of the same
+    tumbler are still to be restored).
+    """
+    lock = None
+    if not locked:
+        lock = Lock(state_file.directory, state_file.pid, state_file.start)
+        owner = lock.acquire()
+        if owner is not None:
+            raise Busy(state_file.pid, owner)
+    try:
+        return _restore_locked(state_file, backend, remove_resources)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _restore_locked(state_file, backend, remove_resources):
+    data = read_state(state_file.path)
+    target = data["target"]
+    report = RestoreReport(pid=target["pid"], name=target.get("name", "?"),
+                           owner=data["tumbler"].get("pid"))
+    if data.get("boot") and data.get("boot") != boot_id():
+        # Written before a reboot: nothing it names exists any more.
+        report.process_gone = True
+        _remove_state(state_file)
+        return report
+    kind = data.get("binder") or next((r.get("binder") for r in data["threads"]
+                                       if r.get("binder")), None)
+    binder = None
+    if kind is not None and (data["threads"] or data.get("resources") or data.get("masks")):
+        binder = backend.binder(kind)
+    try:
+        info = backend.process(target["pid"])
+        alive = info.start == target.get("start") and not info.zombie
+    except NoSuchProcess:
+        alive = False
+    if binder is not None:
+        logged = _MaskLog.read(state_file, data)
+        if alive:
+            _restore_threads(data, backend, binder, logged, report)
+        else:
+            report.process_gone = True
+        # A child process born of a bound thread carries tumbler's mask
+        # even when the target itself is gone.
+        _restore_children(data, backend, binder, logged, report)
+    else:
+        report.process_gone = not alive
+    if remove_resources and binder is not None:
+        try:
+            report.removed += remove_resources_of(binder, data.get("resources"),
+                                                  report.owner)
+        except PlatformError as exc:
+            report.failed += 1
+            report.errors.append(str(exc))
+    if not report.failed:
+        _remove_state(state_file)
+    return report
+
+
+def _remove_state(state_file):
+    unlink_quietly(state_file.log_path)
+    unlink_quietly(state_file.path)
+
+
+class _MaskLog:
+    """What the masks log and the state file say tumbler set (module doc).
+
+    ``every``: each mask it set on any thread of the target (or of its
+    children); None for a state file written before tumbler kept the log,
+    which is then judged as before (``_placed_by_tumbler``).
+    ``last(key)``: the masks a thread of that (pid, tid, start) may have
+    been left with by tumbler."""
+
+    def __init__(self, every, in_file, done, pending):
+        self.every = every
+        self._in_file = in_file     # key -> the masks the state file says
+        self._done = done           # key -> the last mask logged as set
+        self._pending = pending     # key -> a mask logged, not said to be set
+
+    @classmethod
+    def read(cls, state_file, data):
+        pid = data["target"]["pid"]
+        in_file, done, pending = {}, {}, {}
+        every = data.get("masks")
+        if every is not None:
+            every = {frozenset(m) for m in every if isinstance(m, list)}
+        for record in data["threads"]:
+            key = (record.get("pid", pid), record["tid"], record.get("start"))
+            in_file[key] = {frozenset(m) for m in record.get("set") or () if isinstance(m, list)}
+        try:
+            with open(state_file.log_path, "rb") as f:
+                text = f.read(64 << 20).decode(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        except OSError as exc:
+            raise StateError("cannot read %s: %s" % (state_file.log_path, exc.strerror)) \
+                from None
+        for line in text.splitlines():
+            if line == ".":
+                done.update(pending)
+                pending = {}
+                continue
+            fields = line.split()
+            if len(fields) != 4 or not all(f.isdigit() for f in fields[:3]):
+                continue            # the torn last line of a full disk
+            try:
+                mask = parse_cpulist(fields[3])
+            except UsageError:
+                continue
+            pending[tuple(map(int, fields[:3]))] = mask
+            every = (every or set()) | {mask}
+        return cls(every, in_file, done, pending)
+
+    def last(self, key):
+        """The log is complete since it was last emptied, which is only
+        done once the state file carries it all: where the log knows the
+        thread, it has the last word."""
+        masks = {self._done[key]} if key in self._done else set(self._in_file.get(key, ()))
+        if key in self._pending:
+            masks.add(self._pending[key])
+        return masks
+
+
+def _restore_threads(data, backend, binder, logged, report):
+    """The target's threads: the ones recorded, then the ones it made since
+    the last write that carry a placement of the dead tumbler's."""
+    pid = data["target"]["pid"]
+    try:
+        sample = backend.sample(pid)
+    except NoSuchProcess:
+        report.process_gone = True
+        return
+    starts = {tid: times.start for tid, times in sample.threads.items()}
+    records = [r for r in data["threads"] if r.get("pid", pid) == pid]
+    _restore_records(pid, starts, records, data, backend, binder, logged, report)
+    _adopt(pid, starts, {r["tid"] for r in records}, data, backend, binder, logged, report)
+
+
+def _restore_children(data, backend, binder, logged, report):
+    """Child processes (and theirs) born of threads tumbler had bound: the
+    ones recorded, and the ones found now below the target (born after the
+    tumbler started: none earlier can carry its masks)."""
+    pid = data["target"]["pid"]
+    records = {}
+    for record in data["threads"]:
+        if record.get("pid", pid) != pid:
+            records.setdefault(record["pid"], []).append(record)
+    found = set(records)
+    if not report.process_gone:
+        found |= _descendants(backend, pid, data["tumbler"].get("start"))
+    for child in sorted(found - {pid}):
+        try:
+            starts = {tid: times.start for tid, times in backend.sample(child).threads.items()}
+        except NoSuchProcess:
+            report.gone += len(records.get(child, ()))
+            continue
+        mine = records.get(child, [])
+        _restore_records(child, starts, mine, data, backend, binder, logged, report)
+        _adopt(child, starts, {r["tid"] for r in mine}, data, backend, binder, logged, report)
+
+
+def _descendants(backend, pid, born_after):
+    """PIDs of the processes below ``pid`` started at or after ``born_after``."""
+    found, todo = set(), [pid]
+    while todo:
+        try:
+            children = backend.children(todo.pop())
+        except NoSuchProcess:
+            continue
+        for child in children - found:
+            try:
+                start = backend.process(child).start
+            except NoSuchProcess:
+                continue
+            if born_after is None or start >= born_after:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _restore_records(pid, starts, records, data, backend, binder, logged, report):
+    for record in records:
+        tid = record["tid"]
+        if starts.get(tid) != record.get("start"):
+            report.gone += 1
+            continue
+        try:
+            if not _placed_by_tumbler(backend, binder, pid, tid, record, data, logged):
+                report.foreign += 1
+                continue
+            binder.restore(pid, tid, record["saved"])
+            report.restored += 1
+        except NoSuchProcess:
+            report.gone += 1
+        except PlatformError as exc:
+            report.failed += 1
+            report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
+
+
+def _adopt(pid, starts, recorded, data, backend, binder, logged, report):
+    """Threads the state file does not list were created by a bound thread
+    (after the last write) and inherited its placement: the binder, or the
+    masks tumbler logged, say whether they did and where they belong."""
+    leftover = getattr(binder, "leftover_placement", None)
+    if leftover is None and getattr(binder, "kind", None) == "affinity":
+        leftover = _affinity_leftover(backend, logged)
+    if leftover is None:
+        return
+    for tid in starts:
+        if tid in recorded:
+            continue
+        try:
+            saved = leftover(pid, tid, data)
+            if saved is None:
+                continue
+            binder.restore(pid, tid, saved)
+            report.adopted += 1
+        except NoSuchProcess:
+            continue
+        except PlatformError as exc:
+            report.failed += 1
+            report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
+
+
+def _placed_by_tumbler(backend, binder, pid, tid, record, state, logged):
+    """Could the thread's placement now be the dead tumbler's doing?
+
+    With the masks log: its mask is one of the last masks tumbler set on it
+    (or the original, where putting it back changes nothing).  Anything
+    else was set by someone else after it died, and is left alone as the
+    running tumbler would have left it.
+
+    State files without the log (older tumblers): it only ever bound a
+    thread to a domain cut to the thread's original CPUs, or (speed
+    balancing) to one CPU of those; with ``--binder cpuset`` into one of
+    its own ``tumbler.<pid>`` cgroups.  Unknown binders, or state without
+    domains: assume it was tumbler.
+    """
+    saved = record["saved"]
+    kind = getattr(binder, "kind", None)
+    original = frozenset(saved.get("cpus") or state.get("target", {}).get("allowed") or ())
+    if kind == "affinity" and logged.every is not None:
+        current = backend.allowed_cpus(pid, tid)
+        return current == original or current in logged.last(
+            (pid, tid, record.get("start")))
+    domains = state.get("domains")
+    if kind not in ("affinity", "cpuset") or not domains:
+        return True
+    current = backend.allowed_cpus(pid, tid)
+    if kind == "cpuset":
+        cgroup = binder.current(pid, tid)[0]
+        owner = "tumbler.%s" % state.get("tumbler", {}).get("pid")
+        if owner in cgroup.split("/"):
+            return True
+        return cgroup == saved.get("cgroup") and current == original
+    if not original or current == original:
+        return True             # putting it back changes nothing either way
+    union = frozenset().union(*(frozenset(d) for d in domains)) & original
+    ours = {frozenset(d) & original for d in domains} | {frozenset([c]) for c in union}
+    return current in ours
+
+
+def _affinity_leftover(backend, logged):
+    """An unlisted thread whose mask is one the dead tumbler set (any it
+    logged; without a log, a domain cut to the process's CPUs) belongs on
+    the process's CPUs, as the controller itself would have judged."""
+    def placement(pid, tid, state):
+        allowed = state.get("target", {}).get("allowed")
+        domains = state.get("domains")
+        if not allowed:
+            return None
+        allowed = frozenset(allowed)
+        if logged.every is not None:
+            ours = logged.every
+        elif domains:
+            ours = {frozenset(d) & allowed for d in domains}
+        else:
+            return None
+        current = backend.allowed_cpus(pid, tid)
+        if current == allowed or current not in ours:
+            return None
+        return {"cpus": sorted(allowed)}
+    return placement
+
+
+def remove_resources_of(binder, resources, owner):
+    """Remove what the tumbler ``owner`` created through a binder of this
+    kind (``resources`` from its state files, plus any the binder finds);
+    return what was removed.  Binders without anything to remove: []."""
+    remove = getattr(binder, "remove_leftovers", None)
+    if remove is None:
+        return []
+    return remove(resources or {}, owner)

@@ -1,0 +1,268 @@
+"""State directory, locks and state files (see ``tumbler.state``)."""
+
+import errno
+import fcntl
+import json
+import os
+import stat
+
+from dataclasses import dataclass
+
+from ..errors import EXIT_FAILURE, TumblerError
+from ..platform import boot_token
+
+STATE_VERSION = 1
+ENV_STATE_DIR = "TUMBLER_STATE_DIR"
+
+
+class Busy(TumblerError):
+    """The target is managed by another, running tumbler."""
+
+    status = EXIT_FAILURE
+
+    def __init__(self, pid, owner):
+        self.pid, self.owner = pid, owner
+        who = "tumbler PID %d" % owner if owner else "another tumbler"
+        super().__init__("process %d is already managed by %s; stop that one first"
+                         % (pid, who))
+
+
+class StateError(TumblerError):
+    """The state directory or a state file cannot be used."""
+
+    status = EXIT_FAILURE
+
+
+def state_dir():
+    """The directory of state files for this user (see the module doc)."""
+    override = os.environ.get(ENV_STATE_DIR)
+    if override:
+        return override
+    if os.geteuid() == 0:
+        return "/run/tumbler"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return os.path.join(runtime, "tumbler")
+    return "/tmp/tumbler-%d" % os.geteuid()
+
+
+def ensure_dir(path):
+    """Create ``path`` (0700) if missing; refuse one another user could write."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError as exc:
+        raise StateError("cannot create state directory %s: %s"
+                         % (path, exc.strerror)) from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateError("state directory %s is not a directory" % path)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise StateError("state directory %s must belong to uid %d and not be writable "
+                         "by others" % (path, os.geteuid()))
+    # A state that cannot be written is no crash safety: find out now,
+    # before anything is changed or a command started (a full file system
+    # still lets a file be created, not written).
+    probe = os.path.join(path, ".probe.%d" % os.getpid())
+    try:
+        write_json(probe, {})
+    except OSError as exc:
+        raise StateError("cannot write in state directory %s: %s"
+                         % (path, exc.strerror)) from None
+    unlink_quietly(probe)
+    return path
+
+
+def boot_id():
+    """This boot's token (``tumbler.platform.boot_token``), or None."""
+    return boot_token()
+
+
+def own_start():
+    """Start-time token of this process (Linux: /proc/self/stat field 22)."""
+    try:
+        with open("/proc/self/stat") as f:
+            text = f.read()
+        return int(text[text.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _base(pid, start):
+    return "%d-%d" % (pid, start)
+
+
+def _parse_name(name, suffix):
+    """(pid, start) from 'PID-START.suffix', or None."""
+    if not name.endswith(suffix):
+        return None
+    stem = name[:-len(suffix)]
+    pid_text, _, start_text = stem.partition("-")
+    if not (pid_text.isdigit() and start_text.isdigit()):
+        return None
+    return int(pid_text), int(start_text)
+
+
+# -- locks -------------------------------------------------------------------
+
+class Lock:
+    """An flock(2) on DIR/PID-START.lock; the file holds the owner's PID."""
+
+    def __init__(self, directory, pid, start):
+        self.path = os.path.join(directory, _base(pid, start) + ".lock")
+        self.fd = None
+
+    def acquire(self):
+        """Take the lock; return None, or the PID of the tumbler holding it (0 if unknown)."""
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise StateError("cannot open %s: %s" % (self.path, exc.strerror)) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    os.close(fd)
+                    raise StateError("cannot lock %s: %s" % (self.path, exc.strerror)) from None
+                owner = _read_pid(fd)
+                os.close(fd)
+                return owner
+            # The holder may have unlinked the file between our open and our
+            # flock: then we hold a lock on a file nobody else will open.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            self.fd = fd
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+            except OSError as exc:      # a full file system: leave nothing behind
+                self.release()
+                raise StateError("cannot write %s: %s" % (self.path, exc.strerror)) from None
+            return None
+
+    def release(self, unlink=True):
+        if self.fd is None:
+            return
+        if unlink:
+            try:
+                os.unlink(self.path)      # while still held: see acquire
+            except FileNotFoundError:
+                pass
+        os.close(self.fd)
+        self.fd = None
+
+
+def _read_pid(fd):
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+        return int(text) if text.isdigit() else 0
+    except (OSError, ValueError):
+        return 0
+
+
+# -- state files ---------------------------------------------------------------
+
+def write_json(path, data):
+    """Replace ``path`` atomically: a reader sees the old file or the new one."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    payload = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        unlink_quietly(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+
+
+def unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def read_state(path):
+    """Load and check a state file; raise StateError if it is not one."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode())
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StateError("cannot read state file %s: %s" % (path, exc.strerror)) from None
+    except ValueError:
+        raise StateError("state file %s is not valid JSON; inspect and remove it" % path) \
+            from None
+    problem = _check_state(data)
+    if problem:
+        raise StateError("state file %s is not a tumbler state file (%s); inspect and "
+                         "remove it" % (path, problem))
+    return data
+
+
+def _check_state(data):
+    if not isinstance(data, dict):
+        return "not a mapping"
+    if data.get("version") != STATE_VERSION:
+        return "version %r, expected %d" % (data.get("version"), STATE_VERSION)
+    for key in ("tumbler", "target"):
+        part = data.get(key)
+        if not isinstance(part, dict) or not isinstance(part.get("pid"), int):
+            return "no %s pid" % key
+    if not isinstance(data.get("threads"), list):
+        return "no thread list"
+    for record in data["threads"]:
+        if not (isinstance(record, dict) and isinstance(record.get("tid"), int)
+                and isinstance(record.get("saved"), dict)):
+            return "bad thread record"
+    return None
+
+
+@dataclass
+class StateFile:
+    directory: str
+    pid: int
+    start: int
+
+    @property
+    def path(self):
+        return os.path.join(self.directory, _base(self.pid, self.start) + ".json")
+
+    @property
+    def log_path(self):
+        """The log of masks tumbler set (see the module doc)."""
+        return os.path.join(self.directory, _base(self.pid, self.start) + ".masks")
+
+
+def list_states(directory, pid=None):
+    """StateFile of every state file in ``directory`` (of ``pid`` only, if given)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StateError("cannot list %s: %s" % (directory, exc.strerror)) from None
+    found = []
+    for name in sorted(names):
+        key = _parse_name(name, ".json")
+        if key is not None and (pid is None or key[0] == pid):
+            found.append(StateFile(directory, *key))
+    return found
+
+
+def owner_of(state_file):
+    """The "tumbler" entry ({pid, start}) of a state file, None if unreadable."""
+    try:
+        return read_state(state_file.path)["tumbler"]
+    except (OSError, StateError):
+        return None
