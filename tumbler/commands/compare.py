@@ -106,7 +106,7 @@ from typing import List, Optional, Sequence
 
 import click
 
-from .main import OPTION_NAMES, balancing_options
+from .options import OPTION_NAMES, balancing_options, settings as make_settings
 from ..config import POLICY_CHOICES
 from ..cpulist import format_cpulist
 from ..balance.domains import choose_domains
@@ -685,8 +685,7 @@ def _flag(ctx, name):
 
 
 def _make_setup(ctx, options, policies, command):
-    from .main import _settings      # here: cli imports this module before defining it
-    settings = _settings(ctx, options)
+    settings = make_settings(ctx, options)
     _reject_unusable(ctx, options, settings)
     static = [p for p in policies if p in ("pinned", "psets")]
     if static and not hasattr(os, "sched_setaffinity"):
@@ -698,8 +697,7 @@ def _make_setup(ctx, options, policies, command):
         from ..observers.probes import check_tracing
         check_tracing(backend.name, probe.KINDS)     # one clear line if it cannot
         probe_kinds = tuple(probe.KINDS)
-    choice = choose_domains(backend.topology(), frozenset(os.sched_getaffinity(0))
-                            if hasattr(os, "sched_getaffinity") else backend.topology().online,
+    choice = choose_domains(backend.topology(), backend.own_allowed(),
                             settings["level"], settings["domains"])
     return RunSetup(command=list(command), domains=choice.domains, domain_note=choice.note,
                 tumbler_args=_tumbler_args(settings, options),

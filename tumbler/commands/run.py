@@ -192,7 +192,7 @@ def run_attach(settings, pids):
 
 def run_exec(settings, command):
     backend, policy = _prepare(settings)
-    allowed = frozenset(os.sched_getaffinity(0)) if settings["root"] == "/" else \
+    allowed = backend.own_allowed() if settings["root"] == "/" else \
         backend.topology().online
     choice = _choose(backend, allowed, settings)
     binder = _binder(backend, settings, policy)

@@ -18,6 +18,7 @@ mapped once, at the backend edge (as psutil does), so nothing above this
 layer looks at errno.
 """
 
+import os
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
@@ -226,6 +227,10 @@ class Backend:
 
     def allowed_cpus(self, pid, tid):
         raise NotImplementedError
+
+    def own_allowed(self):
+        """The CPUs this process (tumbler) may run on."""
+        return self.allowed_cpus(os.getpid(), os.getpid())
 
     def children(self, pid, tids=None):
         """The PIDs of the child processes of ``pid`` (made by its threads

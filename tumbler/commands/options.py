@@ -1,0 +1,78 @@
+"""Options shared by the balancing commands (``tumbler -p``, ``exec``,
+``compare``) and the settings they make: defaults from the config file,
+checked once, before anything is changed or started."""
+
+import click
+
+from ..config import BINDER_CHOICES, LEVEL_CHOICES, POLICY_CHOICES, load_config
+from ..cpulist import parse_domains
+from ..errors import UsageError
+
+# Options shared by ``tumbler`` and ``tumbler exec``: given before or after
+# ``exec``, the later one wins.
+BALANCING_OPTIONS = (
+    click.option("--level", type=click.Choice(LEVEL_CHOICES), default=None,
+                 help="Topology level to group across (default auto)."),
+    click.option("--domains", "domains_text", metavar="LIST", default=None,
+                 help="Explicit domains: CPU lists separated by '/', e.g. 0-3,8-11/4-7,12-15."),
+    click.option("--policy", type=click.Choice(POLICY_CHOICES), default=None,
+                 help="auto, tumbler, speed or observe (default auto)."),
+    click.option("--interval", "interval_ms", type=int, metavar="MS", default=None,
+                 help="Fixed interval in ms instead of the variation-interval table."),
+    click.option("--config", "config_path", metavar="FILE", default=None,
+                 help="YAML configuration file."),
+    click.option("--binder", type=click.Choice(BINDER_CHOICES), default=None,
+                 help="How threads are bound: affinity (default) or cpuset; pset on illumos."),
+    click.option("--log", "log_path", metavar="FILE", default=None,
+                 help="Write one JSON object per interval to FILE."),
+    click.option("-n", "--dry-run", is_flag=True, default=None,
+                 help="Plan and log, move nothing."),
+    click.option("--duration", type=float, metavar="SECONDS", default=None,
+                 help="Stop balancing after SECONDS."),
+    click.option("--force", is_flag=True, default=None,
+                 help="Allow PID 1 and kernel threads as targets."),
+    click.option("--probe", is_flag=True, default=None,
+                 help="Trace lock waits, run-queue latency and migrations during the run "
+                      "(bpftrace/DTrace)."),
+    click.option("-q", "--quiet", is_flag=True, default=None, help="No summary."),
+    click.option("-v", "--verbose", is_flag=True, default=None,
+                 help="Print every interval's decision on stderr."),
+)
+OPTION_NAMES = ("level", "domains_text", "policy", "interval_ms", "config_path", "binder",
+                "log_path", "dry_run", "duration", "force", "probe", "quiet", "verbose")
+
+
+def balancing_options(func):
+    for option in reversed(BALANCING_OPTIONS):
+        func = option(func)
+    return func
+
+
+def settings(ctx, options):
+    """Merge config-file defaults and options into one validated settings dict."""
+    config = load_config(options.get("config_path"))
+    settings = {k: options.get(k) for k in OPTION_NAMES}
+    settings["config"] = config
+    settings["root"] = ctx.obj["root"]
+    settings["platform"] = ctx.obj["platform"]
+    settings["level"] = settings["level"] or config.level
+    settings["policy"] = settings["policy"] or config.policy
+    settings["binder"] = settings["binder"] or config.binder
+    settings["dry_run"] = bool(settings["dry_run"])
+    settings["force"] = bool(settings["force"])
+    settings["quiet"] = bool(settings["quiet"])
+    settings["verbose"] = bool(settings["verbose"])
+    settings["probe"] = bool(settings["probe"])
+    if settings["probe"] and settings["root"] != "/":
+        raise UsageError("--probe traces the running system; it cannot be combined with --root")
+    settings["domains"] = (parse_domains(settings["domains_text"])
+                           if settings["domains_text"] is not None else None)
+    if settings["domains"] is not None and options.get("level"):
+        raise UsageError("--domains and --level exclude each other")
+    interval = settings["interval_ms"]
+    if interval is not None and not 10 <= interval <= 3_600_000:
+        raise UsageError("--interval must be between 10 and 3600000 ms, not %d" % interval)
+    duration = settings["duration"]
+    if duration is not None and not (0 < duration < 10 ** 9):
+        raise UsageError("--duration must be a positive number of seconds")
+    return settings
