@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from tumbler.observers.summary import SpreadHistory, early_late
+from tumbler.balance.spreads import SpreadHistory, early_late
 
 
 def filled(values, max_buckets):

@@ -51,7 +51,7 @@ from ..engine.policy import RUNNABLE_SHARE, ThreadView
 from ..engine.window import summarize_window
 from ..platform.base import NoSuchProcess, PlatformError, Unmovable
 from .quiet import ColumnSample, QuietRound, Roster
-from ..observers.summary import SpreadHistory
+from .spreads import SpreadHistory
 from .targets import allowed_union
 
 

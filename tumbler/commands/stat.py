@@ -16,7 +16,7 @@ Everything comes from the backend alone (no tracing tool):
   thread's start time (stat field 22), both counted from boot.
 * illumos: the prusage microstates of ``/proc/PID/lusage``; percentages of
   the LWP's own elapsed time (``pr_rtime``), computed as prstat does
-  (``tumbler.platform.illumos.microstate_percent``).
+  (``tumbler.platform.microstate_percent``).
 
 The first report covers each thread's whole life; every later one (with
 ``--count N``) covers one ``--interval``.  A thread first seen in a later
@@ -39,13 +39,12 @@ from ..config import LEVEL_CHOICES
 from ..cpulist import format_cpulist, parse_domains
 from ..balance.domains import choose_domains
 from ..errors import TumblerError, UsageError
-from ..platform import open_backend
+from ..platform import STAT_COLUMNS, microstate_percent, open_backend
 from ..platform.base import NoSuchProcess, Sample
 from ..balance.targets import allowed_union, check_process
-from ..platform.illumos.backend import PRSTAT_COLUMNS, microstate_percent
 
 #: Percentage columns per platform, in display order (prstat -mL order).
-COLUMNS = {"linux": ("usr", "sys", "lat"), "illumos": PRSTAT_COLUMNS}
+COLUMNS = STAT_COLUMNS
 
 DEFAULT_INTERVAL_MS = 1000
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 10, 3_600_000

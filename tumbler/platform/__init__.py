@@ -7,7 +7,7 @@ with ``--platform`` so captured trees of either OS can be read anywhere.
 import sys
 
 from ..errors import TumblerError, UsageError
-from .base import (LEVELS, AccessDenied, Backend, Binder, NoSuchProcess,  # noqa: F401
+from .base import (LEVELS, STAT_COLUMNS, AccessDenied, Backend, Binder, NoSuchProcess,  # noqa: F401
                    PlatformError, ProcessInfo, Sample, ThreadTimes, Topology,
                    Unmovable, Unsupported)
 
@@ -42,6 +42,13 @@ def boot_token():
             return f.read().strip() or None
     except OSError:
         return None
+
+
+def microstate_percent(prev, cur):
+    """prstat -mL percentages of one LWP (illumos; see
+    ``illumos.backend.microstate_percent``), loaded only when asked."""
+    from .illumos.backend import microstate_percent as percent
+    return percent(prev, cur)
 
 
 def open_backend(name=None, root="/"):

@@ -27,6 +27,12 @@ from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
 #: package, numa, llc that splits the target's CPUs into two or more domains.
 LEVELS = ("package", "numa", "llc", "core")
 
+#: The per-thread percentage columns ``tumbler stat`` shows for each
+#: platform: Linux's schedstat and stat times; illumos' prstat -mL
+#: microstates (``illumos.backend.PRSTAT_COLUMNS``).
+STAT_COLUMNS = {"linux": ("usr", "sys", "lat"),
+                "illumos": ("usr", "sys", "trp", "tfl", "dfl", "lck", "slp", "lat")}
+
 #: The shared, read-only empty microstate mapping of Linux samples.
 NO_MICROSTATES = MappingProxyType({})
 

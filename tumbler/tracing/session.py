@@ -28,7 +28,6 @@ that exits is dropped from the totals.
 
 import atexit
 import collections
-import ctypes
 import os
 import shutil
 import signal
@@ -154,6 +153,7 @@ def ensure_tracefs():
     if os.geteuid() != 0:
         return None
     target = tracefs_dir()
+    import ctypes               # here: only the first probe run on a machine needs it
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                            ctypes.c_ulong, ctypes.c_void_p)

@@ -56,13 +56,13 @@ from . import zone as zones
 from .structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
                                parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
                                PSINFO_SIZE)
-from ..base import (AccessDenied, Backend, NoSuchProcess, PlatformError, ProcessInfo,
+from ..base import (STAT_COLUMNS, AccessDenied, Backend, NoSuchProcess, PlatformError, ProcessInfo,
                    Sample, ThreadTimes, Topology, Unsupported)
 
 #: cpu_info ``state`` values of CPUs that run threads (sys/processor.h PS_*).
 RUNNING_STATES = ("on-line", "no-intr")
 #: Columns of prstat -mL, in its order.
-PRSTAT_COLUMNS = ("usr", "sys", "trp", "tfl", "dfl", "lck", "slp", "lat")
+PRSTAT_COLUMNS = STAT_COLUMNS["illumos"]
 READ_PRIVILEGE = "read access to /proc (PRIV_PROC_OWNER for another user's process)"
 
 _LWPNAME_SIZE = 32              # THREAD_NAME_MAX
