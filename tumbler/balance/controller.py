@@ -464,8 +464,7 @@ class Controller:
         if len(samples) != 1 or len(self.targets) != 1 or self.placed_between_rounds:
             return None
         sample = samples[0]
-        if len(sample.threads) != len(self.threads) \
-                or getattr(self.policy, "quiet_verdict", None) is None:
+        if len(sample.threads) != len(self.threads):
             return None
         threads = [self.threads.get((sample.pid, tid)) for tid in sample.threads]
         if None in threads or any(
@@ -621,15 +620,14 @@ class Controller:
         most every ``SWITCH_READ_NS``, since it costs a /proc status read;
         None until the readings span ``SWITCH_MIN_SPAN_NS`` (0.3 s).
         """
-        reader = getattr(self.backend, "voluntary_switches", None)
-        if reader is None:
+        if not self.backend.counts_voluntary_switches:
             return None
         now = thread.prev_wall          # this round's sample
         switches = thread.switches
         if switches and now - switches[-1][0] < SWITCH_READ_NS:
             return thread.sleeps_per_s
         try:
-            count = reader(thread.pid, thread.tid)
+            count = self.backend.voluntary_switches(thread.pid, thread.tid)
         except NoSuchProcess:
             return None
         if switches is None:
@@ -690,8 +688,7 @@ class Controller:
                 self._bound(thread, dst, cpu, cpus)
             return [(thread, dst, cpu) for thread, dst, cpu, _ in todo]
         self._save_first([thread for thread, _, _, _ in todo])
-        todo = [item for item in todo if item[0].saved is not None
-                and not self._changed_by_someone_else(item[0])]
+        todo = [item for item in todo if item[0].saved is not None and self._still_ours(item[0])]
         if not todo:
             return []
         journal = self.journal
@@ -728,12 +725,12 @@ class Controller:
 
     def _refresh_name(self, thread):
         """Threads often name themselves after they start; moves are logged by name."""
-        reader = getattr(self.backend, "thread_name", None)
-        if reader is not None:
-            try:
-                thread.name = reader(thread.pid, thread.tid)
-            except NoSuchProcess:
-                pass
+        try:
+            name = self.backend.thread_name(thread.pid, thread.tid)
+        except NoSuchProcess:
+            return
+        if name is not None:
+            thread.name = name
 
     def _save_first(self, threads):
         """Save the original placement of threads about to be changed for
@@ -762,6 +759,13 @@ class Controller:
             # SIGKILL can still be undone with `tumbler restore`.
             self.journal.record(thread.pid, thread.tid, thread.start, self.binder.kind, saved)
         thread.saved = saved
+
+    def _still_ours(self, thread):
+        """False if the thread is gone or someone else placed it since."""
+        try:
+            return not self._changed_by_someone_else(thread)
+        except NoSuchProcess:
+            return False
 
     def _changed_by_someone_else(self, thread):
         """True (and hands the thread over) if its mask is no longer ours.
@@ -808,7 +812,7 @@ class Controller:
             if poll_child:
                 if child.poll() is not None:
                     return "command exited"
-                poll_child = not getattr(waiter, "watches_children", False)
+                poll_child = not waiter.watches_children
             if not self.targets:
                 return "target exited"
             now = time.monotonic()

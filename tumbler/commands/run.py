@@ -22,6 +22,7 @@ from ..errors import EXIT_FAILURE, TumblerError, UsageError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, NullBinder
 from ..observers.runlog import RunLog
+from ..observers.verbose import VerboseReport
 from ..state import Journal
 from ..observers.summary import summary_lines
 from ..balance.targets import allowed_union, check_process
@@ -102,23 +103,7 @@ def _observers(settings):
 
 def _start_observers(observers, controller):
     for observer in observers:
-        start = getattr(observer, "start", None)
-        if start is not None:
-            start(controller)
-
-
-class VerboseReport:
-    """``-v``: one stderr line per interval, plus one per move."""
-
-    def write_round(self, controller, plan, moves):
-        print("tumbler: round %d: cv %.2f, next %d ms, domain loads %s: %s"
-              % (controller.stats.intervals, plan.thread_cv, plan.interval_ms,
-                 " ".join("%.2f" % x for x in plan.domain_loads), plan.reason),
-              file=sys.stderr)
-        for thread, src, dst in moves:
-            print("tumbler:   %s %d (%s) -> domain %d" % (
-                "place" if src is None else "move", thread.tid, thread.name, dst),
-                file=sys.stderr)
+        observer.start(controller)
 
 
 def _finish(controller, observers, waiter, settings, started, cpu_before, reason):
@@ -132,16 +117,14 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
     if waiter is not None:
         waiter.close()
     for observer in observers:
-        close = getattr(observer, "close", None)
-        if close:
-            close()
+        observer.close()
     if not settings["quiet"]:
         wall = time.monotonic() - started
         cpu = controller.own_cpu_seconds() - cpu_before
         for line in summary_lines(controller, wall, cpu, reason):
             print("tumbler: " + line, file=sys.stderr)
         for observer in observers:
-            for line in getattr(observer, "summary_lines", lambda: [])():
+            for line in observer.summary_lines():
                 print("tumbler: " + line, file=sys.stderr)
     return failed
 

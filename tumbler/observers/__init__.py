@@ -1,0 +1,26 @@
+"""Observers of a balancing run: the run log, the verbose report, the
+probes, and the exit summary.
+
+The loop calls ``write_round`` after every full round; the command that
+runs the loop calls ``start`` once the targets are known, then ``close``
+and ``summary_lines`` when balancing ends.  Every hook has a no-op
+default here, so an observer implements only what it needs.
+"""
+
+
+class Observer:
+    """Base of the observers; see the module doc."""
+
+    def start(self, controller):
+        """The targets are known and balancing begins."""
+
+    def write_round(self, controller, plan, applied):
+        """After a full round: its plan and the moves ``applied``
+        ((thread, from, to) each)."""
+
+    def close(self):
+        """Balancing ended (every thread is back): release what is held."""
+
+    def summary_lines(self):
+        """Lines for the exit summary."""
+        return []

@@ -39,6 +39,7 @@ import time
 
 from ..tracing import session as probe
 from ..errors import TumblerError, UsageError
+from . import Observer
 
 #: Traced fields per kind.
 FIELDS_OF_KIND = {"locks": ("lock_ns", "lock_count"), "latency": ("runq_ns", "runq_count"),
@@ -74,7 +75,7 @@ def add_into(total, record, fields):
         total[field] = total.get(field, 0) + record.get(field, 0)
 
 
-class ProbeObserver:
+class ProbeObserver(Observer):
     def __init__(self, kinds=probe.KINDS, platform_name=None, period_ms=100):
         self.kinds = tuple(k for k in probe.KINDS if k in set(kinds))
         if not self.kinds or set(kinds) - set(probe.KINDS):

@@ -28,9 +28,10 @@ import sys
 import time
 
 from ..cpulist import format_cpulist
+from . import Observer
 
 
-class RunLog:
+class RunLog(Observer):
     """Writes the log.  A write that fails (a full disk, ``/dev/full``)
     stops the log, not the balancing: one warning says so, and the summary
     counts it."""

@@ -168,6 +168,34 @@ class Binder:
     def close(self):
         """Remove whatever setup() created (cgroups, processor sets)."""
 
+    def resources(self):
+        """What ``setup`` created, for the state file (JSON-serialisable):
+        ``tumbler restore`` removes it when this tumbler is gone."""
+        return {}
+
+    # -- after a crash: ``tumbler restore`` asks the binder of the kind
+    # -- the state file names.  ``state`` is that file's data; with the
+    # -- masks log, ``state["masks"]`` is every mask tumbler set.
+
+    def placed_by_tumbler(self, pid, tid, record, state, last_masks):
+        """Could this recorded thread's placement now be the dead tumbler's
+        doing?  False leaves it alone (someone placed it since).
+        ``last_masks``: the masks the log says tumbler may have left on it.
+        Default: assume so."""
+        return True
+
+    def leftover_placement(self, pid, tid, state):
+        """Where a thread the state does not list belongs (a ``saved``
+        dict for ``restore``), if it carries a placement of the dead
+        tumbler's (it was born of a bound thread); else None (default)."""
+        return None
+
+    def remove_leftovers(self, resources, owner):
+        """Remove what the tumbler ``owner`` created (``resources`` from its
+        state files, plus any found); return what was removed.  Default:
+        nothing to remove."""
+        return []
+
 
 class NullBinder(Binder):
     """For --dry-run and --policy observe: binds nothing, needs nothing."""
@@ -233,6 +261,22 @@ class Backend:
 
     def allowed_cpus(self, pid, tid):
         raise NotImplementedError
+
+    #: Whether ``voluntary_switches`` answers (speed balancing then tells
+    #: threads that sleep at barriers from spinners; without it, it judges
+    #: by run-queue share alone).
+    counts_voluntary_switches = False
+
+    def voluntary_switches(self, pid, tid):
+        """How often the thread blocked (voluntary context switches) since
+        it started; see ``counts_voluntary_switches``."""
+        raise Unsupported("voluntary context switches are not counted on %s" % self.name)
+
+    def thread_name(self, pid, tid):
+        """The thread's current name (threads often rename themselves after
+        they start), or None where only the name of the last ``sample`` is
+        known (the default)."""
+        return None
 
     def own_allowed(self):
         """The CPUs this process (tumbler) may run on."""

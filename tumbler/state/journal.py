@@ -131,9 +131,9 @@ class Journal:
 
     def attach(self, binder, domains=None):
         """Record the binder's kind, the domains, and (on every write) the
-        resources it created (``binder.resources()`` if it has one)."""
+        resources it created (``binder.resources()``)."""
         self.binder = binder
-        self.binder_kind = getattr(binder, "kind", None)
+        self.binder_kind = binder.kind
         if domains is not None:
             self.domains = [sorted(d) for d in domains]
         for target in self.targets.values():
@@ -251,7 +251,7 @@ class Journal:
             "version": STATE_VERSION,
             "boot": self._boot,
             "tumbler": self._me,
-            "platform": getattr(self.backend, "name", None),
+            "platform": self.backend.name,
             "binder": self.binder_kind,
             "target": {"pid": target.pid, "start": target.start, "name": target.name,
                        "allowed": target.allowed},
@@ -315,10 +315,9 @@ class Journal:
         target.prune_at = max(PRUNE_MIN, 2 * len(target.threads))
 
     def _resources(self):
-        resources = getattr(self.binder, "resources", None)
-        if resources is None:
+        if self.binder is None:
             return {}
         try:
-            return resources()
+            return self.binder.resources()
         except Exception:           # never let bookkeeping stop a run
             return {}

@@ -165,6 +165,14 @@ class _MaskLog:
             every = (every or set()) | {mask}
         return cls(every, in_file, done, pending)
 
+    def view(self, data):
+        """The state as binders judge it: ``masks`` is every mask the log
+        and the file say tumbler set (absent for a state file written
+        before tumbler kept the log)."""
+        if self.every is None:
+            return data
+        return dict(data, masks=sorted(sorted(m) for m in self.every))
+
     def last(self, key):
         """The log is complete since it was last emptied, which is only
         done once the state file carries it all: where the log knows the
@@ -239,7 +247,8 @@ def _restore_records(pid, starts, records, data, backend, binder, logged, report
             report.gone += 1
             continue
         try:
-            if not _placed_by_tumbler(backend, binder, pid, tid, record, data, logged):
+            if not binder.placed_by_tumbler(pid, tid, record, logged.view(data),
+                                            logged.last((pid, tid, record.get("start")))):
                 report.foreign += 1
                 continue
             binder.restore(pid, tid, record["saved"])
@@ -253,18 +262,15 @@ def _restore_records(pid, starts, records, data, backend, binder, logged, report
 
 def _adopt(pid, starts, recorded, data, backend, binder, logged, report):
     """Threads the state file does not list were created by a bound thread
-    (after the last write) and inherited its placement: the binder, or the
-    masks tumbler logged, say whether they did and where they belong."""
-    leftover = getattr(binder, "leftover_placement", None)
-    if leftover is None and getattr(binder, "kind", None) == "affinity":
-        leftover = _affinity_leftover(backend, logged)
-    if leftover is None:
-        return
+    (after the last write) and inherited its placement: the binder says,
+    from the state and the masks tumbler logged, whether they did and where
+    they belong (``Binder.leftover_placement``)."""
+    state = logged.view(data)
     for tid in starts:
         if tid in recorded:
             continue
         try:
-            saved = leftover(pid, tid, data)
+            saved = binder.leftover_placement(pid, tid, state)
             if saved is None:
                 continue
             binder.restore(pid, tid, saved)
@@ -276,72 +282,8 @@ def _adopt(pid, starts, recorded, data, backend, binder, logged, report):
             report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
 
 
-def _placed_by_tumbler(backend, binder, pid, tid, record, state, logged):
-    """Could the thread's placement now be the dead tumbler's doing?
-
-    With the masks log: its mask is one of the last masks tumbler set on it
-    (or the original, where putting it back changes nothing).  Anything
-    else was set by someone else after it died, and is left alone as the
-    running tumbler would have left it.
-
-    State files without the log (older tumblers): it only ever bound a
-    thread to a domain cut to the thread's original CPUs, or (speed
-    balancing) to one CPU of those; with ``--binder cpuset`` into one of
-    its own ``tumbler.<pid>`` cgroups.  Unknown binders, or state without
-    domains: assume it was tumbler.
-    """
-    saved = record["saved"]
-    kind = getattr(binder, "kind", None)
-    original = frozenset(saved.get("cpus") or state.get("target", {}).get("allowed") or ())
-    if kind == "affinity" and logged.every is not None:
-        current = backend.allowed_cpus(pid, tid)
-        return current == original or current in logged.last(
-            (pid, tid, record.get("start")))
-    domains = state.get("domains")
-    if kind not in ("affinity", "cpuset") or not domains:
-        return True
-    current = backend.allowed_cpus(pid, tid)
-    if kind == "cpuset":
-        cgroup = binder.current(pid, tid)[0]
-        owner = "tumbler.%s" % state.get("tumbler", {}).get("pid")
-        if owner in cgroup.split("/"):
-            return True
-        return cgroup == saved.get("cgroup") and current == original
-    if not original or current == original:
-        return True             # putting it back changes nothing either way
-    union = frozenset().union(*(frozenset(d) for d in domains)) & original
-    ours = {frozenset(d) & original for d in domains} | {frozenset([c]) for c in union}
-    return current in ours
-
-
-def _affinity_leftover(backend, logged):
-    """An unlisted thread whose mask is one the dead tumbler set (any it
-    logged; without a log, a domain cut to the process's CPUs) belongs on
-    the process's CPUs, as the controller itself would have judged."""
-    def placement(pid, tid, state):
-        allowed = state.get("target", {}).get("allowed")
-        domains = state.get("domains")
-        if not allowed:
-            return None
-        allowed = frozenset(allowed)
-        if logged.every is not None:
-            ours = logged.every
-        elif domains:
-            ours = {frozenset(d) & allowed for d in domains}
-        else:
-            return None
-        current = backend.allowed_cpus(pid, tid)
-        if current == allowed or current not in ours:
-            return None
-        return {"cpus": sorted(allowed)}
-    return placement
-
-
 def remove_resources_of(binder, resources, owner):
     """Remove what the tumbler ``owner`` created through a binder of this
     kind (``resources`` from its state files, plus any the binder finds);
-    return what was removed.  Binders without anything to remove: []."""
-    remove = getattr(binder, "remove_leftovers", None)
-    if remove is None:
-        return []
-    return remove(resources or {}, owner)
+    return what was removed."""
+    return binder.remove_leftovers(resources or {}, owner)

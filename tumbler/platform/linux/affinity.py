@@ -37,8 +37,44 @@ class AffinityBinder(Binder):
     def restore(self, pid, tid, saved):
         set_affinity(pid, tid, saved["cpus"])
 
-    def close(self):
-        pass
+    def placed_by_tumbler(self, pid, tid, record, state, last_masks):
+        """With the masks log (``state["masks"]``): the thread's mask is one
+        of the last ones tumbler set on it, or its original (putting it
+        back then changes nothing).  Older state files: tumbler only ever
+        bound a thread to a domain cut to its original CPUs, or (speed
+        balancing) to one CPU of those."""
+        original = frozenset(record["saved"].get("cpus") or
+                             state.get("target", {}).get("allowed") or ())
+        current = self.backend.allowed_cpus(pid, tid)
+        if not original or current == original:
+            return True
+        if "masks" in state:
+            return current in last_masks
+        domains = state.get("domains")
+        if not domains:
+            return True
+        union = frozenset().union(*(frozenset(d) for d in domains)) & original
+        ours = {frozenset(d) & original for d in domains} | {frozenset([c]) for c in union}
+        return current in ours
+
+    def leftover_placement(self, pid, tid, state):
+        """A thread whose mask is one the dead tumbler set (any it logged;
+        without a log, a domain cut to the process's CPUs) belongs on the
+        process's CPUs, as the running tumbler would have judged."""
+        allowed = state.get("target", {}).get("allowed")
+        if not allowed:
+            return None
+        allowed = frozenset(allowed)
+        if "masks" in state:
+            ours = {frozenset(m) for m in state["masks"]}
+        elif state.get("domains"):
+            ours = {frozenset(d) & allowed for d in state["domains"]}
+        else:
+            return None
+        current = self.backend.allowed_cpus(pid, tid)
+        if current == allowed or current not in ours:
+            return None
+        return {"cpus": sorted(allowed)}
 
 
 def set_affinity(pid, tid, cpus):

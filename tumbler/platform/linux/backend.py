@@ -127,6 +127,7 @@ _NAME = attrgetter("name")
 
 class LinuxBackend(Backend):
     name = "linux"
+    counts_voluntary_switches = True
 
     def __init__(self, root="/"):
         super().__init__(root)

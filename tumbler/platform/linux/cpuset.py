@@ -240,6 +240,19 @@ class CpusetBinder(Binder):
         """The thread's placement now: (cgroup, CPUs)."""
         return self._cgroup_of(pid, tid), self.backend.allowed_cpus(pid, tid)
 
+    def placed_by_tumbler(self, pid, tid, record, state, last_masks):
+        """In one of the dead tumbler's ``tumbler.<pid>`` cgroups, or still
+        where it was found (putting it back changes nothing); anywhere
+        else, someone moved it since."""
+        if not state.get("domains"):
+            return True
+        saved = record["saved"]
+        cgroup, current = self.current(pid, tid)
+        if "tumbler.%s" % state.get("tumbler", {}).get("pid") in cgroup.split("/"):
+            return True
+        original = frozenset(saved.get("cpus") or state.get("target", {}).get("allowed") or ())
+        return cgroup == saved.get("cgroup") and current == original
+
     def leftover_placement(self, pid, tid, state):
         """Where a thread the state file does not list belongs, if it sits in
         a cgroup of the tumbler that wrote ``state`` (it was created by a
