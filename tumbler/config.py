@@ -1,8 +1,12 @@
 """The YAML configuration file (``--config FILE``).
 
 Every key is optional; an unknown key, a wrong type or an out-of-range
-value is a usage error (exit 2) naming the key.  Example, with the
-defaults::
+value is a usage error (exit 2) naming the key and its line.  A key that
+is absent leaves the default of the code that uses it, defined there and
+only there (the variation table, idle interval and tolerance in
+``engine``, speed balancing's parameters in ``engine.speed.SpeedParams``,
+``discover_ms`` and ``load_window_ms`` in ``balance.controller``).  The
+example shows those defaults::
 
     variation_table:          # paper Table IV: lowest CV of a row -> interval
       - {cv: 0.40, interval_ms: 50}
@@ -32,15 +36,12 @@ import stat
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-import yaml
 
 from .errors import UsageError
 
 LEVEL_CHOICES = ("auto", "package", "numa", "llc", "core")
 POLICY_CHOICES = ("auto", "tumbler", "speed", "observe")
 BINDER_CHOICES = ("affinity", "cpuset", "pset")
-
-DEFAULT_TABLE = ((0.40, 50), (0.36, 100), (0.31, 150), (0.21, 200), (0.11, 400), (0.05, 800))
 
 # Bounds that catch typos (an interval of 50000 s) without second-guessing
 # deliberate choices.
@@ -68,34 +69,24 @@ class ConfigError(UsageError):
 
 
 @dataclass(frozen=True)
-class SpeedConfig:
-    """Speed balancing parameters.
-
-    The paper used 100 ms and blocked a core for 2 intervals after a
-    migration, on 16 cores with phases of seconds.  A thread's turn on a
-    fast core only helps if it comes within a barrier phase, so for phases
-    of ~0.1 s tumbler rotates every 20 ms without blocking (measured in
-    BENCHMARKS.md); ``{interval_ms: 100, block_intervals: 2}`` restores the
-    paper's settings.
-    """
-
-    threshold: float = 0.9
-    block_intervals: int = 0
-    interval_ms: int = 20
-    jitter: bool = True
-
-
-@dataclass(frozen=True)
 class Config:
-    variation_table: tuple = DEFAULT_TABLE
-    idle_interval_ms: int = 800
-    tolerance: float = 0.10
-    discover_ms: int = 100
-    load_window_ms: int = 500
-    speed: SpeedConfig = field(default_factory=SpeedConfig)
+    """What the file sets; None (or an empty ``speed``) where it is silent."""
+
+    variation_table: Optional[tuple] = None
+    idle_interval_ms: Optional[int] = None
+    tolerance: Optional[float] = None
+    discover_ms: Optional[int] = None
+    load_window_ms: Optional[int] = None
+    speed: dict = field(default_factory=dict)     # SpeedParams fields given
     level: str = "auto"
     policy: str = "auto"
     binder: Optional[str] = None      # None: the platform's default
+
+    def loop_options(self):
+        """Keyword arguments for the balancing loop: only those the file set."""
+        return {key: value for key, value in (("discover_ms", self.discover_ms),
+                                               ("load_window_ms", self.load_window_ms))
+                if value is not None}
 
 
 def load_config(path):
@@ -111,7 +102,8 @@ def load_config(path):
         return parse_config(data)
     except ConfigError as exc:
         # Composed again only now: the nodes know their lines.
-        node = yaml.compose(text, Loader=_LOADER)
+        yaml, loader = _yaml()
+        node = yaml.compose(text, Loader=loader)
         raise UsageError("bad config %s: %s" % (located(path, node, exc.key), exc)) from None
 
 
@@ -144,16 +136,21 @@ def read_config_file(path):
     return b"".join(chunks)
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # libyaml where built: 10x faster
+def _yaml():
+    """PyYAML and its fastest safe loader (libyaml where built: 10x faster);
+    imported only when a config file is read (tumbler starts sooner)."""
+    import yaml
+    return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_yaml(path, text):
     """The data of YAML ``text`` (bytes: YAML's reader checks the
     encoding).  The events are checked first -- nesting depth, numbers too
     long to convert -- so that nothing hostile reaches the constructor."""
+    yaml, loader = _yaml()
     try:
         depth = 0
-        for event in yaml.parse(text, Loader=_LOADER):
+        for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_CONFIG_DEPTH:
@@ -165,7 +162,7 @@ def load_yaml(path, text):
                     and len(event.value) > MAX_NUMBER_CHARS and _NUMBER.match(event.value):
                 raise UsageError("bad config %s:%d: a number of %d characters"
                                  % (path, event.start_mark.line + 1, len(event.value)))
-        data = yaml.load(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = ":%d" % (mark.line + 1) if mark is not None else ""
@@ -179,6 +176,7 @@ def load_yaml(path, text):
 def located(path, node, key):
     """``path:LINE`` of ``key`` (``a.b[2].c``) in the composed ``node``,
     or ``path`` alone where it cannot be told."""
+    import yaml
     line = None
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", key or ""):
         if isinstance(node, yaml.MappingNode):
@@ -249,18 +247,18 @@ def _parse_table(rows):
 def _parse_speed(data):
     _require_mapping(data, "speed")
     _reject_unknown(data, ("threshold", "block_intervals", "interval_ms", "jitter"), "speed.")
-    speed = SpeedConfig()
+    speed = {}
     if "threshold" in data:
-        speed = replace(speed, threshold=_number(data["threshold"], "speed.threshold", 0.01, 1.0))
+        speed["threshold"] = _number(data["threshold"], "speed.threshold", 0.01, 1.0)
     if "block_intervals" in data:
-        speed = replace(speed, block_intervals=_integer(data["block_intervals"],
-                                                        "speed.block_intervals", 0, 1000))
+        speed["block_intervals"] = _integer(data["block_intervals"], "speed.block_intervals",
+                                            0, 1000)
     if "interval_ms" in data:
-        speed = replace(speed, interval_ms=_interval(data["interval_ms"], "speed.interval_ms"))
+        speed["interval_ms"] = _interval(data["interval_ms"], "speed.interval_ms")
     if "jitter" in data:
         if not isinstance(data["jitter"], bool):
             raise ConfigError("speed.jitter must be true or false", "speed.jitter")
-        speed = replace(speed, jitter=data["jitter"])
+        speed["jitter"] = data["jitter"]
     return speed
 
 

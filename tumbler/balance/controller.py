@@ -150,7 +150,6 @@ class Controller:
         self.stats = RunStats(started=time.monotonic())
         self.quiet_rounds = quiet_rounds    # False: every round is a full one
         self._roster = None         # the threads quiet rounds read, while they may
-        self._cpu_domain = {cpu: d.index for d in self.domains for cpu in d.cpus}
         self._capacities = Roster.capacities(self.domains)
         binder.setup([d.cpus for d in self.domains])
 

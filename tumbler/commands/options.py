@@ -4,7 +4,8 @@ checked once, before anything is changed or started."""
 
 import click
 
-from ..config import BINDER_CHOICES, LEVEL_CHOICES, POLICY_CHOICES, load_config
+from ..config import (BINDER_CHOICES, LEVEL_CHOICES, MAX_INTERVAL_MS, MIN_INTERVAL_MS,
+                      POLICY_CHOICES, load_config)
 from ..cpulist import parse_domains
 from ..errors import UsageError
 
@@ -70,8 +71,9 @@ def settings(ctx, options):
     if settings["domains"] is not None and options.get("level"):
         raise UsageError("--domains and --level exclude each other")
     interval = settings["interval_ms"]
-    if interval is not None and not 10 <= interval <= 3_600_000:
-        raise UsageError("--interval must be between 10 and 3600000 ms, not %d" % interval)
+    if interval is not None and not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
+        raise UsageError("--interval must be between %d and %d ms, not %d"
+                         % (MIN_INTERVAL_MS, MAX_INTERVAL_MS, interval))
     duration = settings["duration"]
     if duration is not None and not (0 < duration < 10 ** 9):
         raise UsageError("--duration must be a positive number of seconds")

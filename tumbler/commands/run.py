@@ -50,11 +50,13 @@ def _prepare(settings):
     _raise_file_limit()
     backend = open_backend(settings["platform"], settings["root"])
     config = settings["config"]
-    table = VariationTable(config.variation_table, config.idle_interval_ms)
-    speed = SpeedParams(config.speed.threshold, config.speed.block_intervals,
-                        config.speed.interval_ms, config.speed.jitter)
-    policy = make_policy(settings["policy"], table, config.tolerance, settings["interval_ms"],
-                         speed)
+    # The file's values where it has any; the engine's defaults elsewhere.
+    table = VariationTable(**{key: value for key, value in (
+        ("rows", config.variation_table), ("idle_interval_ms", config.idle_interval_ms))
+        if value is not None})
+    tolerance = {} if config.tolerance is None else {"tolerance": config.tolerance}
+    policy = make_policy(settings["policy"], table, fixed_interval_ms=settings["interval_ms"],
+                         speed=SpeedParams(**config.speed), **tolerance)
     return backend, policy
 
 
@@ -147,9 +149,9 @@ def run_attach(settings, pids):
         binder = _binder(backend, settings, policy)
         observers = _observers(settings)
         controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
-                                discover_ms=settings["config"].discover_ms,
+                                **settings["config"].loop_options(),
                                 observers=observers, journal=journal,
-                                load_window_ms=settings["config"].load_window_ms)
+                                )
         if journal is not None:
             journal.attach(binder, choice.domains)
     except BaseException:
@@ -200,8 +202,8 @@ def run_exec(settings, command):
         return False
 
     controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
-                            discover_ms=settings["config"].discover_ms, observers=observers,
-                            first_interval_ms=50, load_window_ms=settings["config"].load_window_ms,
+                            observers=observers, first_interval_ms=50,
+                            **settings["config"].loop_options(),
                             journal=journal)
     started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
     reason = "error"

@@ -35,7 +35,7 @@ from typing import Optional
 
 import click
 
-from ..config import LEVEL_CHOICES
+from ..config import LEVEL_CHOICES, MAX_INTERVAL_MS, MIN_INTERVAL_MS
 from ..cpulist import format_cpulist, parse_domains
 from ..balance.domains import choose_domains
 from ..errors import TumblerError, UsageError
@@ -47,7 +47,6 @@ from ..balance.targets import allowed_union, check_process
 COLUMNS = STAT_COLUMNS
 
 DEFAULT_INTERVAL_MS = 1000
-MIN_INTERVAL_MS, MAX_INTERVAL_MS = 10, 3_600_000
 NAME_WIDTH = 16
 
 _NS_PER_TICK = 1_000_000_000 // os.sysconf("SC_CLK_TCK")

@@ -54,8 +54,8 @@ independent per-core timers fire.
    potato" threads; ties: lowest tid).  Only threads that ran in the interval
    are movable: pulling a sleeping thread relieves nobody.
 4. Both cores are then blocked for ``block_intervals`` further rounds (2 in
-   the paper): the threads on both must run a full interval before their
-   speeds mean anything again.  A blocked core neither pulls nor donates, and
+   the paper, 0 by default here: see "Interval"): the threads on both must
+   run a full interval before their speeds mean anything again.  A blocked core neither pulls nor donates, and
    no core takes part in two migrations of one round.  This bounds the
    migration rate to one per pair of cores per ``block_intervals + 1`` rounds,
    and together with least-migrated-first it makes the threads take turns on
@@ -70,17 +70,23 @@ own CPUs (the paper blocks migrations across NUMA nodes the same way).
 
 Interval (paper 5.1, 6.1)
 -------------------------
-100 ms, plus a uniformly random extra of up to one interval each round when
-``jitter`` is on.  The randomness breaks cycles in which threads move
+The paper balances every 100 ms and blocks both cores of a migration for 2
+intervals, on 16 cores with phases of seconds.  A thread's turn on a fast
+core only helps if it comes within a barrier phase, so for phases of ~0.1 s
+tumbler steps every 20 ms without blocking (``SpeedParams`` defaults,
+measured in BENCHMARKS.md); ``speed: {interval_ms: 100, block_intervals:
+2}`` in the config file restores the paper's settings.  Either way a
+uniformly random extra of up to one interval is added each round when
+``jitter`` is on: the randomness breaks cycles in which threads move
 repeatedly between the same two queues.
 
-When to engage (paper 4; for the policy layer)
-----------------------------------------------
+When to engage (paper 4)
+------------------------
 Speed balancing only pays when a domain has more runnable threads than cores
-(``oversubscribed``) and the core speeds actually differ beyond the threshold
-(``speeds_differ``).  With sleeping barriers the core speeds even out by
-themselves (a sleeping thread speeds up its co-runners) and the OS balancer
-already does well, so the policy should leave those domains alone.
+and the core speeds actually differ beyond the threshold.  With sleeping
+barriers the core speeds even out by themselves (a sleeping thread speeds
+up its co-runners) and the OS balancer already does well, so the policy
+leaves those domains alone (``engine.policy``, auto).
 """
 
 import random
@@ -96,11 +102,12 @@ EMPTY_CORE_SPEED = 1.0
 
 @dataclass(frozen=True)
 class SpeedParams:
-    """Tunables of one speed balancer (paper defaults)."""
+    """Tunables of one speed balancer: tumbler's defaults (module doc,
+    "Interval"); the paper's are ``block_intervals=2, interval_ms=100``."""
 
     threshold: float = 0.9      # T_s: pull only from cores with s_k/s_global < T_s
-    block_intervals: int = 2    # rounds a core sits out after a migration
-    interval_ms: int = 100      # balance interval
+    block_intervals: int = 0    # rounds a core sits out after a migration (paper: 2)
+    interval_ms: int = 20       # balance interval (paper: 100)
     jitter: bool = True         # add a random extra of up to one interval
 
     def validate(self) -> "SpeedParams":
@@ -155,21 +162,6 @@ def global_speed(core_speeds: Mapping[int, float]) -> float:
 def is_slow(core: float, global_: float, threshold: float) -> bool:
     """True if a core is slow enough to donate: s_k / s_global < T_s."""
     return global_ > 0.0 and core / global_ < threshold
-
-
-def speeds_differ(core_speeds: Mapping[int, float], threshold: float) -> bool:
-    """True if some core runs below ``threshold`` times the global speed."""
-    SpeedParams(threshold=threshold).validate()
-    g = global_speed(core_speeds)
-    return any(is_slow(s, g, threshold) for s in core_speeds.values())
-
-
-def oversubscribed(runnable_threads: int, cores: int) -> bool:
-    """True if a domain has more runnable threads than cores."""
-    if runnable_threads < 0 or cores < 0:
-        raise ValueError("thread and core counts must be >= 0, got %r and %r"
-                         % (runnable_threads, cores))
-    return runnable_threads > cores
 
 
 def _measure_threads(exec_ns: Mapping[int, int], wall_ns: int,
@@ -231,15 +223,6 @@ class SpeedBalancer:
     @property
     def cpus(self) -> Tuple[int, ...]:
         return self._cpus
-
-    @property
-    def params(self) -> SpeedParams:
-        return self._params
-
-    @property
-    def rounds(self) -> int:
-        """Number of ``step`` calls so far."""
-        return self._round
 
     @property
     def last_speeds(self) -> Speeds:

@@ -52,7 +52,6 @@ __all__ = [
 PLATFORMS = ("linux", "illumos")
 SCRIPT_NAMES = ("locktime", "runqlat", "migrations")
 EXTENSION = {"linux": ".bt", "illumos": ".d"}
-TOOL = {"linux": "bpftrace", "illumos": "dtrace"}
 PRELUDE_MARK = {"linux": "// TUMBLER-PRELUDE", "illumos": "/* TUMBLER-PRELUDE */"}
 
 #: bpftrace uses the first that exists (src/tracefs: debugfs, then tracefs).

@@ -98,12 +98,6 @@ class Truncated(ValueError):
         super().__init__("need %d bytes" % needed)
 
 
-def table_size(data):
-    """Bytes a prheader_t-prefixed table needs in full (header included)."""
-    nent, entsize = PRHEADER.unpack_from(data, 0)
-    return PRHEADER.size + nent * entsize
-
-
 def _entries(data, minimum_size):
     """Offsets of the entries of a prheader_t-prefixed table."""
     if len(data) < PRHEADER.size:

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .speed import CoreMove
+from tumbler.engine.speed import CoreMove
 
 SPIN = "spin"
 SLEEP = "sleep"
