@@ -578,7 +578,7 @@ def main():
                         help="multiply the repetitions of the micro-benchmarks")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--python-sampler", action="store_true",
-                        help="sample without the optional C module (_linux_steady), "
+                        help="sample without the optional C module (tumbler.platform.linux._steady), "
                              "as when it was not built (sample only)")
     args = parser.parse_args()
     if not sys.platform.startswith("linux"):

@@ -2,7 +2,7 @@
 # tumbler on a steady 64-thread program for 10 minutes: its RSS and CPU
 # time every 60 s, then its exit summary.
 #   sh benchmarks/steady_run.sh
-# Quiet rounds carry such a run (controller.py): does memory stay flat?
+# Quiet rounds carry such a run (tumbler/balance/controller.py): does memory stay flat?
 # The program is the ``threads`` helper benchmarks/overhead.py builds in /tmp.
 set -eu
 cd "$(dirname "$0")/.."

@@ -32,6 +32,10 @@ def _stop_signals():
 
 #: Signals that end a run (see the module doc), in number order.
 STOP_SIGNALS = _stop_signals()
+#: Of them, the ones a run always takes over; the others only while they
+#: would end tumbler (their disposition is the default): a handler some
+#: part of tumbler set (SIGXCPU when a real-time budget is spent) stands.
+ALWAYS_STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class SignalWaiter:
@@ -47,7 +51,9 @@ class SignalWaiter:
         self._poll.register(self._read_fd, select.POLLIN)
         self._old_wakeup = signal.set_wakeup_fd(self._write_fd)
         self._old_handlers = {}
-        wanted = list(signals) + ([signal.SIGCHLD] if watch_children else [])
+        wanted = [signum for signum in signals if signum in ALWAYS_STOP
+                  or signal.getsignal(signum) == signal.SIG_DFL]
+        wanted += [signal.SIGCHLD] if watch_children else []
         for signum in wanted:
             self._old_handlers[signum] = signal.signal(signum, self._record)
 
