@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import (REPO, cpuset_mount, assert_no_traceback, on_cpus, run_tumbler,
-                      thread_masks, thread_names, tumbler_cmd, wait_for_threads)
+from conftest import (REPO, build_workload, cpuset_mount, assert_no_traceback, on_cpus,
+                      run_tumbler, thread_masks, thread_names, tumbler_cmd, wait_for_threads)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -30,13 +30,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 @pytest.fixture(scope="session")
 def churn(tmp_path_factory):
     """Path of tests/workloads/churn.c, built."""
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None:
-        pytest.fail("a C compiler is needed: the test command installs gcc")
-    out = tmp_path_factory.mktemp("churn") / "churn"
-    subprocess.run([compiler, "-O2", "-Wall", "-pthread", "-o", str(out),
-                    os.path.join(REPO, "tests", "workloads", "churn.c")], check=True)
-    return str(out)
+    return build_workload(tmp_path_factory, "churn")
 
 
 @pytest.fixture
@@ -104,6 +98,18 @@ def wait_bound(pid, domains, count=1):
     """Wait until tumbler has bound at least ``count`` threads of ``pid``."""
     return wait_until(lambda: len(bound(thread_masks(pid), domains)) >= count,
                       what="tumbler to bind %d thread(s) of %d" % (count, pid))
+
+
+def duty_bound_by_tumbler(duty, procs, state, spec, doms, *options):
+    """duty's four workers, every thread bound by ``tumbler --domains SPEC
+    OPTIONS -p PID``: (target, its masks before, tumbler)."""
+    target = procs.start([duty, "60", "70", "50", "30", "10"])
+    wait_for_threads(target.pid, 5)
+    before = thread_masks(target.pid)
+    tumbler = procs.tumbler("--domains", spec, *options, "-p", str(target.pid),
+                            state_dir=state)
+    wait_bound(target.pid, doms, count=len(before))
+    return target, before, tumbler
 
 
 def placed_in_log(path, rounds_after=0):
@@ -389,11 +395,7 @@ def test_stop_signals_at_random_moments(duty, domains, procs, state):
 
 def test_sigkill_then_restore(duty, domains, procs, state):
     spec, doms = domains
-    target = procs.start([duty, "60", "70", "50", "30", "10"])
-    wait_for_threads(target.pid, 5)
-    before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
-    wait_bound(target.pid, doms, count=len(before))
+    target, before, tumbler = duty_bound_by_tumbler(duty, procs, state, spec, doms)
     files = sorted(os.listdir(state))
     assert [f.rsplit(".", 1)[1] for f in files] == ["json", "lock", "masks"], files
     assert all(f.startswith("%d-" % target.pid) for f in files), files
@@ -445,12 +447,8 @@ def test_restore_leaves_a_move_to_another_domain_after_the_kill(duty, domains, p
     thread to the other domain's CPU is theirs, though that CPU is one
     tumbler binds threads to as well."""
     spec, doms = domains
-    target = procs.start([duty, "60", "70", "50", "30", "10"])
-    wait_for_threads(target.pid, 5)
-    before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, "--interval", "3000", "-p", str(target.pid),
-                            state_dir=state)
-    wait_bound(target.pid, doms, count=len(before))
+    target, before, tumbler = duty_bound_by_tumbler(duty, procs, state, spec, doms,
+                                                    "--interval", "3000")
     tumbler.kill()
     tumbler.wait()
     masks = thread_masks(target.pid)
@@ -478,13 +476,7 @@ def test_restore_leaves_a_move_to_another_domain_after_the_kill(duty, domains, p
 @pytest.fixture(scope="session")
 def spawner(tmp_path_factory):
     """Path of tests/workloads/spawner.c, built."""
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None:
-        pytest.fail("a C compiler is needed: the test command installs gcc")
-    out = tmp_path_factory.mktemp("spawner") / "spawner"
-    subprocess.run([compiler, "-O2", "-Wall", "-pthread", "-o", str(out),
-                    os.path.join(REPO, "tests", "workloads", "spawner.c")], check=True)
-    return str(out)
+    return build_workload(tmp_path_factory, "spawner")
 
 
 def descendants(pid):
@@ -636,11 +628,7 @@ def test_sigkill_then_restore_adopts_threads_born_of_a_speed_pin(spawner, procs,
                                      "SIGXCPU", "SIGABRT", "SIGRTMIN"])
 def test_every_terminating_signal_restores(duty, domains, procs, state, signame):
     spec, doms = domains
-    target = procs.start([duty, "60", "70", "50", "30", "10"])
-    wait_for_threads(target.pid, 5)
-    before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
-    wait_bound(target.pid, doms, count=len(before))
+    target, before, tumbler = duty_bound_by_tumbler(duty, procs, state, spec, doms)
     status, stderr = finish(tumbler, getattr(signal, signame))
     assert status == 0, stderr
     assert "signal %d" % getattr(signal, signame) in stderr
@@ -824,11 +812,7 @@ def test_sigkill_then_restore_cpuset(duty, domains, procs, state, cgroups_gone):
 
 def test_restore_leaves_a_running_tumbler_alone(duty, domains, procs, state):
     spec, doms = domains
-    target = procs.start([duty, "60", "70", "50", "30", "10"])
-    wait_for_threads(target.pid, 5)
-    before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
-    wait_bound(target.pid, doms, count=len(before))
+    target, before, tumbler = duty_bound_by_tumbler(duty, procs, state, spec, doms)
     during = thread_masks(target.pid)
     result = run_tumbler("restore", "-p", str(target.pid), env=env_for(state))
     assert result.returncode == 1, result

@@ -702,9 +702,7 @@ class Controller:
                 except NoSuchProcess:
                     continue
                 except Unmovable as exc:
-                    thread.unmovable = True
-                    self.stats.warnings += 1
-                    self.warn("%s; leaving it where it is" % exc)
+                    self._unmovable(thread, exc)
                     continue
                 self._bound(thread, dst, cpu, cpus)
                 done.append((thread, dst, cpu))
@@ -745,9 +743,13 @@ class Controller:
                 except NoSuchProcess:
                     continue
                 except Unmovable as exc:
-                    thread.unmovable = True
-                    self.stats.warnings += 1
-                    self.warn("%s; leaving it where it is" % exc)
+                    self._unmovable(thread, exc)
+
+    def _unmovable(self, thread, exc):
+        """The OS refuses to move the thread: say so once, leave it be."""
+        thread.unmovable = True
+        self.stats.warnings += 1
+        self.warn("%s; leaving it where it is" % exc)
 
     def _save(self, thread):
         saved = self.binder.save(thread.pid, thread.tid)
