@@ -691,3 +691,27 @@ def test_an_idle_placed_thread_does_not_make_new_threads_look_light():
     moves = place_new(new, placed, domains_of(1, 1))
     assert [m.dst for m in moves].count(0) == 2
     assert [m.dst for m in moves].count(1) == 1
+
+
+# -- many domains (issue 13, defect 3) ---------------------------------------------
+
+def test_more_domains_than_max_units_plan_one_slot_each():
+    """128 single-CPU domains (--level core on a 128-core machine): every
+    thread of a 4-per-domain load on the first half gets spread out, no
+    error about max_units."""
+    domains = domains_of(*[1] * 128)
+    threads = [ThreadLoad(tid, 1.0, tid % 64) for tid in range(256)]
+    plan = plan_tumbler(threads, domains, TABLE, tolerance=0.0)
+    assert plan.regroup
+    counts = [0] * 128
+    for domain in plan.assignment.values():
+        counts[domain] += 1
+    assert counts == [2] * 128
+    assert plan.spread_after == pytest.approx(0.0)
+
+
+def test_wave_slots_never_fewer_slots_than_domains():
+    slots, units = wave_slots({tid: 1.0 for tid in range(70)}, [1] * 70)
+    assert units == [1] * 70 and len(slots) == 70
+    slots, units = wave_slots({1: 1.0, 2: 0.5}, [1] * 65)
+    assert units == [1] * 65 and len(slots) == 65
