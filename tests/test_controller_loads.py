@@ -186,3 +186,34 @@ def test_newcomers_are_placed_before_anyone_is_measured():
     controller.round()
     workers = {tid: controller.threads[(PID, tid)].domain for tid in (101, 102, 103, 104)}
     assert sorted(workers.values()) == [0, 0, 1, 1], workers
+
+
+class OutsiderBackend(ScriptedBackend):
+    """Thread 103 may only run on CPU 2, in no domain of {0} / {1}."""
+
+    def allowed_cpus(self, pid, tid):
+        return frozenset({2}) if tid == 103 else frozenset({0, 1, 2})
+
+
+def test_thread_outside_every_domain_is_left_alone_and_counts_nowhere():
+    """Two domains, three busy workers and one pinned outside both: rounds
+    run (they used to raise in the engine), the outsider is never placed
+    nor measured into a domain's load, and the warning comes once."""
+    from tumbler.engine.policy import make_policy
+    backend = OutsiderBackend()
+    for tid in (100, 101, 102, 103):
+        backend.run(tid, 0)
+    warnings = []
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy("tumbler"), choice,
+                            warn=warnings.append)
+    controller.add_target(PID)
+    outsider = controller.threads[(PID, 103)]
+    for _ in range(4):
+        advance(backend, controller, 100, {100: 1.0, 101: 1.0, 102: 1.0, 103: 1.0})
+    assert outsider.domain is None and outsider.saved is None
+    plan = controller.last_decision.plan
+    assert 103 not in plan.assignment
+    assert sum(plan.domain_loads) == pytest.approx(3.0)
+    assert len(warnings) == 1 and "thread 103" in warnings[0], warnings
+    assert controller.stats.outsiders == 1

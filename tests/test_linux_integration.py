@@ -360,3 +360,40 @@ def test_process_whose_main_thread_exited_is_still_balanced(two_cpus, tmp_path):
     assert all(bound.values()), seen
     assert {frozenset([cpu_a]), frozenset([cpu_b])} <= set().union(*bound.values())
     assert after == before
+
+
+def test_thread_pinned_outside_the_domains_is_left_alone(duty, two_cpus):
+    """An application pins one of its threads to a CPU outside every
+    domain (``tumbler --domains A`` with a thread on B only): tumbler says
+    so once, never touches that thread, manages its siblings and puts
+    every mask back exactly (issue 13, defect 1: this crashed the round)."""
+    cpu_a, cpu_b = two_cpus
+    workload = subprocess.Popen([duty, "6", "60", "60", "60", "60"])
+    try:
+        wait_for_threads(workload.pid, 5)
+        outsider = sorted(thread_masks(workload.pid))[2]
+        os.sched_setaffinity(outsider, {cpu_b})
+        before = thread_masks(workload.pid)
+        tumbler = subprocess.Popen(tumbler_cmd("--domains", str(cpu_a), "-p", str(workload.pid),
+                                               "--duration", "2", "--interval", "100"),
+                                   stderr=subprocess.PIPE, text=True, cwd=REPO)
+        try:
+            seen = watch_masks(workload.pid, 1.5)
+            _, stderr = tumbler.communicate(timeout=30)
+        finally:
+            if tumbler.poll() is None:
+                tumbler.kill()
+                tumbler.wait()
+        after = thread_masks(workload.pid)
+    finally:
+        workload.kill()
+        workload.wait()
+    assert tumbler.returncode == 0, stderr
+    assert_no_traceback(stderr)
+    assert "duration reached" in stderr
+    assert stderr.count("thread %d (duty-" % outsider) == 1, stderr
+    assert "outside the domains; tumbler leaves it alone" in stderr
+    assert "1 thread allowed only CPUs outside the domains: left alone" in stderr
+    assert seen[outsider] == {frozenset([cpu_b])}
+    assert after == before
+

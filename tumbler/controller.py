@@ -100,6 +100,7 @@ class RunStats:
     pins: int = 0                   # speed balancing's core changes
     spreads: SpreadHistory = None   # every round's spread (before its moves)
     warnings: int = 0
+    outsiders: int = 0              # threads allowed no CPU of any domain, left alone
 
     def __post_init__(self):
         self.spreads = SpreadHistory()
@@ -176,7 +177,9 @@ class Controller:
             except NoSuchProcess:
                 continue
             eligible = frozenset(d.index for d in self.domains if d.cpus & allowed)
-            thread = TrackedThread(domain=0 if self.choice.single else None,
+            if not eligible:
+                self._note_outsider(sample.pid, tid, times.name, allowed)
+            thread = TrackedThread(domain=0 if self.choice.single and eligible else None,
                                    pid=sample.pid, tid=tid, start=times.start,
                                    name=times.name, allowed=allowed, eligible=eligible,
                                    first=(sample.wall_ns, times.run_ns, times.lat_ns),
@@ -188,6 +191,14 @@ class Controller:
         if place and new and self.moves_threads and not self.choice.single:
             self._place_new(new)
         return new
+
+    def _note_outsider(self, pid, tid, name, allowed):
+        """A thread allowed only CPUs outside every domain is someone else's
+        placement (an application pinning its I/O or polling thread): it is
+        never moved and its load counts in no domain.  Said once per thread."""
+        self.stats.outsiders += 1
+        self.warn("thread %d (%s) may only run on CPUs %s, outside the domains; "
+                  "tumbler leaves it alone" % (tid, name, format_cpulist(allowed)))
 
     def _original_allowed(self, pid, tid):
         """The CPUs a thread may use, as if tumbler had never run.
@@ -374,7 +385,9 @@ class Controller:
             self._leave_quiet()
         samples = self.sample_all()
         self.update_loads(samples)
-        measured = [t for t in self.threads.values() if t.load is not None and not t.unmovable]
+        # Threads outside every domain (no eligible domain) are left alone.
+        measured = [t for t in self.threads.values()
+                    if t.load is not None and not t.unmovable and t.eligible]
         crowded = self._crowded_domains(measured)
         decision = self.policy.decide(self._views(measured, crowded), self.domains)
         plan = decision.plan

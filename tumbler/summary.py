@@ -97,6 +97,9 @@ def summary_lines(controller, wall_s, cpu_s, end_reason):
            ", dry run" if controller.dry_run else ""),
         controller.choice.note,
     ]
+    if stats.outsiders:
+        lines.append("%d thread%s allowed only CPUs outside the domains: left alone"
+                     % (stats.outsiders, "" if stats.outsiders == 1 else "s"))
     if stats.pins:
         lines.append("speed balancing: %d core changes (%.1f/s)"
                      % (stats.pins, stats.pins / wall_s if wall_s > 0 else 0.0))
