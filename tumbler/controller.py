@@ -107,6 +107,8 @@ class RunStats:
     spreads: SpreadHistory = None   # every round's spread (before its moves)
     warnings: int = 0
     outsiders: int = 0              # threads allowed no CPU of any domain, left alone
+    priority: object = None         # () -> how the loop ran, for the summary (run.py)
+    startup_s: float = 0.0          # wall time from tumbler's start to balancing
 
     def __post_init__(self):
         self.spreads = SpreadHistory()

@@ -21,6 +21,7 @@ from .engine.variation import VariationTable
 from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import open_backend
 from .platform.base import NoSuchProcess, NullBinder
+from .priority import note as priority_note, raise_priority
 from .runlog import RunLog
 from .state import Journal
 from .summary import summary_lines
@@ -28,6 +29,24 @@ from .targets import allowed_union, check_process
 from .waiting import SignalWaiter
 
 DEFAULT_BINDER = {"linux": "affinity", "illumos": "pset"}
+
+#: When this module was loaded: the summary's start if the process's own
+#: start time cannot be read.
+_LOADED = time.monotonic()
+
+
+def _launched():
+    """time.monotonic() when this process started: the summary's "ran N s"
+    is the wall time the user waited, start-up included (on an overloaded
+    machine that can be most of it).  Linux: /proc/self/stat's start time
+    against CLOCK_BOOTTIME; elsewhere when this module was loaded."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            start_ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+        return min(time.monotonic() - max(age, 0.0), _LOADED)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return _LOADED
 
 
 def check_target(backend, pid, force):
@@ -147,6 +166,7 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
 
 
 def run_attach(settings, pids):
+    raise_priority()        # already done by the tumbler command; other ways in too
     backend, policy = _prepare(settings)
     for pid in pids:
         info = check_target(backend, pid, settings["force"])
@@ -174,9 +194,12 @@ def run_attach(settings, pids):
         if journal is not None:
             journal.close()
         raise
-    started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
+    controller.stats.priority = priority_note
+    balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
+    started = _launched()       # "ran N s": the wall time the user waited
+    controller.stats.startup_s = balancing - started
     reason = "error"
-    deadline = started + settings["duration"] if settings["duration"] else None
+    deadline = balancing + settings["duration"] if settings["duration"] else None
     try:
         for pid in pids:
             try:
@@ -208,6 +231,8 @@ def run_exec(settings, command):
         waiter.close()
         raise TumblerError("%s: cannot execute: %s" % (command[0], exc.strerror), 126) from None
 
+    raise_priority()        # the command does not inherit it (SCHED_RESET_ON_FORK)
+
     def forward(signum):
         if signum != signal.SIGCHLD and child.poll() is None:
             try:
@@ -220,9 +245,12 @@ def run_exec(settings, command):
                             discover_ms=settings["config"].discover_ms, observers=observers,
                             first_interval_ms=50, load_window_ms=settings["config"].load_window_ms,
                             journal=journal)
-    started, cpu_before = time.monotonic(), controller.own_cpu_seconds()
+    controller.stats.priority = priority_note
+    balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
+    started = _launched()       # "ran N s": the wall time the user waited
+    controller.stats.startup_s = balancing - started
     reason = "error"
-    deadline = started + settings["duration"] if settings["duration"] else None
+    deadline = balancing + settings["duration"] if settings["duration"] else None
     try:
         try:
             if journal is not None:
