@@ -144,6 +144,17 @@ def duty(tmp_path_factory):
     return build_workload(tmp_path_factory, "duty")
 
 
+@pytest.fixture(scope="session")
+def crowd(tmp_path_factory):
+    """Path of the overload workload (tests/workloads/crowd.c)."""
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.fail("a C compiler is needed: the test command installs gcc")
+    out = tmp_path_factory.mktemp("crowd") / "crowd"
+    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
+                    os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
+    return str(out)
+
+
 @pytest.fixture
 def two_cpus():
     if len(os.sched_getaffinity(0)) < 2:

@@ -156,8 +156,23 @@ def test_runnable_share_adds_run_queue_wait():
     backend.run(101, 40, lat_ms=50)
     controller.round()
     thread = controller.threads[(PID, 101)]
-    assert thread.load == pytest.approx(0.4)
+    assert thread.cpu == pytest.approx(0.4)         # received (Eq. 1)
     assert thread.runnable == pytest.approx(0.9)
+    assert thread.load == pytest.approx(0.9)        # demand: received + queued
+
+
+def test_load_is_demand_capped_at_one_cpu():
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    backend.run(102, 0)
+    controller = controller_for(backend)
+    backend.now += 100 * MS
+    backend.run(101, 40, lat_ms=70)                 # a sampling skew: 1.1 of wall
+    backend.run(102, 30)
+    controller.round()
+    assert load(controller, 101) == 1.0
+    assert controller.threads[(PID, 101)].cpu == pytest.approx(0.4)
+    assert load(controller, 102) == pytest.approx(0.3)
 
 
 
@@ -186,3 +201,69 @@ def test_newcomers_are_placed_before_anyone_is_measured():
     controller.round()
     workers = {tid: controller.threads[(PID, tid)].domain for tid in (101, 102, 103, 104)}
     assert sorted(workers.values()) == [0, 0, 1, 1], workers
+
+
+class OutsiderBackend(ScriptedBackend):
+    """Thread 103 may only run on CPU 2, in no domain of {0} / {1}."""
+
+    def allowed_cpus(self, pid, tid):
+        return frozenset({2}) if tid == 103 else frozenset({0, 1, 2})
+
+
+def test_thread_outside_every_domain_is_left_alone_and_counts_nowhere():
+    """Two domains, three busy workers and one pinned outside both: rounds
+    run (they used to raise in the engine), the outsider is never placed
+    nor measured into a domain's load, and the warning comes once."""
+    from tumbler.engine.policy import make_policy
+    backend = OutsiderBackend()
+    for tid in (100, 101, 102, 103):
+        backend.run(tid, 0)
+    warnings = []
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy("tumbler"), choice,
+                            warn=warnings.append)
+    controller.add_target(PID)
+    outsider = controller.threads[(PID, 103)]
+    for _ in range(4):
+        advance(backend, controller, 100, {100: 1.0, 101: 1.0, 102: 1.0, 103: 1.0})
+    assert outsider.domain is None and outsider.saved is None
+    plan = controller.last_decision.plan
+    assert 103 not in plan.assignment
+    assert sum(plan.domain_loads) == pytest.approx(3.0)
+    assert len(warnings) == 1 and "thread 103" in warnings[0], warnings
+    assert controller.stats.outsiders == 1
+
+
+class EightCpuBackend(ScriptedBackend):
+    def allowed_cpus(self, pid, tid):
+        return frozenset(range(8))
+
+
+def test_saturated_domains_are_balanced_by_demand_8_vs_4():
+    """8 busy threads on a 4-CPU domain get 0.5 CPU each and queue the
+    rest; 4 on the other 4-CPU domain get 1.0.  CPU received is 4.0 on
+    both (Eq. 1 sees no imbalance, "spread 0.00"); demand is 8 vs 4, and
+    the wave gives 6 / 6."""
+    from tumbler.engine.policy import make_policy
+    backend = EightCpuBackend()
+    for tid in range(1, 13):
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset(range(4)), frozenset(range(4, 8))), "test")
+    controller = Controller(backend, NullBinder(), make_policy("tumbler", tolerance=0.0),
+                            choice, dry_run=True)
+    controller.add_target(PID)
+    for thread in controller.threads.values():      # as an earlier grouping left them
+        thread.domain = 0 if thread.tid <= 8 else 1
+    backend.now += 500 * MS
+    for tid in range(1, 13):
+        if tid <= 8:
+            backend.run(tid, 250, lat_ms=250)
+        else:
+            backend.run(tid, 500)
+    decision = controller.round()
+    plan = decision.plan
+    assert plan.domain_loads == pytest.approx([8.0, 4.0])
+    assert plan.regroup, plan.reason
+    counts = [list(plan.assignment.values()).count(d) for d in (0, 1)]
+    assert counts == [6, 6]
+    assert sum(controller.threads[(PID, tid)].cpu for tid in range(1, 13)) == pytest.approx(8.0)

@@ -691,3 +691,56 @@ def test_an_idle_placed_thread_does_not_make_new_threads_look_light():
     moves = place_new(new, placed, domains_of(1, 1))
     assert [m.dst for m in moves].count(0) == 2
     assert [m.dst for m in moves].count(1) == 1
+
+
+# -- many domains (issue 13, defect 3) ---------------------------------------------
+
+def test_more_domains_than_max_units_plan_one_slot_each():
+    """128 single-CPU domains (--level core on a 128-core machine): every
+    thread of a 4-per-domain load on the first half gets spread out, no
+    error about max_units."""
+    domains = domains_of(*[1] * 128)
+    threads = [ThreadLoad(tid, 1.0, tid % 64) for tid in range(256)]
+    plan = plan_tumbler(threads, domains, TABLE, tolerance=0.0)
+    assert plan.regroup
+    counts = [0] * 128
+    for domain in plan.assignment.values():
+        counts[domain] += 1
+    assert counts == [2] * 128
+    assert plan.spread_after == pytest.approx(0.0)
+
+
+def test_wave_slots_never_fewer_slots_than_domains():
+    slots, units = wave_slots({tid: 1.0 for tid in range(70)}, [1] * 70)
+    assert units == [1] * 70 and len(slots) == 70
+    slots, units = wave_slots({1: 1.0, 2: 0.5}, [1] * 65)
+    assert units == [1] * 65 and len(slots) == 65
+
+
+# -- swap cancellation is bounded by its total effect (issue 13, defect 4) ---------
+
+def test_swap_cancellation_is_bounded_in_total():
+    """100 threads at 0.03 on one 16-CPU domain, 100 at 0.015 on the other:
+    every forward/backward pair differs by only 0.015, but cancelling them
+    all would keep loads 3.0 vs 1.5.  Only pairs whose summed shift stays
+    within 0.02 CPU per domain are cancelled."""
+    threads = ([ThreadLoad(tid, 0.03, 0) for tid in range(100)]
+               + [ThreadLoad(tid, 0.015, 1) for tid in range(100, 200)])
+    plan = plan_tumbler(threads, domains_of(16, 16), TABLE)
+    assert plan.regroup, plan.reason
+    assert abs(plan.predicted_loads[0] - plan.predicted_loads[1]) <= 2 * 0.02 + 1e-9
+    assert plan.spread_after < 0.01
+    # Moves still pair up: as many threads go each way.
+    assert sum(m.dst == 1 for m in plan.moves) == sum(m.dst == 0 for m in plan.moves)
+
+
+def test_swap_cancellation_still_cancels_equal_loads():
+    """Equal loads shift nothing however many pairs cancel: 4+4 equal
+    threads split unevenly by a stale grouping move one thread, not a
+    shuffle of pairs."""
+    threads = ([ThreadLoad(tid, 0.5, 0) for tid in range(6)]
+               + [ThreadLoad(tid, 0.5, 1) for tid in range(6, 8)])
+    plan = plan_tumbler(threads, domains_of(2, 2), TABLE)
+    assert plan.regroup
+    assert len(plan.moves) == 2
+    assert all(m.src == 0 and m.dst == 1 for m in plan.moves)

@@ -43,12 +43,36 @@ def test_known_loads_sums_and_counts():
     ])
     for summary in both(run, lat, base_run, base_lat, span, domain_of, array("i", [1, 1]),
                         RUNNABLE_SHARE):
-        assert summary.domain_loads == pytest.approx((1.4, 0.8))
-        assert summary.thread_cv == pytest.approx(cv([0.5, 0.9, 0.0, 0.8]))
-        assert summary.spread == pytest.approx(spread([1.4, 0.8], [1, 1]))
+        # Loads are demand: CPU time plus run-queue wait, capped at one CPU.
+        assert summary.domain_loads == pytest.approx((1.45, 1.0))
+        assert summary.thread_cv == pytest.approx(cv([0.5, 0.95, 0.0, 1.0]))
+        assert summary.spread == pytest.approx(spread([1.45, 1.0], [1, 1]))
         assert summary.threads == (2, 2)
         assert summary.runnable == (1, 1)
         assert summary.crowded == 0
+
+
+def test_saturated_domains_show_their_queues():
+    """3 + 1 CPU-bound threads on two 1-CPU domains: each of the three got
+    a third of its CPU and queued the rest.  CPU received sums to 1.0 on
+    both domains; demand shows 3.0 against 1.0."""
+    span = 300 * MS
+    rows = [(100 * MS, 200 * MS, 0, 0, 0)] * 3 + [(300 * MS, 0, 0, 0, 1)]
+    for summary in both(*columns(rows)[:4], span, columns(rows)[4], array("i", [1, 1]),
+                        RUNNABLE_SHARE):
+        assert summary.domain_loads == pytest.approx((3.0, 1.0))
+        assert summary.spread == pytest.approx(0.5)
+        assert summary.crowded == 1
+
+
+def test_threads_outside_every_domain_count_nowhere():
+    rows = [(100 * MS, 0, 0, 0, 0), (50 * MS, 0, 0, 0, window.OUTSIDE),
+            (60 * MS, 0, 0, 0, 1)]
+    for summary in both(*columns(rows)[:4], 100 * MS, columns(rows)[4], array("i", [1, 1]),
+                        RUNNABLE_SHARE):
+        assert summary.domain_loads == pytest.approx((1.0, 0.6))
+        assert summary.threads == (1, 1)
+        assert summary.thread_cv == pytest.approx(cv([1.0, 0.6]))
 
 
 def test_crowded_counts_domains_with_more_runnable_threads_than_cpus():
@@ -70,7 +94,7 @@ def test_c_and_python_agree_on_random_columns():
         for _ in range(count):
             base_run, base_lat = rng.randint(0, 10 ** 13), rng.randint(0, 10 ** 12)
             rows.append((base_run + rng.randint(-MS, span), base_lat + rng.randint(-MS, span),
-                         base_run, base_lat, rng.randrange(domains)))
+                         base_run, base_lat, rng.randrange(-1, domains)))
         capacities = array("i", [rng.randint(1, 8) for _ in range(domains)])
         python, c = both(*columns(rows)[:4], span, columns(rows)[4], capacities,
                          RUNNABLE_SHARE)
@@ -127,7 +151,8 @@ def random_case(rng):
             ran = rng.randint(0, span)
         waited = rng.choice([0, 0, span - ran, rng.randint(0, span)])
         rows.append((ran, waited, 0, 0, domain))
-        views.append(ThreadView(tid, ran / span, domain, frozenset(range(domain_count)),
+        views.append(ThreadView(tid, min(1.0, (ran + waited) / span), domain,
+                                frozenset(range(domain_count)),
                                 None, ran, span, (ran + waited) / span, None))
     return domains, span, rows, views
 

@@ -33,7 +33,7 @@ LAYERS = {
     "tracing": {"leaf", "platform"},
     "observers": {"leaf", "engine", "platform", "tracing"},
     "commands": {"leaf", "engine", "platform", "balance", "state", "tracing", "observers"},
-    "top": {"commands", "leaf"},
+    "top": {"commands", "platform", "leaf"},
 }
 LEAVES = {"tumbler.errors", "tumbler.cpulist", "tumbler.config"}
 
@@ -41,7 +41,7 @@ LEAVES = {"tumbler.errors", "tumbler.cpulist", "tumbler.config"}
 def layer_of(module):
     if module in LEAVES:
         return "leaf"
-    if module in ("tumbler", "tumbler.__main__"):
+    if module in ("tumbler", "tumbler.__main__", "tumbler.launch"):
         return "top"
     return module.split(".")[1]
 

@@ -1,3 +1,3 @@
-from .commands.main import entry_point
+from .launch import entry_point
 
 entry_point()

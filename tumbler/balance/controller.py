@@ -3,7 +3,12 @@
 Each round (paper Algorithm 1):
 
 1. sample every thread of every target (one pass over /proc);
-2. turn the deltas into loads (Eq. 1: delta(usr+sys) / delta(wall));
+2. turn the deltas into loads: what each thread *wants*, delta(CPU time +
+   run-queue wait) / delta(wall) capped at one CPU, not only what it got
+   (Eq. 1, delta(usr+sys) / delta(wall), kept as ``cpu``): on a saturated
+   domain the CPU received sums to its capacity however many threads
+   queue there, so Eq. 1 alone cannot see 3 + 1 busy threads on two
+   1-CPU domains (``_measure_threads``);
 3. ask the policy for a plan (engine, no OS calls);
 4. apply the plan's moves through the binder, saving each thread's original
    placement before its first move;
@@ -85,7 +90,8 @@ class TrackedThread:
     prev_run: int = 0
     exec_ns: int = 0                # CPU time over the last round
     wall_ns: int = 0                # length of the last round
-    load: Optional[float] = None    # None until measured over one interval
+    load: Optional[float] = None    # demand, CPUs; None until measured over one interval
+    cpu: Optional[float] = None     # CPU received (Eq. 1), what utilisation reports
     runnable: Optional[float] = None
     domain: Optional[int] = None    # domain tumbler bound it to
     saved: Optional[dict] = None    # original placement, once touched
@@ -108,6 +114,9 @@ class RunStats:
     pins: int = 0                   # speed balancing's core changes
     spreads: SpreadHistory = None   # every round's spread (before its moves)
     warnings: int = 0
+    outsiders: int = 0              # threads allowed no CPU of any domain, left alone
+    priority: object = None         # () -> how the loop ran, for the summary (run.py)
+    startup_s: float = 0.0          # wall time from tumbler's start to balancing
 
     def __post_init__(self):
         self.spreads = SpreadHistory()
@@ -186,7 +195,9 @@ class Controller:
                 continue
             allowed = self._original_allowed(sample.pid, mask)
             eligible = frozenset(d.index for d in self.domains if d.cpus & allowed)
-            thread = TrackedThread(domain=0 if self.choice.single else None,
+            if not eligible:
+                self._note_outsider(sample.pid, tid, times.name, allowed)
+            thread = TrackedThread(domain=0 if self.choice.single and eligible else None,
                                    pid=sample.pid, tid=tid, start=times.start,
                                    name=times.name, allowed=allowed, eligible=eligible,
                                    first=(sample.wall_ns, times.run_ns, times.lat_ns),
@@ -202,6 +213,14 @@ class Controller:
         if place and new and self.moves_threads and not self.choice.single:
             self._place_new(new)
         return new
+
+    def _note_outsider(self, pid, tid, name, allowed):
+        """A thread allowed only CPUs outside every domain is someone else's
+        placement (an application pinning its I/O or polling thread): it is
+        never moved and its load counts in no domain.  Said once per thread."""
+        self.stats.outsiders += 1
+        self.warn("thread %d (%s) may only run on CPUs %s, outside the domains; "
+                  "tumbler leaves it alone" % (tid, name, format_cpulist(allowed)))
 
     def _original_allowed(self, pid, mask):
         """The CPUs a thread whose mask is ``mask`` may use, as if tumbler
@@ -344,16 +363,17 @@ class Controller:
                     self.journal.drop(*key)
 
     def _measure(self, sample):
-        """Load (Eq. 1) and runnable share of the threads of ``sample`` over
+        """Load (demand, see the module docstring), CPU received and runnable
+        share of the threads of ``sample`` over
         the load window, and their CPU time over the last round; returns how
         many tracked threads it measured and the TIDs it does not track (a
         TID now naming another thread; new ones are tracked before).
 
-        Eq. 1 over a single short interval is mostly noise for programs
+        A load over a single short interval is mostly noise for programs
         whose phases are longer than the interval: a thread that happened
         to wait at a barrier for most of 50 ms looks idle.  The load is
         therefore taken against the newest round sample at least
-        ``load_window`` old (or the oldest one kept), which is Eq. 1 with a
+        ``load_window`` old (or the oldest one kept): the same ratio over a
         longer delta; a thread born since is measured from when it was
         first seen.  The window's samples are kept per process, not per
         thread: this runs for every thread every round.
@@ -405,10 +425,16 @@ class Controller:
             if wall <= 0:
                 continue
             run = run_ns - old_run if run_ns > old_run else 0
-            thread.load = run / wall
+            thread.cpu = run / wall
             lat_ns = times.lat_ns
             if lat_ns is not None and old_lat is not None:
-                thread.runnable = (run + (lat_ns - old_lat if lat_ns > old_lat else 0)) / wall
+                runnable = (run + (lat_ns - old_lat if lat_ns > old_lat else 0)) / wall
+                thread.runnable = runnable
+                # Demand: the CPU it got plus the time it queued for one
+                # (engine/window.py computes the same for quiet rounds).
+                thread.load = runnable if runnable < 1.0 else 1.0
+            else:           # no run-queue wait known (schedstat off): Eq. 1
+                thread.load = thread.cpu
         return measured, unknown
 
     @property
@@ -431,7 +457,9 @@ class Controller:
             self._leave_quiet()
         samples = self.sample_all()
         self.update_loads(samples)
-        measured = [t for t in self.threads.values() if t.load is not None and not t.unmovable]
+        # Threads outside every domain (no eligible domain) are left alone.
+        measured = [t for t in self.threads.values()
+                    if t.load is not None and not t.unmovable and t.eligible]
         crowded = self._crowded_domains(measured)
         decision = self.policy.decide(self._views(measured, crowded), self.domains)
         plan = decision.plan
@@ -467,9 +495,10 @@ class Controller:
             return None
         threads = [self.threads.get((sample.pid, tid)) for tid in sample.threads]
         if None in threads or any(
-                t.load is None or t.runnable is None or t.unmovable or t.domain is None
-                or t.pinned_cpu is not None or t.domain not in t.eligible for t in threads):
-            return None
+                t.load is None or t.runnable is None or t.unmovable or t.pinned_cpu is not None
+                or (t.eligible and (t.domain is None or t.domain not in t.eligible))
+                for t in threads):
+            return None     # (a thread outside every domain is read, counted nowhere)
         reader = self.backend.columns_reader(sample.pid, list(sample.threads))
         if reader is None:
             return None

@@ -11,6 +11,8 @@ mapping full rounds read) only when a full round asks.
 from array import array
 from typing import NamedTuple, Optional
 
+from ..engine.window import OUTSIDE
+
 
 class _Times(NamedTuple):
     """What the load window needs of one thread in a sample."""
@@ -32,7 +34,9 @@ class Roster:
         self.threads = threads
         self.tids = [t.tid for t in threads]
         self.starts = [t.start for t in threads]
-        self.domain_of = array("i", [t.domain for t in threads])
+        # A thread outside every domain is counted nowhere (window.OUTSIDE).
+        self.domain_of = array("i", [OUTSIDE if t.domain is None else t.domain
+                                     for t in threads])
         self.assignment = assignment        # the full round's plan: nothing moved since
         self.reader = reader
         self.born_by = max(t.first[0] for t in threads)     # newest first sighting

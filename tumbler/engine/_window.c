@@ -8,13 +8,17 @@
  * right after a 100 ms sleep; here a few microseconds.  Pure arithmetic, no
  * OS call: it belongs to the engine.
  *
+ * A thread's load is its demand, min(1, (CPU time + run-queue wait) / span),
+ * as in window.py.
+ *
  * summarize_window(run, lat, base_run, base_lat, span_ns, domain_of,
  *                  capacities, runnable_share)
  *     run, lat, base_run, base_lat   buffers of int64 ('q'): CPU time and
  *                                    run-queue wait now and at the start of
  *                                    the load window, one entry per thread
  *     span_ns                        the window's length, > 0
- *     domain_of                      buffer of int32 ('i'): each thread's domain
+ *     domain_of                      buffer of int32 ('i'): each thread's domain,
+ *                                    -1 for one that counts nowhere
  *     capacities                     buffer of int32 ('i'): CPUs per domain
  *     runnable_share                 as in window.py
  * returns (domain_loads, thread_cv, spread, threads, runnable, crowded),
@@ -117,6 +121,7 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
     double *per_cpu = PyMem_Calloc(domain_count, sizeof *per_cpu);
     PyObject *domain_loads = NULL, *answer = NULL;
     long crowded = 0;
+    Py_ssize_t counted = 0;                 /* threads with a domain */
 
     if (!sums || !threads || !runnable || !loads || !per_cpu) {
         PyErr_NoMemory();
@@ -133,14 +138,18 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
         int64_t ran = run[i] > base_run[i] ? run[i] - base_run[i] : 0;
         int64_t waited = lat[i] > base_lat[i] ? lat[i] - base_lat[i] : 0;
 
+        if (domain == -1)
+            continue;                       /* outside every domain: nowhere */
         if (domain < 0 || domain >= domain_count) {
             PyErr_Format(PyExc_ValueError, "summarize_window: domain %d out of range", domain);
             goto done;
         }
-        loads[i] = (double)ran / span;
-        add(&sums[domain], loads[i]);
+        double wanted = (double)(ran + waited) / span;
+        double load = wanted < 1.0 ? wanted : 1.0;     /* demand, capped at one CPU */
+        loads[counted++] = load;
+        add(&sums[domain], load);
         threads[domain]++;
-        if ((double)(ran + waited) / span >= share)
+        if (wanted >= share)
             runnable[domain]++;
     }
     domain_loads = PyTuple_New(domain_count);
@@ -156,7 +165,7 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
             crowded++;
     }
     if (domain_loads != NULL)
-        answer = Py_BuildValue("(NddNNl)", domain_loads, coefficient_of_variation(loads, n),
+        answer = Py_BuildValue("(NddNNl)", domain_loads, coefficient_of_variation(loads, counted),
                                coefficient_of_variation(per_cpu, domain_count),
                                int_tuple(threads, domain_count),
                                int_tuple(runnable, domain_count), crowded);

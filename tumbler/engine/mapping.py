@@ -29,7 +29,8 @@ higher level.  The staying load of each (slot, domain) is summed exactly
 (math.fsum) and quantised to micro-units, so the arithmetic is exact and
 the result does not depend on float rounding or the order of the threads.
 The Hungarian (Kuhn-Munkres) algorithm with potentials solves the problem
-exactly in O(n^2 m); with at most 64 slots that is about 260 000 steps.
+exactly in O(n^2 m); with at most 64 slots that is about 260 000 steps
+(more slots only on machines of more than 64 domains, one slot each).
 """
 
 import math

@@ -31,7 +31,10 @@ later (O(K'^3)), so ``capacity_units`` scales the units down to at most
 apportionment, never below one unit per domain.  ``wave_slots`` further
 caps K' at the number of threads: with fewer threads than slots some slots
 would stay empty, and empty slots no longer carry "about the same load", so
-the mapping could pile all threads onto one domain's slots.
+the mapping could pile all threads onto one domain's slots.  Neither cap
+goes below K: every domain needs a slot of its own, so a machine of more
+than 64 domains (``--level core`` on a large machine) plans with one slot
+per domain, K' = K, and the unit scaling only merges units of big domains.
 """
 
 import math
@@ -151,7 +154,9 @@ def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],
     """
     if type(capacities) is not list:
         capacities = list(capacities)      # checked by capacity_units
-    slot_bound = min(max_units, max(len(capacities), len(loads)))
+    # Never fewer slots than domains: each domain needs at least one, and
+    # capacity_units cannot give fewer (more than max_units domains plan too).
+    slot_bound = max(len(capacities), min(max_units, len(loads)))
     units = capacity_units(capacities, slot_bound)
     slots = None
     if _c_wave_deal is not None and type(loads) is dict:

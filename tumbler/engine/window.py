@@ -6,9 +6,12 @@ domain.  The policy's full decision on such a round
 needs only a few sums over the threads, not the threads one by one
 (``policy.quiet_verdict``):
 
-* each domain's summed load (Eq. 1 over the load window) and their spread
-  (the CV of the per-CPU domain loads), which plan_tumbler compares with
-  the tolerance;
+* each domain's summed load over the load window and their spread (the
+  CV of the per-CPU domain loads), which plan_tumbler compares with the
+  tolerance.  A thread's load is its demand: (CPU time + run-queue wait)
+  / wall time, capped at one CPU, as the controller measures it -- not
+  Eq. 1's CPU time alone, which on a saturated domain sums to its
+  capacity however many threads queue there;
 * the CV of the thread loads, which picks the interval from the
   variation-interval table;
 * per domain, how many threads it holds and how many stay runnable
@@ -21,7 +24,8 @@ run-queue wait now and at the start of the load window, one entry per
 thread -- with exactly the arithmetic the controller uses per thread
 (controller._measure_threads: integer deltas, one division each, a counter
 that went backwards counting 0) and the engine's own ``cv`` and
-``spread``.  The optional C module ``_window`` does the same in one call;
+``spread``.  A thread of domain -1 (allowed only CPUs outside every
+domain, see controller.py) counts nowhere, in no sum, count or CV.  The optional C module ``_window`` does the same in one call;
 its sums are compensated (Neumaier), which agree with ``math.fsum`` to the
 last bit or two.  It matters because a quiet round runs once per interval
 right after a sleep, with tumbler's code out of the CPU's caches: the
@@ -39,6 +43,10 @@ try:
     from ._window import summarize_window as _c_summarize_window
 except ImportError:         # not built (optional): the same arithmetic in Python
     _c_summarize_window = None
+
+
+#: ``domain_of`` of a thread that counts nowhere (outside every domain).
+OUTSIDE = -1
 
 
 class WindowSummary(NamedTuple):
@@ -63,15 +71,19 @@ def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capaci
         raise ValueError("every domain needs a CPU, got %r" % (list(capacities),))
     domain_count = len(capacities)
     runs = [now - old if now > old else 0 for now, old in zip(run, base_run)]
-    loads = [r / span_ns for r in runs]
     shares = [(r + (now - old if now > old else 0)) / span_ns
               for r, now, old in zip(runs, lat, base_lat)]
+    loads = []
     sums = [[] for _ in range(domain_count)]
     threads = [0] * domain_count
     runnable = [0] * domain_count
-    for load, share, domain in zip(loads, shares, domain_of):
+    for share, domain in zip(shares, domain_of):
+        if domain == OUTSIDE:
+            continue
         if not 0 <= domain < domain_count:
             raise ValueError("domain %r out of range" % (domain,))
+        load = share if share < 1.0 else 1.0        # demand, capped at one CPU
+        loads.append(load)
         sums[domain].append(load)
         threads[domain] += 1
         if share >= runnable_share:
@@ -88,7 +100,8 @@ def summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacitie
 
     ``run``/``lat``: CPU time and run-queue wait (ns) of each thread now;
     ``base_run``/``base_lat``: the same at the window's start, ``span_ns``
-    before; ``domain_of``: the index of each thread's domain;
+    before; ``domain_of``: the index of each thread's domain (OUTSIDE:
+    none, the thread counts nowhere);
     ``capacities``: CPUs per domain.  Sequences of ints (``array('q')``,
     and ``array('i')`` for the last two, for the C module).
     """

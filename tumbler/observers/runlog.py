@@ -10,7 +10,11 @@ Keys of each line (stable; scripts may rely on them):
 ``thread_cv``       CV of the thread loads (selects the interval)
 ``interval_ms``     the interval chosen for the next round
 ``domains``         the domains, as CPU lists
-``domain_loads``    summed load per domain before the moves (CPUs' worth)
+``domain_loads``    summed load per domain before the moves (CPUs' worth);
+                    a thread's load is its demand, CPU time plus run-queue
+                    wait over wall time, capped at one CPU
+``domain_cpu``      CPU time the threads of each domain received over the
+                    load window (utilisation, CPUs' worth)
 ``domain_spread``   CV of per-capacity domain loads before the moves
 ``predicted_loads`` the same after the plan, ``predicted_spread`` its CV
 ``moves``           moves made: ``{"tid", "name", "from", "to"}`` (``from``
@@ -56,6 +60,7 @@ class RunLog(Observer):
             "domains": [format_cpulist(d.cpus) for d in controller.domains],
             "domain_loads": [round(x, 4) for x in plan.domain_loads],
             "domain_spread": round(plan.spread_before, 4),
+            "domain_cpu": _received_per_domain(controller),
             "predicted_loads": [round(x, 4) for x in plan.predicted_loads],
             "predicted_spread": round(plan.spread_after, 4),
             "moves": [{"tid": t.tid, "name": t.name, "from": src, "to": dst}
@@ -91,3 +96,12 @@ class RunLog(Observer):
                 self.file.close()
             except OSError as exc:
                 self._fail(exc)
+
+
+def _received_per_domain(controller):
+    """CPU received per domain (Eq. 1 summed; loads are demand)."""
+    sums = [0.0] * len(controller.domains)
+    for thread in controller.threads.values():
+        if thread.domain is not None and thread.cpu is not None:
+            sums[thread.domain] += thread.cpu
+    return [round(x, 4) for x in sums]

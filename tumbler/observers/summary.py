@@ -7,6 +7,10 @@ late figure well below the early one.
 """
 
 
+#: Start-up at least this long (s) is reported on a line of its own.
+STARTUP_NOTE_S = 1.0
+
+
 def summary_lines(controller, wall_s, cpu_s, end_reason):
     stats = controller.stats
     rate = stats.migrations / wall_s if wall_s > 0 else 0.0
@@ -18,12 +22,20 @@ def summary_lines(controller, wall_s, cpu_s, end_reason):
            ", dry run" if controller.dry_run else ""),
         controller.choice.note,
     ]
+    if stats.outsiders:
+        lines.append("%d thread%s allowed only CPUs outside the domains: left alone"
+                     % (stats.outsiders, "" if stats.outsiders == 1 else "s"))
     if stats.pins:
         lines.append("speed balancing: %d core changes (%.1f/s)"
                      % (stats.pins, stats.pins / wall_s if wall_s > 0 else 0.0))
     early, late = stats.spreads.early_late()
     if early is not None:
         lines.append("domain load spread (CV): early %.2f, late %.2f" % (early, late))
+    if stats.priority is not None:
+        lines.append("loop priority: %s" % stats.priority())
+    if stats.startup_s >= STARTUP_NOTE_S:
+        lines.append("start-up took %.1f s of it (an overloaded machine delays the start "
+                     "before tumbler can raise its priority)" % stats.startup_s)
     share = 100.0 * cpu_s / wall_s if wall_s > 0 else 0.0
     lines.append("own CPU time %.3f s (%.2f%% of one CPU)" % (cpu_s, share))
     return lines

@@ -1,0 +1,85 @@
+/*
+ * crowd: many threads that together ask far more CPU than the machine has,
+ * for the overload tests and benchmarks (issue 13: a balancer starved by
+ * the program it balances).
+ *
+ *   crowd SECONDS THREADS CPUS
+ *
+ * Starts THREADS threads that together want CPUS CPUs: each spins
+ * CPUS / THREADS of every 100 ms period (counted in its own CPU time, so
+ * a thread that has to queue still asks for the same work) and sleeps the
+ * rest, for SECONDS.  Small stacks (64 KiB), so 10,000 threads cost
+ * little memory.  Prints "ready N" on stdout once all N threads run;
+ * exits 1 if a thread cannot be created.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PERIOD_NS 100000000L
+
+static double run_seconds;
+static long busy_ns;
+
+static long clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	long end = clock_ns(CLOCK_MONOTONIC) + (long)(run_seconds * 1e9);
+	while (clock_ns(CLOCK_MONOTONIC) < end) {
+		long period_start = clock_ns(CLOCK_MONOTONIC);
+		long busy_until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + busy_ns;
+		while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < busy_until
+		       && clock_ns(CLOCK_MONOTONIC) < end)
+			;
+		long left = PERIOD_NS - (clock_ns(CLOCK_MONOTONIC) - period_start);
+		if (left > 0) {
+			struct timespec ts = { left / 1000000000L, left % 1000000000L };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: crowd SECONDS THREADS CPUS\n");
+		return 2;
+	}
+	run_seconds = atof(argv[1]);
+	long n = atol(argv[2]);
+	double cpus = atof(argv[3]);
+	if (n < 1 || cpus <= 0) {
+		fprintf(stderr, "crowd: need THREADS >= 1 and CPUS > 0\n");
+		return 2;
+	}
+	busy_ns = (long)(PERIOD_NS * cpus / n);
+	if (busy_ns > PERIOD_NS)
+		busy_ns = PERIOD_NS;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_t *threads = calloc(n, sizeof(*threads));
+	for (long i = 0; i < n; i++) {
+		int err = pthread_create(&threads[i], &attr, worker, NULL);
+		if (err) {
+			fprintf(stderr, "crowd: thread %ld: %s\n", i, strerror(err));
+			return 1;
+		}
+	}
+	printf("ready %ld\n", n);
+	fflush(stdout);
+	for (long i = 0; i < n; i++)
+		pthread_join(threads[i], NULL);
+	return 0;
+}
