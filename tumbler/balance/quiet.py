@@ -11,7 +11,9 @@ mapping full rounds read) only when a full round asks.
 from array import array
 from typing import NamedTuple, Optional
 
-from ..engine.window import OUTSIDE
+from ..engine.policy import RUNNABLE_SHARE
+from ..engine.window import OUTSIDE, summarize_window
+from ..platform.base import NoSuchProcess
 
 
 class _Times(NamedTuple):
@@ -94,3 +96,84 @@ class QuietRound(NamedTuple):
     summary: object                 # the engine's WindowSummary
     assignment: dict                # thread -> domain, unchanged since the full round
     speed_interval_ms: Optional[int] = None
+
+
+class QuietRounds:
+    """Controller's job: rounds decided from two columns and a few sums."""
+
+    def _quiet_roster(self, samples, decision):
+        """The roster for quiet rounds after a full round that changed
+        nothing, or None when the next round must be a full one too."""
+        if len(samples) != 1 or len(self.targets) != 1 or self.placed_between_rounds:
+            return None
+        sample = samples[0]
+        if len(sample.threads) != len(self.threads):
+            return None
+        threads = [self.threads.get((sample.pid, tid)) for tid in sample.threads]
+        if None in threads or any(
+                t.load is None or t.runnable is None or t.unmovable or t.pinned_cpu is not None
+                or (t.eligible and (t.domain is None or t.domain not in t.eligible))
+                for t in threads):
+            return None     # (a thread outside every domain is read, counted nowhere)
+        reader = self.backend.columns_reader(sample.pid, list(sample.threads))
+        if reader is None:
+            return None
+        return Roster(sample.pid, threads, reader, decision.plan.assignment)
+
+    def _quiet_round(self):
+        """A round from two columns and a few sums; None when a full round
+        must be made instead (nothing is changed then)."""
+        roster = self._roster
+        pid = roster.pid
+        try:
+            zombie, image = self.backend.process_state(pid)
+        except NoSuchProcess:
+            return None
+        if zombie or image != self.images.get(pid):
+            return None
+        run, lat = roster.zeros[:], roster.zeros[:]
+        now = roster.reader(run, lat)
+        if now is None:
+            return None
+        history = self.histories[pid]
+        start = self._window_start(history, now, appended=False)
+        base = history[start]
+        if roster.born_by >= base.wall_ns or base.wall_ns >= now:
+            return None         # a thread born since the base: measured from birth
+        columns = roster.base_columns(base)
+        if columns is None:
+            return None
+        summary = summarize_window(run, lat, columns[0], columns[1], now - base.wall_ns,
+                                   roster.domain_of, self._capacities, RUNNABLE_SHARE)
+        verdict = self.policy.quiet_verdict(summary, self._capacities)
+        if verdict is None:
+            return None
+        for _ in range(start):
+            history.popleft()
+        history.append(tuple.__new__(ColumnSample, (pid, now, roster, run, lat)))
+        roster.unmeasured = True
+        self.pins_made = []
+        self._last_decision = decision = tuple.__new__(
+            QuietRound, (verdict[0], summary, roster.assignment, None))
+        self.stats.intervals += 1
+        self.stats.quiet += 1
+        if not self.choice.single:
+            self.stats.spreads.append(verdict[1])
+        return decision
+
+    def _leave_quiet(self):
+        """End quiet rounds: give every thread of the roster the numbers the
+        last quiet round would have given it as a full round (load and
+        runnable share over the window, CPU time over that round), so that
+        what follows sees no difference."""
+        roster, self._roster = self._roster, None
+        if roster is None or not roster.unmeasured:
+            return
+        history = self.histories.get(roster.pid)
+        if history is None or len(history) < 2:
+            return              # the process is gone: nothing to measure
+        before = history[-2].threads
+        for thread in roster.threads:
+            thread.prev_wall = history[-2].wall_ns
+            thread.prev_run = before[thread.tid].run_ns
+        self._measure_threads(history[-1], history[0])

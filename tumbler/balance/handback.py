@@ -1,0 +1,158 @@
+"""Putting threads back: every thread tumbler touched when the run ends,
+and the threads and child processes born of bound threads, which start
+with tumbler's masks (new threads of a target are recorded as they are
+found; children are handed back every CHILD_SCAN_NS and at the end)."""
+
+import time
+
+from ..platform.base import NoSuchProcess
+
+
+#: Child processes of bound threads are looked for this often (and once
+#: more when balancing ends): a read of /proc/PID/task/TID/children per
+#: bound thread, so not at every discovery.
+CHILD_SCAN_NS = 1_000_000_000
+#: At exit, threads and children born of bound threads are looked for
+#: until a pass finds none, at most this many passes.
+SWEEP_PASSES = 20
+
+
+class HandBack:
+    """Controller's job: handing every thread back."""
+
+    def restore_all(self):
+        """Put back every thread tumbler touched; return how many failed."""
+        failed = 0
+        self._leave_quiet()
+        for pid in self.targets:
+            try:
+                self._check_exec(pid, self.backend.process_state(pid, fresh=True)[1])
+            except NoSuchProcess:
+                pass
+        for thread in self.threads.values():
+            if thread.saved is None:
+                continue
+            try:
+                if self._changed_by_someone_else(thread):
+                    continue
+                self.binder.restore(thread.pid, thread.tid, thread.saved)
+            except NoSuchProcess:
+                pass
+            except Exception as exc:      # keep restoring the others
+                failed += 1
+                self.warn("could not restore thread %d: %s" % (thread.tid, exc))
+                continue
+            thread.saved = None
+            if self.journal is not None:
+                self.journal.drop(thread.pid, thread.tid)
+        failed += self._sweep()
+        try:
+            self.binder.close()
+        except Exception as exc:
+            failed += 1
+            self.warn(str(exc))
+        if self.journal is not None:
+            # Kept when something could not be restored: `tumbler restore`
+            # can retry from it.
+            self.journal.close(keep=failed > 0)
+        self.backend.close()
+        return failed
+
+    def _sweep(self):
+        """After the tracked threads are put back: threads born of bound
+        threads since the last look (tumbler never saw them) and child
+        processes born of them carry tumbler's masks; put those back too,
+        looking again until a pass finds none (a thread being created while
+        its creator was put back may show up only in the next listing).
+        Returns how many could not be put back."""
+        if not (self.binder.binds_masks and self._bound_masks):
+            return 0
+        failed = 0
+        for _ in range(SWEEP_PASSES):
+            found = 0
+            for pid in list(self.targets):
+                try:
+                    tids = self.backend.thread_ids(pid)
+                except NoSuchProcess:
+                    continue
+                original = self.base_allowed[pid]
+                for tid in tids:
+                    if (pid, tid) not in self.threads:
+                        done, error = self._put_back_inherited(pid, tid, original)
+                        found += done
+                        failed += error
+                threads = [self.threads.get((pid, tid)) for tid in tids]
+                done, error = self._put_back_children(
+                    pid, [t for t in threads if t is not None], untracked=[
+                        tid for tid, t in zip(tids, threads) if t is None])
+                found += done
+                failed += error
+            if not found:
+                break
+        return failed
+
+    def _put_back_children(self, pid, threads, untracked=()):
+        """Hand back the threads of the child processes of ``threads`` (and
+        of the ``untracked`` TIDs), and of their children, that carry a mask
+        tumbler set: a child starts with the mask of the thread that forked
+        it.  tumbler was not asked to manage them; they go back to the CPUs
+        their parent thread was allowed.  Returns (handed back, failed)."""
+        todo = []
+        for thread in threads:
+            try:
+                children = self.backend.children(pid, [thread.tid])
+            except NoSuchProcess:
+                continue
+            todo += [(child, thread.allowed) for child in children]
+        if untracked:
+            try:
+                children = self.backend.children(pid, untracked)
+            except NoSuchProcess:
+                children = ()
+            todo += [(child, self.base_allowed[pid]) for child in children]
+        done = failed = 0
+        seen = set()
+        while todo:
+            child, original = todo.pop()
+            if child in seen or child in self.base_allowed:
+                continue            # a target of its own
+            seen.add(child)
+            try:
+                tids = self.backend.thread_ids(child)
+                for tid in tids:
+                    put, error = self._put_back_inherited(child, tid, original)
+                    done += put
+                    failed += error
+                todo += [(grandchild, original)
+                         for grandchild in self.backend.children(child, tids)]
+            except NoSuchProcess:
+                continue
+        return done, failed
+
+    def _put_back_inherited(self, pid, tid, original):
+        """One thread tumbler never bound: if its mask is one tumbler set
+        (inherited from its creator), put ``original`` back.  Returns
+        (1 if put back, 1 if that failed)."""
+        try:
+            mask = self.backend.allowed_cpus(pid, tid)
+            if mask == original or mask not in self._bound_masks:
+                return 0, 0
+            self.binder.restore(pid, tid, {"cpus": sorted(original)})
+        except NoSuchProcess:
+            return 0, 0
+        except Exception as exc:          # keep putting back the others
+            self.warn("could not restore thread %d of process %d: %s" % (tid, pid, exc))
+            return 0, 1
+        return 1, 0
+
+    def _scan_children(self):
+        """Every CHILD_SCAN_NS: hand back the child processes born of bound
+        threads (a read of /proc/PID/task/TID/children per bound thread)."""
+        now = time.monotonic_ns()
+        if not (self.binder.binds_masks and self._bound_masks) \
+                or now - self._children_scanned < CHILD_SCAN_NS:
+            return
+        self._children_scanned = now
+        for pid in list(self.targets):
+            self._put_back_children(pid, [t for t in self.threads.values()
+                                          if t.pid == pid and t.touched])

@@ -1,0 +1,144 @@
+"""Speed balancing's side of the loop: which domains are crowded, the
+policy's view of each thread, and the steps between full rounds that
+re-pin the threads speed balancing took over (``engine.speed``)."""
+
+from collections import deque
+
+from ..engine.policy import RUNNABLE_SHARE, ThreadView
+from ..platform.base import NoSuchProcess
+
+
+#: Span over which voluntary context switches are counted (see _sleeps_per_second).
+SWITCH_WINDOW_NS = 2_000_000_000
+#: Shortest span over which a thread may be judged not to sleep.
+SWITCH_MIN_SPAN_NS = 300_000_000
+#: Voluntary context switches are read at most this often per thread; in
+#: between, the last rate stands (speed balancing rounds come every 20 ms,
+#: and a /proc status read costs more than the rest of a thread's round).
+SWITCH_READ_NS = 100_000_000
+
+
+class SpeedSteps:
+    """Controller's job: speed balancing between and within rounds."""
+
+    def _follow_speed(self, decision, measured):
+        """Note the threads speed balancing pinned in the domains where it is
+        engaged: speed_step samples only those between full rounds."""
+        engaged = set(decision.engaged) if decision.speed_interval_ms else ()
+        self._speed_domains = [d for d in self.domains if d.index in engaged]
+        self._speeding = [t for t in measured
+                          if t.pinned_cpu is not None and t.domain in engaged] if engaged else []
+
+    def speed_step(self):
+        """One step of speed balancing between full rounds; returns the ms to
+        the next step, or None when there is nothing to step.
+
+        Reads only the CPU time of the threads speed balancing pinned (one
+        read each), takes their speeds over the time since their last
+        reading, and applies the pins the balancer decides.  Everything
+        else (new threads, sleepers, loads, grouping) waits for the next
+        full round: a step costs a fraction of one, and comes every 20 ms.
+        """
+        threads = [t for t in self._speeding if t.pinned_cpu is not None and not t.unmovable]
+        if not threads:
+            return None
+        by_pid = {}
+        for thread in threads:
+            by_pid.setdefault(thread.pid, []).append(thread)
+        read = []
+        for pid, group in by_pid.items():
+            try:
+                run_times, now = self.backend.thread_run_ns(pid, [t.tid for t in group])
+            except NoSuchProcess:
+                continue
+            for thread in group:
+                run_ns = run_times.get(thread.tid)
+                if run_ns is None:
+                    continue        # gone, or unreadable now: the full round will say
+                thread.exec_ns = run_ns - thread.prev_run if run_ns > thread.prev_run else 0
+                thread.wall_ns = now - thread.prev_wall
+                thread.prev_wall, thread.prev_run = now, run_ns
+                read.append(thread)
+        # No sleeping counts: a step does not judge who sleeps (full rounds do).
+        views = self._views(read, crowded=())
+        pins, interval_ms = self.policy.speed_step(views, self._speed_domains)
+        self._pins_between += self._pin({t.tid: t for t in threads}, pins)
+        return interval_ms
+
+    def _crowded_domains(self, threads):
+        """Domains with more always-runnable threads than CPUs.
+
+        Only there can speed balancing engage, so only there is it worth
+        reading each thread's voluntary context switches.
+        """
+        if not self.policy.needs_sleep_data:
+            return set()
+        runnable = {}
+        for thread in threads:
+            if (thread.runnable or 0) >= RUNNABLE_SHARE:
+                runnable[thread.domain] = runnable.get(thread.domain, 0) + 1
+        return {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
+
+    def _views(self, threads, crowded):
+        """The policy's view of each thread: loads, last-round speed, sleeping.
+
+        How often a thread sleeps is read (a /proc read per thread) only for
+        the always-runnable threads of crowded domains.
+        """
+        # tuple.__new__: a NamedTuple's own __new__ is a Python call.
+        new = tuple.__new__
+        return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
+                                 t.exec_ns, t.wall_ns, t.runnable,
+                                 self._sleeps_if_crowded(t, crowded) if crowded else None))
+                for t in threads]
+
+    def _sleeps_if_crowded(self, thread, crowded):
+        if thread.domain in crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:
+            return self._sleeps_per_second(thread)
+        return None
+
+    def _sleeps_per_second(self, thread):
+        """Voluntary context switches per second over the last 2 s or more.
+
+        Longer than the load window: a thread blocking at barriers between
+        long phases may not block within any one 500 ms.
+
+        Read only for always-runnable threads of crowded domains, and at
+        most every ``SWITCH_READ_NS``, since it costs a /proc status read;
+        None until the readings span ``SWITCH_MIN_SPAN_NS`` (0.3 s).
+        """
+        if not self.backend.counts_voluntary_switches:
+            return None
+        now = thread.prev_wall          # this round's sample
+        switches = thread.switches
+        if switches and now - switches[-1][0] < SWITCH_READ_NS:
+            return thread.sleeps_per_s
+        try:
+            count = self.backend.voluntary_switches(thread.pid, thread.tid)
+        except NoSuchProcess:
+            return None
+        if switches is None:
+            switches = thread.switches = deque()
+        switches.append((now, count))
+        while len(switches) > 2 and now - switches[1][0] >= SWITCH_WINDOW_NS:
+            switches.popleft()
+        if now - switches[0][0] < SWITCH_MIN_SPAN_NS:
+            rate = None         # too short to tell a spinner from a sleeper
+        else:
+            rate = (count - switches[0][1]) * 1e9 / (now - switches[0][0])
+        thread.sleeps_per_s = rate
+        return rate
+
+    def _pin(self, by_tid, pins):
+        """Apply speed balancing's pins: a CPU, or None for the whole domain.
+        Returns the (thread, cpu, step) made."""
+        self.steps += 1
+        wanted = []
+        for tid, cpu in sorted(pins.items()):
+            thread = by_tid.get(tid)
+            if thread is None or thread.domain is None or thread.pinned_cpu == cpu:
+                continue
+            wanted.append((thread, thread.domain, cpu))
+        made = [(thread, cpu, self.steps) for thread, _, cpu in self._bind_all(wanted)]
+        self.stats.pins += len(made)
+        return made

@@ -1,0 +1,276 @@
+"""Tracking a run's threads and measuring their loads (the loop's first
+two steps: sample, then loads over the load window)."""
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional
+
+from ..cpulist import format_cpulist
+from ..platform.base import NoSuchProcess
+from .targets import allowed_union
+
+
+@dataclass
+class TrackedThread:
+    pid: int
+    tid: int
+    start: int
+    name: str
+    allowed: frozenset              # CPUs it was allowed when first seen
+    eligible: frozenset             # domain indices it may use
+    first: tuple                    # (wall_ns, run_ns, lat_ns) when first seen
+    prev_wall: int = 0              # wall_ns and run_ns at the last round's sample
+    prev_run: int = 0
+    exec_ns: int = 0                # CPU time over the last round
+    wall_ns: int = 0                # length of the last round
+    load: Optional[float] = None    # demand, CPUs; None until measured over one interval
+    cpu: Optional[float] = None     # CPU received (Eq. 1), what utilisation reports
+    runnable: Optional[float] = None
+    domain: Optional[int] = None    # domain tumbler bound it to
+    saved: Optional[dict] = None    # original placement, once touched
+    migrations: int = 0
+    unmovable: bool = False         # the OS refused, or someone else manages it now
+    pinned_cpu: Optional[int] = None    # speed balancing pinned it to this CPU
+    bound_mask: Optional[frozenset] = None  # the mask tumbler last set
+    touched: bool = False           # tumbler has set its mask (children may carry it)
+    switches: Optional[deque] = None    # (wall_ns, voluntary switches) at rounds
+    sleeps_per_s: Optional[float] = None    # rate from the last reading of them
+
+
+class ThreadTracking:
+    """Controller's job: the targets, their threads, and each thread's load."""
+
+    def add_target(self, pid, allowed=None):
+        """Start managing ``pid``.  ``allowed`` is the CPU set the process
+        may use (default: the union of its threads' masks now)."""
+        sample = self.backend.sample(pid)
+        if allowed is None:
+            allowed = allowed_union(self.backend, [pid])
+        self.base_allowed[pid] = frozenset(allowed)
+        try:
+            self.images[pid] = self.backend.process_state(pid)[1]
+        except NoSuchProcess:
+            pass
+        self.targets.append(pid)
+        self._track(sample, place=True)
+
+    def _track(self, sample, place, tids=None):
+        """Start tracking threads of ``sample`` (or those of ``tids``) not seen before."""
+        new = []
+        threads = sample.threads
+        inherited = []
+        for tid, times in (threads.items() if tids is None
+                           else [(tid, threads[tid]) for tid in tids]):
+            key = (sample.pid, tid)
+            known = self.threads.get(key)
+            if known is not None and known.start == times.start:
+                continue
+            try:
+                mask = self.backend.allowed_cpus(sample.pid, tid)
+            except NoSuchProcess:
+                continue
+            allowed = self._original_allowed(sample.pid, mask)
+            eligible = frozenset(d.index for d in self.domains if d.cpus & allowed)
+            if not eligible:
+                self._note_outsider(sample.pid, tid, times.name, allowed)
+            thread = TrackedThread(domain=0 if self.choice.single and eligible else None,
+                                   pid=sample.pid, tid=tid, start=times.start,
+                                   name=times.name, allowed=allowed, eligible=eligible,
+                                   first=(sample.wall_ns, times.run_ns, times.lat_ns),
+                                   prev_wall=sample.wall_ns, prev_run=times.run_ns)
+            self.threads[key] = thread
+            self._tracked.setdefault(sample.pid, set()).add(tid)
+            self.stats.threads_seen += 1
+            new.append(thread)
+            if mask != allowed and self.binder.binds_masks:
+                inherited.append((thread, mask))
+        if inherited:
+            self._adopt_inherited(inherited)
+        if place and new and self.moves_threads and not self.choice.single:
+            self._place_new(new)
+        return new
+
+    def _note_outsider(self, pid, tid, name, allowed):
+        """A thread allowed only CPUs outside every domain is someone else's
+        placement (an application pinning its I/O or polling thread): it is
+        never moved and its load counts in no domain.  Said once per thread."""
+        self.stats.outsiders += 1
+        self.warn("thread %d (%s) may only run on CPUs %s, outside the domains; "
+                  "tumbler leaves it alone" % (tid, name, format_cpulist(allowed)))
+
+    def _original_allowed(self, pid, mask):
+        """The CPUs a thread whose mask is ``mask`` may use, as if tumbler
+        had never run.
+
+        A new thread inherits its creator's mask; if its creator was bound
+        by tumbler, that mask is tumbler's doing, and the thread's real
+        allowance is the process's.
+        """
+        if mask in self._bound_masks:
+            return self.base_allowed.get(pid, mask)
+        return mask
+
+    def sample_all(self):
+        """Sample every target; drop targets that exited. Returns live samples."""
+        samples = []
+        for pid in list(self.targets):
+            try:
+                # Sample first: the backend may answer process_state from
+                # the last round when the sample found the same threads.
+                sample = self.backend.sample(pid)
+                zombie, image = self.backend.process_state(pid)
+                if zombie:
+                    raise NoSuchProcess(pid)
+                self._check_exec(pid, image)
+                samples.append(sample)
+            except NoSuchProcess:
+                self.targets.remove(pid)
+                self._drop_process(pid)
+                if self.journal is not None:
+                    self.journal.release(pid)
+        return samples
+
+    def _check_exec(self, pid, image):
+        """After an execve(2) by a thread other than the main one, that
+        thread carries on under the process's ID (same start time) with its
+        own mask.  A mask tumbler set is tumbler's doing wherever it turns
+        up: take it as the thread's binding, not as someone else's change."""
+        old = self.images.get(pid)
+        self.images[pid] = image
+        if old is None or image is None or image == old:
+            return
+        for thread in [t for t in self.threads.values()
+                       if t.pid == pid and t.bound_mask is not None]:
+            try:
+                mask = self.backend.allowed_cpus(pid, thread.tid)
+            except NoSuchProcess:
+                continue
+            if mask in self._bound_masks:
+                thread.bound_mask = mask
+                thread.domain = next((d.index for d in self.domains if mask <= d.cpus),
+                                     thread.domain)
+
+    def _drop_process(self, pid):
+        for key in [k for k in self.threads if k[0] == pid]:
+            del self.threads[key]
+        self.histories.pop(pid, None)
+        self._tracked.pop(pid, None)
+
+    def update_loads(self, samples):
+        """Compute each thread's load over the last interval; drop vanished ones."""
+        measured = 0
+        for sample in samples:
+            # New threads are placed before anyone is measured this round:
+            # threads placed a moment ago then still count as busy (1 CPU,
+            # see _place_new) rather than at a load measured over a sliver
+            # of an interval, which would make the newcomers pile up.
+            new = sample.threads.keys() - self._tracked.get(sample.pid, ())
+            if new:
+                self._track(sample, place=True, tids=sorted(new))
+            count, reused = self._measure(sample)
+            measured += count
+            if reused:          # a TID now naming another thread
+                measured += len(self._track(sample, place=True, tids=reused))
+        if measured != len(self.threads):
+            live = {(sample.pid, tid) for sample in samples for tid in sample.threads}
+            for key in [k for k in self.threads if k not in live]:
+                del self.threads[key]
+                self._tracked.get(key[0], set()).discard(key[1])
+                self.backend.forget(*key)
+                self.policy.forget(key[1])
+                if self.journal is not None:
+                    self.journal.drop(*key)
+
+    def _measure(self, sample):
+        """Load (demand, see the module docstring), CPU received and runnable
+        share of the threads of ``sample`` over
+        the load window, and their CPU time over the last round; returns how
+        many tracked threads it measured and the TIDs it does not track (a
+        TID now naming another thread; new ones are tracked before).
+
+        A load over a single short interval is mostly noise for programs
+        whose phases are longer than the interval: a thread that happened
+        to wait at a barrier for most of 50 ms looks idle.  The load is
+        therefore taken against the newest round sample at least
+        ``load_window`` old (or the oldest one kept): the same ratio over a
+        longer delta; a thread born since is measured from when it was
+        first seen.  The window's samples are kept per process, not per
+        thread: this runs for every thread every round.
+        """
+        history = self.histories.get(sample.pid)
+        if history is None:
+            history = self.histories[sample.pid] = deque()
+        history.append(sample)
+        for _ in range(self._window_start(history, sample.wall_ns, appended=True)):
+            history.popleft()
+        return self._measure_threads(sample, history[0])
+
+    def _window_start(self, history, now, appended):
+        """The index in ``history`` of the load window's base sample for a
+        sample taken at ``now``, the samples before it to be dropped: the
+        newest sample at least ``load_window`` old, or the oldest kept,
+        never the new sample itself nor the one just before it.
+        ``appended``: whether the new sample is already at its end."""
+        count = len(history) + (0 if appended else 1)
+        start = 0
+        while count - start > 2 and now - history[start + 1].wall_ns >= self.load_window_ns:
+            start += 1
+        return start
+
+    def _measure_threads(self, sample, base):
+        """_measure's per-thread part, against the window's ``base`` sample."""
+        pid, now = sample.pid, sample.wall_ns
+        base_wall, base_threads = base.wall_ns, base.threads
+        get = self.threads.get
+        measured = 0
+        unknown = []
+        for tid, times in sample.threads.items():
+            thread = get((pid, tid))
+            if thread is None or thread.start != times.start:
+                unknown.append(tid)
+                continue
+            measured += 1
+            run_ns = times.run_ns
+            thread.exec_ns = run_ns - thread.prev_run if run_ns > thread.prev_run else 0
+            thread.wall_ns = now - thread.prev_wall
+            thread.prev_wall, thread.prev_run = now, run_ns
+            old = base_threads.get(tid)
+            first = thread.first
+            if first[0] < base_wall < now and old is not None and old.start == times.start:
+                old_wall, old_run, old_lat = base_wall, old.run_ns, old.lat_ns
+            else:       # first seen after the base sample (or this is the only one)
+                old_wall, old_run, old_lat = first
+            wall = now - old_wall
+            if wall <= 0:
+                continue
+            run = run_ns - old_run if run_ns > old_run else 0
+            thread.cpu = run / wall
+            lat_ns = times.lat_ns
+            if lat_ns is not None and old_lat is not None:
+                runnable = (run + (lat_ns - old_lat if lat_ns > old_lat else 0)) / wall
+                thread.runnable = runnable
+                # Demand: the CPU it got plus the time it queued for one
+                # (engine/window.py computes the same for quiet rounds).
+                thread.load = runnable if runnable < 1.0 else 1.0
+            else:           # no run-queue wait known (schedstat off): Eq. 1
+                thread.load = thread.cpu
+        return measured, unknown
+
+    def discover(self):
+        """Look for new threads (cheap: a directory listing) and place them;
+        every CHILD_SCAN_NS, hand back child processes born of bound threads
+        (``_scan_children``)."""
+        self._scan_children()
+        for pid in list(self.targets):
+            try:
+                tids = self.backend.thread_ids(pid)
+            except NoSuchProcess:
+                continue
+            if any((pid, tid) not in self.threads for tid in tids):
+                # New threads are placed by the loads of the others, and
+                # sampling may reuse the fds of threads that exited.
+                self._leave_quiet()
+                try:
+                    self._track(self.backend.sample(pid), place=True)
+                except NoSuchProcess:
+                    continue
