@@ -644,7 +644,7 @@ def format_table(data) -> List[str]:
             _cell(row["elapsed_speedup_vs_default"], "%.2f", 9),
             _cell(row["agent_cpu_s"], "%.3f", 8)))
     if any(row.get("probe") for row in data["results"]):
-        lines += ["", "probes, mean per run (traced from attach to exit):",
+        lines += ["", "probes, mean per run (traced from the command's start):",
                   "%-9s %6s  %10s %9s  %12s %9s  %10s %12s" % (
                       "policy", "traced", "lock s", "waits", "runq mean ms", "waits",
                       "migrations", "cross-domain")]
