@@ -138,6 +138,18 @@ def duty(tmp_path_factory):
     return str(out)
 
 
+@pytest.fixture(scope="session")
+def early_locks(tmp_path_factory):
+    """Path of tests/workloads/early_locks.c built: lock contention in the
+    first BUSY_MS of the program only, then LINGER_MS idle."""
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.fail("a C compiler is needed: the test command installs gcc")
+    out = tmp_path_factory.mktemp("early_locks") / "early_locks"
+    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
+                    os.path.join(REPO, "tests", "workloads", "early_locks.c")], check=True)
+    return str(out)
+
+
 @pytest.fixture
 def two_cpus():
     if len(os.sched_getaffinity(0)) < 2:

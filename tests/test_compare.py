@@ -323,15 +323,15 @@ def test_probe_traces_the_command_under_every_policy(workloads, two_cpus):
 
 
 @pytest.mark.skipif(_bpftrace_missing() is not None, reason=_bpftrace_missing() or "")
-def test_probe_sees_a_command_that_contends_only_in_its_first_moments(workloads, two_cpus):
-    """A command whose lock contention is over in about 0.3 s, well before
-    bpftrace would attach to a running process: every policy must still
-    count its lock waits, because the command is held at a gate until the
-    probes are attached."""
-    locks = os.path.join(workloads, "locks")
+def test_probe_sees_a_command_that_contends_only_in_its_first_moments(early_locks, two_cpus):
+    """A command whose lock contention is over after its first 0.3 s, well
+    before bpftrace would attach to a running process (its threads then
+    idle 1.5 s, so that the waits are read before they exit): every policy
+    must still count its lock waits, because the command is held at a gate
+    until the probes are attached.  Without the gate every policy reads 0."""
     result = invoke("--runs", "1", "--policies", "default,pinned,psets,tumbler", "--probe",
                     "--domains", "%d/%d" % two_cpus, "--json", "-q", "--",
-                    locks, "-t", "4", "-w", "10", "-p", "3", "-m", "1")
+                    early_locks, "300", "1500")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [r["policy"] for r in data["run_results"]] == ["default", "pinned", "psets",

@@ -158,16 +158,15 @@ def test_probe_all_on_contended_locks_json(locks_workload):
 
 @needs_bpftrace
 @pytest.mark.usefixtures("two_cpus")
-def test_probe_exec_traces_the_command_from_its_start(workloads, tmp_path):
+def test_probe_exec_traces_the_command_from_its_start(early_locks, tmp_path):
     """``tumbler --probe exec``: the command waits until the probes are
-    attached, so lock waits that are all over in its first ~0.3 s are
+    attached, so lock waits that are all over in its first 0.3 s are
     counted (bpftrace alone takes up to a second to attach)."""
     cpus = sorted(os.sched_getaffinity(0))[:2]
     out = tmp_path / "summary.json"
     result = subprocess.run(
         [sys.executable, "-m", "tumbler", "--probe", "--domains", "%d/%d" % tuple(cpus),
-         "--summary-json", str(out), "exec", "--", os.path.join(workloads, "locks"),
-         "-t", "4", "-w", "10", "-p", "3", "-m", "1"],
+         "--summary-json", str(out), "exec", "--", early_locks, "300", "1500"],
         capture_output=True, text=True, cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "elapsed_s=" in result.stdout

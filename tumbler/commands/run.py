@@ -235,17 +235,16 @@ def run_exec(settings, command):
     binder = _binder(backend, settings, policy)
     observers = _observers(settings)
     journal = _journal(backend, settings, policy)
-    gate = None
     if settings["probe"]:
-        # The command waits at a gate until the probes are attached, so
-        # that they see it from its first instruction (gate.py).
         missing = check_command(command[0])
         if missing is not None:
             status, why = missing
             raise TumblerError("%s: %s" % (command[0], why if status == 127 else
                                            "cannot execute: " + why), status)
-        gate = Gate()
     summary_out = _summary_file(settings)
+    # --probe: the command waits at a gate until the probes are attached,
+    # so that they see it from its first instruction (gate.py).
+    gate = Gate() if settings["probe"] else None
     waiter = SignalWaiter(watch_children=True)
     try:
         child = subprocess.Popen(gate.argv(command) if gate is not None else command)
