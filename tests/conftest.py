@@ -127,27 +127,27 @@ def workloads():
     return WORKLOADS
 
 
+def _build_workload(tmp_path_factory, name):
+    """Build tests/workloads/NAME.c; return the binary's path."""
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.fail("a C compiler is needed: the test command installs gcc")
+    out = tmp_path_factory.mktemp(name) / name
+    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
+                    os.path.join(REPO, "tests", "workloads", name + ".c")], check=True)
+    return str(out)
+
+
 @pytest.fixture(scope="session")
 def duty(tmp_path_factory):
     """Path of the duty-cycle test workload (tests/workloads/duty.c)."""
-    if shutil.which("gcc") is None and shutil.which("cc") is None:
-        pytest.fail("a C compiler is needed: the test command installs gcc")
-    out = tmp_path_factory.mktemp("duty") / "duty"
-    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
-                    os.path.join(REPO, "tests", "workloads", "duty.c")], check=True)
-    return str(out)
+    return _build_workload(tmp_path_factory, "duty")
 
 
 @pytest.fixture(scope="session")
 def early_locks(tmp_path_factory):
     """Path of tests/workloads/early_locks.c built: lock contention in the
     first BUSY_MS of the program only, then LINGER_MS idle."""
-    if shutil.which("gcc") is None and shutil.which("cc") is None:
-        pytest.fail("a C compiler is needed: the test command installs gcc")
-    out = tmp_path_factory.mktemp("early_locks") / "early_locks"
-    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
-                    os.path.join(REPO, "tests", "workloads", "early_locks.c")], check=True)
-    return str(out)
+    return _build_workload(tmp_path_factory, "early_locks")
 
 
 @pytest.fixture
