@@ -1,9 +1,8 @@
 """Only for the optional C part; everything else is in setup.cfg.
 
 ``tumbler.platform.linux._steady`` reads the Linux backend's usual sample in
-one call, ``tumbler.engine._window`` sums a quiet round's loads and
-``tumbler.engine._grouping`` sorts, deals and counts for wave grouping and
-the slot mapping (see their sources).  ``optional=True``: without a C compiler or
+one call and ``tumbler.engine._window`` sums a quiet round's loads (see
+their sources).  ``optional=True``: without a C compiler or
 Python's headers the build says so and tumbler installs without it, using
 the same steps in Python (slower, same results).
 """
@@ -12,9 +11,8 @@ import sys
 
 from setuptools import Extension, setup
 
-extensions = [Extension("tumbler.engine." + name, ["tumbler/engine/%s.c" % name],
-                        extra_compile_args=["-O2", "-Wall"], optional=True)
-              for name in ("_window", "_grouping")]
+extensions = [Extension("tumbler.engine._window", ["tumbler/engine/_window.c"],
+                        extra_compile_args=["-O2", "-Wall"], optional=True)]
 if sys.platform.startswith("linux"):
     extensions.append(Extension("tumbler.platform.linux._steady",
                                 ["tumbler/platform/linux/_steady.c"],

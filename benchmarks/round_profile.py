@@ -23,7 +23,7 @@ program has had the CPUs.
 Options (before TUMBLER-ARGS):
 
 ``--python-sampler``  no optional C module (``tumbler/platform/linux/_steady.c``,
-                      ``tumbler/engine/_window.c``, ``_grouping.c``): the
+                      ``tumbler/engine/_window.c``): the
                       same steps in Python, as when they were not built.
 ``--no-quiet``        every round a full one (no quiet rounds).
 ``--bare``            no phase wrappers: only the CPU time per interval.
@@ -104,11 +104,11 @@ def steady_cpu(controller, floor):
 
 def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
     from tumbler.balance import controller
-    from tumbler.engine import mapping, policy, speed, wave, window
+    from tumbler.engine import policy, speed, window
     from tumbler.platform.linux import backend as linux
     if python_sampler:
         linux._c_steady_times = linux._c_read_columns = None
-        window._c_summarize_window = wave._c_wave_deal = mapping._c_kept_counts = None
+        window._c_summarize_window = None
     if no_quiet:
         init = controller.Controller.__init__
         controller.Controller.__init__ = functools.partialmethod(init, quiet_rounds=False)

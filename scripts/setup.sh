@@ -41,9 +41,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 .venv/bin/python -c 'import tumbler.platform.linux._steady
-import tumbler.engine._window, tumbler.engine._grouping' 2>/dev/null || \
+import tumbler.engine._window' 2>/dev/null || \
     echo "setup: the optional C modules (tumbler/platform/linux/_steady.c," \
-         "tumbler/engine/_window.c, tumbler/engine/_grouping.c) were not built;" \
+         "tumbler/engine/_window.c) were not built;" \
          "tumbler works without them, at a higher CPU cost per round" >&2
 # Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every start would
 # otherwise compile tumbler again (~0.1 s of CPU per run).

@@ -147,12 +147,14 @@ def duty(tmp_path_factory):
 @pytest.fixture(scope="session")
 def crowd(tmp_path_factory):
     """Path of the overload workload (tests/workloads/crowd.c)."""
-    if shutil.which("gcc") is None and shutil.which("cc") is None:
-        pytest.fail("a C compiler is needed: the test command installs gcc")
-    out = tmp_path_factory.mktemp("crowd") / "crowd"
-    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
-                    os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
-    return str(out)
+    return build_workload(tmp_path_factory, "crowd")
+
+
+@pytest.fixture(scope="session")
+def early_locks(tmp_path_factory):
+    """Path of tests/workloads/early_locks.c built: lock contention in the
+    first BUSY_MS of the program only, then LINGER_MS idle."""
+    return build_workload(tmp_path_factory, "early_locks")
 
 
 @pytest.fixture

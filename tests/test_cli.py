@@ -174,6 +174,34 @@ def test_summary_is_printed_on_stderr():
     assert "explicit domains" in result.stderr
 
 
+def test_summary_json_has_the_figures_of_the_human_summary(tmp_path):
+    out = tmp_path / "summary.json"
+    result = run_tumbler("--domains", "0/1", "--summary-json", str(out), "exec", "--",
+                         "sh", "-c", "sleep 0.3")
+    assert result.returncode == 0, result.stderr
+    assert "own CPU time" in result.stderr          # the human summary is unchanged
+    summary = json.loads(out.read_text())
+    assert {"wall_s", "end_reason", "intervals", "quiet_intervals", "threads_seen",
+            "migrations", "core_changes", "policy", "dry_run", "domain_note",
+            "spread_early", "spread_late", "own_cpu_s", "unrestored"} <= set(summary)
+    assert summary["policy"] == "auto" and summary["end_reason"] == "command exited"
+    assert summary["domain_note"] in result.stderr
+    assert "%.3f s" % summary["own_cpu_s"] in result.stderr
+    assert summary["unrestored"] == 0 and "probe" not in summary
+
+
+def test_summary_json_is_written_with_quiet_and_checked_first(tmp_path):
+    out = tmp_path / "summary.json"
+    result = run_tumbler("-q", "--summary-json", str(out), "exec", "--", "true")
+    assert result.returncode == 0 and result.stderr == ""
+    assert json.loads(out.read_text())["threads_seen"] >= 1
+    marker = tmp_path / "ran"
+    result = run_tumbler("--summary-json", str(tmp_path / "no" / "dir.json"), "exec", "--",
+                         "touch", str(marker))
+    assert result.returncode == 2 and "cannot write summary" in result.stderr
+    assert not marker.exists()
+
+
 def test_illumos_fixture_tree_through_the_cli(tmp_path):
     """--platform illumos --root DIR: topology, stat and a dry run on a captured tree."""
     from illumos_fixtures import build_example_tree

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from tumbler.commands import main as cli     # before compare, which builds on the CLI's options
 from tumbler.commands.compare import (RunSetup, RunResult, StaticPlacer, compare_command, format_table,
                              parse_elapsed, parse_policies, pinned_targets, psets_targets,
-                             report, run_order, speedup, split_tumbler_stderr, summarize)
+                             own_cpu_of, read_summary, report, run_order, speedup, summarize)
 from tumbler.errors import UsageError
 
 from conftest import thread_masks, wait_for_threads
@@ -76,17 +76,14 @@ def test_parse_elapsed_takes_the_last_value():
     assert parse_elapsed("myelapsed_s=3\n") is None
 
 
-def test_split_tumbler_stderr_finds_summary_and_own_cpu():
-    text = ("program warning\n"
-            "tumbler: ran 2.0 s (command exited): 20 intervals, 4 threads seen, 3 migrations"
-            " (1.5/s), policy tumbler\n"
-            "tumbler: explicit domains: 0 / 1\n"
-            "tumbler: own CPU time 0.042 s (2.10% of one CPU)\n")
-    before, summary, own_cpu = split_tumbler_stderr(text)
-    assert before == ["program warning"]
-    assert len(summary) == 3
-    assert own_cpu == 0.042
-    assert split_tumbler_stderr("only the program\n") == (["only the program"], [], None)
+def test_summary_json_is_read_not_the_human_summary(tmp_path):
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"wall_s": 2.0, "own_cpu_s": 0.042, "policy": "tumbler"}))
+    assert own_cpu_of(read_summary(str(path))) == 0.042
+    assert read_summary(str(tmp_path / "none.json")) is None        # tumbler wrote none
+    path.write_text("tumbler: own CPU time 0.042 s\n")
+    assert read_summary(str(path)) is None
+    assert own_cpu_of(None) is None
 
 
 def test_pinned_and_psets_targets():
@@ -323,6 +320,37 @@ def test_probe_traces_the_command_under_every_policy(workloads, two_cpus):
     # migrates (a thread may move once, when it is bound).
     pinned = next(r for r in data["run_results"] if r["policy"] == "pinned")
     assert pinned["probe"]["migrations"] <= 5
+
+
+@pytest.mark.skipif(_bpftrace_missing() is not None, reason=_bpftrace_missing() or "")
+def test_probe_sees_a_command_that_contends_only_in_its_first_moments(early_locks, two_cpus):
+    """A command whose lock contention is over after its first 0.3 s, well
+    before bpftrace would attach to a running process (its threads then
+    idle 1.5 s, so that the waits are read before they exit): every policy
+    must still count its lock waits, because the command is held at a gate
+    until the probes are attached.  Without the gate every policy reads 0."""
+    result = invoke("--runs", "1", "--policies", "default,pinned,psets,tumbler", "--probe",
+                    "--domains", "%d/%d" % two_cpus, "--json", "-q", "--",
+                    early_locks, "300", "1500")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r["policy"] for r in data["run_results"]] == ["default", "pinned", "psets",
+                                                          "tumbler"]
+    for run in data["run_results"]:
+        assert run["probe"]["failure"] is None, run
+        assert run["probe"]["lock_waits"] > 0, run
+        assert run["elapsed_s"] is not None and run["wall_s"] >= run["elapsed_s"], run
+
+
+def test_probe_missing_command_is_127_without_a_gate_left(tmp_path, monkeypatch):
+    from tumbler.commands import compare
+    setup = _setup()
+    setup.command = ["/nonexistent/prog"]
+    setup.probe_kinds = ("locks",)
+    monkeypatch.setattr(compare.tempfile, "tempdir", str(tmp_path))
+    result = compare.run_once(setup, "default", 1)
+    assert result.status == 127
+    assert os.listdir(str(tmp_path)) == []
 
 
 def test_probe_table_lines_only_with_probe():

@@ -157,6 +157,36 @@ def test_probe_all_on_contended_locks_json(locks_workload):
 
 
 @needs_bpftrace
+@pytest.mark.usefixtures("two_cpus")
+def test_probe_exec_traces_the_command_from_its_start(early_locks, tmp_path):
+    """``tumbler --probe exec``: the command waits until the probes are
+    attached, so lock waits that are all over in its first 0.3 s are
+    counted (bpftrace alone takes up to a second to attach)."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    out = tmp_path / "summary.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "tumbler", "--probe", "--domains", "%d/%d" % tuple(cpus),
+         "--summary-json", str(out), "exec", "--", early_locks, "300", "1500"],
+        capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "elapsed_s=" in result.stdout
+    summary = json.loads(out.read_text())
+    assert summary["probe"]["failure"] is None, summary
+    assert summary["probe"]["lock_count"] > 0 and summary["probe"]["lock_ns"] > 0, summary
+    assert "lock wait" in result.stderr
+
+
+@needs_bpftrace
+def test_probe_exec_missing_command_is_127_before_tracing():
+    result = subprocess.run([sys.executable, "-m", "tumbler", "--probe", "exec", "--",
+                             "/nonexistent/prog"], capture_output=True, text=True, cwd=REPO,
+                            timeout=120)
+    assert result.returncode == 127
+    assert result.stderr.startswith("tumbler: /nonexistent/prog: ")
+    assert result.stderr.count("\n") == 1
+
+
+@needs_bpftrace
 def test_probe_locks_text_shows_untraced_columns_as_dashes(locks_workload):
     status, out, err = run("probe", "locks", "-p", str(locks_workload.pid), "--duration", "1")
     assert status == 0, err

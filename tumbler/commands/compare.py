@@ -23,7 +23,9 @@ any policy of ``tumbler --policy`` (``auto``, ``tumbler``, ``speed``,
 ``pinned`` and ``psets`` are done by compare itself: it watches
 ``/proc/PID/task`` (polling every millisecond while threads keep
 appearing, backing off to 64 ms when none do) and binds each new thread
-with sched_setaffinity.  Only the threads of CMD's own process are placed,
+through the platform's binder (``backend.binder("affinity")``:
+sched_setaffinity on Linux; where it does not exist the two policies are
+a usage error).  Only the threads of CMD's own process are placed,
 as with ``tumbler exec``.  The balancing options (``--domains``,
 ``--level``, ``--interval``, ``--config``, ``--binder``, ``--dry-run``,
 ``--duration``) are passed to every tumbler-run policy; ``--domains`` and
@@ -38,18 +40,24 @@ Measured per run:
 * wall time, by compare, from just before CMD (or tumbler) is started to
   just after it is reaped -- so it includes process start-up, and, for the
   tumbler policies, the start-up of Python and tumbler (0.1 to 0.4 s,
-  depending on the machine);
+  depending on the machine).  With ``--probe``, from the opening of CMD's
+  gate (once its tracer is attached, see RunTracer) to the reaping: the
+  attach wait is not counted, nor, for the tumbler policies, tumbler's
+  start-up;
 * ``elapsed_s`` when CMD prints ``elapsed_s=SECONDS`` on stdout (the
   example workloads do): the program's own timing, without start-up;
 * agent CPU: the CPU time of whatever placed the threads.  For tumbler
-  policies it is the "own CPU time" of tumbler's exit summary (from the
+  policies it is ``own_cpu_s`` of tumbler's JSON summary, which each
+  tumbler run writes to a file of compare's (``--summary-json``; from the
   start of balancing to the restore; the start-up, 0.1 to 0.3 s of CPU,
-  is not included).  tumbler's rusage cannot be used: it
+  is not included).  tumbler runs with ``--quiet`` unless ``-v``: its
+  human summary is for people.  tumbler's rusage cannot be used: it
   includes CMD, its child.  For ``pinned`` and ``psets`` it is compare's
   own CPU time while following the run.  ``default`` has none.
 
 With ``--probe`` (root; bpftrace or DTrace) every run's CMD is traced with
-the probes, by compare itself for every policy alike (see RunTracer):
+the probes, by compare itself for every policy alike (see RunTracer), from
+CMD's first instruction:
 lock waits, run-queue latency and (cross-domain) migrations, per run and
 as means per policy.
 
@@ -90,7 +98,6 @@ stops, prints what it has and says which run failed; a command that cannot
 be started counts as a failed run with status 127 or 126); 2 on bad input.
 """
 
-import errno
 import json
 import math
 import os
@@ -112,7 +119,8 @@ from ..cpulist import format_cpulist
 from ..balance.domains import choose_domains
 from ..errors import EXIT_FAILURE, TumblerError, UsageError
 from ..platform import open_backend
-from ..platform.base import NoSuchProcess
+from ..platform.base import NoSuchProcess, PlatformError, Unmovable
+from .gate import Gate, check_command
 
 #: Policies compare runs itself; every other name is a ``tumbler --policy``.
 OWN_POLICIES = ("default", "pinned", "psets")
@@ -126,8 +134,6 @@ FIRST_POLL_S = 0.001
 LAST_POLL_S = 0.064
 
 _ELAPSED = re.compile(r"(?:^|\s)elapsed_s=(\S+)")
-_OWN_CPU = re.compile(r"own CPU time ([0-9.]+) s")
-_SUMMARY_START = re.compile(r"^tumbler: ran [0-9.]+ s \(")
 
 #: Balancing options compare uses; the others are hidden from its --help
 #: and refused (see _reject_unusable).
@@ -194,24 +200,28 @@ def parse_elapsed(stdout_text: str) -> Optional[float]:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def split_tumbler_stderr(text: str):
-    """Split tumbler's stderr: (lines before its exit summary, the summary
-    lines, its own CPU seconds from the summary or None)."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _SUMMARY_START.match(line)),
-                 len(lines))
-    own_cpu = None
-    for line in lines[start:]:
-        match = _OWN_CPU.search(line)
-        if match:
-            own_cpu = float(match.group(1))
-    return lines[:start], lines[start:], own_cpu
+def read_summary(path) -> Optional[dict]:
+    """tumbler's run summary, as ``--summary-json`` wrote it; None if it
+    wrote none (it failed before the end of balancing)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def own_cpu_of(summary: Optional[dict]) -> Optional[float]:
+    """tumbler's own CPU seconds from its JSON summary, or None."""
+    value = (summary or {}).get("own_cpu_s")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 # -- placing threads the static ways --------------------------------------------------
 
 class StaticPlacer:
-    """Binds every thread of a process, in order of appearance, once.
+    """Binds every thread of a process, in order of appearance, once,
+    through the platform's binder (``backend.binder("affinity")``).
 
     Thread i (counting from the main thread, 0) gets ``targets[i % len]``.
     ``placed`` records what was done: tid -> CPUs, in placement order.
@@ -223,10 +233,9 @@ class StaticPlacer:
         self.targets = [frozenset(t) for t in targets]
         self.placed = {}
         self.skipped = set()            # threads that exited or refused the CPUs
-        if backend is None:
-            from ..platform.linux.backend import LinuxBackend
-            backend = LinuxBackend()
-        self.backend = backend
+        self.backend = backend if backend is not None else open_backend()
+        self.binder = self.backend.binder("affinity")
+        self.binder.setup(self.targets)
 
     def place_new(self, pid: int) -> int:
         """Bind the threads of ``pid`` not seen before; return how many."""
@@ -238,23 +247,15 @@ class StaticPlacer:
         for tid in tids:
             if tid in self.placed or tid in self.skipped:
                 continue
-            cpus = self.targets[(len(self.placed) + len(self.skipped)) % len(self.targets)]
-            if self._bind(tid, cpus):
-                self.placed[tid] = cpus
-                count += 1
-            else:
+            index = (len(self.placed) + len(self.skipped)) % len(self.targets)
+            try:
+                self.binder.bind(pid, tid, index, self.targets[index])
+            except (NoSuchProcess, Unmovable):      # gone, or may not use the CPUs
                 self.skipped.add(tid)
+            else:
+                self.placed[tid] = self.targets[index]
+                count += 1
         return count
-
-    @staticmethod
-    def _bind(tid, cpus):
-        try:
-            os.sched_setaffinity(tid, cpus)
-        except OSError as exc:
-            if exc.errno in (errno.ESRCH, errno.EINVAL):    # gone, or may not use cpus
-                return False
-            raise
-        return True
 
     def follow(self, process) -> None:
         """Place threads of ``process`` (a Popen) as they appear, until it exits."""
@@ -297,13 +298,17 @@ CHILD_WAIT_S = 30.0
 class RunTracer:
     """Traces the threads of one run's CMD with the platform's probes.
 
-    Every policy is traced the same way, by compare itself: for the
-    tumbler-run policies CMD is tumbler's child, found once tumbler has
-    started it.  Tracing starts while CMD already runs (bpftrace takes up
-    to about a second to attach) and the maps are read every ``period_s``,
-    because a thread that exits leaves the scripts' maps: what happens
-    before the probes are attached and in the last ``period_s`` before a
-    thread exits is not counted, alike for every policy.
+    Every policy is traced the same way, by compare itself: CMD is started
+    held at a gate (``gate.Gate``: a shell that waits on a FIFO, then execs
+    CMD in the same process); for the tumbler-run policies that shell is
+    tumbler's child, found once tumbler has started it.  ``start`` attaches
+    to the gate's PID and returns once the tracer says every probe is
+    attached (bpftrace takes up to about a second); only then does run_once
+    open the gate, so CMD is traced from its first instruction, however
+    loaded the machine.  The maps are read every ``period_s``, because a
+    thread that exits leaves the scripts' maps: what happens in the last
+    ``period_s`` before a thread exits is not counted, alike for every
+    policy.
     """
 
     def __init__(self, kinds, domain_of_cpu, period_s=0.2):
@@ -318,23 +323,13 @@ class RunTracer:
         self._last = {}
         self._done = threading.Event()
         self._thread = None
-        self._starter = None
-
-    def start_soon(self, find_pid):
-        """Attach in the background to the PID ``find_pid()`` returns (None:
-        nothing to trace), so that placing threads is not held up."""
-        def attach():
-            pid = find_pid()
-            if pid is None:
-                self.failure = "the command was not started"
-            else:
-                self.start(pid)
-        self._starter = threading.Thread(target=attach, name="compare-probe-start",
-                                         daemon=True)
-        self._starter.start()
 
     def start(self, pid):
-        """Attach to ``pid`` (blocks until the probes are attached)."""
+        """Attach to ``pid`` (None: the command was not started); blocks
+        until the probes are attached."""
+        if pid is None:
+            self.failure = "the command was not started"
+            return
         from ..tracing import session as probe
         session = probe.ProbeSession(period_ms=100)
         try:
@@ -366,8 +361,6 @@ class RunTracer:
 
     def stop(self):
         """Take the final readings and end tracing; never raises."""
-        if self._starter is not None:
-            self._starter.join()
         self._done.set()
         if self._thread is not None:
             self._thread.join()
@@ -428,15 +421,14 @@ class RunSetup:
 
 
 def _tracer(setup, process, policy):
-    """Start tracing this run's CMD (--probe), or None."""
-    if not setup.probe_kinds:
-        return None
+    """Trace this run's CMD, held at its gate (--probe): returns once the
+    probes are attached (or tracing failed, see RunTracer.failure)."""
     tracer = RunTracer(setup.probe_kinds, {cpu: index for index, cpus in
                                            enumerate(setup.domains) for cpu in cpus})
     if policy in OWN_POLICIES:
-        tracer.start_soon(lambda: process.pid)
+        tracer.start(process.pid)
     else:
-        tracer.start_soon(lambda: _child_of(process.pid, process))
+        tracer.start(_child_of(process.pid, process))
     return tracer
 
 
@@ -444,11 +436,15 @@ def _exit_status(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _argv(setup, policy):
+def _argv(setup, policy, summary_path, gate=None):
+    """The run's argv: CMD (behind ``gate``, if any), or tumbler running it
+    and writing its summary as JSON to ``summary_path``."""
+    command = gate.argv(setup.command) if gate is not None else list(setup.command)
     if policy in OWN_POLICIES:
-        return list(setup.command)
+        return command
     return [sys.executable, "-m", "tumbler", "--policy", policy, *setup.tumbler_args,
-            "exec", "--", *setup.command]
+            "--summary-json", summary_path,
+            *([] if setup.echo_tumbler_summary else ["--quiet"]), "exec", "--", *command]
 
 
 def _placer(setup, policy):
@@ -460,21 +456,42 @@ def _placer(setup, policy):
 
 
 def run_once(setup: RunSetup, policy: str, run: int) -> RunResult:
-    """Run CMD once under ``policy``; stderr of tumbler runs is replayed."""
+    """Run CMD once under ``policy``; stderr of tumbler runs is replayed.
+
+    The wall time runs from the start of CMD (without --probe: of the
+    process compare starts, CMD or tumbler; with --probe: the opening of
+    the gate, once the probes are attached) to the reaping of that process.
+    """
     captures_stderr = policy not in OWN_POLICIES
+    if setup.probe_kinds:
+        missing = check_command(setup.command[0])
+        if missing is not None:
+            click.echo("tumbler: compare: %s: %s" % (setup.command[0], missing[1]), err=True)
+            return RunResult(run, policy, missing[0], 0.0)
     placer = _placer(setup, policy)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    gate = Gate() if setup.probe_kinds else None
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryDirectory(prefix="tumbler-compare-") as scratch:
+        summary_path = os.path.join(scratch, "summary.json")
         started = time.monotonic()
         try:
-            process = subprocess.Popen(_argv(setup, policy), stdout=out,
+            process = subprocess.Popen(_argv(setup, policy, summary_path, gate), stdout=out,
                                        stderr=err if captures_stderr else None)
         except OSError as exc:
+            if gate is not None:
+                gate.close()
             status = 127 if isinstance(exc, FileNotFoundError) else 126
             click.echo("tumbler: compare: %s: %s" % (setup.command[0], exc.strerror), err=True)
             return RunResult(run, policy, status, time.monotonic() - started)
         tracer = ended = None
         try:
-            tracer = _tracer(setup, process, policy)
+            if gate is not None:
+                # CMD waits at the gate until the probes are attached.
+                tracer = _tracer(setup, process, policy)
+                if placer is not None:
+                    placer.place_new(process.pid)       # the gate's thread is CMD's main
+                gate.open(lambda: process.poll() is None)
+                started = time.monotonic()
             # The placing loop runs in this thread; --probe's readings in others.
             cpu_before = time.thread_time()
             if placer is not None:
@@ -483,6 +500,9 @@ def run_once(setup: RunSetup, policy: str, run: int) -> RunResult:
             ended = time.monotonic()
             agent_cpu = time.thread_time() - cpu_before if placer is not None else None
         finally:
+            if gate is not None:
+                gate.open(lambda: process.poll() is None)   # never leave CMD waiting
+                gate.close()
             _stop(process)
             if tracer is not None:
                 tracer.stop()
@@ -491,14 +511,16 @@ def run_once(setup: RunSetup, policy: str, run: int) -> RunResult:
         stdout_text = out.read().decode(errors="replace")
         err.seek(0)
         stderr_text = err.read().decode(errors="replace")
+        summary = read_summary(summary_path) if captures_stderr else None
     result = RunResult(run, policy, _exit_status(process.returncode), wall,
                        elapsed_s=parse_elapsed(stdout_text), agent_cpu_s=agent_cpu,
                        threads_placed=len(placer.placed) if placer is not None else None,
                        probe=tracer.result() if tracer is not None else None)
     if captures_stderr:
-        before, summary, own_cpu = split_tumbler_stderr(stderr_text)
-        result.agent_cpu_s = own_cpu
-        for line in before + (summary if setup.echo_tumbler_summary else []):
+        # tumbler printed its human summary only with -v (else --quiet); its
+        # figures come from the JSON one.
+        result.agent_cpu_s = own_cpu_of(summary)
+        for line in stderr_text.splitlines():
             click.echo(line, err=True)
     return result
 
@@ -622,7 +644,7 @@ def format_table(data) -> List[str]:
             _cell(row["elapsed_speedup_vs_default"], "%.2f", 9),
             _cell(row["agent_cpu_s"], "%.3f", 8)))
     if any(row.get("probe") for row in data["results"]):
-        lines += ["", "probes, mean per run (traced from attach to exit):",
+        lines += ["", "probes, mean per run (traced from the command's start):",
                   "%-9s %6s  %10s %9s  %12s %9s  %10s %12s" % (
                       "policy", "traced", "lock s", "waits", "runq mean ms", "waits",
                       "migrations", "cross-domain")]
@@ -687,10 +709,13 @@ def _flag(ctx, name):
 def _make_setup(ctx, options, policies, command):
     settings = make_settings(ctx, options)
     _reject_unusable(ctx, options, settings)
-    static = [p for p in policies if p in ("pinned", "psets")]
-    if static and not hasattr(os, "sched_setaffinity"):
-        raise UsageError("policies %s need sched_setaffinity (Linux)" % ", ".join(static))
     backend = open_backend(settings["platform"], settings["root"])
+    static = [p for p in policies if p in ("pinned", "psets")]
+    if static:
+        try:
+            backend.binder("affinity")          # the binder StaticPlacer uses
+        except PlatformError as exc:
+            raise UsageError("policies %s: %s" % (", ".join(static), exc)) from None
     probe_kinds = ()
     if settings["probe"]:
         from ..tracing import session as probe

@@ -26,6 +26,8 @@ BALANCING_OPTIONS = (
                  help="How threads are bound: affinity (default) or cpuset; pset on illumos."),
     click.option("--log", "log_path", metavar="FILE", default=None,
                  help="Write one JSON object per interval to FILE."),
+    click.option("--summary-json", "summary_json", metavar="FILE", default=None,
+                 help="Write the exit summary's figures as one JSON object to FILE."),
     click.option("-n", "--dry-run", is_flag=True, default=None,
                  help="Plan and log, move nothing."),
     click.option("--duration", type=float, metavar="SECONDS", default=None,
@@ -40,7 +42,7 @@ BALANCING_OPTIONS = (
                  help="Print every interval's decision on stderr."),
 )
 OPTION_NAMES = ("level", "domains_text", "policy", "interval_ms", "config_path", "binder",
-                "log_path", "dry_run", "duration", "force", "probe", "quiet", "verbose")
+                "log_path", "summary_json", "dry_run", "duration", "force", "probe", "quiet", "verbose")
 
 
 def balancing_options(func):

@@ -6,6 +6,7 @@ was.  Once threads are moved, every exit path (the targets exit, the
 duration passes, a signal, an error) goes through ``restore_all``.
 """
 
+import json
 import os
 import resource
 import signal
@@ -24,10 +25,11 @@ from ..platform.base import NoSuchProcess, NullBinder
 from ..observers.runlog import RunLog
 from ..observers.verbose import VerboseReport
 from ..state import Journal
-from ..observers.summary import summary_lines
+from ..observers.summary import summary_lines, summary_record
 from ..balance.targets import allowed_union, check_process
 from ..balance.waiting import SignalWaiter
 from ..platform.priority import note as priority_note, raise_priority
+from .gate import Gate, check_command
 
 DEFAULT_BINDER = {"linux": "affinity", "illumos": "pset"}
 
@@ -122,15 +124,40 @@ def _observers(settings):
     return observers
 
 
+def _summary_file(settings):
+    """``--summary-json FILE``, opened now: a path that cannot be written
+    is a usage error before anything changes."""
+    path = settings["summary_json"]
+    if path is None:
+        return None
+    try:
+        return open(path, "w")
+    except OSError as exc:
+        raise UsageError("cannot write summary %s: %s" % (path, exc.strerror))
+
+
+def _write_summary(out, record):
+    """Write the JSON summary; a failed write is one warning, not a failure."""
+    try:
+        with out:
+            json.dump(record, out)
+            out.write("\n")
+    except OSError as exc:
+        print("tumbler: cannot write summary %s: %s" % (out.name, exc.strerror),
+              file=sys.stderr)
+
+
 def _start_observers(observers, controller):
     for observer in observers:
         observer.start(controller)
 
 
-def _finish(controller, observers, waiter, settings, started, cpu_before, reason):
+def _finish(controller, observers, waiter, settings, started, cpu_before, reason,
+            summary_out=None):
     """End balancing: restore every thread, close the observers and print
-    the summary.  ``waiter`` is closed too unless it is None (exec mode
-    keeps it to forward signals to a command that outlives balancing)."""
+    the summary (and write it as JSON to ``summary_out``, if given, even
+    with -q).  ``waiter`` is closed too unless it is None (exec mode keeps
+    it to forward signals to a command that outlives balancing)."""
     failed = controller.restore_all()
     if failed and controller.journal is not None:
         print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
@@ -139,9 +166,15 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
         waiter.close()
     for observer in observers:
         observer.close()
+    wall = time.monotonic() - started
+    cpu = controller.own_cpu_seconds() - cpu_before
+    if summary_out is not None:
+        record = summary_record(controller, wall, cpu, reason)
+        record["unrestored"] = failed
+        for observer in observers:
+            record.update(observer.summary_fields())
+        _write_summary(summary_out, record)
     if not settings["quiet"]:
-        wall = time.monotonic() - started
-        cpu = controller.own_cpu_seconds() - cpu_before
         for line in summary_lines(controller, wall, cpu, reason):
             print("tumbler: " + line, file=sys.stderr)
         for observer in observers:
@@ -158,6 +191,7 @@ def run_attach(settings, pids):
         if policy.moves_threads and not settings["dry_run"]:
             backend.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[backend.name])
     journal = _journal(backend, settings, policy)
+    summary_out = _summary_file(settings)
     waiter = SignalWaiter()         # from here on a stop signal ends the run cleanly
     try:
         if journal is not None:
@@ -178,6 +212,8 @@ def run_attach(settings, pids):
         waiter.close()
         if journal is not None:
             journal.close()
+        if summary_out is not None:
+            summary_out.close()
         raise
     controller.stats.priority = priority_note
     balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
@@ -194,7 +230,8 @@ def run_attach(settings, pids):
         _start_observers(observers, controller)
         reason = controller.run(waiter, deadline=deadline)
     finally:
-        failed = _finish(controller, observers, waiter, settings, started, cpu_before, reason)
+        failed = _finish(controller, observers, waiter, settings, started, cpu_before, reason,
+                         summary_out)
     return EXIT_FAILURE if failed else 0
 
 
@@ -206,14 +243,27 @@ def run_exec(settings, command):
     binder = _binder(backend, settings, policy)
     observers = _observers(settings)
     journal = _journal(backend, settings, policy)
+    if settings["probe"]:
+        missing = check_command(command[0])
+        if missing is not None:
+            status, why = missing
+            raise TumblerError("%s: %s" % (command[0], why if status == 127 else
+                                           "cannot execute: " + why), status)
+    summary_out = _summary_file(settings)
+    # --probe: the command waits at a gate until the probes are attached,
+    # so that they see it from its first instruction (gate.py).
+    gate = Gate() if settings["probe"] else None
     waiter = SignalWaiter(watch_children=True)
     try:
-        child = subprocess.Popen(command)
-    except FileNotFoundError:
-        waiter.close()
-        raise TumblerError("%s: command not found" % command[0], 127) from None
+        child = subprocess.Popen(gate.argv(command) if gate is not None else command)
     except OSError as exc:
         waiter.close()
+        if gate is not None:
+            gate.close()
+        if summary_out is not None:
+            summary_out.close()
+        if isinstance(exc, FileNotFoundError):
+            raise TumblerError("%s: command not found" % command[0], 127) from None
         raise TumblerError("%s: cannot execute: %s" % (command[0], exc.strerror), 126) from None
 
     raise_priority()        # the command does not inherit it (SCHED_RESET_ON_FORK)
@@ -243,7 +293,9 @@ def run_exec(settings, command):
                 journal.claim(child.pid, allowed)
                 journal.attach(binder, choice.domains)
             controller.add_target(child.pid, allowed)
-            _start_observers(observers, controller)
+            _start_observers(observers, controller)     # --probe: attached on return
+            if gate is not None:
+                gate.open(lambda: child.poll() is None)
             reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
         except NoSuchProcess:
             pass
@@ -252,13 +304,17 @@ def run_exec(settings, command):
             # returns, whatever happened to the balancing.
             stopped = exc
     finally:
+        if gate is not None:                # an error before the gate opened: let it run
+            gate.open(lambda: child.poll() is None)
+            gate.close()
         if child.poll() is None:            # an error: do not leave the command orphaned
             for signum in waiter.take():
                 forward(signum)
         # Balancing is over (the command exited, --duration passed, or an
         # error): every thread is handed back now, even if the command
         # runs on, and the summary covers the balancing alone.
-        _finish(controller, observers, None, settings, started, cpu_before, reason)
+        _finish(controller, observers, None, settings, started, cpu_before, reason,
+                summary_out)
         if stopped is not None:
             print("tumbler: %s; balancing stopped, the command runs on" % stopped,
                   file=sys.stderr)

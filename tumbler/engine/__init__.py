@@ -12,7 +12,6 @@ a thread; the controller does that with the platform layer.
 * speed.py     -- speed balancing inside a domain.
 * policy.py    -- policy choice: decide, and quiet_verdict for quiet rounds.
 * window.py    -- the sums a quiet round decides on (``_window.c``: in C).
-* _grouping.c  -- optional: wave.py's sort and deal, mapping.py's counts, in C.
 """
 
 from .grouping import DEFAULT_TOLERANCE, place_new, plan_tumbler, spread

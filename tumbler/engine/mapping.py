@@ -39,11 +39,6 @@ from numbers import Real
 from operator import eq
 from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
 
-try:
-    from ._grouping import kept_counts as _c_kept_counts
-except ImportError:         # not built (optional): _kept_counts per slot in Python
-    _c_kept_counts = None
-
 #: Loads are compared in millionths of a CPU.
 LOAD_QUANTUM = 1_000_000
 
@@ -287,19 +282,12 @@ def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence
     units = _checked_units(units_per_domain, len(slots))
     eligible = eligible or {}
     domain_count = len(units)
-    kept = where = None
-    if _c_kept_counts is not None and type(current) is dict:
-        # One C call for every slot (None: a domain of another kind).
-        kept = _c_kept_counts(slots, current, domain_count)
-    if kept is None:
-        where = _current_domains(slots, current)
-        kept = [_kept_counts(domains, domain_count) for domains in where]
+    where = _current_domains(slots, current)
+    kept = [_kept_counts(domains, domain_count) for domains in where]
     if not eligible and units == [1] * domain_count:
         decided = _decided_by_counts(slots, kept)
         if decided is not None:
             return decided
-    if where is None:
-        where = _current_domains(slots, current)
     column_domain = [domain for domain, count in enumerate(units) for _ in range(count)]
     staying = [_staying_loads(where[position], kept[position], _slot_loads(slot, loads),
                               domain_count) for position, slot in enumerate(slots)]

@@ -9,8 +9,9 @@ pass gives each group one thread, and the pass order alternates, so the
 heaviest thread of one pass is paired with the lightest of the next: group
 sizes differ by at most one and group sums stay close (a heavy group in one
 pass is the light one in the next).  Sorting is O(N log N); dealing is O(N).
-The optional C module ``_grouping`` sorts and deals in one call when tids
-are ints and loads floats (the controller's case); results are the same.
+(A C version of the sort and deal saved under 1.4% of a full round's CPU at
+64 threads and under 8% at 1,024, below the 10% that would pay for a C
+module: it was removed, see BENCHMARKS.md.)
 
 Unequal domains.  The paper assumes K identical sockets and N/K threads per
 group.  A target process often gets unequal domains (cpusets, offline CPUs,
@@ -40,11 +41,6 @@ per domain, K' = K, and the unit scaling only merges units of big domains.
 import math
 from functools import lru_cache, reduce
 from typing import Hashable, List, Mapping, Sequence, Tuple
-
-try:
-    from ._grouping import wave_deal as _c_wave_deal
-except ImportError:         # not built (optional): sort_by_load + wave_groups in Python
-    _c_wave_deal = None
 
 #: Upper bound on the number of slots (rows of the assignment problem).
 DEFAULT_MAX_UNITS = 64
@@ -158,11 +154,5 @@ def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],
     # capacity_units cannot give fewer (more than max_units domains plan too).
     slot_bound = max(len(capacities), min(max_units, len(loads)))
     units = capacity_units(capacities, slot_bound)
-    slots = None
-    if _c_wave_deal is not None and type(loads) is dict:
-        # The same sort and deal in one C call, for int tids and float
-        # loads (the controller's); None for anything else.
-        slots = _c_wave_deal(loads, sum(units))
-    if slots is None:
-        slots = wave_groups(sort_by_load(loads), sum(units))
+    slots = wave_groups(sort_by_load(loads), sum(units))
     return slots, units

@@ -24,3 +24,7 @@ class Observer:
     def summary_lines(self):
         """Lines for the exit summary."""
         return []
+
+    def summary_fields(self):
+        """Keys for the JSON summary (``--summary-json``)."""
+        return {}

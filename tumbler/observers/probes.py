@@ -18,6 +18,9 @@ Life cycle (called by the run):
 ``log_fields(controller)``   ``{"probe": {...}}`` for the round's JSON log
                              line (``RunLog.extra`` takes it as is)
 ``summary_lines()``          lines for the exit summary
+``summary_fields()``         ``{"probe": {...}}`` for ``--summary-json``:
+                             ``traced_s``, the totals of the traced fields,
+                             ``runq_mean_ms`` with latency, ``failure``
 ``close()``                  stop tracing (always: also after errors)
 
 The ``probe`` log object (stable keys): ``interval_s`` (seconds since the
@@ -146,6 +149,16 @@ class ProbeObserver(Observer):
         if self.failure:
             lines.append("probes stopped early: %s" % self.failure)
         return lines
+
+    def summary_fields(self):
+        """``{"probe": {...}}`` for the JSON summary; {} if tracing never started."""
+        if self.started is None:
+            return {}
+        fields = {"traced_s": self.ended - self.started, "failure": self.failure}
+        fields.update(self.totals)
+        if "runq_ns" in self.totals:
+            fields["runq_mean_ms"] = mean_runq_ms(self.totals)
+        return {"probe": fields}
 
     def close(self):
         """Stop tracing and take the final totals; never raises, always

@@ -1,4 +1,5 @@
-"""The exit summary printed on stderr after a balancing run.
+"""The exit summary printed on stderr after a balancing run, and the same
+figures as one JSON object (``--summary-json FILE``, see summary_record).
 
 "Early" and "late" spread are the mean per-domain load spread (CV of
 per-capacity domain loads, as measured before each round's moves) over the
@@ -39,3 +40,23 @@ def summary_lines(controller, wall_s, cpu_s, end_reason):
     share = 100.0 * cpu_s / wall_s if wall_s > 0 else 0.0
     lines.append("own CPU time %.3f s (%.2f%% of one CPU)" % (cpu_s, share))
     return lines
+
+
+def summary_record(controller, wall_s, cpu_s, end_reason):
+    """The figures of summary_lines as a JSON-ready dict, for our own
+    commands (``compare`` reads it) and scripts; keys are stable:
+
+    ``wall_s`` balancing's wall time, ``end_reason``, ``intervals``,
+    ``quiet_intervals``, ``threads_seen``, ``migrations``, ``core_changes``
+    (speed balancing's), ``policy``, ``dry_run``, ``domain_note``,
+    ``spread_early`` and ``spread_late`` (null without rounds), ``own_cpu_s``
+    (tumbler's CPU time from the start of balancing to the restore).
+    """
+    stats = controller.stats
+    early, late = stats.spreads.early_late()
+    return {"wall_s": wall_s, "end_reason": end_reason, "intervals": stats.intervals,
+            "quiet_intervals": stats.quiet, "threads_seen": stats.threads_seen,
+            "migrations": stats.migrations, "core_changes": stats.pins,
+            "policy": controller.policy.name, "dry_run": bool(controller.dry_run),
+            "domain_note": controller.choice.note, "spread_early": early,
+            "spread_late": late, "own_cpu_s": cpu_s}
