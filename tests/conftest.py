@@ -122,26 +122,26 @@ def workloads():
     return WORKLOADS
 
 
+def _compiled(tmp_path_factory, name):
+    """Path of tests/workloads/NAME.c, compiled once per session."""
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.fail("a C compiler is needed: the test command installs gcc")
+    out = tmp_path_factory.mktemp(name) / name
+    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
+                    os.path.join(REPO, "tests", "workloads", name + ".c")], check=True)
+    return str(out)
+
+
 @pytest.fixture(scope="session")
 def duty(tmp_path_factory):
     """Path of the duty-cycle test workload (tests/workloads/duty.c)."""
-    if shutil.which("gcc") is None and shutil.which("cc") is None:
-        pytest.fail("a C compiler is needed: the test command installs gcc")
-    out = tmp_path_factory.mktemp("duty") / "duty"
-    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
-                    os.path.join(REPO, "tests", "workloads", "duty.c")], check=True)
-    return str(out)
+    return _compiled(tmp_path_factory, "duty")
 
 
 @pytest.fixture(scope="session")
 def crowd(tmp_path_factory):
     """Path of the overload workload (tests/workloads/crowd.c)."""
-    if shutil.which("gcc") is None and shutil.which("cc") is None:
-        pytest.fail("a C compiler is needed: the test command installs gcc")
-    out = tmp_path_factory.mktemp("crowd") / "crowd"
-    subprocess.run([shutil.which("gcc") or "cc", "-O2", "-Wall", "-pthread", "-o", str(out),
-                    os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
-    return str(out)
+    return _compiled(tmp_path_factory, "crowd")
 
 
 @pytest.fixture

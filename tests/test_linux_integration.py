@@ -39,12 +39,13 @@ def watch_masks(pid, seconds):
     return seen
 
 
-def attach_and_watch(pid, cpus, duration, watch_after=0.0, watch_for=1.5):
+def attach_and_watch(pid, cpus, duration, watch_after=0.0, watch_for=1.5, domains=None):
     """Run ``tumbler --domains A/B -p PID --duration D --interval 100`` on a
-    running program and watch its threads' masks meanwhile.  Returns
-    (tumbler's exit status, its stderr, masks before, masks seen, masks after)."""
+    running program (``domains``: another --domains list) and watch its
+    threads' masks meanwhile.  Returns (tumbler's exit status, its stderr,
+    masks before, masks seen, masks after)."""
     before = thread_masks(pid)
-    tumbler = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % cpus, "-p", str(pid),
+    tumbler = subprocess.Popen(tumbler_cmd("--domains", domains or "%d/%d" % cpus, "-p", str(pid),
                                            "--duration", str(duration), "--interval", "100"),
                                stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
@@ -374,22 +375,12 @@ def test_thread_pinned_outside_the_domains_is_left_alone(duty, two_cpus):
         wait_for_threads(workload.pid, 5)
         outsider = sorted(thread_masks(workload.pid))[2]
         os.sched_setaffinity(outsider, {cpu_b})
-        before = thread_masks(workload.pid)
-        tumbler = subprocess.Popen(tumbler_cmd("--domains", str(cpu_a), "-p", str(workload.pid),
-                                               "--duration", "2", "--interval", "100"),
-                                   stderr=subprocess.PIPE, text=True, cwd=REPO)
-        try:
-            seen = watch_masks(workload.pid, 1.5)
-            _, stderr = tumbler.communicate(timeout=30)
-        finally:
-            if tumbler.poll() is None:
-                tumbler.kill()
-                tumbler.wait()
-        after = thread_masks(workload.pid)
+        status, stderr, before, seen, after = attach_and_watch(workload.pid, two_cpus, 2,
+                                                               domains=str(cpu_a))
     finally:
         workload.kill()
         workload.wait()
-    assert tumbler.returncode == 0, stderr
+    assert status == 0, stderr
     assert_no_traceback(stderr)
     assert "duration reached" in stderr
     assert stderr.count("thread %d (duty-" % outsider) == 1, stderr
