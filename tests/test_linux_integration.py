@@ -443,7 +443,7 @@ def test_three_plus_one_busy_threads_become_two_plus_two(duty, two_cpus):
     assert after == before
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the loop's real-time priority needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising the loop's priority needs root")
 def test_overload_cannot_starve_the_loop(crowd):
     """400 threads asking 8 CPUs of a 2-CPU machine: at nice 0 tumbler got
     1/400 of it, and discovery, --duration and restore waited on the
@@ -463,7 +463,7 @@ def test_overload_cannot_starve_the_loop(crowd):
     assert_no_traceback(result.stderr)
     ran = float(re.search(r"ran (\d+\.\d) s \(duration reached\)", result.stderr).group(1))
     assert "401 threads seen" in result.stderr
-    assert "loop priority: real-time (SCHED_RR 1" in result.stderr
+    assert "loop priority: nice -20" in result.stderr
     startup = re.search(r"start-up took (\d+\.\d) s", result.stderr)
     balancing = ran - (float(startup.group(1)) if startup else 0.0)
     assert balancing <= 2 + 1 + 0.1, result.stderr       # 0.1: two figures rounded
