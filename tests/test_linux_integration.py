@@ -467,3 +467,16 @@ def test_overload_cannot_starve_the_loop(crowd):
     startup = re.search(r"start-up took (\d+\.\d) s", result.stderr)
     balancing = ran - (float(startup.group(1)) if startup else 0.0)
     assert balancing <= 2 + 1 + 0.1, result.stderr       # 0.1: two figures rounded
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising the loop's priority needs root")
+def test_tumbler_runs_at_nice_minus_20_and_its_command_at_nice_0():
+    """As root tumbler raises its own priority (issue 13, defect 6); the
+    command it starts must not inherit it."""
+    result = run_tumbler("--policy", "observe", "exec", "--", "sh", "-c",
+                         "nice; cut -d')' -f2 /proc/$PPID/stat")
+    assert result.returncode == 0, result.stderr
+    command_nice, tumbler_stat = result.stdout.splitlines()
+    assert command_nice == "0"
+    assert tumbler_stat.split()[16] == "-20"       # field 19, nice; [0] is field 3
+    assert "loop priority: nice -20" in result.stderr

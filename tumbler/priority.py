@@ -23,6 +23,8 @@ start of a balancing run (``run.py``, for any other way in):
 
 ``SCHED_RESET_ON_FORK``: what tumbler starts (``exec``'s command,
 bpftrace, compare's workloads) runs at nice 0, not at tumbler's -20.
+Where the kernel has no such flag (illumos), ``exec``'s command is put
+back at nice 0 before it starts (``for_children``).
 """
 
 import os
@@ -45,6 +47,18 @@ def raise_priority():
 def note():
     """How tumbler runs, for the summary (None if never raised)."""
     return _state[0]
+
+
+def for_children():
+    """A ``preexec_fn`` that puts a child back at nice 0 where the kernel
+    cannot (no SCHED_RESET_ON_FORK: illumos), else None."""
+    if getattr(os, "SCHED_RESET_ON_FORK", 0) or _state[0] != "nice %d" % NICE:
+        return None
+    return _child_at_nice_0
+
+
+def _child_at_nice_0():
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
 
 
 def _raise():

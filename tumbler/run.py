@@ -21,7 +21,8 @@ from .engine.variation import VariationTable
 from .errors import EXIT_FAILURE, TumblerError, UsageError
 from .platform import open_backend
 from .platform.base import NoSuchProcess, NullBinder
-from .priority import note as priority_note, raise_priority
+from .priority import for_children as priority_for_children, note as priority_note
+from .priority import raise_priority
 from .runlog import RunLog
 from .state import Journal
 from .summary import summary_lines
@@ -223,7 +224,7 @@ def run_exec(settings, command):
     journal = _journal(backend, settings, policy)
     waiter = SignalWaiter(watch_children=True)
     try:
-        child = subprocess.Popen(command)
+        child = subprocess.Popen(command, preexec_fn=priority_for_children())
     except FileNotFoundError:
         waiter.close()
         raise TumblerError("%s: command not found" % command[0], 127) from None
