@@ -7,7 +7,7 @@ from array import array
 import pytest
 
 from tumbler.engine import window
-from tumbler.engine.grouping import spread
+from tumbler.engine.grouping import deviation, spread
 from tumbler.engine.model import Domain
 from tumbler.engine.policy import RUNNABLE_SHARE, ThreadView, make_policy
 from tumbler.engine.variation import cv
@@ -175,7 +175,8 @@ def test_quiet_decision_is_what_decide_decides(name):
         # new ones (one domain, or a spread within the tolerance) and, for
         # auto, no domain has more runnable threads than CPUs.
         may_be_quiet = (not plan.moves and not full.pins and not full.engaged
-                        and (len(domains) < 2 or plan.spread_before < 0.10)
+                        and (len(domains) < 2 or deviation(
+                            plan.domain_loads, [d.capacity for d in domains]) <= 0.10)
                         and (name != "auto" or all(summary.runnable[d.index] <= d.capacity
                                                    for d in domains))
                         and name != "speed")

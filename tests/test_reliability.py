@@ -625,7 +625,7 @@ def test_sigkill_then_restore_adopts_threads_born_of_a_speed_pin(spawner, procs,
 
 
 @pytest.mark.parametrize("signame", ["SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
-                                     "SIGABRT", "SIGRTMIN"])
+                                     "SIGXCPU", "SIGABRT", "SIGRTMIN"])
 def test_every_terminating_signal_restores(duty, domains, procs, state, signame):
     spec, doms = domains
     target, before, tumbler = duty_bound_by_tumbler(duty, procs, state, spec, doms)

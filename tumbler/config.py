@@ -16,7 +16,7 @@ example shows those defaults::
       - {cv: 0.11, interval_ms: 400}
       - {cv: 0.05, interval_ms: 800}
     idle_interval_ms: 800     # below the last row: no grouping, keep monitoring
-    tolerance: 0.10           # skip a regrouping that improves the spread less
+    tolerance: 0.10           # no domain further than this from the mean: keep groups
     discover_ms: 100          # how often new threads are looked for
     load_window_ms: 500       # thread load is measured over at least this long
     speed:                    # speed balancing (papers/speed-balancing.md)

@@ -34,7 +34,7 @@ def _stop_signals():
 STOP_SIGNALS = _stop_signals()
 #: Of them, the ones a run always takes over; the others only while they
 #: would end tumbler (their disposition is the default): a handler some
-#: part of tumbler set (SIGXCPU when a real-time budget is spent) stands.
+#: other part of tumbler set for one of them stands.
 ALWAYS_STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 

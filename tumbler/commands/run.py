@@ -28,6 +28,7 @@ from ..state import Journal
 from ..observers.summary import summary_lines, summary_record
 from ..balance.targets import allowed_union, check_process
 from ..balance.waiting import SignalWaiter
+from ..platform.priority import for_children as priority_for_children
 from ..platform.priority import note as priority_note, raise_priority
 from .gate import Gate, check_command
 
@@ -255,7 +256,8 @@ def run_exec(settings, command):
     gate = Gate() if settings["probe"] else None
     waiter = SignalWaiter(watch_children=True)
     try:
-        child = subprocess.Popen(gate.argv(command) if gate is not None else command)
+        child = subprocess.Popen(gate.argv(command) if gate is not None else command,
+                                 preexec_fn=priority_for_children())
     except OSError as exc:
         waiter.close()
         if gate is not None:

@@ -9,9 +9,9 @@ that vanished are simply absent from the input, so a plan never names them.
    to regroup at all (CV >= 0.05 by default).
 2. Nothing to group.  With fewer than two domains, or a CV below the lowest
    table row, the current groups are kept -- unless the domains themselves
-   are out of balance by at least ``tolerance``: threads of equal load can
-   still sit unevenly (say 4+4 threads bound, then 3 exit on one side), and
-   since tumbler bound them, the OS can no longer even them out.
+   are out of balance by more than ``tolerance`` (step 4): threads of equal
+   load can still sit unevenly (say 4+4 threads bound, then 3 exit on one
+   side), and since tumbler bound them, the OS can no longer even them out.
 3. Candidate groups.  Otherwise the threads are wave-grouped into
    capacity-sized slots (wave.py, Algorithm 2 generalised to unequal
    domains) and the slots mapped to domains so that slots land where their
@@ -22,20 +22,26 @@ that vanished are simply absent from the input, so a plan never names them.
    on a domain it may not use goes to the eligible domain with the least
    per-capacity load after adding it (heaviest such thread first; ties: its
    current domain, then the lowest index).
-4. Error tolerance.  "Spread" is the CV of the per-capacity domain loads
-   (load / CPUs).  The candidate is adopted only if it lowers the predicted
-   spread by at least ``tolerance`` (default 0.10) compared with keeping the
-   current groups; otherwise nothing migrates.  This is the LBP error
-   tolerance of PMQS (papers/pmqs-load-balancers.md, section 6): balancing
-   every small deviation (LBC) over-corrects and oscillates, while LBP-10 /
-   LBP-45 only act on queues outside X% of the mean.  A program that is
-   already balanced therefore sees no migrations, round after round, even
-   though a fresh wave grouping of noisy loads would shuffle it.  The
-   paper's own rule agrees: "when thread migrations are not expected to
-   yield any benefit, they will not be performed" (section 3.4).
-   "Keeping the current groups" still places new threads (step 6), so the
-   comparison is made against that; without new threads it is exactly
-   ``spread_before - spread_after``.
+4. Error tolerance, as PMQS's LBP states it (papers/pmqs-load-balancers.md,
+   section 6): a domain is balanced when its load per CPU is within
+   ``tolerance`` (default 0.10, LBP-10) of the mean load per CPU (all the
+   load over all the CPUs).  ``deviation`` is the largest such relative
+   distance over the domains.  While it is at most the tolerance the
+   groups are kept and nothing migrates: balancing every small deviation
+   (LBC) over-corrects and oscillates, and a program that is already
+   balanced sees no migrations round after round, even though a fresh wave
+   grouping of noisy loads would shuffle it.  Beyond it, the candidate is
+   adopted if it brings every domain within the tolerance, or, when it
+   cannot (a few heavy threads), if it lowers the deviation by at least
+   the tolerance; otherwise nothing migrates.  The paper's own rule agrees:
+   "when thread migrations are not expected to yield any benefit, they
+   will not be performed" (section 3.4).  "Keeping the current groups"
+   still places new threads (step 6), so the comparison is made against
+   that.  (An earlier rule compared the CV of the domain loads with the
+   tolerance, which lets a single domain of K deviate by up to
+   sqrt(K-1) x tolerance: 17% at K=4, 26% at K=8.)  "Spread", the CV of the
+   per-capacity domain loads (load / CPUs), is still what the log and the
+   summary report.
 5. Moves are only the threads whose domain changes, ordered by tid; two
    opposite moves of near-equal loads (within 0.02 CPU) cancel out, since
    swapping them changes no domain's load -- as long as all the cancelled
@@ -72,7 +78,8 @@ from .model import Domain, Move, Plan, ThreadLoad
 from .variation import VariationTable, cv
 from .wave import sort_by_load, wave_slots
 
-#: Default error tolerance on the spread (absolute CV), PMQS LBP-10.
+#: Default error tolerance: no domain's load per CPU further than this
+#: fraction from the mean, PMQS LBP-10.
 DEFAULT_TOLERANCE = 0.10
 
 #: Two opposite moves of threads whose loads differ by at most this many
@@ -286,6 +293,17 @@ def _column_sums(values: List[float], domains: List[Optional[int]],
 def spread(domain_loads: Sequence[float], capacities: Sequence[int]) -> float:
     """CV of per-capacity domain loads; 0 when there is no load at all."""
     return cv(load / capacity for load, capacity in zip(domain_loads, capacities))
+
+
+def deviation(domain_loads: Sequence[float], capacities: Sequence[int]) -> float:
+    """Largest relative distance of a domain's load per CPU from the mean
+    load per CPU (all the load over all the CPUs): what the tolerance
+    bounds (step 4 of the module docstring).  0 when there is no load."""
+    mean = math.fsum(domain_loads) / sum(capacities)
+    if not mean > 0.0:
+        return 0.0
+    return max(abs(load / capacity - mean) for load, capacity in
+               zip(domain_loads, capacities)) / mean
 
 
 def _lightest_after_adding(candidates, load, domain_loads, capacities, preferred=None):
@@ -517,15 +535,19 @@ def _placement_note(threads: List[ThreadLoad], arriving: List[ThreadLoad]) -> st
     return "; " + ", ".join(notes) if notes else ""
 
 
-def _worth_regrouping(gain: float, tolerance: float) -> bool:
-    """Migrate only for a real gain of at least the error tolerance."""
-    return gain > _NO_GAIN and gain >= tolerance
+def _worth_regrouping(kept: float, regrouped: float, tolerance: float) -> bool:
+    """Migrate only for a real gain (deviations kept -> regrouped) that brings
+    every domain within the tolerance or is at least the tolerance."""
+    gain = kept - regrouped
+    return gain > _NO_GAIN and (regrouped <= tolerance or gain >= tolerance)
 
 
-def _kept_reason(gain: float, tolerance: float) -> str:
-    if gain < tolerance:
-        return "predicted spread gain %.2f < tolerance %.2f: keep groups" % (gain, tolerance)
-    return "no predicted spread gain: keep groups"
+def _kept_reason(kept: float, regrouped: float, tolerance: float) -> str:
+    gain = kept - regrouped
+    if gain > _NO_GAIN:
+        return ("predicted deviation %.2f -> %.2f: gain < tolerance %.2f: keep groups"
+                % (kept, regrouped, tolerance))
+    return "no predicted gain: keep groups"
 
 
 def _single_domain_plan(columns: _Columns, table: VariationTable) -> Plan:
@@ -545,44 +567,47 @@ def _single_domain_plan(columns: _Columns, table: VariationTable) -> Plan:
                 reason="single domain: nothing to group across")
 
 
-def keeps_groups(domain_count: int, kept_spread: float, tolerance: float) -> bool:
+def keeps_groups(domain_count: int, kept_deviation: float, tolerance: float) -> bool:
     """Whether plan_tumbler keeps the groups of placed threads without
-    computing a regrouping: one domain, or a spread within the tolerance
-    (steps 2 and 4 of the module docstring).  No regrouping can gain more
-    than the whole current spread.  The controller's quiet rounds decide
-    with this too (policy.quiet_verdict)."""
-    return domain_count < 2 or kept_spread < tolerance
+    computing a regrouping: one domain, or every domain within the
+    tolerance of the mean (``deviation``; steps 2 and 4 of the module
+    docstring).  The controller's quiet rounds decide with this too
+    (policy.quiet_verdict)."""
+    return domain_count < 2 or kept_deviation <= tolerance
 
 
 def _kept_groups_reason(domain_count: int, thread_cv: float, kept: float,
                         table: VariationTable, tolerance: float) -> str:
-    """Why keeps_groups kept them."""
+    """Why keeps_groups kept them (``kept``: the deviation)."""
     if domain_count < 2:
         return "single domain: nothing to group across"
     if thread_cv < table.lowest_cv:
         return "cv %.2f < %.2f: no grouping" % (thread_cv, table.lowest_cv)
-    return "spread %.2f < tolerance %.2f: keep groups" % (kept, tolerance)
+    return "deviation %.2f <= tolerance %.2f: keep groups" % (kept, tolerance)
 
 
 def plan_kept_groups(domain_loads: Sequence[float], thread_cv: float, kept_spread: float,
-                     assignment: Dict[int, int], domain_count: int, table: VariationTable,
+                     assignment: Dict[int, int], capacities: Sequence[int],
+                     table: VariationTable,
                      tolerance: float = DEFAULT_TOLERANCE) -> Optional[Plan]:
     """The plan ``plan_tumbler`` makes for threads that are all placed, on
-    ``domain_count`` domains whose summed loads are ``domain_loads``, with
-    spread ``kept_spread``, when the loads have CV ``thread_cv`` and it
+    domains of ``capacities`` CPUs whose summed loads are ``domain_loads``,
+    with spread ``kept_spread``, when the loads have CV ``thread_cv`` and it
     keeps the groups without computing a regrouping -- or None when it
     would compute one.
 
     ``assignment`` (thread -> domain, unchanged) is taken as it is.
     """
-    if not keeps_groups(domain_count, kept_spread, tolerance):
+    domain_count = len(capacities)
+    kept_deviation = deviation(domain_loads, capacities) if domain_count > 1 else 0.0
+    if not keeps_groups(domain_count, kept_deviation, tolerance):
         return None
     loads = list(domain_loads)
     return Plan(moves=[], assignment=assignment, thread_cv=thread_cv,
                 interval_ms=table.interval_for(thread_cv)[0], regroup=False,
                 domain_loads=loads, predicted_loads=list(loads), spread_before=kept_spread,
                 spread_after=kept_spread, reason=_kept_groups_reason(
-                    domain_count, thread_cv, kept_spread, table, tolerance))
+                    domain_count, thread_cv, kept_deviation, table, tolerance))
 
 
 # -- the policy ------------------------------------------------------------------
@@ -630,9 +655,10 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
         kept = dict(zip(columns.tids, columns.domains))
         kept_loads, spread_kept, kept_moves = list(domain_loads), spread_before, []
     note = _placement_note(threads, arriving)
-    if keeps_groups(len(ordered), spread_kept, tolerance):
+    deviation_kept = deviation(kept_loads, capacities)
+    if keeps_groups(len(ordered), deviation_kept, tolerance):
         return plan(kept, kept_loads, spread_kept, False, _kept_groups_reason(
-            len(ordered), thread_cv, spread_kept, table, tolerance) + note, kept_moves)
+            len(ordered), thread_cv, deviation_kept, table, tolerance) + note, kept_moves)
 
     if loads is None:
         loads = dict(zip(columns.tids, effective))
@@ -640,12 +666,13 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
                               loads)
     regrouped_loads = _summed_loads(regrouped, loads, len(ordered))
     regrouped_spread = spread(regrouped_loads, capacities)
-    gain = spread_kept - regrouped_spread
-    if not _worth_regrouping(gain, tolerance):
-        return plan(kept, kept_loads, spread_kept, False, _kept_reason(gain, tolerance) + note,
+    deviation_regrouped = deviation(regrouped_loads, capacities)
+    if not _worth_regrouping(deviation_kept, deviation_regrouped, tolerance):
+        return plan(kept, kept_loads, spread_kept, False,
+                    _kept_reason(deviation_kept, deviation_regrouped, tolerance) + note,
                     kept_moves)
     result = plan(regrouped, regrouped_loads, regrouped_spread, True, "")
-    result.reason = "regrouped: spread %.2f -> %.2f, %d move%s" % (
-        spread_before, result.spread_after, len(result.moves),
-        "" if len(result.moves) == 1 else "s")
+    result.reason = "regrouped: deviation %.2f -> %.2f (spread %.2f -> %.2f), %d move%s" % (
+        deviation(domain_loads, capacities), deviation_regrouped, spread_before,
+        result.spread_after, len(result.moves), "" if len(result.moves) == 1 else "s")
     return result

@@ -41,9 +41,11 @@ Policies:
                 mean (3 spinning threads on 2 cores: 0.5, 0.5, 1.0).  Equal
                 speeds mean the OS has already shared the cores fairly.
              3. It *stays engaged* while there are more candidates than
-                cores -- balanced speeds are then its own doing -- and
-                *disengages* (threads handed back to the OS, bound to the
-                whole domain) when they are no more than the cores.
+                cores and not a multiple of them -- balanced speeds are
+                then its own doing -- and *disengages* (threads handed back
+                to the OS, bound to the whole domain) when they are no more
+                than the cores, or a multiple of them (the OS then shares
+                the cores evenly itself).
              4. A candidate that starts sleeping is unpinned at the next
                 full round.  While a domain is engaged, full rounds come
                 every ``ENGAGED_INTERVAL_MS`` (200 ms) at most; in
@@ -77,7 +79,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Dict, List, NamedTuple, Optional
 
-from .grouping import DEFAULT_TOLERANCE, IDLE_LOAD, keeps_groups, plan_kept_groups, plan_tumbler
+from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
+                       plan_tumbler)
 from .model import Plan, ThreadLoad
 from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
@@ -176,9 +179,13 @@ class TumblerPolicy:
 
     def quiet_verdict(self, summary, capacities):
         """See the module docstring; ``capacities``: CPUs per domain, by index."""
-        spread = summary.spread if len(capacities) > 1 else 0.0
-        if not keeps_groups(len(capacities), spread, self.tolerance):
-            return None
+        if len(capacities) > 1:
+            spread = summary.spread
+            if not keeps_groups(len(capacities), deviation(summary.domain_loads, capacities),
+                                self.tolerance):
+                return None
+        else:
+            spread = 0.0
         if self.fixed_interval_ms is not None:
             return self.fixed_interval_ms, spread
         return self.table.interval_for(summary.thread_cv)[0], spread
@@ -192,7 +199,7 @@ class TumblerPolicy:
             return None
         interval_ms, spread = verdict
         plan = plan_kept_groups(summary.domain_loads, summary.thread_cv, spread, assignment,
-                                len(domains), self.table, self.tolerance)
+                                [d.capacity for d in domains], self.table, self.tolerance)
         plan.interval_ms = interval_ms
         return Decision(plan=plan, interval_ms=plan.interval_ms,
                         notes=self._quiet_notes(summary, domains))

@@ -6,9 +6,10 @@ domain.  The policy's full decision on such a round
 needs only a few sums over the threads, not the threads one by one
 (``policy.quiet_verdict``):
 
-* each domain's summed load over the load window and their spread (the
-  CV of the per-CPU domain loads), which plan_tumbler compares with the
-  tolerance.  A thread's load is its demand: (CPU time + run-queue wait)
+* each domain's summed load over the load window, from which
+  policy.quiet_verdict takes the deviation plan_tumbler compares with the
+  tolerance, and their spread (the CV of the per-CPU domain loads), which
+  the summary reports.  A thread's load is its demand: (CPU time + run-queue wait)
   / wall time, capped at one CPU, as the controller measures it -- not
   Eq. 1's CPU time alone, which on a saturated domain sums to its
   capacity however many threads queue there;
