@@ -54,24 +54,27 @@ def attach_and_watch(pid, cpus, duration, watch_after=0.0, domains=None):
                                            "--duration", str(duration), "--interval", "100"),
                                stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
-        wait_until(lambda: tumbler.poll() is not None or any(
-            m in bound for m in thread_masks(pid).values()), "tumbler to bind a thread")
-        time.sleep(watch_after)
-        samples = []
+        samples = []            # (monotonic time, masks) while tumbler runs
         while tumbler.poll() is None:
-            samples.append(thread_masks(pid))
+            samples.append((time.monotonic(), thread_masks(pid)))
             time.sleep(0.05)
         _, stderr = tumbler.communicate(timeout=30)
-        # The samples after tumbler put every thread back are no view of
-        # its balancing (restoring takes microseconds: a sample shows all
-        # threads back or none) -- unless it never changed anything.
-        changed = [i for i, sample in enumerate(samples)
-                   if any(before.get(t) != m for t, m in sample.items())]
+        # Watched from ``watch_after`` after the first bind (when there was
+        # one: with one domain nothing may be bound at all) ...
+        first = next((t for t, masks in samples if any(m in bound for m in masks.values())),
+                     None)
+        if first is not None:
+            samples = [(t, masks) for t, masks in samples if t >= first + watch_after]
+        # ... to the last sample before tumbler put every thread back:
+        # those after are no view of its balancing (restoring takes
+        # microseconds: a sample shows all threads back or none).
+        changed = [i for i, (_, masks) in enumerate(samples)
+                   if any(before.get(t) != m for t, m in masks.items())]
         if changed:
             del samples[changed[-1] + 1:]
         seen = {}
-        for sample in samples:
-            for tid, mask in sample.items():
+        for _, masks in samples:
+            for tid, mask in masks.items():
                 seen.setdefault(tid, set()).add(mask)
     finally:
         if tumbler.poll() is None:
