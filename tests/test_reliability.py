@@ -644,9 +644,16 @@ def test_exec_forwards_other_signals_to_the_command(domains, state):
                                         "trap 'exit 9' USR1; echo ready; "
                                         "while :; do sleep 0.05; done"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO, env=env_for(state))
-    assert proc.stdout.readline().strip() == "ready"
-    status, stderr = finish(proc, signal.SIGUSR1)
+                            cwd=REPO, env=env_for(state), start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        status, stderr = finish(proc, signal.SIGUSR1)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)     # the command too, if a check failed
+        except ProcessLookupError:
+            pass
+        proc.wait()
     assert status == 9, stderr
     assert "command exited" in stderr
 
