@@ -148,6 +148,18 @@ def _write_summary(out, record):
               file=sys.stderr)
 
 
+def _begin(controller, settings):
+    """Balancing begins: (when tumbler started -- "ran N s" is the wall
+    time the user waited --, tumbler's CPU time now, the --duration
+    deadline or None, counted from now)."""
+    controller.stats.priority = priority_note
+    balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
+    started = _launched()
+    controller.stats.startup_s = balancing - started
+    deadline = balancing + settings["duration"] if settings["duration"] else None
+    return started, cpu_before, deadline
+
+
 def _start_observers(observers, controller):
     for observer in observers:
         observer.start(controller)
@@ -216,12 +228,8 @@ def run_attach(settings, pids):
         if summary_out is not None:
             summary_out.close()
         raise
-    controller.stats.priority = priority_note
-    balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
-    started = _launched()       # "ran N s": the wall time the user waited
-    controller.stats.startup_s = balancing - started
+    started, cpu_before, deadline = _begin(controller, settings)
     reason = "error"
-    deadline = balancing + settings["duration"] if settings["duration"] else None
     try:
         for pid in pids:
             try:
@@ -282,12 +290,8 @@ def run_exec(settings, command):
                             observers=observers, first_interval_ms=50,
                             **settings["config"].loop_options(),
                             journal=journal)
-    controller.stats.priority = priority_note
-    balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
-    started = _launched()       # "ran N s": the wall time the user waited
-    controller.stats.startup_s = balancing - started
+    started, cpu_before, deadline = _begin(controller, settings)
     reason = "error"
-    deadline = balancing + settings["duration"] if settings["duration"] else None
     stopped = None
     try:
         try:
