@@ -490,8 +490,8 @@ def run_once(setup: RunSetup, policy: str, run: int) -> RunResult:
                 tracer = _tracer(setup, process, policy)
                 if placer is not None:
                     placer.place_new(process.pid)       # the gate's thread is CMD's main
-                gate.open(lambda: process.poll() is None)
-                started = time.monotonic()
+                if gate.open(lambda: process.poll() is None):
+                    started = gate.released
             # The placing loop runs in this thread; --probe's readings in others.
             cpu_before = time.thread_time()
             if placer is not None:

@@ -51,6 +51,7 @@ class Gate:
         self.path = os.path.join(self._dir, "gate")
         os.mkfifo(self.path, 0o600)
         self.opened = False
+        self.released = None        # monotonic time of the release, once opened
 
     def argv(self, command):
         return ["/bin/sh", "-c", GATE_SCRIPT, self.path, *command]
@@ -58,7 +59,8 @@ class Gate:
     def open(self, alive):
         """Let the command go.  Waits for the shell to open the FIFO while
         ``alive()`` is true; returns whether the line was written (False:
-        the gate's process ended first)."""
+        the gate's process ended first).  ``released``: the monotonic time
+        just before the line was written."""
         if self.opened:
             return True
         while True:
@@ -72,6 +74,9 @@ class Gate:
                 time.sleep(_RETRY_S)
                 continue
             try:
+                # Read before the write: once written, CMD may run (and
+                # start its own clocks) before this thread is back.
+                self.released = time.monotonic()
                 os.write(fd, b"\n")
             finally:
                 os.close(fd)
