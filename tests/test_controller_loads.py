@@ -267,3 +267,36 @@ def test_saturated_domains_are_balanced_by_demand_8_vs_4():
     counts = [list(plan.assignment.values()).count(d) for d in (0, 1)]
     assert counts == [6, 6]
     assert sum(controller.threads[(PID, tid)].cpu for tid in range(1, 13)) == pytest.approx(8.0)
+
+
+def test_a_regrouping_is_held_until_the_last_one_is_a_load_window_old():
+    """The loads a plan is made from reach back a load window: right after
+    a regrouping they still describe the placement before it.  A policy
+    that asks for moves every round gets them at most once a window
+    (placements of unplaced threads are never held)."""
+    from tumbler.engine.model import Move, Plan
+    from tumbler.engine.policy import Decision, TumblerPolicy
+
+    class FlipEveryRound(TumblerPolicy):
+        def __init__(self):
+            super().__init__(None)
+
+        def decide(self, threads, domains):
+            moves = [Move(t.tid, t.domain, 1 - (t.domain or 0)) for t in threads]
+            plan = Plan(moves, {m.tid: m.dst for m in moves}, 0.0, 100, True, [0.0, 0.0],
+                        [0.0, 0.0], 0.0, 0.0, "flip")
+            return Decision(plan=plan, interval_ms=100, notes={})
+
+    backend = ScriptedBackend()
+    backend.run(101, 0)
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), FlipEveryRound(), choice,
+                            load_window_ms=300, dry_run=True)
+    controller.add_target(PID)
+    domains = []
+    for _ in range(8):                      # 100 ms rounds
+        advance(backend, controller, 100, {101: 0.5})
+        domains.append(controller.threads[(PID, 101)].domain)
+    # Placed at the first round (never held), then moved every third round.
+    moves = [i for i in range(1, 8) if domains[i] != domains[i - 1]]
+    assert moves == [3, 6], domains

@@ -115,6 +115,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self.stats = RunStats(started=time.monotonic())
         self.quiet_rounds = quiet_rounds    # False: every round is a full one
         self._roster = None         # the threads quiet rounds read, while they may
+        self._regrouped_ns = None   # sample time of the last round that moved threads
         self._capacities = Roster.capacities(self.domains)
         binder.setup([d.cpus for d in self.domains])
 
@@ -168,7 +169,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._refresh_name(thread)      # placed at birth, often renamed since
         if self.moves_threads:
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
-            applied += self._apply([(by_tid[m.tid], m.dst) for m in plan.moves])
+            applied += self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
+                                     samples)
             self.pins_made = self._pins_between + self._pin(by_tid, decision.pins)
             self._pins_between = []
             self._follow_speed(decision, measured)
@@ -203,6 +205,25 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
 
 
 
+
+    def _regroup(self, plan, moves, samples):
+        """Apply a plan's moves -- unless the last regrouping is less than a
+        load window old: the loads it was planned from still reach back
+        before it (and a moved thread's run-queue wait is its old domain's),
+        so planning again from them would move threads back and forth on
+        noise (seen: 10 migrations a second of four equal threads under
+        outside load).  Placements of threads not yet placed are never
+        held.  Returns the moves made."""
+        now = samples[0].wall_ns if samples else time.monotonic_ns()
+        if self._regrouped_ns is not None and now - self._regrouped_ns < self.load_window_ns:
+            held = [(t, dst) for t, dst in moves if t.domain is not None]
+            if held:
+                moves = [(t, dst) for t, dst in moves if t.domain is None]
+                plan.reason += "; held: the last regrouping is not yet a load window old"
+        made = self._apply(moves)
+        if any(src is not None for _, src, _ in made):
+            self._regrouped_ns = now
+        return made
 
     # -- the loop ------------------------------------------------------------
 
