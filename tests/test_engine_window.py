@@ -151,7 +151,8 @@ def random_case(rng):
             ran = rng.randint(0, span)
         waited = rng.choice([0, 0, span - ran, rng.randint(0, span)])
         rows.append((ran, waited, 0, 0, domain))
-        views.append(ThreadView(tid, min(1.0, (ran + waited) / span), domain,
+        views.append(ThreadView(tid, window.demand(ran / span, (ran + waited) / span,
+                                                   RUNNABLE_SHARE), domain,
                                 frozenset(range(domain_count)),
                                 None, ran, span, (ran + waited) / span, None))
     return domains, span, rows, views
@@ -212,3 +213,20 @@ def test_auto_is_never_quiet_while_engaged():
     calm = window.WindowSummary((0.5,), 0.0, 0.0, (3,), (0,), 0)
     assert policy.quiet_verdict(calm, array("i", [2])) is None
     assert make_policy("auto").quiet_verdict(calm, array("i", [2])) == (200, 0.0)
+
+
+def test_demand_counts_the_wait_of_always_runnable_threads_only():
+    """An always-runnable thread wants a whole CPU whatever it got (3 + 1
+    busy threads on two 1-CPU domains: 1 each); a thread runnable less of
+    the time got what it asked for, and its wait -- the overlap with its
+    neighbours' bursts, which changes with every regrouping -- is not
+    counted (four 30% threads on two CPUs were moved back and forth on it)."""
+    assert window.demand(1 / 3, 1.0, 0.9) == 1.0
+    assert window.demand(0.5, 0.95, 0.9) == 0.95
+    assert window.demand(0.3, 0.45, 0.9) == 0.3
+    assert window.demand(1.2, 1.2, 0.9) == 1.0
+    run, lat = array("q", [30, 33]), array("q", [15, 67])
+    zeros = array("q", [0, 0])
+    for summary in both(run, lat, zeros, zeros, 100, array("i", [0, 1]),
+                        array("i", [1, 1]), 0.9):
+        assert summary.domain_loads == pytest.approx((0.30, 1.0))

@@ -91,6 +91,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self.moves_threads = policy.moves_threads
         self.discover_s = discover_ms / 1000.0
         self.load_window_ns = load_window_ms * 1_000_000
+        self.regroup_hold_ns = self.load_window_ns  # see _regroup
         self.first_interval_ms = first_interval_ms
         self.journal = journal          # crash-safe record of original placements
         self.observers = list(observers)   # each has write_round(controller, plan, moves)
@@ -215,7 +216,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         outside load).  Placements of threads not yet placed are never
         held.  Returns the moves made."""
         now = samples[0].wall_ns if samples else time.monotonic_ns()
-        if self._regrouped_ns is not None and now - self._regrouped_ns < self.load_window_ns:
+        if self._regrouped_ns is not None and now - self._regrouped_ns < self.regroup_hold_ns:
             held = [(t, dst) for t, dst in moves if t.domain is not None]
             if held:
                 moves = [(t, dst) for t, dst in moves if t.domain is None]

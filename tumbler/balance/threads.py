@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..cpulist import format_cpulist
+from ..engine.policy import RUNNABLE_SHARE
+from ..engine.window import demand
 from ..platform.base import NoSuchProcess
 from .targets import allowed_union
 
@@ -249,9 +251,8 @@ class ThreadTracking:
             if lat_ns is not None and old_lat is not None:
                 runnable = (run + (lat_ns - old_lat if lat_ns > old_lat else 0)) / wall
                 thread.runnable = runnable
-                # Demand: the CPU it got plus the time it queued for one
-                # (engine/window.py computes the same for quiet rounds).
-                thread.load = runnable if runnable < 1.0 else 1.0
+                # Demand (engine.window.demand, as quiet rounds sum it).
+                thread.load = demand(thread.cpu, runnable, RUNNABLE_SHARE)
             else:           # no run-queue wait known (schedstat off): Eq. 1
                 thread.load = thread.cpu
         return measured, unknown

@@ -8,8 +8,9 @@
  * right after a 100 ms sleep; here a few microseconds.  Pure arithmetic, no
  * OS call: it belongs to the engine.
  *
- * A thread's load is its demand, min(1, (CPU time + run-queue wait) / span),
- * as in window.py.
+ * A thread's load is its demand as in window.py (demand): min(1, (CPU time +
+ * run-queue wait) / span) for a thread runnable at least runnable_share of
+ * the time, else min(1, CPU time / span).
  *
  * summarize_window(run, lat, base_run, base_lat, span_ns, domain_of,
  *                  capacities, runnable_share)
@@ -145,7 +146,11 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
             goto done;
         }
         double wanted = (double)(ran + waited) / span;
-        double load = wanted < 1.0 ? wanted : 1.0;     /* demand, capped at one CPU */
+        /* demand (window.py, demand): the runnable share of an
+           always-runnable thread, else the CPU it got; capped at one CPU */
+        double load = wanted >= share ? wanted : (double)ran / span;
+        if (load > 1.0)
+            load = 1.0;
         loads[counted++] = load;
         add(&sums[domain], load);
         threads[domain]++;

@@ -9,8 +9,9 @@ needs only a few sums over the threads, not the threads one by one
 * each domain's summed load over the load window, from which
   policy.quiet_verdict takes the deviation plan_tumbler compares with the
   tolerance, and their spread (the CV of the per-CPU domain loads), which
-  the summary reports.  A thread's load is its demand: (CPU time + run-queue wait)
-  / wall time, capped at one CPU, as the controller measures it -- not
+  the summary reports.  A thread's load is its demand (``demand``): for an
+  always-runnable thread (CPU time + run-queue wait) / wall time, else
+  its CPU time, capped at one CPU, as the controller measures it -- not
   Eq. 1's CPU time alone, which on a saturated domain sums to its
   capacity however many threads queue there;
 * the CV of the thread loads, which picks the interval from the
@@ -61,6 +62,19 @@ class WindowSummary(NamedTuple):
     crowded: int                        # domains with more runnable threads than CPUs
 
 
+def demand(cpu, runnable, runnable_share):
+    """A thread's load: what it wants of a CPU.  A thread runnable for at
+    least ``runnable_share`` of the time wants a whole CPU whatever it got
+    (its run-queue wait counts: on a saturated domain the CPU received sums
+    to the capacity however many threads queue there); one runnable less
+    of the time got what it asked for, and its wait is only the overlap
+    with its neighbours' bursts (which moves with every regrouping: counted,
+    it made tumbler chase it).  Capped at one CPU."""
+    if runnable >= runnable_share:
+        return runnable if runnable < 1.0 else 1.0
+    return cpu if cpu < 1.0 else 1.0
+
+
 def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,
                         runnable_share):
     """``summarize_window`` in Python (see the module docstring)."""
@@ -78,12 +92,12 @@ def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capaci
     sums = [[] for _ in range(domain_count)]
     threads = [0] * domain_count
     runnable = [0] * domain_count
-    for share, domain in zip(shares, domain_of):
+    for ran, share, domain in zip(runs, shares, domain_of):
         if domain == OUTSIDE:
             continue
         if not 0 <= domain < domain_count:
             raise ValueError("domain %r out of range" % (domain,))
-        load = share if share < 1.0 else 1.0        # demand, capped at one CPU
+        load = demand(ran / span_ns, share, runnable_share)
         loads.append(load)
         sums[domain].append(load)
         threads[domain] += 1
