@@ -3,8 +3,9 @@
 Each round (paper Algorithm 1; ``Controller.round``):
 
 1. sample every thread of every target (one pass over /proc);
-2. turn the deltas into loads: what each thread *wants*, delta(CPU time +
-   run-queue wait) / delta(wall) capped at one CPU, not only what it got
+2. turn the deltas into loads: what each thread *wants* (``engine.window.
+   demand``: for an always-runnable thread delta(CPU time + run-queue
+   wait) / delta(wall), capped at one CPU), not only what it got
    (Eq. 1, delta(usr+sys) / delta(wall), kept as ``cpu``): on a saturated
    domain the CPU received sums to its capacity however many threads
    queue there, so Eq. 1 alone cannot see 3 + 1 busy threads on two
