@@ -195,3 +195,12 @@ def test_single_domain_watches_calmly_until_speed_engages():
     assert idle.speed_interval_ms is None
     busy = auto().decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
     assert busy.speed_interval_ms == SpeedParams().interval_ms      # no jitter in auto()
+
+
+def test_observing_policies_are_those_that_never_move_threads():
+    """config.OBSERVING_POLICIES (read before the engine is imported, to
+    start exec's command early) agrees with the engine's classes."""
+    from tumbler.config import OBSERVING_POLICIES, POLICY_CHOICES
+    from tumbler.engine.policy import make_policy
+    for name in POLICY_CHOICES:
+        assert make_policy(name).moves_threads == (name not in OBSERVING_POLICIES), name

@@ -1104,3 +1104,17 @@ def test_system_processor_groups_through_kstat_p(monkeypatch):
                                           "parent_pg_id": -1, "pg_id": 1,
                                           "relationship": "Cache"}}
     assert asked == ["pg_hw_perf:::"]
+
+
+def test_process_tree_from_psinfo_ppid(tree):
+    """--children on illumos: every process of /proc, each one's parent
+    from psinfo_t.pr_ppid (illumos-gate usr/src/uts/common/sys/procfs.h)."""
+    fx.write_process(str(tree), PID, {"fname": "sh", "ppid": 1}, [lwp(1)])
+    fx.write_process(str(tree), PID + 1, {"fname": "app", "ppid": PID}, [lwp(1), lwp(2)])
+    b = backend(tree)
+    assert sorted(b.process_ids()) == [PID, PID + 1]
+    assert b.parent_of(PID + 1) == PID
+    assert b.parent_of(PID) == 1
+    with pytest.raises(NoSuchProcess):
+        b.parent_of(PID + 2)
+    assert b.newest_pid() is None       # no such token: every look lists /proc

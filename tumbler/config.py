@@ -31,16 +31,17 @@ example shows those defaults::
 """
 
 import os
-import re
 import stat
-from dataclasses import dataclass, field, replace
-from typing import Optional
 
 
 from .errors import UsageError
 
 LEVEL_CHOICES = ("auto", "package", "numa", "llc", "core")
 POLICY_CHOICES = ("auto", "tumbler", "speed", "observe")
+#: Policies that never move a thread (their engine class says
+#: ``moves_threads = False``; tests/test_engine_policy.py checks the two
+#: agree): such a run keeps no state and needs no binder.
+OBSERVING_POLICIES = ("observe",)
 BINDER_CHOICES = ("affinity", "cpuset", "pset")
 
 # Bounds that catch typos (an interval of 50000 s) without second-guessing
@@ -56,7 +57,7 @@ MAX_CONFIG_DEPTH = 32
 #: A plain scalar this long that YAML would read as a number is refused:
 #: Python refuses to convert integers of over 4,300 digits anyway.
 MAX_NUMBER_CHARS = 64
-_NUMBER = re.compile(r"[-+]?[0-9][0-9_.:eE+-]*$|[-+]?0[box][0-9a-fA-F_]+$")
+_NUMBER = r"[-+]?[0-9][0-9_.:eE+-]*$|[-+]?0[box][0-9a-fA-F_]+$"
 
 
 class ConfigError(UsageError):
@@ -68,19 +69,45 @@ class ConfigError(UsageError):
         self.key = key
 
 
-@dataclass(frozen=True)
 class Config:
-    """What the file sets; None (or an empty ``speed``) where it is silent."""
+    """What the file sets; None (or an empty ``speed``) where it is silent.
 
-    variation_table: Optional[tuple] = None
-    idle_interval_ms: Optional[int] = None
-    tolerance: Optional[float] = None
-    discover_ms: Optional[int] = None
-    load_window_ms: Optional[int] = None
-    speed: dict = field(default_factory=dict)     # SpeedParams fields given
-    level: str = "auto"
-    policy: str = "auto"
-    binder: Optional[str] = None      # None: the platform's default
+    A plain class, not a dataclass: ``tumbler exec`` makes one before its
+    command starts, and importing dataclasses (with inspect) costs more
+    than the rest of that path (commands/quick.py)."""
+
+    #: field -> default (``speed``: the SpeedParams fields given)
+    DEFAULTS = {"variation_table": None, "idle_interval_ms": None, "tolerance": None,
+                "discover_ms": None, "load_window_ms": None, "speed": None,
+                "level": "auto", "policy": "auto",
+                "binder": None}     # binder None: the platform's default
+    __slots__ = tuple(DEFAULTS)
+
+    def __init__(self, **values):
+        unknown = values.keys() - self.DEFAULTS.keys()
+        if unknown:
+            raise TypeError("Config has no field %s" % ", ".join(sorted(unknown)))
+        for name, default in self.DEFAULTS.items():
+            object.__setattr__(self, name, values.get(name, default))
+        if self.speed is None:
+            object.__setattr__(self, "speed", {})
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Config is read-only: use replace()")
+
+    def replace(self, **changes):
+        """A copy with ``changes``."""
+        return Config(**{**{name: getattr(self, name) for name in self.DEFAULTS}, **changes})
+
+    def __eq__(self, other):
+        return type(other) is Config and all(
+            getattr(self, name) == getattr(other, name) for name in self.DEFAULTS)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "Config(%s)" % ", ".join("%s=%r" % (name, getattr(self, name))
+                                        for name in self.DEFAULTS)
 
     def loop_options(self):
         """Keyword arguments for the balancing loop: only those the file set."""
@@ -147,6 +174,8 @@ def load_yaml(path, text):
     """The data of YAML ``text`` (bytes: YAML's reader checks the
     encoding).  The events are checked first -- nesting depth, numbers too
     long to convert -- so that nothing hostile reaches the constructor."""
+    import re           # here: a run without a config file never needs it
+    number = re.compile(_NUMBER)
     yaml, loader = _yaml()
     try:
         depth = 0
@@ -159,7 +188,7 @@ def load_yaml(path, text):
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
             elif isinstance(event, yaml.ScalarEvent) and event.implicit[0] \
-                    and len(event.value) > MAX_NUMBER_CHARS and _NUMBER.match(event.value):
+                    and len(event.value) > MAX_NUMBER_CHARS and number.match(event.value):
                 raise UsageError("bad config %s:%d: a number of %d characters"
                                  % (path, event.start_mark.line + 1, len(event.value)))
         data = yaml.load(text, Loader=loader)
@@ -178,6 +207,7 @@ def located(path, node, key):
     or ``path`` alone where it cannot be told."""
     import yaml
     line = None
+    import re
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", key or ""):
         if isinstance(node, yaml.MappingNode):
             found = next(((k, v) for k, v in node.value if k.value == part), None)
@@ -201,19 +231,19 @@ def parse_config(data):
                            "discover_ms", "load_window_ms", "speed", "defaults"), "")
     config = Config()
     if "variation_table" in data:
-        config = replace(config, variation_table=_parse_table(data["variation_table"]))
+        config = config.replace(variation_table=_parse_table(data["variation_table"]))
     if "idle_interval_ms" in data:
-        config = replace(config, idle_interval_ms=_interval(data["idle_interval_ms"],
+        config = config.replace(idle_interval_ms=_interval(data["idle_interval_ms"],
                                                             "idle_interval_ms"))
     if "tolerance" in data:
-        config = replace(config, tolerance=_number(data["tolerance"], "tolerance", 0.0, 10.0))
+        config = config.replace(tolerance=_number(data["tolerance"], "tolerance", 0.0, 10.0))
     if "discover_ms" in data:
-        config = replace(config, discover_ms=_interval(data["discover_ms"], "discover_ms"))
+        config = config.replace(discover_ms=_interval(data["discover_ms"], "discover_ms"))
     if "load_window_ms" in data:
-        config = replace(config, load_window_ms=_interval(data["load_window_ms"],
+        config = config.replace(load_window_ms=_interval(data["load_window_ms"],
                                                           "load_window_ms"))
     if "speed" in data:
-        config = replace(config, speed=_parse_speed(data["speed"]))
+        config = config.replace(speed=_parse_speed(data["speed"]))
     if "defaults" in data:
         config = _parse_defaults(config, data["defaults"])
     return config
@@ -272,7 +302,7 @@ def _parse_defaults(config, data):
             if value not in choices:
                 raise ConfigError("defaults.%s must be one of %s" % (key, ", ".join(choices)),
                                   "defaults." + key)
-            config = replace(config, **{key: value})
+            config = config.replace(**{key: value})
     return config
 
 

@@ -99,6 +99,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self.warn = warn or (lambda message: print("tumbler: warning: " + message,
                                                    file=sys.stderr))
         self.targets = []
+        self.followed = set()               # targets whose descendants are targets too
+        self._listed_pids = set()           # every process at the last look for them
+        self._newest_pid = None             # Backend.newest_pid at that look
         self.placed_between_rounds = []     # initial placements, logged next round
         self._last_decision = None
         self.pins_made = []                 # (thread, cpu, step) of the last round and the
@@ -153,6 +156,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         """One monitor-group-apply round: a quiet one when it may be (see the
         module docstring; returns a QuietRound), else a full one (returns
         the Decision)."""
+        self._adopt_descendants()
         if self._roster is not None:
             decision = self._quiet_round()
             if decision is not None:

@@ -1,6 +1,7 @@
 """Tracking a run's threads and measuring their loads (the loop's first
 two steps: sample, then loads over the load window)."""
 
+import os
 from collections import deque
 from dataclasses import dataclass
 from typing import Optional
@@ -8,7 +9,7 @@ from typing import Optional
 from ..cpulist import format_cpulist
 from ..engine.policy import RUNNABLE_SHARE
 from ..engine.window import demand
-from ..platform.base import NoSuchProcess
+from ..platform.base import NoSuchProcess, PlatformError
 from .targets import allowed_union
 
 
@@ -42,9 +43,11 @@ class TrackedThread:
 class ThreadTracking:
     """Controller's job: the targets, their threads, and each thread's load."""
 
-    def add_target(self, pid, allowed=None):
+    def add_target(self, pid, allowed=None, children=False):
         """Start managing ``pid``.  ``allowed`` is the CPU set the process
-        may use (default: the union of its threads' masks now)."""
+        may use (default: the union of its threads' masks now).
+        ``children``: its descendant processes are managed with it, as
+        they are found (``_adopt_descendants``)."""
         sample = self.backend.sample(pid)
         if allowed is None:
             allowed = allowed_union(self.backend, [pid])
@@ -54,7 +57,80 @@ class ThreadTracking:
         except NoSuchProcess:
             pass
         self.targets.append(pid)
+        if children:
+            self.followed.add(pid)
         self._track(sample, place=True)
+        if children:
+            self._adopt_descendants()
+
+    def _adopt_descendants(self):
+        """Make the new descendants of followed targets targets too, and
+        follow them: a program started by a wrapper script, a launcher or
+        a forking server is one program for grouping.
+
+        A new process is one not listed at the last look; only those have
+        their parent read (Backend.parent_of), so the cost follows the
+        processes made, not the program's threads -- and nothing at all is
+        read while ``newest_pid`` has not changed.  A process whose parent
+        exited before it was seen (re-parented to init) is not found."""
+        if not self.followed:
+            return
+        token = self.backend.newest_pid()
+        if token is not None and token == self._newest_pid:
+            return
+        self._newest_pid = token
+        listed = set(self.backend.process_ids())
+        parents = {}
+        for pid in listed - self._listed_pids:
+            try:
+                parents[pid] = self.backend.parent_of(pid)
+            except PlatformError:
+                continue
+        self._listed_pids = listed
+        me = os.getpid()
+        found = True
+        while found:                # a grandchild may be listed before its parent
+            found = False
+            for pid, parent in list(parents.items()):
+                if parent in self.followed and pid != me and pid not in self.base_allowed:
+                    del parents[pid]
+                    found = self._adopt(pid, parent) or found
+
+    def _adopt(self, pid, parent):
+        """Manage ``pid``, a child of the followed target ``parent``.  It
+        may use what its threads' masks allow, except that a mask tumbler
+        set (inherited from a bound thread) stands for the CPUs its parent
+        was allowed.  Returns whether it is managed now."""
+        try:
+            allowed = frozenset().union(*(
+                self.base_allowed[parent] if mask in self._bound_masks else mask
+                for mask in self._masks_of(pid)))
+        except NoSuchProcess:
+            return False
+        if not allowed:
+            return False
+        if self.journal is not None:
+            refused = self.journal.claim_descendant(pid, allowed)
+            if refused is not None:
+                self.warn("child process %d of %d: %s; left alone" % (pid, parent, refused))
+                return False
+        self._leave_quiet()
+        try:
+            self.add_target(pid, allowed, children=True)
+        except NoSuchProcess:
+            if self.journal is not None:
+                self.journal.release(pid)
+            return False
+        return True
+
+    def _masks_of(self, pid):
+        masks = []
+        for tid in self.backend.thread_ids(pid):
+            try:
+                masks.append(self.backend.allowed_cpus(pid, tid))
+            except NoSuchProcess:
+                continue
+        return masks
 
     def _track(self, sample, place, tids=None):
         """Start tracking threads of ``sample`` (or those of ``tids``) not seen before."""
@@ -260,7 +336,8 @@ class ThreadTracking:
     def discover(self):
         """Look for new threads (cheap: a directory listing) and place them;
         every CHILD_SCAN_NS, hand back child processes born of bound threads
-        (``_scan_children``)."""
+        (``_scan_children``) that are not managed as descendants."""
+        self._adopt_descendants()
         self._scan_children()
         for pid in list(self.targets):
             try:

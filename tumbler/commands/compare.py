@@ -113,7 +113,8 @@ from typing import List, Optional, Sequence
 
 import click
 
-from .options import OPTION_NAMES, balancing_options, settings as make_settings
+from .options import balancing_options, settings as make_settings
+from .settings import OPTION_NAMES
 from ..config import POLICY_CHOICES
 from ..cpulist import format_cpulist
 from ..balance.domains import choose_domains

@@ -18,10 +18,11 @@ import sys
 import click
 
 from .. import __version__
-from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..errors import TumblerError, UsageError
 from ..platform import PLATFORMS
-from ..platform.base import AccessDenied, PlatformError
+from ..platform.base import PlatformError
 from .options import balancing_options, settings
+from .report import die
 
 #: name -> (module, attribute) of each subcommand, in the order --help lists them.
 SUBCOMMANDS = {
@@ -62,12 +63,8 @@ class TumblerGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
-        except TumblerError as exc:
-            _die(str(exc), exc.status)
-        except AccessDenied as exc:
-            _die("permission denied: %s (needs %s)" % (exc, exc.privilege), EXIT_FAILURE)
-        except PlatformError as exc:
-            _die(str(exc), EXIT_FAILURE)
+        except (TumblerError, PlatformError) as exc:
+            die(exc)
 
 
 def _die(message, status):

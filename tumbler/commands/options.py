@@ -4,10 +4,8 @@ checked once, before anything is changed or started."""
 
 import click
 
-from ..config import (BINDER_CHOICES, LEVEL_CHOICES, MAX_INTERVAL_MS, MIN_INTERVAL_MS,
-                      POLICY_CHOICES, load_config)
-from ..cpulist import parse_domains
-from ..errors import UsageError
+from ..config import BINDER_CHOICES, LEVEL_CHOICES, POLICY_CHOICES
+from .settings import make_settings
 
 # Options shared by ``tumbler`` and ``tumbler exec``: given before or after
 # ``exec``, the later one wins.
@@ -37,12 +35,13 @@ BALANCING_OPTIONS = (
     click.option("--probe", is_flag=True, default=None,
                  help="Trace lock waits, run-queue latency and migrations during the run "
                       "(bpftrace/DTrace)."),
+    click.option("--children/--no-children", default=None,
+                 help="Balance the target's descendant processes with it (default: "
+                      "yes for exec, no for -p)."),
     click.option("-q", "--quiet", is_flag=True, default=None, help="No summary."),
     click.option("-v", "--verbose", is_flag=True, default=None,
                  help="Print every interval's decision on stderr."),
 )
-OPTION_NAMES = ("level", "domains_text", "policy", "interval_ms", "config_path", "binder",
-                "log_path", "summary_json", "dry_run", "duration", "force", "probe", "quiet", "verbose")
 
 
 def balancing_options(func):
@@ -53,30 +52,4 @@ def balancing_options(func):
 
 def settings(ctx, options):
     """Merge config-file defaults and options into one validated settings dict."""
-    config = load_config(options.get("config_path"))
-    settings = {k: options.get(k) for k in OPTION_NAMES}
-    settings["config"] = config
-    settings["root"] = ctx.obj["root"]
-    settings["platform"] = ctx.obj["platform"]
-    settings["level"] = settings["level"] or config.level
-    settings["policy"] = settings["policy"] or config.policy
-    settings["binder"] = settings["binder"] or config.binder
-    settings["dry_run"] = bool(settings["dry_run"])
-    settings["force"] = bool(settings["force"])
-    settings["quiet"] = bool(settings["quiet"])
-    settings["verbose"] = bool(settings["verbose"])
-    settings["probe"] = bool(settings["probe"])
-    if settings["probe"] and settings["root"] != "/":
-        raise UsageError("--probe traces the running system; it cannot be combined with --root")
-    settings["domains"] = (parse_domains(settings["domains_text"])
-                           if settings["domains_text"] is not None else None)
-    if settings["domains"] is not None and options.get("level"):
-        raise UsageError("--domains and --level exclude each other")
-    interval = settings["interval_ms"]
-    if interval is not None and not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
-        raise UsageError("--interval must be between %d and %d ms, not %d"
-                         % (MIN_INTERVAL_MS, MAX_INTERVAL_MS, interval))
-    duration = settings["duration"]
-    if duration is not None and not (0 < duration < 10 ** 9):
-        raise UsageError("--duration must be a positive number of seconds")
-    return settings
+    return make_settings(options, ctx.obj["root"], ctx.obj["platform"])

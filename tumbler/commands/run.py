@@ -6,31 +6,19 @@ was.  Once threads are moved, every exit path (the targets exit, the
 duration passes, a signal, an error) goes through ``restore_all``.
 """
 
-import json
 import os
 import resource
 import signal
-import subprocess
 import sys
 import time
 
-from ..balance.controller import Controller
-from ..balance.domains import choose_domains
-from ..engine.policy import make_policy
-from ..engine.speed import SpeedParams
-from ..engine.variation import VariationTable
-from ..errors import EXIT_FAILURE, TumblerError, UsageError
-from ..platform import open_backend
-from ..platform.base import NoSuchProcess, NullBinder
-from ..observers.runlog import RunLog
-from ..observers.verbose import VerboseReport
-from ..state import Journal
-from ..observers.summary import summary_lines, summary_record
-from ..balance.targets import allowed_union, check_process
 from ..balance.waiting import SignalWaiter
-from ..platform.priority import for_children as priority_for_children
-from ..platform.priority import note as priority_note, raise_priority
-from .gate import Gate, check_command
+from ..config import OBSERVING_POLICIES
+from ..errors import EXIT_FAILURE, TumblerError, UsageError
+
+# Everything else -- the platform layer, the loop, the engine, the journal,
+# the observers -- is imported where it is used: ``exec`` starts its
+# command before it needs them (see run_exec).
 
 DEFAULT_BINDER = {"linux": "affinity", "illumos": "pset"}
 
@@ -55,6 +43,7 @@ def _launched():
 
 def check_target(backend, pid, force):
     """Validate a -p PID for balancing; return its ProcessInfo."""
+    from ..balance.targets import check_process
     return check_process(backend, pid, manage=True, force=force)
 
 
@@ -68,22 +57,34 @@ def _raise_file_limit():
             pass
 
 
-def _prepare(settings):
+def _moves_threads(settings):
+    """Whether this run may move threads (a policy that does, no -n)."""
+    return settings["policy"] not in OBSERVING_POLICIES and not settings["dry_run"]
+
+
+def _open_backend(settings):
+    from ..platform import open_backend
     _raise_file_limit()
-    backend = open_backend(settings["platform"], settings["root"])
+    return open_backend(settings["platform"], settings["root"])
+
+
+def _policy(settings):
+    from ..engine.policy import make_policy
+    from ..engine.speed import SpeedParams
+    from ..engine.variation import VariationTable
     config = settings["config"]
     # The file's values where it has any; the engine's defaults elsewhere.
     table = VariationTable(**{key: value for key, value in (
         ("rows", config.variation_table), ("idle_interval_ms", config.idle_interval_ms))
         if value is not None})
     tolerance = {} if config.tolerance is None else {"tolerance": config.tolerance}
-    policy = make_policy(settings["policy"], table, fixed_interval_ms=settings["interval_ms"],
-                         speed=SpeedParams(**config.speed), **tolerance)
-    return backend, policy
+    return make_policy(settings["policy"], table, fixed_interval_ms=settings["interval_ms"],
+                       speed=SpeedParams(**config.speed), **tolerance)
 
 
 def _choose(backend, allowed, settings):
     """Domains for this run; ``speed`` never crosses NUMA nodes by default."""
+    from ..balance.domains import choose_domains
     topology = backend.topology()
     level = settings["level"]
     if settings["policy"] == "speed" and level == "auto" and settings["domains"] is None:
@@ -91,17 +92,24 @@ def _choose(backend, allowed, settings):
     return choose_domains(topology, allowed, level, settings["domains"])
 
 
-def _binder(backend, settings, policy):
-    if settings["dry_run"] or not policy.moves_threads:
+def _binder(backend, settings):
+    if not _moves_threads(settings):
+        from ..platform.base import NullBinder
         return NullBinder()
     kind = settings["binder"] or DEFAULT_BINDER[backend.name]
     return backend.binder(kind)
 
 
-def _journal(backend, settings, policy):
-    """Crash-safe state (tumbler.state) for a run that may move threads."""
-    if not policy.moves_threads or settings["dry_run"] or settings["root"] != "/":
+def _journals(settings):
+    """Whether the run keeps crash-safe state (tumbler.state): it may move
+    threads of the running system."""
+    return _moves_threads(settings) and settings["root"] == "/"
+
+
+def _journal(backend, settings):
+    if not _journals(settings):
         return None
+    from ..state import Journal
     return Journal(backend)
 
 
@@ -113,6 +121,7 @@ def _observers(settings):
         tracer.check()                  # before any change: a missing bpftrace is exit 1
         observers.append(tracer)
     if settings["log_path"]:
+        from ..observers.runlog import RunLog
         try:
             log = RunLog(settings["log_path"])
         except OSError as exc:
@@ -121,6 +130,7 @@ def _observers(settings):
             log.extra.append(tracer.log_fields)
         observers.append(log)
     if settings["verbose"]:
+        from ..observers.verbose import VerboseReport
         observers.append(VerboseReport())
     return observers
 
@@ -139,6 +149,7 @@ def _summary_file(settings):
 
 def _write_summary(out, record):
     """Write the JSON summary; a failed write is one warning, not a failure."""
+    import json
     try:
         with out:
             json.dump(record, out)
@@ -152,6 +163,7 @@ def _begin(controller, settings):
     """Balancing begins: (when tumbler started -- "ran N s" is the wall
     time the user waited --, tumbler's CPU time now, the --duration
     deadline or None, counted from now)."""
+    from ..platform.priority import note as priority_note
     controller.stats.priority = priority_note
     balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
     started = _launched()
@@ -171,6 +183,7 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
     the summary (and write it as JSON to ``summary_out``, if given, even
     with -q).  ``waiter`` is closed too unless it is None (exec mode keeps
     it to forward signals to a command that outlives balancing)."""
+    from ..observers.summary import summary_lines, summary_record
     failed = controller.restore_all()
     if failed and controller.journal is not None:
         print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
@@ -197,13 +210,17 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
 
 
 def run_attach(settings, pids):
+    from ..balance.targets import allowed_union
+    from ..platform.base import NoSuchProcess
+    from ..platform.priority import raise_priority
     raise_priority()        # already done by the tumbler command; other ways in too
-    backend, policy = _prepare(settings)
+    backend = _open_backend(settings)
+    policy = _policy(settings)
     for pid in pids:
         info = check_target(backend, pid, settings["force"])
-        if policy.moves_threads and not settings["dry_run"]:
+        if _moves_threads(settings):
             backend.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[backend.name])
-    journal = _journal(backend, settings, policy)
+    journal = _journal(backend, settings)
     summary_out = _summary_file(settings)
     waiter = SignalWaiter()         # from here on a stop signal ends the run cleanly
     try:
@@ -213,12 +230,9 @@ def run_attach(settings, pids):
             for pid in pids:
                 journal.claim(pid)
         choice = _choose(backend, allowed_union(backend, pids), settings)
-        binder = _binder(backend, settings, policy)
+        binder = _binder(backend, settings)
         observers = _observers(settings)
-        controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
-                                **settings["config"].loop_options(),
-                                observers=observers, journal=journal,
-                                )
+        controller = _controller(backend, binder, policy, choice, settings, observers, journal)
         if journal is not None:
             journal.attach(binder, choice.domains)
     except BaseException:
@@ -233,7 +247,7 @@ def run_attach(settings, pids):
     try:
         for pid in pids:
             try:
-                controller.add_target(pid)
+                controller.add_target(pid, children=bool(settings["children"]))
             except NoSuchProcess:
                 pass
         _start_observers(observers, controller)
@@ -244,39 +258,58 @@ def run_attach(settings, pids):
     return EXIT_FAILURE if failed else 0
 
 
+def _controller(backend, binder, policy, choice, settings, observers, journal, **options):
+    from ..balance.controller import Controller
+    return Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
+                      observers=observers, journal=journal,
+                      **settings["config"].loop_options(), **options)
+
+
 def run_exec(settings, command):
-    backend, policy = _prepare(settings)
-    allowed = backend.own_allowed() if settings["root"] == "/" else \
-        backend.topology().online
-    choice = _choose(backend, allowed, settings)
-    binder = _binder(backend, settings, policy)
+    """Start ``command`` and balance it (and, unless --no-children, its
+    descendants) until it exits.
+
+    The command starts as soon as everything that could refuse it has been
+    checked -- the state directory, the --log and --summary-json files,
+    --probe's tracer, and, where options name them, the domains and the
+    binder (``_checks_machine_first``) -- and tumbler's own set-up (the
+    platform layer, the engine, the loop, the journal) is imported and
+    built while it runs.  Threads it made meanwhile are placed at the
+    first look, as new threads are."""
+    machine = _machine(settings) if _checks_machine_first(settings) else None
     observers = _observers(settings)
-    journal = _journal(backend, settings, policy)
+    if _journals(settings):
+        from ..state.paths import ensure_dir, state_dir
+        ensure_dir(state_dir())     # full, read-only or foreign: refused now
+    gate = None
     if settings["probe"]:
+        from .gate import Gate, check_command
         missing = check_command(command[0])
         if missing is not None:
             status, why = missing
             raise TumblerError("%s: %s" % (command[0], why if status == 127 else
                                            "cannot execute: " + why), status)
+        # The command waits at a gate until the probes are attached, so
+        # that they see it from its first instruction (gate.py).
+        gate = Gate()
     summary_out = _summary_file(settings)
-    # --probe: the command waits at a gate until the probes are attached,
-    # so that they see it from its first instruction (gate.py).
-    gate = Gate() if settings["probe"] else None
     waiter = SignalWaiter(watch_children=True)
     try:
-        child = subprocess.Popen(gate.argv(command) if gate is not None else command,
-                                 preexec_fn=priority_for_children())
-    except OSError as exc:
+        from .spawn import Command
+        child = Command(gate.argv(command) if gate is not None else command)
+    except BaseException:
         waiter.close()
         if gate is not None:
             gate.close()
         if summary_out is not None:
             summary_out.close()
-        if isinstance(exc, FileNotFoundError):
-            raise TumblerError("%s: command not found" % command[0], 127) from None
-        raise TumblerError("%s: cannot execute: %s" % (command[0], exc.strerror), 126) from None
+        for observer in observers:
+            observer.close()
+        raise
 
-    raise_priority()        # the command does not inherit it (SCHED_RESET_ON_FORK)
+    from ..platform.base import NoSuchProcess, PlatformError
+    from ..platform.priority import raise_priority
+    raise_priority()        # after the start: the command keeps its own priority
 
     def forward(signum):
         if signum != signal.SIGCHLD and child.poll() is None:
@@ -286,26 +319,28 @@ def run_exec(settings, command):
                 pass
         return False
 
-    controller = Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
-                            observers=observers, first_interval_ms=50,
-                            **settings["config"].loop_options(),
-                            journal=journal)
-    started, cpu_before, deadline = _begin(controller, settings)
+    controller = journal = None
     reason = "error"
     stopped = None
     try:
         try:
+            backend, allowed, choice, binder = machine or _machine(settings)
+            journal = _journal(backend, settings)
+            controller = _controller(backend, binder, _policy(settings), choice, settings,
+                                     observers, journal, first_interval_ms=50)
+            started, cpu_before, deadline = _begin(controller, settings)
             if journal is not None:
                 journal.claim(child.pid, allowed)
                 journal.attach(binder, choice.domains)
-            controller.add_target(child.pid, allowed)
+            controller.add_target(child.pid, allowed,
+                                  children=settings["children"] is not False)
             _start_observers(observers, controller)     # --probe: attached on return
             if gate is not None:
                 gate.open(lambda: child.poll() is None)
             reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
         except NoSuchProcess:
             pass
-        except TumblerError as exc:
+        except (TumblerError, PlatformError) as exc:
             # The command runs on, unbalanced: its status is what exec
             # returns, whatever happened to the balancing.
             stopped = exc
@@ -319,8 +354,16 @@ def run_exec(settings, command):
         # Balancing is over (the command exited, --duration passed, or an
         # error): every thread is handed back now, even if the command
         # runs on, and the summary covers the balancing alone.
-        _finish(controller, observers, None, settings, started, cpu_before, reason,
-                summary_out)
+        if controller is not None:
+            _finish(controller, observers, None, settings, started, cpu_before, reason,
+                    summary_out)
+        else:                               # failed before balancing began
+            if journal is not None:
+                journal.close()
+            for observer in observers:
+                observer.close()
+            if summary_out is not None:
+                summary_out.close()
         if stopped is not None:
             print("tumbler: %s; balancing stopped, the command runs on" % stopped,
                   file=sys.stderr)
@@ -335,3 +378,25 @@ def run_exec(settings, command):
                 child.wait()
     status = child.returncode
     return 128 - status if status < 0 else status
+
+
+def _checks_machine_first(settings):
+    """Whether options name something only the platform layer can check
+    (domains, a level, a binder, a policy with its own level, another
+    root or platform): then it is checked before the command starts.
+    Otherwise nothing there can refuse it: tumbler's own CPUs, on-line,
+    at the auto level (a single domain at worst), bound with the
+    platform's own binder."""
+    return (settings["domains"] is not None or settings["level"] != "auto"
+            or settings["binder"] is not None or settings["policy"] == "speed"
+            or settings["root"] != "/" or settings["platform"] is not None
+            or not sys.platform.startswith("linux"))
+
+
+def _machine(settings):
+    """(backend, the CPUs the command may use, the domains, the binder)."""
+    backend = _open_backend(settings)
+    allowed = backend.own_allowed() if settings["root"] == "/" else \
+        backend.topology().online
+    choice = _choose(backend, allowed, settings)
+    return backend, allowed, choice, _binder(backend, settings)

@@ -289,6 +289,21 @@ class Backend:
         tumbler's to put back.  Default: none (the OS cannot tell)."""
         return set()
 
+    def process_ids(self):
+        """The PIDs of every process now (process trees: ``--children``).
+        Default: none (the OS cannot list them)."""
+        return ()
+
+    def parent_of(self, pid):
+        """The PID of ``pid``'s parent process; NoSuchProcess if gone."""
+        raise NoSuchProcess(pid)
+
+    def newest_pid(self):
+        """A token that changes whenever a process (or thread) is created,
+        or None if the OS offers none: while it stays the same there is no
+        new process to look for."""
+        return None
+
     def binder(self, kind):
         raise NotImplementedError
 

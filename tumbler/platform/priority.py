@@ -3,10 +3,12 @@
 A program of 1,000 busy threads leaves a process at nice 0 about 1/1,000
 of the machine: discovery, ``--duration``, signals and restore all wait
 (a 5 s observe run took 68 s, and saw 125 of 1,001 threads).  Start-up is
-part of it: Python and tumbler's imports take ~0.2 s of CPU, seconds to
-minutes of wall time on such a machine.  So ``raise_priority`` runs first
-thing (``launch.py``, before the imports) and again, idempotently, at the
-start of a balancing run (``run.py``, for any other way in):
+part of it: Python and tumbler's imports take tens of ms of CPU, seconds
+to minutes of wall time on such a machine.  So ``raise_priority`` runs
+first thing (``launch.py``, before the imports; for ``exec`` right after
+its command starts, so that the command keeps the priority it was given)
+and again, idempotently, at the start of a balancing run (``run.py``, for
+any other way in):
 
 * as root (CAP_SYS_NICE): nice ``NICE`` (-20), weight 88761 against 1024
   for a thread at nice 0, so tumbler runs when it asks to even behind
@@ -21,10 +23,10 @@ start of a balancing run (``run.py``, for any other way in):
 * not root: unchanged, and an overloaded machine delays tumbler as it
   delays everything else.
 
-``SCHED_RESET_ON_FORK``: what tumbler starts (``exec``'s command,
-bpftrace, compare's workloads) runs at nice 0, not at tumbler's -20.
-Where the kernel has no such flag (illumos), ``exec``'s command is put
-back at nice 0 before it starts (``for_children``).
+``SCHED_RESET_ON_FORK``: what tumbler starts while raised (bpftrace,
+compare's workloads) runs at nice 0, not at tumbler's -20.  illumos has
+no such flag; ``exec``'s command is started before the raise on either
+system.
 """
 
 import os
@@ -47,18 +49,6 @@ def raise_priority():
 def note():
     """How tumbler runs, for the summary (None if never raised)."""
     return _state[0]
-
-
-def for_children():
-    """A ``preexec_fn`` that puts a child back at nice 0 where the kernel
-    cannot (no SCHED_RESET_ON_FORK: illumos), else None."""
-    if getattr(os, "SCHED_RESET_ON_FORK", 0) or _state[0] != "nice %d" % NICE:
-        return None
-    return _child_at_nice_0
-
-
-def _child_at_nice_0():
-    os.setpriority(os.PRIO_PROCESS, 0, 0)
 
 
 def _raise():

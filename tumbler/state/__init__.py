@@ -72,11 +72,20 @@ threads alive at the last pruning, so thread churn cannot grow it without
 bound.
 """
 
-from .journal import Journal
-from .restore import RestoreReport, remove_resources_of, restore_state
-from .store import (STATE_VERSION, Busy, Lock, StateError, StateFile, list_states, read_state,
-                    state_dir, write_json)
+#: name -> submodule, loaded on first use: ``tumbler exec`` checks the state
+#: directory (``store``) before the command starts and needs the journal
+#: only after (commands/run.py).
+_EXPORTS = {"Journal": "journal", "RestoreReport": "restore",
+            "remove_resources_of": "restore", "restore_state": "restore",
+            "STATE_VERSION": "store", "Busy": "store", "Lock": "store",
+            "StateError": "paths", "StateFile": "store", "list_states": "store",
+            "read_state": "store", "state_dir": "paths", "write_json": "paths"}
 
-__all__ = ["Journal", "RestoreReport", "remove_resources_of", "restore_state", "STATE_VERSION",
-           "Busy", "Lock", "StateError", "StateFile", "list_states", "read_state", "state_dir",
-           "write_json"]
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    import importlib
+    return getattr(importlib.import_module("." + _EXPORTS[name], __name__), name)

@@ -11,9 +11,9 @@ from ..cpulist import format_cpulist
 from ..errors import EXIT_FAILURE, TumblerError
 from ..platform.base import NoSuchProcess
 from .restore import restore_state
-from .store import (STATE_VERSION, Busy, Lock, StateError, StateFile, boot_id, ensure_dir,
-                    list_states, own_start, owner_of, read_state, state_dir, unlink_quietly,
-                    write_json)
+from .paths import StateError, ensure_dir, state_dir, unlink_quietly, write_json
+from .store import (STATE_VERSION, Busy, Lock, StateFile, boot_id, list_states, own_start,
+                    owner_of, read_state)
 
 #: Records of exited threads are pruned once the file holds twice as many
 #: as were alive at the last pruning, and at least this many.
@@ -101,6 +101,19 @@ class Journal:
                 self._remove_files(target)
             lock.release()
             raise
+
+    def claim_descendant(self, pid, allowed):
+        """``claim`` for a process found while balancing (a descendant of a
+        target): None once claimed, else why it is not (another tumbler
+        manages it, or it is gone).  A state directory that cannot be
+        written still raises StateError."""
+        try:
+            self.claim(pid, allowed)
+        except StateError:
+            raise
+        except TumblerError as exc:         # Busy, or no such process
+            return str(exc)
+        return None
 
     def _union_allowed(self, pid):
         allowed = set()

@@ -7,7 +7,8 @@ from typing import List, Optional
 from ..cpulist import parse_cpulist
 from ..errors import UsageError
 from ..platform.base import NoSuchProcess, PlatformError
-from .store import Busy, Lock, StateError, boot_id, read_state, unlink_quietly
+from .paths import StateError, unlink_quietly
+from .store import Busy, Lock, boot_id, read_state
 
 @dataclass
 class RestoreReport:

@@ -4,15 +4,14 @@ import errno
 import fcntl
 import json
 import os
-import stat
 
 from dataclasses import dataclass
 
 from ..errors import EXIT_FAILURE, TumblerError
 from ..platform import boot_token
+from .paths import StateError
 
 STATE_VERSION = 1
-ENV_STATE_DIR = "TUMBLER_STATE_DIR"
 
 
 class Busy(TumblerError):
@@ -25,51 +24,6 @@ class Busy(TumblerError):
         who = "tumbler PID %d" % owner if owner else "another tumbler"
         super().__init__("process %d is already managed by %s; stop that one first"
                          % (pid, who))
-
-
-class StateError(TumblerError):
-    """The state directory or a state file cannot be used."""
-
-    status = EXIT_FAILURE
-
-
-def state_dir():
-    """The directory of state files for this user (see the module doc)."""
-    override = os.environ.get(ENV_STATE_DIR)
-    if override:
-        return override
-    if os.geteuid() == 0:
-        return "/run/tumbler"
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return os.path.join(runtime, "tumbler")
-    return "/tmp/tumbler-%d" % os.geteuid()
-
-
-def ensure_dir(path):
-    """Create ``path`` (0700) if missing; refuse one another user could write."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        info = os.lstat(path)
-    except OSError as exc:
-        raise StateError("cannot create state directory %s: %s"
-                         % (path, exc.strerror)) from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise StateError("state directory %s is not a directory" % path)
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise StateError("state directory %s must belong to uid %d and not be writable "
-                         "by others" % (path, os.geteuid()))
-    # A state that cannot be written is no crash safety: find out now,
-    # before anything is changed or a command started (a full file system
-    # still lets a file be created, not written).
-    probe = os.path.join(path, ".probe.%d" % os.getpid())
-    try:
-        write_json(probe, {})
-    except OSError as exc:
-        raise StateError("cannot write in state directory %s: %s"
-                         % (path, exc.strerror)) from None
-    unlink_quietly(probe)
-    return path
 
 
 def boot_id():
@@ -166,30 +120,6 @@ def _read_pid(fd):
 
 
 # -- state files ---------------------------------------------------------------
-
-def write_json(path, data):
-    """Replace ``path`` atomically: a reader sees the old file or the new one."""
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    payload = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        unlink_quietly(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-
-
-def unlink_quietly(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
 
 def read_state(path):
     """Load and check a state file; raise StateError if it is not one."""

@@ -104,6 +104,16 @@ class IllumosBackend(Backend):
         return ProcessInfo(pid=pid, name=info.fname, uid=info.uid, start=info.start_ns,
                            is_kernel=bool(info.flag & SSYS), tgid=pid)
 
+    def process_ids(self):
+        return [int(name) for name in os.listdir(self.proc) if name.isdigit()]
+
+    def parent_of(self, pid):
+        """``psinfo_t.pr_ppid``."""
+        try:
+            return parse_psinfo(self._read_small(pid, "psinfo", PSINFO_SIZE)).ppid
+        except ValueError:
+            raise NoSuchProcess(pid) from None
+
     def thread_ids(self, pid):
         return sorted(lwp.lwpid for lwp in self._read_table(pid, "lpsinfo", parse_lpsinfo)
                       if lwp.sname != "Z")

@@ -87,7 +87,7 @@ _PRUSAGE_HEAD = struct.Struct("=i4x26q")
 LwpUsage = namedtuple("LwpUsage", "lwpid create_ns rtime_ns utime_ns stime_ns ttime_ns "
                       "tftime_ns dftime_ns ltime_ns slptime_ns wtime_ns")
 LwpInfo = namedtuple("LwpInfo", "lwpid sname onpro bindpro bindpset lgrp")
-PsInfo = namedtuple("PsInfo", "flag nlwp pid uid start_ns fname nzomb")
+PsInfo = namedtuple("PsInfo", "flag nlwp pid ppid uid start_ns fname nzomb")
 
 
 class Truncated(ValueError):
@@ -152,5 +152,5 @@ def parse_psinfo(data):
     if len(data) < PSINFO_HEAD.size:
         raise ValueError("short psinfo_t: %d bytes" % len(data))
     v = PSINFO_HEAD.unpack_from(data, 0)
-    return PsInfo(flag=v[0], nlwp=v[1], pid=v[2], uid=v[6], start_ns=_ns(v[17], v[18]),
+    return PsInfo(flag=v[0], nlwp=v[1], pid=v[2], ppid=v[3], uid=v[6], start_ns=_ns(v[17], v[18]),
                   fname=_text(v[23]), nzomb=v[32])

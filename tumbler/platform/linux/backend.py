@@ -515,6 +515,23 @@ class LinuxBackend(Backend):
             found.update(map(int, data.split()))
         return found
 
+    def process_ids(self):
+        return [int(name) for name in os.listdir(self.proc) if name.isdigit()]
+
+    def parent_of(self, pid):
+        try:
+            data = _read_path("%s/%d/stat" % (self.proc, pid))
+            return int(parse_stat(data.decode(errors="replace"))[1][1])
+        except (OSError, ValueError, IndexError):
+            raise NoSuchProcess(pid) from None
+
+    def newest_pid(self):
+        """/proc/loadavg's last field: the PID (or TID) most recently made."""
+        try:
+            return _read_path("%s/loadavg" % self.proc, 256).rsplit(None, 1)[-1]
+        except (OSError, IndexError):
+            return None
+
     def _children_by_scan(self, pid):
         found = set()
         for name in os.listdir(self.proc):

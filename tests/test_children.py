@@ -1,0 +1,159 @@
+"""Process trees (``--children``, the default of ``exec``): the threads of a
+command's descendants are balanced with it, found as they appear, and put
+back on every exit path, after SIGKILL by ``tumbler restore``.
+
+Real processes, real masks; domains are one CPU each (``--domains A/B``)
+so that a bound thread's mask shows it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import on_cpus, run_tumbler, thread_masks
+from test_reliability import (descendants, domains, env_for, finish, procs,  # noqa: F401
+                              spawner, state, wait_bound, wait_until)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+#: spawner with two spinning threads, nothing else, for RUN seconds.
+SPINNERS = "%s 2 100000 1 %d 0"
+
+
+def spinner_below(pid):
+    """The descendant of ``pid`` that runs spawner (its threads: main + 2)."""
+    def find():
+        for child in descendants(pid):
+            try:
+                with open("/proc/%d/comm" % child) as f:
+                    if f.read().startswith("spawner"):
+                        return child
+            except OSError:
+                continue
+        return None
+    return wait_until(find, what="spawner below %d" % pid)
+
+
+def test_exec_balances_a_wrappers_grandchild(spawner, domains, procs, state, two_cpus):
+    """``sh -c "sh -c 'spawner; true'; true"``: the spinners two levels
+    down are bound across the domains, and handed back at the end."""
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    inner = "%s; true" % (SPINNERS % (spawner, 30))
+    # (stderr: not tumbler's pipe, which the orphan would hold open)
+    tumbler = procs.tumbler("--domains", spec, "exec", "--", "sh", "-c",
+                            "exec 2>/dev/null; sh -c '%s'; true" % inner, state_dir=state,
+                            preexec_fn=on_cpus(both))
+    grandchild = spinner_below(tumbler.pid)
+    wait_bound(grandchild, doms, count=2)
+    status, stderr = finish(tumbler, signal.SIGTERM)     # forwarded to the outer shell
+    try:
+        assert status == 128 + signal.SIGTERM, stderr
+        masks = thread_masks(grandchild)                    # runs on, orphaned
+        assert len(masks) == 3
+        assert all(mask == both for mask in masks.values()), masks
+    finally:
+        _kill(grandchild)
+
+
+def test_no_children_leaves_descendants_alone(spawner, domains, procs, state, tmp_path,
+                                              two_cpus):
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    summary = tmp_path / "summary.json"
+    tumbler = procs.tumbler("--domains", spec, "--summary-json", str(summary), "exec",
+                            "--no-children", "--", "sh", "-c",
+                            "%s; true" % (SPINNERS % (spawner, 3)), state_dir=state,
+                            preexec_fn=on_cpus(both))
+    child = spinner_below(tumbler.pid)
+    seen = []
+    while _alive(child):
+        seen.append(thread_masks(child))
+    status, stderr = finish(tumbler)
+    assert status == 0, stderr
+    assert seen and all(mask == both for masks in seen for mask in masks.values())
+    assert json.load(open(summary))["threads_seen"] == 1      # the shell's own thread
+
+
+def test_a_child_forked_after_the_start_is_picked_up(spawner, domains, procs, state,
+                                                      two_cpus):
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    tumbler = procs.tumbler("--domains", spec, "exec", "--", "sh", "-c",
+                            "sleep 1; %s; true" % (SPINNERS % (spawner, 4)), state_dir=state,
+                            preexec_fn=on_cpus(both))
+    child = spinner_below(tumbler.pid)
+    wait_bound(child, doms, count=2)
+    status, stderr = finish(tumbler)
+    assert status == 0, stderr
+
+
+def test_threads_made_during_start_up_are_placed(spawner, domains, procs, state, two_cpus):
+    """The spinners start while tumbler is still starting: the first look
+    places them."""
+    spec, doms = domains
+    tumbler = procs.tumbler("--domains", spec, "exec", "--", spawner, "2", "100000", "1",
+                            "4", "0", state_dir=state, stdout=subprocess.DEVNULL,
+                            preexec_fn=on_cpus(frozenset(two_cpus)))
+    wait_until(lambda: descendants(tumbler.pid), what="the command")
+    target = descendants(tumbler.pid)[0]
+    wait_bound(target, doms, count=3)
+    status, stderr = finish(tumbler)
+    assert status == 0, stderr
+
+
+def test_sigkill_then_restore_covers_the_children(spawner, domains, procs, state, two_cpus):
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    tumbler = procs.tumbler("--domains", spec, "exec", "--", "sh", "-c",
+                            "%s; true" % (SPINNERS % (spawner, 60)), state_dir=state,
+                            preexec_fn=on_cpus(both))
+    child = spinner_below(tumbler.pid)
+    wait_bound(child, doms, count=2)
+    shell = [p for p in descendants(tumbler.pid) if p != child][0]
+    tumbler.kill()
+    tumbler.wait()
+    try:
+        restore = run_tumbler("restore", env=env_for(state))
+        assert restore.returncode == 0, restore.stderr
+        masks = thread_masks(child)
+        assert len(masks) == 3
+        assert all(mask == both for mask in masks.values()), masks
+    finally:
+        _kill(child)
+        _kill(shell)
+
+
+def test_attach_with_children(spawner, domains, procs, state, two_cpus):
+    """``-p PID --children`` adds a running program's descendants."""
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    shell = procs.start(["sh", "-c", "%s; true" % (SPINNERS % (spawner, 30))],
+                        preexec_fn=on_cpus(both))
+    child = spinner_below(shell.pid)
+    tumbler = procs.tumbler("--domains", spec, "--children", "--duration", "30", "-p",
+                            str(shell.pid), state_dir=state)
+    wait_bound(child, doms, count=2)
+    status, stderr = finish(tumbler, signal.SIGINT)
+    assert status == 0, stderr
+    masks = thread_masks(child)
+    assert all(mask == both for mask in masks.values()), masks
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
