@@ -2,7 +2,7 @@
 """How close speed balancing comes to a free, perfect rotation.
 
     .venv/bin/python benchmarks/rotation_bound.py [--runs N] [--period MS] \\
-        [--policy P ...] -- CMD [ARGS...]
+        [--policy P ...] [--config FILE ...] -- CMD [ARGS...]
 
 Runs CMD interleaved, run by run, three ways:
 
@@ -18,7 +18,8 @@ Runs CMD interleaved, run by run, three ways:
   and the moved thread's mask each step, every worker's status every 5th
   step -- and burning US microseconds of CPU per step: whether tumbler's
   cost, rather than its decisions, is what separates it from the bound;
-* ``tumbler --policy P exec -- CMD`` for each ``--policy`` (default auto).
+* ``tumbler --policy P exec -- CMD`` for each ``--policy`` (default auto),
+  and ``tumbler --config FILE exec -- CMD`` for each ``--config``.
 
 CMD must print ``elapsed_s=SECONDS`` (the example workloads do).  Prints
 mean +- sample sd, min..max and the speedup vs default of each.  Not a
@@ -107,6 +108,8 @@ def main():
     parser.add_argument("--mimic", type=float, default=None, metavar="US",
                         help="also run the rotator doing a tumbler step's reads "
                              "and US microseconds of CPU per step")
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="also run auto with this tumbler --config FILE")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -122,6 +125,9 @@ def main():
                                                           args.mimic / 1e6)))
     ways += [(policy, lambda p=policy: run_plain([TUMBLER, "-q", "--policy", p, "exec", "--"]
                                                  + command)) for policy in policies]
+    ways += [("auto " + os.path.basename(path),
+              lambda f=path: run_plain([TUMBLER, "-q", "--config", f, "exec", "--"] + command))
+             for path in args.config]
     times = {name: [] for name, _ in ways}
     print("load average at start: %.2f; %s" % (os.getloadavg()[0], " ".join(command)))
     for _ in range(args.runs):

@@ -76,9 +76,13 @@ core only helps if it comes within a barrier phase, so for phases of ~0.1 s
 tumbler steps every 20 ms without blocking (``SpeedParams`` defaults,
 measured in BENCHMARKS.md); ``speed: {interval_ms: 100, block_intervals:
 2}`` in the config file restores the paper's settings.  Either way a
-uniformly random extra of up to one interval is added each round when
-``jitter`` is on: the randomness breaks cycles in which threads move
-repeatedly between the same two queues.
+uniformly random extra of up to a quarter of an interval
+(``JITTER_SHARE``) is added each round when ``jitter`` is on: the
+randomness breaks cycles in which threads move repeatedly between the
+same two queues, and lock-step with a program's own period.  The paper's
+per-core timers jitter by up to a whole interval; at 20 ms that made the
+mean step 30 ms and left 3 spinning threads on 2 cores 5% behind a free
+rotation every 20 ms, against 2.3% without jitter (BENCHMARKS.md).
 
 When to engage (paper 4)
 ------------------------
@@ -100,6 +104,11 @@ EMPTY_CORE_SPEED = 1.0
 
 # -- parameters and results --------------------------------------------------
 
+#: With jitter, each interval gets a random extra of up to this share of it
+#: (see "Interval" above).
+JITTER_SHARE = 0.25
+
+
 @dataclass(frozen=True)
 class SpeedParams:
     """Tunables of one speed balancer: tumbler's defaults (module doc,
@@ -108,7 +117,7 @@ class SpeedParams:
     threshold: float = 0.9      # T_s: pull only from cores with s_k/s_global < T_s
     block_intervals: int = 0    # rounds a core sits out after a migration (paper: 2)
     interval_ms: int = 20       # balance interval (paper: 100)
-    jitter: bool = True         # add a random extra of up to one interval
+    jitter: bool = True         # add a random extra of up to JITTER_SHARE of an interval
 
     def validate(self) -> "SpeedParams":
         """Return self, or raise ValueError naming the bad field."""
@@ -243,11 +252,12 @@ class SpeedBalancer:
         return frozenset(c for c, last in self._blocked_through.items() if nxt <= last)
 
     def next_interval_ms(self) -> int:
-        """The next balance interval: interval_ms plus, with jitter, 0..interval_ms."""
+        """The next balance interval: interval_ms plus, with jitter, up to
+        JITTER_SHARE of it."""
         base = self._params.interval_ms
         if not self._params.jitter:
             return base
-        return base + self._jitter_rng.randint(0, base)
+        return base + self._jitter_rng.randint(0, int(base * JITTER_SHARE))
 
     # -- initial placement ---------------------------------------------------
 
