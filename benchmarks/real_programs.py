@@ -35,8 +35,8 @@ def programs(data):
     """name -> (argv, what it needs installed)."""
     return {
         "pigz": (["pigz", "-p", "2", "-6", "-c", data], "pigz"),
-        "zstd": (["zstd", "-T2", "-12", "-c", "-q", data], "zstd"),
-        "xz": (["xz", "-T2", "-4", "-c", data], "xz"),
+        "zstd": (["zstd", "-T2", "-15", "-c", "-q", data], "zstd"),
+        "xz": (["xz", "-T2", "-2", "-c", data], "xz"),
         "numpy-matmul": ([PYTHON, "-c", MATMUL], None),
     }
 
@@ -47,10 +47,10 @@ def available(argv, tool):
     return subprocess.call([PYTHON, "-c", "import numpy"], stderr=subprocess.DEVNULL) == 0
 
 
-def make_data(directory, megabytes=96):
+def make_data(directory, megabytes=128):
     """Compressible, deterministic text (words of a small vocabulary)."""
     path = os.path.join(directory, "input.txt")
-    words = [("%x" % (i * 2654435761 % 2 ** 32)).encode() for i in range(4096)]
+    words = [("%x" % (i * 2654435761 % 2 ** 32)).encode() for i in range(1 << 16)]
     with open(path, "wb") as f:
         state, written = 12345, 0
         while written < megabytes << 20:
