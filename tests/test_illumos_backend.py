@@ -755,7 +755,7 @@ def test_check_can_bind_asks_for_privileges_first(tree):
     from tumbler.platform.base import ProcessInfo
     mine = ProcessInfo(pid=PID, name="app", uid=__import__("os").geteuid(), start=0,
                        is_kernel=False, tgid=PID)
-    other = mine.__class__(**dict(mine.__dict__, uid=mine.uid + 1))
+    other = mine._replace(uid=mine.uid + 1)
     libc = FakeLibc()
     be = backend(tree, libc=libc)
     be.check_can_bind(mine, "pset")                 # no has_privilege: cannot tell

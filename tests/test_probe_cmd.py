@@ -7,7 +7,6 @@ anything took: counts are compared with each other or with the moves
 tumbler itself made, and waits are failure guards only.
 """
 
-import dataclasses
 import json
 import os
 import shutil
@@ -369,8 +368,8 @@ class FlipPolicy(TumblerPolicy):
                  if t.tid in self.workers and t.domain is not None]
         assignment = dict(plan.assignment)
         assignment.update((m.tid, m.dst) for m in moves)
-        return dataclasses.replace(plan, moves=moves, assignment=assignment,
-                                   reason="test: flip the workers")
+        return plan.replace(moves=moves, assignment=assignment,
+                            reason="test: flip the workers")
 
 
 def last_cpu(pid, tid):

@@ -50,7 +50,6 @@ import resource
 import signal
 import sys
 import time
-from dataclasses import dataclass
 
 from ..engine.model import Domain
 from .handback import HandBack
@@ -61,22 +60,24 @@ from .spreads import SpreadHistory
 from .threads import ThreadTracking
 
 
-@dataclass
 class RunStats:
-    started: float
-    intervals: int = 0
-    quiet: int = 0                  # of them, quiet rounds
-    threads_seen: int = 0
-    migrations: int = 0             # moves between domains
-    pins: int = 0                   # speed balancing's core changes
-    spreads: SpreadHistory = None   # every round's spread (before its moves)
-    warnings: int = 0
-    outsiders: int = 0              # threads allowed no CPU of any domain, left alone
-    priority: object = None         # () -> how the loop ran, for the summary (run.py)
-    startup_s: float = 0.0          # wall time from tumbler's start to balancing
+    """What the exit summary reports of a run (observers/summary.py)."""
 
-    def __post_init__(self):
-        self.spreads = SpreadHistory()
+    __slots__ = ("started", "intervals", "quiet", "threads_seen", "migrations", "pins",
+                 "spreads", "warnings", "outsiders", "priority", "startup_s")
+
+    def __init__(self, started):
+        self.started = started
+        self.intervals = 0
+        self.quiet = 0                  # of them, quiet rounds
+        self.threads_seen = 0
+        self.migrations = 0             # moves between domains
+        self.pins = 0                   # speed balancing's core changes
+        self.spreads = SpreadHistory()  # every round's spread (before its moves)
+        self.warnings = 0
+        self.outsiders = 0              # threads allowed no CPU of any domain, left alone
+        self.priority = None            # () -> how the loop ran, for the summary (run.py)
+        self.startup_s = 0.0            # wall time from tumbler's start to balancing
 
 
 class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):

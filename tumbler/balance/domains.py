@@ -13,8 +13,7 @@ OS scheduler, which does that job well.  With one domain there is nothing to
 group across; the caller says so in the log and the summary.
 """
 
-from dataclasses import dataclass
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 from ..cpulist import brief, format_cpulist
 from ..errors import UsageError
@@ -23,8 +22,7 @@ from ..platform.base import LEVELS
 AUTO_LEVELS = ("package", "numa", "llc")
 
 
-@dataclass(frozen=True)
-class DomainChoice:
+class DomainChoice(NamedTuple):
     level: str                       # "explicit", or a name from LEVELS
     domains: Tuple[frozenset, ...]   # each already within the allowed CPUs
     note: str                        # why these, for the log and summary

@@ -3,8 +3,6 @@ two steps: sample, then loads over the load window)."""
 
 import os
 from collections import deque
-from dataclasses import dataclass
-from typing import Optional
 
 from ..cpulist import format_cpulist
 from ..engine.policy import RUNNABLE_SHARE
@@ -13,31 +11,44 @@ from ..platform.base import NoSuchProcess, PlatformError
 from .targets import allowed_union
 
 
-@dataclass
 class TrackedThread:
-    pid: int
-    tid: int
-    start: int
-    name: str
-    allowed: frozenset              # CPUs it was allowed when first seen
-    eligible: frozenset             # domain indices it may use
-    first: tuple                    # (wall_ns, run_ns, lat_ns) when first seen
-    prev_wall: int = 0              # wall_ns and run_ns at the last round's sample
-    prev_run: int = 0
-    exec_ns: int = 0                # CPU time over the last round
-    wall_ns: int = 0                # length of the last round
-    load: Optional[float] = None    # demand, CPUs; None until measured over one interval
-    cpu: Optional[float] = None     # CPU received (Eq. 1), what utilisation reports
-    runnable: Optional[float] = None
-    domain: Optional[int] = None    # domain tumbler bound it to
-    saved: Optional[dict] = None    # original placement, once touched
-    migrations: int = 0
-    unmovable: bool = False         # the OS refused, or someone else manages it now
-    pinned_cpu: Optional[int] = None    # speed balancing pinned it to this CPU
-    bound_mask: Optional[frozenset] = None  # the mask tumbler last set
-    touched: bool = False           # tumbler has set its mask (children may carry it)
-    switches: Optional[deque] = None    # (wall_ns, voluntary switches) at rounds
-    sleeps_per_s: Optional[float] = None    # rate from the last reading of them
+    """One thread of a target, as the loop knows it (a plain class with
+    __slots__, not a dataclass: see platform/base.py)."""
+
+    __slots__ = ("pid", "tid", "start", "name", "allowed", "eligible", "first", "prev_wall",
+                 "prev_run", "exec_ns", "wall_ns", "load", "cpu", "runnable", "domain",
+                 "saved", "migrations", "unmovable", "pinned_cpu", "bound_mask", "touched",
+                 "switches", "sleeps_per_s")
+
+    def __init__(self, pid, tid, start, name, allowed, eligible, first, prev_wall=0,
+                 prev_run=0, domain=None):
+        self.pid = pid
+        self.tid = tid
+        self.start = start
+        self.name = name
+        self.allowed = allowed          # CPUs it was allowed when first seen
+        self.eligible = eligible        # domain indices it may use
+        self.first = first              # (wall_ns, run_ns, lat_ns) when first seen
+        self.prev_wall = prev_wall      # wall_ns and run_ns at the last round's sample
+        self.prev_run = prev_run
+        self.exec_ns = 0                # CPU time over the last round
+        self.wall_ns = 0                # length of the last round
+        self.load = None                # demand, CPUs; None until measured over one interval
+        self.cpu = None                 # CPU received (Eq. 1), what utilisation reports
+        self.runnable = None
+        self.domain = domain            # domain tumbler bound it to
+        self.saved = None               # original placement, once touched
+        self.migrations = 0
+        self.unmovable = False          # the OS refused, or someone else manages it now
+        self.pinned_cpu = None          # speed balancing pinned it to this CPU
+        self.bound_mask = None          # the mask tumbler last set
+        self.touched = False            # tumbler has set its mask (children may carry it)
+        self.switches = None            # deque of (wall_ns, voluntary switches) at rounds
+        self.sleeps_per_s = None        # rate from the last reading of them
+
+    def __repr__(self):
+        return "TrackedThread(pid=%d, tid=%d, name=%r, domain=%r, load=%r)" % (
+            self.pid, self.tid, self.name, self.domain, self.load)
 
 
 class ThreadTracking:

@@ -20,20 +20,25 @@ Conventions shared by every engine module:
   CPUs it is allowed on); ``None`` means any domain.
 """
 
-from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, NamedTuple, Optional
 
 
-@dataclass(frozen=True)
-class Domain:
-    """A group of CPUs that threads are bound to as a whole."""
-
+class _DomainFields(NamedTuple):
     index: int
     cpus: FrozenSet[int]
 
-    def __post_init__(self):
-        # Accept any iterable but store a frozenset, so Domain stays hashable.
-        object.__setattr__(self, "cpus", frozenset(self.cpus))
+
+class Domain(_DomainFields):
+    """A group of CPUs that threads are bound to as a whole.
+
+    NamedTuples and plain classes here, not dataclasses: see
+    platform/base.py.  ``cpus`` is stored as a frozenset whatever iterable
+    is given, so a Domain stays hashable."""
+
+    __slots__ = ()
+
+    def __new__(cls, index, cpus):
+        return tuple.__new__(cls, (index, frozenset(cpus)))
 
     @property
     def capacity(self) -> int:
@@ -74,23 +79,46 @@ class Move(NamedTuple):
     dst: int
 
 
-@dataclass
 class Plan:
     """What the engine decided for one interval, and why.
 
     ``domain_loads`` are the summed loads per domain before the plan (threads
     not yet placed do not count), ``predicted_loads`` the same sums after it.
     ``spread_*`` are the coefficients of variation of the per-capacity domain
-    loads (``load / capacity``) before and after.
+    loads (``load / capacity``) before and after.  Mutable: the policy sets
+    the interval and the controller adds to the reason.
     """
 
-    moves: List[Move]
-    assignment: Dict[int, int]
-    thread_cv: float
-    interval_ms: int
-    regroup: bool
-    domain_loads: List[float]
-    predicted_loads: List[float]
-    spread_before: float
-    spread_after: float
-    reason: str
+    __slots__ = ("moves", "assignment", "thread_cv", "interval_ms", "regroup",
+                 "domain_loads", "predicted_loads", "spread_before", "spread_after", "reason")
+
+    def __init__(self, moves: List[Move], assignment: Dict[int, int], thread_cv: float,
+                 interval_ms: int, regroup: bool, domain_loads: List[float],
+                 predicted_loads: List[float], spread_before: float, spread_after: float,
+                 reason: str):
+        self.moves = moves
+        self.assignment = assignment
+        self.thread_cv = thread_cv
+        self.interval_ms = interval_ms
+        self.regroup = regroup
+        self.domain_loads = domain_loads
+        self.predicted_loads = predicted_loads
+        self.spread_before = spread_before
+        self.spread_after = spread_after
+        self.reason = reason
+
+    def replace(self, **changes) -> "Plan":
+        """A copy with ``changes``."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        values.update(changes)
+        return Plan(**values)
+
+    def __eq__(self, other):
+        return type(other) is Plan and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "Plan(%s)" % ", ".join("%s=%r" % (name, getattr(self, name))
+                                      for name in self.__slots__)

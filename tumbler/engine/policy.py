@@ -75,7 +75,6 @@ holds it to ``decide``.  The controller's quiet rounds rest on it, and
 call only ``quiet_verdict``: it is cheap.
 """
 
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Dict, List, NamedTuple, Optional
 
@@ -122,7 +121,6 @@ class ThreadView(NamedTuple):
     sleeps_per_s: Optional[float] = None   # None: not measured
 
 
-@dataclass
 class Decision:
     """One full round's decision.
 
@@ -131,14 +129,25 @@ class Decision:
     domains (``engaged``), ``speed_interval_ms`` is the time to its next
     step: between full rounds the controller samples only the threads
     speed balancing pinned in those domains and calls ``speed_step``.
+    ``pins``: tid -> CPU (None: the whole domain again); ``notes``: domain
+    -> mechanism and why; ``engaged``: the domains speed-balanced.
     """
 
-    plan: Plan
-    pins: Dict[int, Optional[int]] = field(default_factory=dict)
-    interval_ms: int = 100
-    notes: Dict[int, str] = field(default_factory=dict)     # domain -> mechanism + why
-    engaged: List[int] = field(default_factory=list)        # domains speed-balanced
-    speed_interval_ms: Optional[int] = None
+    __slots__ = ("plan", "pins", "interval_ms", "notes", "engaged", "speed_interval_ms")
+
+    def __init__(self, plan: Plan, pins: Optional[Dict[int, Optional[int]]] = None,
+                 interval_ms: int = 100, notes: Optional[Dict[int, str]] = None,
+                 engaged: Optional[List[int]] = None, speed_interval_ms: Optional[int] = None):
+        self.plan = plan
+        self.pins = {} if pins is None else pins
+        self.interval_ms = interval_ms
+        self.notes = {} if notes is None else notes
+        self.engaged = [] if engaged is None else engaged
+        self.speed_interval_ms = speed_interval_ms
+
+    def __repr__(self):
+        return "Decision(%s)" % ", ".join("%s=%r" % (name, getattr(self, name))
+                                          for name in self.__slots__)
 
 
 _TID = attrgetter("tid")

@@ -94,7 +94,6 @@ leaves those domains alone (``engine.policy``, auto).
 """
 
 import random
-from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 #: Speed of a core that runs none of our threads: a thread moved there would
@@ -109,8 +108,7 @@ EMPTY_CORE_SPEED = 1.0
 JITTER_SHARE = 0.25
 
 
-@dataclass(frozen=True)
-class SpeedParams:
+class SpeedParams(NamedTuple):
     """Tunables of one speed balancer: tumbler's defaults (module doc,
     "Interval"); the paper's are ``block_intervals=2, interval_ms=100``."""
 
@@ -135,8 +133,7 @@ class SpeedParams:
         return self
 
 
-@dataclass(frozen=True)
-class CoreMove:
+class CoreMove(NamedTuple):
     """Move thread ``tid`` from CPU ``src`` to CPU ``dst``."""
 
     tid: int

@@ -19,7 +19,6 @@ layer looks at errno.
 """
 
 import os
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
 
@@ -73,9 +72,13 @@ class Unsupported(PlatformError):
 
 
 # -- data --------------------------------------------------------------------
+#
+# NamedTuples, not dataclasses, here and in the engine, the loop and the
+# state: importing dataclasses (with inspect, ast, re) costs ~20 ms of CPU
+# on a small VM, paid by every ``tumbler exec`` while its command runs
+# (BENCHMARKS.md, issue 15).
 
-@dataclass(frozen=True)
-class ProcessInfo:
+class ProcessInfo(NamedTuple):
     pid: int
     name: str
     uid: int
@@ -111,8 +114,7 @@ class ThreadTimes(NamedTuple):
     micro: Mapping[str, int] = NO_MICROSTATES
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
     """One snapshot of all threads of one process."""
 
     pid: int
@@ -120,8 +122,7 @@ class Sample:
     threads: Dict[int, ThreadTimes]
 
 
-@dataclass(frozen=True)
-class Topology:
+class Topology(NamedTuple):
     """On-line CPUs and their grouping at each level of ``LEVELS``.
 
     ``levels[name]`` is a tuple of disjoint CPU sets ordered by lowest CPU;

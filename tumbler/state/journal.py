@@ -4,8 +4,6 @@
 import os
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import List, Optional
 
 from ..cpulist import format_cpulist
 from ..errors import EXIT_FAILURE, TumblerError
@@ -23,20 +21,22 @@ PRUNE_MIN = 64
 MASK_LOG_LINES = 4096
 
 
-@dataclass
 class _Target:
-    pid: int
-    start: int
-    lock: Lock
-    name: str = "?"
-    allowed: Optional[List[int]] = None
-    threads: dict = field(default_factory=dict)     # (pid, tid) -> record
-    masks: set = field(default_factory=set)         # every mask set (tuples)
-    dirty: bool = False
-    prune_at: int = PRUNE_MIN
-    log_fd: Optional[int] = None                    # the .masks log, once opened
-    log_lines: int = 0
-    pending: list = field(default_factory=list)     # records of masks being set
+    """A claimed target: its lock and what its state file holds."""
+
+    def __init__(self, pid, start, lock, name="?", allowed=None):
+        self.pid = pid
+        self.start = start
+        self.lock = lock
+        self.name = name
+        self.allowed = allowed          # sorted CPU list, or None
+        self.threads = {}               # (pid, tid) -> record
+        self.masks = set()              # every mask set (tuples)
+        self.dirty = False
+        self.prune_at = PRUNE_MIN
+        self.log_fd = None              # the .masks log, once opened
+        self.log_lines = 0
+        self.pending = []               # records of masks being set
 
 
 class Journal:

@@ -1,8 +1,6 @@
 """Putting back what a dead tumbler left, from its state files (see
 ``tumbler.state``; the command is ``tumbler.commands.restore``)."""
 
-from dataclasses import dataclass, field
-from typing import List, Optional
 
 from ..cpulist import parse_cpulist
 from ..errors import UsageError
@@ -10,19 +8,21 @@ from ..platform.base import NoSuchProcess, PlatformError
 from .paths import StateError, unlink_quietly
 from .store import Busy, Lock, boot_id, read_state
 
-@dataclass
 class RestoreReport:
-    pid: int
-    name: str = "?"
-    owner: Optional[int] = None     # PID of the tumbler that left it
-    restored: int = 0
-    gone: int = 0                   # threads that exited (or whose TID was reused)
-    adopted: int = 0                # threads it never recorded, reset all the same
-    foreign: int = 0                # placed by someone else since: left alone
-    removed: List[str] = field(default_factory=list)
-    failed: int = 0
-    errors: List[str] = field(default_factory=list)
-    process_gone: bool = False
+    """What ``restore_state`` did with one state file."""
+
+    def __init__(self, pid, name="?", owner=None):
+        self.pid = pid
+        self.name = name
+        self.owner = owner              # PID of the tumbler that left it
+        self.restored = 0
+        self.gone = 0                   # threads that exited (or whose TID was reused)
+        self.adopted = 0                # threads it never recorded, reset all the same
+        self.foreign = 0                # placed by someone else since: left alone
+        self.removed = []               # what the binder had created, removed
+        self.failed = 0
+        self.errors = []
+        self.process_gone = False
 
     def lines(self):
         what = "process %d (%s)" % (self.pid, self.name)

@@ -5,7 +5,7 @@ import fcntl
 import json
 import os
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import EXIT_FAILURE, TumblerError
 from ..platform import boot_token
@@ -158,8 +158,7 @@ def _check_state(data):
     return None
 
 
-@dataclass
-class StateFile:
+class StateFile(NamedTuple):
     directory: str
     pid: int
     start: int
