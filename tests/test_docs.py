@@ -35,3 +35,17 @@ def test_every_option_and_command_is_in_the_man_page():
         if command.isalpha() and command.islower():
             assert "\n.B %s" % command in text or ".B %s " % command in text or \
                 command in text, command
+
+
+def test_every_service_key_is_in_tumbler_yaml_5():
+    from tumbler.service.config import MATCH_KEYS, RULE_KEYS
+    page = os.path.join(REPO, "man", "tumbler.yaml.5")
+    text = open(page).read()
+    for key in MATCH_KEYS + RULE_KEYS + ("scan_interval", "socket", "metrics_file", "service",
+                                         "balancing", "programs"):
+        assert "%s:" % key in text or ".B %s" % key in text, key
+    env = dict(os.environ, MANWIDTH="80", LC_ALL="C.UTF-8")
+    if shutil.which("man"):
+        result = subprocess.run(["man", "--warnings", "-l", page], capture_output=True,
+                                text=True, env=env)
+        assert result.returncode == 0 and result.stderr == ""

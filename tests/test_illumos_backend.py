@@ -1118,3 +1118,14 @@ def test_process_tree_from_psinfo_ppid(tree):
     with pytest.raises(NoSuchProcess):
         b.parent_of(PID + 2)
     assert b.newest_pid() is None       # no such token: every look lists /proc
+
+
+def test_process_facts_for_service_rules(tree):
+    """psinfo_t fields a service rule matches on (procfs.h offsets: pr_psargs
+    152, pr_projid 264, pr_zoneid 276)."""
+    fx.write_process(str(tree), PID, {"fname": "solver", "psargs": "./solver -n 4", "uid": 1001,
+                                      "projid": 10, "zoneid": 3}, [lwp(1), lwp(2)])
+    facts = backend(tree).process_facts(PID)
+    assert (facts.comm, facts.cmdline, facts.uid, facts.threads) == ("solver", "./solver -n 4",
+                                                                     1001, 2)
+    assert (facts.project, facts.zone, facts.cgroup) == (10, 3, None)

@@ -2,8 +2,8 @@
 
 Layer order, one way only (ARCHITECTURE.md)::
 
-    commands  ->  balance, state, tracing, observers  ->  engine, platform
-              ->  errors, cpulist, config
+    commands  ->  service  ->  balance, state, tracing, observers
+              ->  engine, platform  ->  errors, cpulist, config
 
 ``engine`` imports nothing outside itself; ``platform`` never imports the
 engine or anything above it; among the middle layer only ``observers``
@@ -32,7 +32,9 @@ LAYERS = {
     "state": {"leaf", "platform"},
     "tracing": {"leaf", "platform"},
     "observers": {"leaf", "engine", "platform", "tracing"},
-    "commands": {"leaf", "engine", "platform", "balance", "state", "tracing", "observers"},
+    "service": {"leaf", "engine", "platform", "balance", "state", "observers"},
+    "commands": {"leaf", "engine", "platform", "balance", "state", "tracing", "observers",
+                 "service"},
     "top": {"commands", "platform", "leaf"},
 }
 LEAVES = {"tumbler.errors", "tumbler.cpulist", "tumbler.config"}

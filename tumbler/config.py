@@ -128,10 +128,16 @@ def load_config(path):
     try:
         return parse_config(data)
     except ConfigError as exc:
-        # Composed again only now: the nodes know their lines.
-        yaml, loader = _yaml()
-        node = yaml.compose(text, Loader=loader)
-        raise UsageError("bad config %s: %s" % (located(path, node, exc.key), exc)) from None
+        raise located_error(path, text, exc) from None
+
+
+def located_error(path, text, exc):
+    """The UsageError ``bad config FILE:LINE: reason`` for a ConfigError
+    raised on the data of ``text``, read from ``path``."""
+    # Composed again only now: the nodes know their lines.
+    yaml, loader = _yaml()
+    node = yaml.compose(text, Loader=loader)
+    return UsageError("bad config %s: %s" % (located(path, node, exc.key), exc))
 
 
 def read_config_file(path):
@@ -226,8 +232,8 @@ def located(path, node, key):
 
 
 def parse_config(data):
-    _require_mapping(data, "the file")
-    _reject_unknown(data, ("variation_table", "idle_interval_ms", "tolerance",
+    require_mapping(data, "the file")
+    reject_unknown(data, ("variation_table", "idle_interval_ms", "tolerance",
                            "discover_ms", "load_window_ms", "speed", "defaults"), "")
     config = Config()
     if "variation_table" in data:
@@ -236,7 +242,7 @@ def parse_config(data):
         config = config.replace(idle_interval_ms=_interval(data["idle_interval_ms"],
                                                             "idle_interval_ms"))
     if "tolerance" in data:
-        config = config.replace(tolerance=_number(data["tolerance"], "tolerance", 0.0, 10.0))
+        config = config.replace(tolerance=number_in(data["tolerance"], "tolerance", 0.0, 10.0))
     if "discover_ms" in data:
         config = config.replace(discover_ms=_interval(data["discover_ms"], "discover_ms"))
     if "load_window_ms" in data:
@@ -257,7 +263,7 @@ def _parse_table(rows):
     for i, row in enumerate(rows):
         where = "variation_table[%d]" % i
         if isinstance(row, dict):
-            _reject_unknown(row, ("cv", "interval_ms"), where + ".")
+            reject_unknown(row, ("cv", "interval_ms"), where + ".")
             if "cv" not in row or "interval_ms" not in row:
                 raise ConfigError("%s needs both cv and interval_ms" % where, where)
             cv, interval = row["cv"], row["interval_ms"]
@@ -265,7 +271,7 @@ def _parse_table(rows):
             cv, interval = row
         else:
             raise ConfigError("%s must be {cv: X, interval_ms: Y}" % where, where)
-        table.append((_number(cv, where + ".cv", 0.0, 100.0),
+        table.append((number_in(cv, where + ".cv", 0.0, 100.0),
                       _interval(interval, where + ".interval_ms")))
     for (cv_hi, _), (cv_lo, _) in zip(table, table[1:]):
         if cv_lo >= cv_hi:
@@ -275,13 +281,13 @@ def _parse_table(rows):
 
 
 def _parse_speed(data):
-    _require_mapping(data, "speed")
-    _reject_unknown(data, ("threshold", "block_intervals", "interval_ms", "jitter"), "speed.")
+    require_mapping(data, "speed")
+    reject_unknown(data, ("threshold", "block_intervals", "interval_ms", "jitter"), "speed.")
     speed = {}
     if "threshold" in data:
-        speed["threshold"] = _number(data["threshold"], "speed.threshold", 0.01, 1.0)
+        speed["threshold"] = number_in(data["threshold"], "speed.threshold", 0.01, 1.0)
     if "block_intervals" in data:
-        speed["block_intervals"] = _integer(data["block_intervals"], "speed.block_intervals",
+        speed["block_intervals"] = integer_in(data["block_intervals"], "speed.block_intervals",
                                             0, 1000)
     if "interval_ms" in data:
         speed["interval_ms"] = _interval(data["interval_ms"], "speed.interval_ms")
@@ -293,8 +299,8 @@ def _parse_speed(data):
 
 
 def _parse_defaults(config, data):
-    _require_mapping(data, "defaults")
-    _reject_unknown(data, ("level", "policy", "binder"), "defaults.")
+    require_mapping(data, "defaults")
+    reject_unknown(data, ("level", "policy", "binder"), "defaults.")
     for key, choices in (("level", LEVEL_CHOICES), ("policy", POLICY_CHOICES),
                          ("binder", BINDER_CHOICES)):
         if key in data:
@@ -306,20 +312,20 @@ def _parse_defaults(config, data):
     return config
 
 
-def _require_mapping(data, what):
+def require_mapping(data, what):
     if not isinstance(data, dict):
         raise ConfigError("%s must be a mapping of keys to values" % what,
                           None if what == "the file" else what)
 
 
-def _reject_unknown(data, known, prefix):
+def reject_unknown(data, known, prefix):
     for key in data:
         if key not in known:
             raise ConfigError("unknown key %s%s (known: %s)" % (prefix, key, ", ".join(known)),
                               "%s%s" % (prefix, key))
 
 
-def _number(value, key, low, high):
+def number_in(value, key, low, high):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError("%s must be a number" % key, key)
     if not low <= value <= high:
@@ -327,7 +333,7 @@ def _number(value, key, low, high):
     return float(value)
 
 
-def _integer(value, key, low, high):
+def integer_in(value, key, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError("%s must be a whole number" % key, key)
     if not low <= value <= high:
@@ -336,4 +342,4 @@ def _integer(value, key, low, high):
 
 
 def _interval(value, key):
-    return _integer(value, key, MIN_INTERVAL_MS, MAX_INTERVAL_MS)
+    return integer_in(value, key, MIN_INTERVAL_MS, MAX_INTERVAL_MS)

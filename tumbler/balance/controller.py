@@ -125,24 +125,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._capacities = Roster.capacities(self.domains)
         binder.setup([d.cpus for d in self.domains])
 
-    # -- targets and threads -------------------------------------------------
-
-
-
-
-
-
-
-
-
     # -- one round -----------------------------------------------------------
-
-
-
-
-
-
-
 
     @property
     def last_decision(self):
@@ -192,27 +175,6 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._roster = self._quiet_roster(samples, decision)
         return decision
 
-    # -- quiet rounds ----------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
     def _regroup(self, plan, moves, samples):
         """Apply a plan's moves -- unless the last regrouping is less than a
         load window old: the loads it was planned from still reach back
@@ -240,9 +202,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         Returns a short reason string.  ``on_signal(signum)`` decides what a
         signal means (exec mode forwards it); it returns True to stop.
         """
-        next_round = time.monotonic() + self.first_interval_ms / 1000.0
-        next_step = None                # next speed balancing step between rounds
-        scanned = time.monotonic()      # last look for new threads
+        self.start_clock()
         # A waiter that records SIGCHLD says when the child may have
         # exited: only then is it polled (a wait4 call each time).
         poll_child = child is not None
@@ -258,40 +218,50 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
                 poll_child = not waiter.watches_children
             if not self.targets:
                 return "target exited"
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 return "duration reached"
-            if now >= next_round:
-                decision = self.round()
-                # A round samples every thread, which finds new ones too; one
-                # clock reading for both, so that with an interval equal to
-                # discover_ms no separate scan is made.
-                scanned = time.monotonic()
-                next_round = scanned + decision.interval_ms / 1000.0
-                next_step = None
-                if decision.speed_interval_ms and self.moves_threads:
-                    next_step = scanned + decision.speed_interval_ms / 1000.0
-                continue
-            if next_step is not None and now >= next_step:
-                step_ms = self.speed_step()
-                next_step = None if step_ms is None else time.monotonic() + step_ms / 1000.0
-                continue
-            if now - scanned >= self.discover_s:
-                self.discover()
-                scanned = now
-            wake = min(next_round, scanned + self.discover_s)
-            if next_step is not None:
-                wake = min(wake, next_step)
+            wake = self.tick()
             if deadline is not None:
                 wake = min(wake, deadline)
             waiter.sleep(max(0.0, wake - time.monotonic()))
 
+    # -- the cadences (run, and the service's loop) -----------------------------
 
-    # -- restore -------------------------------------------------------------
+    def start_clock(self):
+        """Balancing starts now: the first round comes first_interval_ms
+        later, looks for new threads every discover_ms."""
+        now = time.monotonic()
+        self._next_round = now + self.first_interval_ms / 1000.0
+        self._next_step = None          # next speed balancing step between rounds
+        self._scanned = now             # last look for new threads
 
+    def tick(self):
+        """Do the one thing due now, if any -- a round, a speed balancing
+        step, or a look for new threads -- and return the monotonic time
+        the next is due."""
+        now = time.monotonic()
+        if now >= self._next_round:
+            decision = self.round()
+            # A round samples every thread, which finds new ones too; one
+            # clock reading for both, so that with an interval equal to
+            # discover_ms no separate scan is made.
+            self._scanned = time.monotonic()
+            self._next_round = self._scanned + decision.interval_ms / 1000.0
+            self._next_step = None
+            if decision.speed_interval_ms and self.moves_threads:
+                self._next_step = self._scanned + decision.speed_interval_ms / 1000.0
+        elif self._next_step is not None and now >= self._next_step:
+            step_ms = self.speed_step()
+            self._next_step = None if step_ms is None else time.monotonic() + step_ms / 1000.0
+        elif now - self._scanned >= self.discover_s:
+            self.discover()
+            self._scanned = now
+        wake = min(self._next_round, self._scanned + self.discover_s)
+        if self._next_step is not None:
+            wake = min(wake, self._next_step)
+        return wake
 
-
-
+    # -- accounting ------------------------------------------------------------
 
     def own_cpu_seconds(self):
         usage = resource.getrusage(resource.RUSAGE_SELF)

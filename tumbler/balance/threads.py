@@ -121,7 +121,7 @@ class ThreadTracking:
         if not allowed:
             return False
         if self.journal is not None:
-            refused = self.journal.claim_descendant(pid, allowed)
+            refused = self.journal.try_claim(pid, allowed)
             if refused is not None:
                 self.warn("child process %d of %d: %s; left alone" % (pid, parent, refused))
                 return False

@@ -49,6 +49,7 @@ class SignalWaiter:
         # interval, and select() would build its fd lists each time.
         self._poll = select.poll()
         self._poll.register(self._read_fd, select.POLLIN)
+        self._watched = set()
         self._old_wakeup = signal.set_wakeup_fd(self._write_fd)
         self._old_handlers = {}
         wanted = [signum for signum in signals if signum in ALWAYS_STOP
@@ -67,12 +68,27 @@ class SignalWaiter:
         taken, self.pending = self.pending, []
         return taken
 
+    def watch(self, fd):
+        """Also end a sleep when ``fd`` is readable (the service's control
+        socket)."""
+        self._poll.register(fd, select.POLLIN)
+        self._watched.add(fd)
+
     def sleep(self, seconds):
-        """Sleep up to ``seconds``; return early if a signal arrived."""
+        """Sleep up to ``seconds``; return early if a signal arrived or a
+        watched fd is readable.  Returns the watched fds that are."""
         if self.pending:
-            return
-        if seconds > 0 and self._poll.poll(seconds * 1000.0):
+            return ()
+        if self._watched:
+            events = self._poll.poll(max(seconds, 0.0) * 1000.0)
+        elif seconds > 0:
+            events = self._poll.poll(seconds * 1000.0)
+        else:
+            return ()
+        ready = [fd for fd, _ in events if fd in self._watched]
+        if len(ready) < len(events):
             self._drain()
+        return ready
 
     def _drain(self):
         try:

@@ -32,6 +32,8 @@ SUBCOMMANDS = {
     "probe": (".probe", "probe_command"),
     "compare": (".compare", "compare_command"),
     "restore": (".restore", "restore_command"),
+    "service": (".service", "service_command"),
+    "status": (".service", "status_command"),
 }
 
 

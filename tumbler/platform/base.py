@@ -122,6 +122,22 @@ class Sample(NamedTuple):
     threads: Dict[int, ThreadTimes]
 
 
+class ProcessFacts(NamedTuple):
+    """What service rules match a process on (``tumbler service``); None
+    where the OS cannot tell (zone and project on Linux, cgroup on illumos)."""
+
+    pid: int
+    comm: str                       # the program's name, as ps -o comm shows it
+    cmdline: str                    # arguments joined by spaces
+    uid: int                        # real user ID
+    threads: int
+    cpu_ns: int                     # CPU time so far, all threads (user + system)
+    cgroup: Optional[str] = None    # Linux: the cgroup path (v2, else the cpuset one)
+    zone: Optional[int] = None      # illumos: zone ID
+    project: Optional[int] = None   # illumos: project ID
+    is_kernel: bool = False
+
+
 class Topology(NamedTuple):
     """On-line CPUs and their grouping at each level of ``LEVELS``.
 
@@ -289,6 +305,22 @@ class Backend:
         thread that forked it, so the children of bound threads are
         tumbler's to put back.  Default: none (the OS cannot tell)."""
         return set()
+
+    def process_facts(self, pid):
+        """ProcessFacts of ``pid`` (service rules); NoSuchProcess if gone."""
+        raise Unsupported("this platform cannot describe processes for rules")
+
+    def reserved_cpus(self):
+        """(isolated, nohz_full): CPUs the admin kept from the scheduler or
+        from its tick, which the service never binds threads to.  Default:
+        none."""
+        return frozenset(), frozenset()
+
+    def may_use(self, pid):
+        """The CPUs ``pid`` may be given by default: on-line, not isolated,
+        within its cgroup's cpuset where the OS has one.  A process whose
+        threads all have narrower masks was placed by someone else."""
+        return self.topology().online - self.reserved_cpus()[0]
 
     def process_ids(self):
         """The PIDs of every process now (process trees: ``--children``).

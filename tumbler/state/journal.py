@@ -102,7 +102,7 @@ class Journal:
             lock.release()
             raise
 
-    def claim_descendant(self, pid, allowed):
+    def try_claim(self, pid, allowed):
         """``claim`` for a process found while balancing (a descendant of a
         target): None once claimed, else why it is not (another tumbler
         manages it, or it is gone).  A state directory that cannot be

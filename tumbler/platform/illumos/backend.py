@@ -56,8 +56,8 @@ from . import zone as zones
 from .structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
                                parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
                                PSINFO_SIZE)
-from ..base import (STAT_COLUMNS, AccessDenied, Backend, NoSuchProcess, PlatformError, ProcessInfo,
-                   Sample, ThreadTimes, Topology, Unsupported)
+from ..base import (STAT_COLUMNS, AccessDenied, Backend, NoSuchProcess, PlatformError,
+                   ProcessFacts, ProcessInfo, Sample, ThreadTimes, Topology, Unsupported)
 
 #: cpu_info ``state`` values of CPUs that run threads (sys/processor.h PS_*).
 RUNNING_STATES = ("on-line", "no-intr")
@@ -106,6 +106,19 @@ class IllumosBackend(Backend):
 
     def process_ids(self):
         return [int(name) for name in os.listdir(self.proc) if name.isdigit()]
+
+    def process_facts(self, pid):
+        """From ``psinfo_t``: pr_fname, pr_psargs (the first 80 bytes of
+        the arguments), pr_uid, pr_nlwp, pr_time, pr_projid, pr_zoneid."""
+        try:
+            info = parse_psinfo(self._read_small(pid, "psinfo", PSINFO_SIZE))
+        except ValueError:
+            raise NoSuchProcess(pid) from None
+        if info.nlwp == 0:
+            raise NoSuchProcess(pid)
+        return ProcessFacts(pid=pid, comm=info.fname, cmdline=info.psargs, uid=info.uid,
+                            threads=info.nlwp, cpu_ns=info.time_ns, zone=info.zoneid,
+                            project=info.projid, is_kernel=bool(info.flag & SSYS))
 
     def parent_of(self, pid):
         """``psinfo_t.pr_ppid``."""

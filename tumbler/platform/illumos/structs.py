@@ -87,7 +87,8 @@ _PRUSAGE_HEAD = struct.Struct("=i4x26q")
 LwpUsage = namedtuple("LwpUsage", "lwpid create_ns rtime_ns utime_ns stime_ns ttime_ns "
                       "tftime_ns dftime_ns ltime_ns slptime_ns wtime_ns")
 LwpInfo = namedtuple("LwpInfo", "lwpid sname onpro bindpro bindpset lgrp")
-PsInfo = namedtuple("PsInfo", "flag nlwp pid ppid uid start_ns fname nzomb")
+PsInfo = namedtuple("PsInfo", "flag nlwp pid ppid uid start_ns fname nzomb psargs time_ns "
+                                "projid zoneid")
 
 
 class Truncated(ValueError):
@@ -153,4 +154,5 @@ def parse_psinfo(data):
         raise ValueError("short psinfo_t: %d bytes" % len(data))
     v = PSINFO_HEAD.unpack_from(data, 0)
     return PsInfo(flag=v[0], nlwp=v[1], pid=v[2], ppid=v[3], uid=v[6], start_ns=_ns(v[17], v[18]),
-                  fname=_text(v[23]), nzomb=v[32])
+                  fname=_text(v[23]), nzomb=v[32], psargs=_text(v[24]),
+                  time_ns=_ns(v[19], v[20]), projid=v[31], zoneid=v[34])

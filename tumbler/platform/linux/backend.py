@@ -31,7 +31,7 @@ from operator import attrgetter
 from ...cpulist import parse_cpulist
 from ...errors import UsageError
 from ..base import (NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess, PlatformError,
-                    ProcessInfo, Sample, ThreadTimes)
+                    ProcessFacts, ProcessInfo, Sample, ThreadTimes)
 from .affinity import SETAFFINITY_PRIVILEGE, AffinityBinder, thread_error
 from .topology import read_topology
 
@@ -109,6 +109,21 @@ def _exited(fields):
         return int(fields[_STAT_NUM_THREADS]) <= 1
     except (IndexError, ValueError):
         return True
+
+
+def _cgroup_path(text):
+    """The cgroup of a /proc/PID/cgroup text: the v2 one ("0::/path"), else
+    the v1 cpuset hierarchy's, else None."""
+    found = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            return parts[2]
+        if "cpuset" in parts[1].split(","):
+            found = parts[2]
+    return found
 
 
 def _read_path(path, size=4096):
@@ -517,6 +532,60 @@ class LinuxBackend(Backend):
 
     def process_ids(self):
         return [int(name) for name in os.listdir(self.proc) if name.isdigit()]
+
+    def process_facts(self, pid):
+        """/proc/PID/stat (name, threads, CPU time, kernel flag), status
+        (real UID), cmdline and cgroup."""
+        path = "%s/%d" % (self.proc, pid)
+        try:
+            comm, fields = parse_stat(_read_path(path + "/stat").decode(errors="replace"))
+            uid = int(_read_status(path + "/status")["Uid"].split()[0])
+            cmdline = _read_path(path + "/cmdline", 1 << 16)
+            cgroups = _read_path(path + "/cgroup", 1 << 16).decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, KeyError, ValueError, IndexError):
+            raise NoSuchProcess(pid) from None
+        except PermissionError:
+            raise AccessDenied("cannot read %s" % path, "read access to /proc") from None
+        ticks = int(fields[_STAT_UTIME]) + int(fields[_STAT_STIME])
+        return ProcessFacts(
+            pid=pid, comm=comm, uid=uid,
+            cmdline=cmdline.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace"),
+            threads=int(fields[_STAT_NUM_THREADS]), cpu_ns=ticks * _NS_PER_TICK,
+            cgroup=_cgroup_path(cgroups),
+            is_kernel=bool(int(fields[_STAT_FLAGS]) & PF_KTHREAD))
+
+    def reserved_cpus(self):
+        """/sys/devices/system/cpu/isolated (isolcpus=) and nohz_full."""
+        found = []
+        for name in ("isolated", "nohz_full"):
+            try:
+                text = _read_path("%s/devices/system/cpu/%s" % (self.sys, name)).decode()
+                found.append(frozenset(parse_cpulist(text.strip())) if text.strip()
+                             else frozenset())
+            except (OSError, UsageError):
+                found.append(frozenset())
+        return found[0], found[1]
+
+    def may_use(self, pid):
+        """On-line, not isolated, and within the effective cpuset of the
+        process's cgroup (v2: cpuset.cpus.effective of the nearest cgroup
+        that has one)."""
+        usable = super().may_use(pid)
+        try:
+            path = self.process_facts(pid).cgroup
+        except NoSuchProcess:
+            return usable
+        mount = "%s/fs/cgroup" % self.sys
+        while path is not None:
+            try:
+                text = _read_path("%s%s/cpuset.cpus.effective" % (mount, path.rstrip("/")))
+                return usable & frozenset(parse_cpulist(text.decode().strip()))
+            except (OSError, UsageError):
+                pass
+            if path in ("/", ""):
+                break
+            path = path.rsplit("/", 1)[0] or "/"
+        return usable
 
     def parent_of(self, pid):
         try:

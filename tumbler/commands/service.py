@@ -1,0 +1,128 @@
+"""``tumbler service`` and ``tumbler status``: the machine-wide service
+(tumbler/service/loop.py) and what it reports on its control socket."""
+
+import json
+import sys
+
+import click
+
+from ..errors import EXIT_FAILURE, TumblerError
+from ..service.config import DEFAULT_CONFIG, DEFAULT_SOCKET, load_service_config
+
+
+@click.command("service")
+@click.option("--config", "config_path", default=DEFAULT_CONFIG, show_default=True,
+              metavar="FILE", help="Configuration; drop-ins from conf.d/*.yaml beside it.")
+@click.option("--socket", "socket_path", default=None, metavar="PATH",
+              help="Control socket (default: service.socket, %s)." % DEFAULT_SOCKET)
+@click.option("--check", "check_path", default=None, metavar="FILE",
+              help="Only check FILE (and its drop-ins) and exit: 0 if good, 2 if not.")
+@click.option("-v", "--verbose", is_flag=True, help="Print every round's decision too.")
+def service_command(config_path, socket_path, check_path, verbose):
+    """Balance the programs the configuration's rules select, machine-wide."""
+    if check_path is not None:
+        config = load_service_config(check_path)
+        click.echo("%s: good: %d rule(s) from %s" % (check_path, len(config.rules),
+                                                     ", ".join(config.files) or "no file"))
+        sys.exit(0)
+    sys.exit(run_service(config_path, socket_path, verbose))
+
+
+def run_service(config_path, socket_path=None, verbose=False):
+    import os
+    from ..balance.waiting import SignalWaiter
+    from ..platform.priority import raise_priority
+    from ..service.control import ControlSocket
+    from ..service.loop import ERROR, INFO, Log, Service
+    from ..state import list_states, state_dir
+    from ..state.paths import ensure_dir
+    from .run import _raise_file_limit
+    if os.geteuid() != 0:
+        raise TumblerError("the service manages other users' programs: it needs root "
+                           "(CAP_SYS_NICE and write access to /run)", EXIT_FAILURE)
+    config = load_service_config(config_path)
+    log = Log()
+    raise_priority()
+    _raise_file_limit()
+    ensure_dir(state_dir())         # full, read-only or foreign: refused now
+    if list_states(state_dir()):
+        # What a killed service (or tumbler) left is put back first.
+        from .restore import run_restore
+        run_restore([])
+    waiter = SignalWaiter()
+    control = None
+    service = None
+    reason = "error"
+    try:
+        control = ControlSocket(socket_path or config.socket)
+        service = Service(config, config_path, log, verbose=verbose)
+        metrics = _metrics_writer(config, log)
+        log(INFO, "service started: %d rule(s) from %s; socket %s"
+            % (len(config.rules), ", ".join(config.files) or config_path, control.path))
+        reason = service.run(waiter, control, metrics)
+    finally:
+        failed = service.stop() if service is not None else 0
+        if control is not None:
+            control.close()
+        waiter.close()
+        if service is not None:
+            log(ERROR if failed else INFO, "service stopped (%s)%s" % (
+                reason, "; %d thread(s) not restored" % failed if failed else
+                ": every thread handed back"))
+    return EXIT_FAILURE if failed else 0
+
+
+def _metrics_writer(config, log):
+    """``metrics(service)`` -> when next due, writing service.metrics_file
+    every METRICS_INTERVAL_S; None without one."""
+    if config.metrics_file is None:
+        return None
+    try:
+        from ..observers.metrics import write_metrics
+    except ImportError:
+        from ..service.loop import WARNING
+        log(WARNING, "service.metrics_file is set but this tumbler cannot write metrics")
+        return None
+    import time
+    due = [0.0]
+
+    def metrics(service):
+        now = time.monotonic()
+        if now >= due[0]:
+            try:
+                write_metrics(service.config.metrics_file, service.status())
+            except OSError as exc:
+                from ..service.loop import WARNING
+                log(WARNING, "cannot write %s: %s" % (service.config.metrics_file, exc))
+            due[0] = now + METRICS_INTERVAL_S
+        return due[0]
+    return metrics
+
+
+#: How often the metrics file is rewritten.
+METRICS_INTERVAL_S = 5.0
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--socket", "socket_path", default=DEFAULT_SOCKET, show_default=True,
+              metavar="PATH", help="The service's control socket.")
+def status_command(as_json, socket_path):
+    """Show what a running tumbler service manages."""
+    from ..service.control import request
+    reply = request(socket_path, {"cmd": "status"})
+    if as_json:
+        click.echo(json.dumps(reply, indent=2, sort_keys=True))
+        return
+    click.echo("tumbler service PID %d, up %.0f s, own CPU %.2f s, %d program(s), rules: %s"
+               % (reply["pid"], reply["uptime_s"], reply["own_cpu_s"], len(reply["programs"]),
+                  ", ".join(reply.get("rules", [])) or "none"))
+    if not reply["programs"]:
+        return
+    click.echo("%7s  %-15s %-12s %-8s %-18s %-18s %8s %6s" % (
+        "PID", "NAME", "RULE", "POLICY", "DOMAINS", "LOAD", "MOVES/M", "SPEED"))
+    for p in reply["programs"]:
+        click.echo("%7d  %-15s %-12s %-8s %-18s %-18s %8.1f %6s" % (
+            p["pid"], p["name"][:15], p["rule"][:12], p["policy"], "/".join(p["domains"]),
+            " ".join("%.2f" % x for x in p["domain_load"]) or "-", p["moves_per_min"],
+            "on" if p["speed"] else "off"))

@@ -1,0 +1,270 @@
+"""The service's configuration: ``/etc/tumbler/tumbler.yaml`` and the
+drop-ins ``/etc/tumbler/conf.d/*.yaml`` (tumbler.yaml(5)).
+
+::
+
+    service:
+      scan_interval: 2          # seconds between looks for new programs
+      socket: /run/tumbler/tumbler.sock
+      metrics_file: /var/lib/prometheus/node-exporter/tumbler.prom   # optional
+    balancing:                  # the keys of a tumbler --config file
+      tolerance: 0.10
+    programs:                   # rules, first match wins
+      - name: solvers
+        match: {comm: "solver", cmdline: "regex", user: "name-or-uid",
+                cgroup: "/prefix", zone: "z", project: "p"}
+        min_threads: 2          # fewer threads: not managed
+        min_cpu: 0.5            # CPUs used over a scan interval, at least
+        domains: "0-15/16-31"   # or level: auto|package|numa|llc|core
+        policy: auto            # as --policy
+        override: false         # true: manage it even if someone narrowed its masks
+
+Files are read in order: the main file, then the drop-ins in name order.
+``service`` and ``balancing`` keys of a later file replace those of an
+earlier one; a rule of a later file replaces the earlier rule of the same
+name, in its place, or is appended.  Every error is ``FILE:LINE: reason``.
+Every file is checked like a ``--config`` file (a regular file of at most
+1 MiB, at most 32 levels deep: config.py).
+"""
+
+import os
+import re
+
+from ..config import (LEVEL_CHOICES, POLICY_CHOICES, ConfigError, integer_in, load_yaml,
+                      located_error, number_in, parse_config, read_config_file,
+                      reject_unknown, require_mapping)
+from ..cpulist import parse_domains
+from ..errors import UsageError
+
+DEFAULT_CONFIG = "/etc/tumbler/tumbler.yaml"
+DEFAULT_SCAN_INTERVAL_S = 2.0
+DEFAULT_SOCKET = "/run/tumbler/tumbler.sock"
+#: Rules' defaults: a program of one thread has nothing to balance.
+DEFAULT_MIN_THREADS = 2
+DEFAULT_MIN_CPU = 0.0
+
+MATCH_KEYS = ("comm", "cmdline", "user", "cgroup", "zone", "project")
+RULE_KEYS = ("name", "match", "min_threads", "min_cpu", "domains", "level", "policy",
+             "override")
+
+
+class Rule:
+    """One ``programs`` entry (see the module docstring)."""
+
+    __slots__ = ("name", "comm", "cmdline", "user", "cgroup", "zone", "project",
+                 "min_threads", "min_cpu", "domains", "level", "policy", "override",
+                 "source")
+
+    def __init__(self, name, source, comm=None, cmdline=None, user=None, cgroup=None,
+                 zone=None, project=None, min_threads=DEFAULT_MIN_THREADS,
+                 min_cpu=DEFAULT_MIN_CPU, domains=None, level="auto", policy="auto",
+                 override=False):
+        self.name = name
+        self.source = source            # the file it came from
+        self.comm = comm                # compiled regex, matched in full
+        self.cmdline = cmdline          # compiled regex, searched
+        self.user = user                # UID
+        self.cgroup = cgroup            # path prefix
+        self.zone = zone
+        self.project = project
+        self.min_threads = min_threads
+        self.min_cpu = min_cpu
+        self.domains = domains          # parsed --domains, or None
+        self.level = level
+        self.policy = policy
+        self.override = override
+
+    def matches(self, facts):
+        """Whether ProcessFacts ``facts`` meets every ``match`` key (the
+        thresholds are the service's to judge, over time)."""
+        if self.comm is not None and not self.comm.fullmatch(facts.comm):
+            return False
+        if self.cmdline is not None and not self.cmdline.search(facts.cmdline):
+            return False
+        if self.user is not None and facts.uid != self.user:
+            return False
+        if self.cgroup is not None and not _under(facts.cgroup, self.cgroup):
+            return False
+        if self.zone is not None and facts.zone != self.zone:
+            return False
+        if self.project is not None and facts.project != self.project:
+            return False
+        return True
+
+
+def _under(path, prefix):
+    if path is None:
+        return False
+    prefix = prefix.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/") or prefix == ""
+
+
+class ServiceConfig:
+    """The merged configuration of every file."""
+
+    def __init__(self, files=(), scan_interval=DEFAULT_SCAN_INTERVAL_S, socket=DEFAULT_SOCKET,
+                 metrics_file=None, balancing=None, rules=()):
+        self.files = list(files)
+        self.scan_interval = scan_interval
+        self.socket = socket
+        self.metrics_file = metrics_file
+        self.balancing = balancing      # tumbler.config.Config
+        self.rules = list(rules)
+
+
+def config_files(path):
+    """The files of a configuration: ``path``, then ``conf.d/*.yaml`` beside
+    it in name order."""
+    files = [path]
+    drop_ins = os.path.join(os.path.dirname(path) or ".", "conf.d")
+    try:
+        names = sorted(os.listdir(drop_ins))
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    except OSError as exc:
+        raise UsageError("cannot read %s: %s" % (drop_ins, exc.strerror)) from None
+    files += [os.path.join(drop_ins, name) for name in names if name.endswith(".yaml")]
+    return files
+
+
+def load_service_config(path=DEFAULT_CONFIG, resolve_user=None):
+    """Read and merge ``path`` and its drop-ins; UsageError (exit 2) naming
+    FILE:LINE on any problem.  ``resolve_user(name) -> uid`` (default: the
+    password database)."""
+    resolve_user = resolve_user or _uid_of
+    merged = ServiceConfig()
+    balancing = {}
+    rules = []
+    for file in config_files(path):
+        text = read_config_file(file)
+        data = load_yaml(file, text)
+        if data is None:
+            continue
+        try:
+            _merge(file, data, merged, balancing, rules, resolve_user)
+        except ConfigError as exc:
+            raise located_error(file, text, exc) from None
+        merged.files.append(file)
+    merged.balancing = parse_config(balancing)     # each file's part checked above
+    merged.rules = rules
+    return merged
+
+
+def _merge(file, data, merged, balancing, rules, resolve_user):
+    require_mapping(data, "the file")
+    reject_unknown(data, ("service", "balancing", "programs"), "")
+    service = data.get("service") or {}
+    require_mapping(service, "service")
+    reject_unknown(service, ("scan_interval", "socket", "metrics_file"), "service.")
+    if "scan_interval" in service:
+        merged.scan_interval = number_in(service["scan_interval"], "service.scan_interval",
+                                         0.1, 3600)
+    for key in ("socket", "metrics_file"):
+        if key in service:
+            value = service[key]
+            if not isinstance(value, str) or not value.startswith("/"):
+                raise ConfigError("service.%s must be an absolute path" % key,
+                                  "service." + key)
+            setattr(merged, key, value)
+    if "balancing" in data:
+        require_mapping(data["balancing"], "balancing")
+        try:
+            parse_config(data["balancing"])
+        except ConfigError as exc:
+            raise ConfigError("balancing: %s" % exc,
+                              "balancing" + ("." + exc.key if exc.key else "")) from None
+        balancing.update(data["balancing"])
+    if "programs" in data:
+        programs = data["programs"]
+        if not isinstance(programs, list):
+            raise ConfigError("programs must be a list of rules", "programs")
+        for index, entry in enumerate(programs):
+            rule = _rule(file, entry, "programs[%d]" % index, resolve_user)
+            same = next((i for i, old in enumerate(rules) if old.name == rule.name), None)
+            if same is None:
+                rules.append(rule)
+            else:
+                rules[same] = rule
+
+
+def _rule(file, entry, key, resolve_user):
+    require_mapping(entry, key)
+    reject_unknown(entry, RULE_KEYS, key + ".")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("%s.name must be a non-empty string" % key, key + ".name"
+                          if "name" in entry else key)
+    values = {}
+    match = entry.get("match") or {}
+    require_mapping(match, key + ".match")
+    reject_unknown(match, MATCH_KEYS, key + ".match.")
+    for what in ("comm", "cmdline"):
+        if what in match:
+            pattern = match[what]
+            if not isinstance(pattern, str):
+                raise ConfigError("%s.match.%s must be a string" % (key, what),
+                                  "%s.match.%s" % (key, what))
+            try:
+                values[what] = re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError("%s.match.%s: bad regular expression (%s)" % (key, what, exc),
+                                  "%s.match.%s" % (key, what)) from None
+    if "user" in match:
+        values["user"] = _user(match["user"], key + ".match.user", resolve_user)
+    if "cgroup" in match:
+        prefix = match["cgroup"]
+        if not isinstance(prefix, str) or not prefix.startswith("/"):
+            raise ConfigError("%s.match.cgroup must be a path starting with /" % key,
+                              key + ".match.cgroup")
+        values["cgroup"] = prefix
+    for what in ("zone", "project"):
+        if what in match:
+            values[what] = integer_in(match[what], "%s.match.%s" % (key, what), 0, 2 ** 31 - 1)
+    if "min_threads" in entry:
+        values["min_threads"] = integer_in(entry["min_threads"], key + ".min_threads", 1,
+                                           1 << 22)
+    if "min_cpu" in entry:
+        values["min_cpu"] = number_in(entry["min_cpu"], key + ".min_cpu", 0.0, 1 << 16)
+    if "domains" in entry and "level" in entry:
+        raise ConfigError("%s: domains and level exclude each other" % key, key + ".level")
+    if "domains" in entry:
+        text = entry["domains"]
+        if not isinstance(text, str):
+            raise ConfigError("%s.domains must be a string like \"0-3/4-7\"" % key,
+                              key + ".domains")
+        try:
+            values["domains"] = parse_domains(text)
+        except UsageError as exc:
+            raise ConfigError("%s.domains: %s" % (key, exc), key + ".domains") from None
+    for what, choices in (("level", LEVEL_CHOICES), ("policy", POLICY_CHOICES)):
+        if what in entry:
+            if entry[what] not in choices:
+                raise ConfigError("%s.%s must be one of %s" % (key, what, ", ".join(choices)),
+                                  "%s.%s" % (key, what))
+            values[what] = entry[what]
+    if "override" in entry:
+        if not isinstance(entry["override"], bool):
+            raise ConfigError("%s.override must be true or false" % key, key + ".override")
+        values["override"] = entry["override"]
+    return Rule(name, file, **values)
+
+
+def _user(value, key, resolve_user):
+    if isinstance(value, bool):
+        raise ConfigError("%s must be a user name or UID" % key, key)
+    if isinstance(value, int):
+        return integer_in(value, key, 0, 2 ** 32 - 1)
+    if not isinstance(value, str):
+        raise ConfigError("%s must be a user name or UID" % key, key)
+    uid = resolve_user(value)
+    if uid is None:
+        raise ConfigError("%s: no such user %r" % (key, value), key)
+    return uid
+
+
+def _uid_of(name):
+    import pwd
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None

@@ -1,0 +1,156 @@
+"""The service's control socket: a UNIX stream socket, mode 0600, speaking
+JSON lines.  A client sends one request line and gets one reply line:
+
+    {"cmd": "status"}    ->  {"version": ..., "pid": ..., "programs": [...]}
+
+Only root (and the service's own user) may ask: the peer's credentials
+(SO_PEERCRED) are checked, whatever the file's mode.  A connection that
+sends nothing within ``REQUEST_TIMEOUT_S`` is closed, so a stuck client
+cannot stall balancing.
+"""
+
+import errno
+import json
+import os
+import socket
+import struct
+
+from ..errors import EXIT_FAILURE, TumblerError
+
+#: How long the service waits for a client's request line.
+REQUEST_TIMEOUT_S = 1.0
+#: A request longer than this is refused.
+MAX_REQUEST = 4096
+
+
+class ControlSocket:
+    """The listening socket of a running service."""
+
+    def __init__(self, path):
+        self.path = path
+        directory = os.path.dirname(path) or "."
+        try:
+            os.makedirs(directory, mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise TumblerError("cannot create %s: %s" % (directory, exc.strerror),
+                               EXIT_FAILURE) from None
+        _remove_stale(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        old_umask = os.umask(0o177)         # the socket is made 0600
+        try:
+            self.sock.bind(path)
+        except OSError as exc:
+            self.sock.close()
+            raise TumblerError("cannot listen on %s: %s" % (path, exc.strerror),
+                               EXIT_FAILURE) from None
+        finally:
+            os.umask(old_umask)
+        self.sock.listen(8)
+        self.sock.setblocking(False)
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def serve(self, answer):
+        """Answer every waiting client: ``answer(request dict)`` -> reply dict."""
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(REQUEST_TIMEOUT_S)
+                try:
+                    reply = self._reply(conn, answer)
+                    conn.sendall((json.dumps(reply, sort_keys=True) + "\n").encode())
+                except (OSError, socket.timeout):
+                    continue
+
+    def _reply(self, conn, answer):
+        uid = _peer_uid(conn)
+        if uid not in (0, os.geteuid()):
+            return {"error": "permission denied: the control socket answers root only"}
+        data = b""
+        while b"\n" not in data and len(data) <= MAX_REQUEST:
+            chunk = conn.recv(MAX_REQUEST)
+            if not chunk:
+                break
+            data += chunk
+        try:
+            request = json.loads(data.split(b"\n", 1)[0].decode())
+        except (ValueError, UnicodeDecodeError):
+            return {"error": "bad request: one JSON object per line"}
+        if not isinstance(request, dict):
+            return {"error": "bad request: one JSON object per line"}
+        return answer(request)
+
+    def close(self):
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def _peer_uid(conn):
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", creds)[1]
+    except (OSError, AttributeError):       # no SO_PEERCRED: refuse
+        return None
+
+
+def _remove_stale(path):
+    """A socket file nobody listens on is left by a service that was
+    killed: remove it.  One somebody answers on is another service's."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        probe.connect(path)
+    except FileNotFoundError:
+        return
+    except ConnectionRefusedError:
+        os.unlink(path)
+        return
+    except OSError as exc:
+        if exc.errno == errno.ENOTSOCK or exc.errno == errno.ECONNREFUSED:
+            raise TumblerError("%s exists and is not a tumbler socket; remove it" % path,
+                               EXIT_FAILURE) from None
+        raise TumblerError("cannot use %s: %s" % (path, exc.strerror), EXIT_FAILURE) from None
+    finally:
+        probe.close()
+    raise TumblerError("another tumbler service answers on %s" % path, EXIT_FAILURE)
+
+
+def request(path, message, timeout=5.0):
+    """Send one request to the service at ``path``; return its reply.
+    TumblerError (exit 1) when no service answers."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+        sock.sendall((json.dumps(message) + "\n").encode())
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise TumblerError("no tumbler service is running (no socket at %s)" % path,
+                           EXIT_FAILURE) from None
+    except PermissionError:
+        raise TumblerError("permission denied: %s (needs root)" % path, EXIT_FAILURE) from None
+    except OSError as exc:
+        raise TumblerError("cannot reach the service at %s: %s"
+                           % (path, exc.strerror or exc), EXIT_FAILURE) from None
+    finally:
+        sock.close()
+    try:
+        reply = json.loads(data.decode())
+    except (ValueError, UnicodeDecodeError):
+        raise TumblerError("the service at %s sent no valid reply" % path, EXIT_FAILURE) from None
+    if "error" in reply:
+        raise TumblerError(reply["error"], EXIT_FAILURE)
+    return reply

@@ -1,0 +1,353 @@
+"""``tumbler service``: find the programs the rules select and balance each
+as ``tumbler -p`` would, in one loop.
+
+The loop, each turn:
+
+1. signals: SIGHUP reloads the configuration (a bad one is refused and the
+   running one kept), any other stop signal ends the service;
+2. every ``scan_interval``: look at every process (``scan``) -- a new one
+   that a rule selects, with enough threads and, over one scan interval,
+   enough CPU, becomes a managed *program*;
+3. every program: whatever its controller has due (a round, a speed step,
+   a look for new threads: ``Controller.tick``), quiet rounds included; a
+   program whose process exited, or whose balancing failed, is handed back
+   and dropped;
+4. control socket requests (``status``), the metrics file;
+5. sleep until the next thing due, a signal or a request.
+
+Each program has its own controller, backend, binder and journal (state
+file), so it gets every restore guarantee ``tumbler -p`` has, and one
+program's failure or exit never touches another's threads.
+
+What a program must be to be managed (checked once, at the scan that first
+sees it; a process refused is not looked at again until its PID names
+another process):
+
+* not tumbler itself or its children, not PID 1, not a kernel thread;
+* selected by a rule (first match wins), with ``min_threads`` threads or
+  more and, between two scans, ``min_cpu`` CPUs or more of CPU time;
+* its threads' masks together allow what it may use (``Backend.may_use``:
+  on-line, not isolated, within its cgroup's cpuset): narrower, someone
+  else placed it (taskset, numactl, a container runtime), and it is left
+  alone -- logged once -- unless its rule says ``override: true``;
+* not managed by another tumbler (its state file's lock).
+
+CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
+domains, and domains are cut down to what the program may use, so no
+mask is ever widened.
+
+Logging: one line per event that matters, with the syslog priority prefix
+journald reads (``<6>`` info, ``<4>`` warning, ``<3>`` error) when stderr
+is the journal (``$JOURNAL_STREAM``) or not a terminal; a steady machine
+logs nothing.
+"""
+
+import os
+import signal
+import sys
+import time
+
+from .. import __version__
+from ..balance.controller import Controller
+from ..balance.domains import choose_domains
+from ..engine.policy import make_policy
+from ..engine.speed import SpeedParams
+from ..engine.variation import VariationTable
+from ..errors import TumblerError
+from ..platform import open_backend
+from ..platform.base import NoSuchProcess, NullBinder, PlatformError
+from ..state import Journal
+from .config import load_service_config
+
+INFO, WARNING, ERROR = 6, 4, 3
+
+
+class Log:
+    """One line per event on stderr, with a syslog priority prefix where
+    journald reads it."""
+
+    def __init__(self, stream=None, prefixed=None):
+        self.stream = stream or sys.stderr
+        if prefixed is None:
+            prefixed = bool(os.environ.get("JOURNAL_STREAM")) or not self.stream.isatty()
+        self.prefixed = prefixed
+
+    def __call__(self, priority, message):
+        prefix = "<%d>" % priority if self.prefixed else ""
+        try:
+            self.stream.write("%stumbler: %s\n" % (prefix, message))
+            self.stream.flush()
+        except OSError:
+            pass
+
+
+class Program:
+    """A managed program: its controller and what the status reports."""
+
+    __slots__ = ("pid", "name", "rule", "controller", "journal", "since", "wake")
+
+    def __init__(self, pid, name, rule, controller, journal):
+        self.pid = pid
+        self.name = name
+        self.rule = rule
+        self.controller = controller
+        self.journal = journal
+        self.since = time.monotonic()
+        self.wake = self.since
+
+    def status(self):
+        c = self.controller
+        decision = c.last_decision
+        minutes = max(time.monotonic() - self.since, 1e-9) / 60.0
+        loads = list(decision.plan.domain_loads) if decision is not None else []
+        return {"pid": self.pid, "name": self.name, "rule": self.rule.name,
+                "policy": c.policy.name,
+                "domains": [_cpulist(d.cpus) for d in c.domains],
+                "domain_load": [round(x, 3) for x in loads],
+                "threads": len(c.threads), "moves": c.stats.migrations,
+                "moves_per_min": round(c.stats.migrations / minutes, 2),
+                "pins": c.stats.pins,
+                "speed": bool(decision is not None and decision.engaged),
+                "intervals": c.stats.intervals, "quiet_intervals": c.stats.quiet}
+
+
+def _cpulist(cpus):
+    from ..cpulist import format_cpulist
+    return format_cpulist(cpus)
+
+
+class Service:
+    def __init__(self, config, config_path, log, verbose=False):
+        self.config = config
+        self.config_path = config_path
+        self.log = log
+        self.verbose = verbose
+        self.programs = {}          # pid -> Program
+        self.declined = {}          # pid -> its start token: refused, not looked at again
+        self.candidates = {}        # pid -> (monotonic s, CPU ns) at the scan that saw it
+        self.started = time.monotonic()
+        self.me = os.getpid()
+        self.backend = open_backend(None, "/")      # for scans; programs have their own
+
+    # -- the loop ------------------------------------------------------------
+
+    def run(self, waiter, control=None, metrics=None):
+        """Serve until a stop signal; returns its description."""
+        next_scan = time.monotonic()
+        if control is not None:
+            waiter.watch(control.fileno())
+        while True:
+            for signum in waiter.take():
+                if signum == signal.SIGHUP:
+                    self.reload()
+                else:
+                    return "signal %d" % signum
+            now = time.monotonic()
+            if now >= next_scan:
+                self.scan()
+                next_scan = time.monotonic() + self.config.scan_interval
+            wake = next_scan
+            for program in list(self.programs.values()):
+                if program.wake <= time.monotonic():
+                    self._tick(program)
+                if program.pid in self.programs:
+                    wake = min(wake, program.wake)
+            if metrics is not None:
+                wake = min(wake, metrics(self))
+            ready = waiter.sleep(max(0.0, wake - time.monotonic()))
+            if ready and control is not None:
+                control.serve(self.answer)
+
+    def _tick(self, program):
+        controller = program.controller
+        try:
+            program.wake = controller.tick()
+        except (TumblerError, PlatformError) as exc:
+            self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
+                     % (program.pid, program.name, exc))
+            self._drop(program, "failed")
+            return
+        if not controller.targets:
+            self._drop(program, "exited")
+
+    def stop(self):
+        """Hand back every program's threads; returns how many failed."""
+        failed = 0
+        for program in list(self.programs.values()):
+            failed += self._drop(program, "service stopping", quiet=True)
+        return failed
+
+    def _drop(self, program, why, quiet=False):
+        self.programs.pop(program.pid, None)
+        failed = program.controller.restore_all()
+        if failed:
+            self.log(ERROR, "PID %d (%s): %d thread(s) could not be restored; "
+                     "`tumbler restore` retries" % (program.pid, program.name, failed))
+        elif not quiet:
+            self.log(INFO, "PID %d (%s): dropped (%s), rule %s"
+                     % (program.pid, program.name, why, program.rule.name))
+        return failed
+
+    # -- finding programs ------------------------------------------------------
+
+    def scan(self):
+        """Look at every process once: pick up what the rules select."""
+        now = time.monotonic()
+        try:
+            pids = self.backend.process_ids()
+        except OSError as exc:
+            self.log(ERROR, "cannot list processes: %s" % exc)
+            return
+        alive = set(pids)
+        for table in (self.declined, self.candidates):
+            for pid in [p for p in table if p not in alive]:
+                del table[pid]
+        for pid in pids:
+            if pid in self.programs or pid == self.me or pid == 1:
+                continue
+            try:
+                self._consider(pid, now)
+            except NoSuchProcess:
+                self.candidates.pop(pid, None)
+            except PlatformError as exc:
+                self._decline(pid, WARNING, "PID %d: %s" % (pid, exc))
+
+    def _consider(self, pid, now):
+        facts = self.backend.process_facts(pid)
+        start = self.backend.process(pid).start
+        if self.declined.get(pid) == start:
+            return
+        self.declined.pop(pid, None)
+        if facts.is_kernel or self.backend.parent_of(pid) == self.me:
+            self.declined[pid] = start
+            return
+        rule = next((r for r in self.config.rules if r.matches(facts)), None)
+        if rule is None or facts.threads < rule.min_threads:
+            self.candidates.pop(pid, None)
+            return
+        if rule.min_cpu > 0:
+            seen = self.candidates.get(pid)
+            self.candidates[pid] = (now, facts.cpu_ns)
+            if seen is None or now <= seen[0]:
+                return
+            if (facts.cpu_ns - seen[1]) / 1e9 / (now - seen[0]) < rule.min_cpu:
+                return
+        self.candidates.pop(pid, None)
+        self._manage(pid, start, facts, rule)
+
+    def _decline(self, pid, priority, message, start=None):
+        if start is None:
+            try:
+                start = self.backend.process(pid).start
+            except PlatformError:
+                return
+        self.declined[pid] = start
+        self.log(priority, message)
+
+    def _manage(self, pid, start, facts, rule):
+        backend = open_backend(None, "/")
+        allowed = frozenset()
+        for tid in backend.thread_ids(pid):
+            try:
+                allowed |= backend.allowed_cpus(pid, tid)
+            except NoSuchProcess:
+                continue
+        may_use = backend.may_use(pid)
+        if allowed < may_use and not rule.override:
+            self._decline(pid, INFO, "PID %d (%s), rule %s: left alone: its threads may run on "
+                          "CPUs %s of the %s it may use, a placement someone else made "
+                          "(override: true manages it)" % (pid, facts.comm, rule.name,
+                                                           _cpulist(allowed), _cpulist(may_use)),
+                          start)
+            return
+        isolated, nohz_full = backend.reserved_cpus()
+        usable = allowed - isolated - nohz_full
+        try:
+            if not usable:
+                raise TumblerError("every CPU it may use is isolated or nohz_full")
+            choice = choose_domains(backend.topology(), usable, rule.level, rule.domains)
+        except TumblerError as exc:
+            self._decline(pid, WARNING, "PID %d (%s), rule %s: not managed: %s"
+                          % (pid, facts.comm, rule.name, exc), start)
+            return
+        policy = self._policy(rule)
+        journal = None
+        try:
+            binder = backend.binder("affinity") if policy.moves_threads else NullBinder()
+            if policy.moves_threads:
+                journal = Journal(backend, warn=lambda m: self.log(WARNING, m))
+                refused = journal.try_claim(pid, allowed)
+                if refused is not None:
+                    journal.close()
+                    self._decline(pid, INFO, "PID %d (%s), rule %s: not managed: %s"
+                                  % (pid, facts.comm, rule.name, refused), start)
+                    return
+            controller = Controller(backend, binder, policy, choice, journal=journal,
+                                    warn=lambda m: self.log(WARNING, m),
+                                    observers=self._observers(),
+                                    **self.config.balancing.loop_options())
+            if journal is not None:
+                journal.attach(binder, choice.domains)
+            controller.start_clock()
+            controller.add_target(pid, allowed)
+        except NoSuchProcess:
+            if journal is not None:
+                journal.close()
+            return
+        except (TumblerError, PlatformError) as exc:
+            if journal is not None:
+                journal.close()
+            self._decline(pid, WARNING, "PID %d (%s), rule %s: not managed: %s"
+                          % (pid, facts.comm, rule.name, exc), start)
+            return
+        program = Program(pid, facts.comm, rule, controller, journal)
+        self.programs[pid] = program
+        self.log(INFO, "PID %d (%s): managed by rule %s, policy %s, %s"
+                 % (pid, facts.comm, rule.name, policy.name, choice.note))
+
+    def _policy(self, rule):
+        balancing = self.config.balancing
+        table = VariationTable(**{key: value for key, value in (
+            ("rows", balancing.variation_table), ("idle_interval_ms", balancing.idle_interval_ms))
+            if value is not None})
+        tolerance = {} if balancing.tolerance is None else {"tolerance": balancing.tolerance}
+        return make_policy(rule.policy, table, speed=SpeedParams(**balancing.speed), **tolerance)
+
+    def _observers(self):
+        if not self.verbose:
+            return ()
+        from ..observers.verbose import VerboseReport
+        return (VerboseReport(),)
+
+    # -- reload and status -------------------------------------------------------
+
+    def reload(self):
+        """SIGHUP: read the configuration again; keep the running one if the
+        new one is bad.  Programs already managed stay as they are; the new
+        rules apply from the next scan on, to processes not yet looked at
+        and to those no rule selected before."""
+        try:
+            config = load_service_config(self.config_path)
+        except TumblerError as exc:
+            self.log(ERROR, "reload refused, the running configuration stays: %s" % exc)
+            return
+        self.config = config
+        self.declined.clear()
+        self.candidates.clear()
+        self.log(INFO, "configuration reloaded: %d rule(s) from %s"
+                 % (len(config.rules), ", ".join(config.files) or self.config_path))
+
+    def answer(self, request):
+        if request.get("cmd") == "status":
+            return self.status()
+        return {"error": "unknown request %r (known: status)" % (request.get("cmd"),)}
+
+    def status(self):
+        usage = os.times()
+        return {"version": __version__, "pid": self.me,
+                "uptime_s": round(time.monotonic() - self.started, 3),
+                "own_cpu_s": round(usage.user + usage.system, 3),
+                "config": self.config_path,
+                "rules": [r.name for r in self.config.rules],
+                "programs": [p.status() for p in sorted(self.programs.values(),
+                                                          key=lambda p: p.pid)]}
