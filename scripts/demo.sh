@@ -17,3 +17,6 @@ for r in rounds[-5:]:
         "/".join("%.2f" % x for x in r["domain_loads"]), r["domain_spread"],
         len(r["moves"]), r["reason"]))
 PY
+echo "== tumbler plot demo.jsonl -o demo.svg (per-domain load, tolerance band, moves, CV)"
+.venv/bin/tumbler plot demo.jsonl -o demo.svg
+echo "demo.svg written"

@@ -34,8 +34,9 @@ class Service:
         self.proc = procs.start(tumbler_cmd("service", "--config", str(self.config)),
                                 env=env_for(state), cwd=REPO, stderr=self.stderr,
                                 stdout=subprocess.DEVNULL)
-        wait_until(lambda: os.path.exists(self.socket) or self.proc.poll() is not None,
-                   what="the service's socket")
+        # (not the socket file: a killed service's is still there)
+        wait_until(lambda: "service started" in self.log() or self.proc.poll() is not None,
+                   what="the service to start")
         assert self.proc.poll() is None, self.log()
 
     def write(self, text):

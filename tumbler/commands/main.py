@@ -34,6 +34,7 @@ SUBCOMMANDS = {
     "restore": (".restore", "restore_command"),
     "service": (".service", "service_command"),
     "status": (".service", "status_command"),
+    "plot": (".plot", "plot_command"),
 }
 
 

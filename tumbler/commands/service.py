@@ -45,15 +45,17 @@ def run_service(config_path, socket_path=None, verbose=False):
     raise_priority()
     _raise_file_limit()
     ensure_dir(state_dir())         # full, read-only or foreign: refused now
-    if list_states(state_dir()):
-        # What a killed service (or tumbler) left is put back first.
-        from .restore import run_restore
-        run_restore([])
+    # From here on a stop signal is recorded and ends the service cleanly
+    # at its first turn, whatever it arrives during.
     waiter = SignalWaiter()
     control = None
     service = None
     reason = "error"
     try:
+        if list_states(state_dir()):
+            # What a killed service (or tumbler) left is put back first.
+            from .restore import run_restore
+            run_restore([])
         control = ControlSocket(socket_path or config.socket)
         service = Service(config, config_path, log, verbose=verbose)
         metrics = _metrics_writer(config, log)

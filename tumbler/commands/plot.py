@@ -1,0 +1,181 @@
+"""``tumbler plot LOG.jsonl -o FILE.svg``: a picture of a ``--log`` file.
+
+Two panels over the run's time:
+
+* each domain's load per CPU (its summed thread load / its CPUs), one line
+  per domain, inside the tolerance band around their mean (no regrouping
+  while every domain stays in it); threads moved between domains as marks
+  along the top, speed balancing's pins as marks along the bottom;
+* the thread-load CV (what picks the interval) and the interval chosen.
+
+Plain SVG written by hand: no plotting library (it must work wherever
+tumbler does, illumos included).
+"""
+
+import json
+import sys
+
+import click
+
+from ..cpulist import parse_cpulist
+from ..errors import EXIT_FAILURE, UsageError, TumblerError
+
+#: Colours of the domain lines, in turn.
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+           "#17becf")
+WIDTH, LEFT, RIGHT = 900, 60, 20
+TOP_PANEL = (40, 260)           # y of the first panel's top and bottom
+BOTTOM_PANEL = (310, 430)
+HEIGHT = 480
+#: The tolerance band's default: the engine's (engine/grouping.py).
+DEFAULT_TOLERANCE = 0.10
+
+
+@click.command("plot")
+@click.argument("log_path", metavar="LOG.jsonl")
+@click.option("-o", "--output", "output", required=True, metavar="FILE.svg",
+              help="Where to write the SVG.")
+@click.option("--tolerance", type=float, default=None,
+              help="Band around the mean (default: from the log, else 0.10).")
+def plot_command(log_path, output, tolerance):
+    """Draw a --log file as an SVG: domain loads, moves, pins, CV, interval."""
+    rounds = read_log(log_path)
+    svg = render(rounds, tolerance, title=log_path)
+    try:
+        with open(output, "w") as f:
+            f.write(svg)
+    except OSError as exc:
+        raise TumblerError("cannot write %s: %s" % (output, exc.strerror), EXIT_FAILURE)
+    sys.exit(0)
+
+
+def read_log(path):
+    """The rounds of a --log file; UsageError naming FILE:LINE on a bad line."""
+    try:
+        f = open(path)
+    except OSError as exc:
+        raise TumblerError("cannot read %s: %s" % (path, exc.strerror), EXIT_FAILURE)
+    rounds = []
+    with f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                float(record["t"])
+                list(record["domains"]), list(record["domain_loads"])
+            except (ValueError, KeyError, TypeError):
+                if not line.endswith("\n"):
+                    break           # the last line of a run still being written
+                raise UsageError("%s:%d: not a tumbler --log record" % (path, number))
+            rounds.append(record)
+    if not rounds:
+        raise UsageError("%s: no rounds to plot" % path)
+    return rounds
+
+
+def _tolerance(rounds):
+    import re
+    for record in rounds:
+        found = re.search(r"tolerance (\d+(?:\.\d+)?)", record.get("reason", ""))
+        if found:
+            return float(found.group(1))
+    return DEFAULT_TOLERANCE
+
+
+def render(rounds, tolerance=None, title=""):
+    """The SVG text for ``rounds``."""
+    tolerance = _tolerance(rounds) if tolerance is None else tolerance
+    names = rounds[-1]["domains"]
+    capacities = [max(len(parse_cpulist(name)), 1) for name in names]
+    t0, t1 = rounds[0]["t"], rounds[-1]["t"]
+    span = (t1 - t0) or 1.0
+
+    def x(t):
+        return LEFT + (t - t0) / span * (WIDTH - LEFT - RIGHT)
+
+    per_cpu = [[load / capacities[i] for i, load in enumerate(r["domain_loads"])]
+               if len(r["domain_loads"]) == len(names) else None for r in rounds]
+    top = max([max(v) for v in per_cpu if v] + [1.0]) * 1.1
+
+    def y1(value):
+        high, low = TOP_PANEL
+        return low - value / top * (low - high)
+
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+           'font-family="sans-serif" font-size="11">' % (WIDTH, HEIGHT),
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="%d" y="18" font-size="13">tumbler: %s (%d rounds, %.1f s)</text>'
+           % (LEFT, _xml(title), len(rounds), span)]
+    # The tolerance band around the mean of the domains' per-CPU loads.
+    band_top, band_bottom = [], []
+    for record, values in zip(rounds, per_cpu):
+        if values:
+            mean = sum(values) / len(values)
+            band_top.append("%.1f,%.1f" % (x(record["t"]), y1(mean * (1 + tolerance))))
+            band_bottom.append("%.1f,%.1f" % (x(record["t"]), y1(mean * (1 - tolerance))))
+    if band_top:
+        out.append('<polygon class="band" points="%s" fill="#dddddd" stroke="none">'
+                   '<title>mean +- %.0f%%</title></polygon>'
+                   % (" ".join(band_top + band_bottom[::-1]), tolerance * 100))
+    for i, name in enumerate(names):
+        points = " ".join("%.1f,%.1f" % (x(r["t"]), y1(v[i]))
+                          for r, v in zip(rounds, per_cpu) if v)
+        colour = COLOURS[i % len(COLOURS)]
+        out.append('<polyline class="domain" data-domain="%s" points="%s" fill="none" '
+                   'stroke="%s" stroke-width="1.5"/>' % (_xml(name), points, colour))
+        out.append('<text x="%d" y="%d" fill="%s">domain %s</text>'
+                   % (WIDTH - RIGHT - 150, TOP_PANEL[0] + 14 * (i + 1), colour, _xml(name)))
+    for record in rounds:
+        moved = [m for m in record.get("moves", ()) if m.get("from") is not None]
+        if moved:
+            out.append('<line class="move" x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="black">'
+                       '<title>%.2f s: %d moved</title></line>'
+                       % (x(record["t"]), x(record["t"]), TOP_PANEL[0] - 8, TOP_PANEL[0],
+                          record["t"], len(moved)))
+        if record.get("pins"):
+            out.append('<line class="pin" x1="%.1f" x2="%.1f" y1="%d" y2="%d" '
+                       'stroke="#ff7f0e"><title>%.2f s: %d pinned</title></line>'
+                       % (x(record["t"]), x(record["t"]), TOP_PANEL[1], TOP_PANEL[1] + 8,
+                          record["t"], len(record["pins"])))
+    out += _axes(TOP_PANEL, top, "load per CPU", t0, t1)
+    # Thread CV and the interval it chose.
+    cvs = [(r["t"], r.get("thread_cv")) for r in rounds if r.get("thread_cv") is not None]
+    intervals = [(r["t"], r.get("interval_ms")) for r in rounds if r.get("interval_ms")]
+    cv_top = max([v for _, v in cvs] + [0.5]) * 1.1
+    ms_top = max([v for _, v in intervals] + [100]) * 1.1
+
+    def y2(value, scale):
+        high, low = BOTTOM_PANEL
+        return low - value / scale * (low - high)
+
+    if cvs:
+        out.append('<polyline class="cv" points="%s" fill="none" stroke="#555555"/>'
+                   % " ".join("%.1f,%.1f" % (x(t), y2(v, cv_top)) for t, v in cvs))
+    if intervals:
+        out.append('<polyline class="interval" points="%s" fill="none" stroke="#17becf" '
+                   'stroke-dasharray="4 2"/>'
+                   % " ".join("%.1f,%.1f" % (x(t), y2(v, ms_top)) for t, v in intervals))
+    out += _axes(BOTTOM_PANEL, cv_top, "thread CV (grey); interval ms (dashed, max %.0f)"
+                 % (ms_top / 1.1), t0, t1)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _axes(panel, top, label, t0, t1):
+    high, low = panel
+    return ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>' % (LEFT, LEFT, high, low),
+            '<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>'
+            % (LEFT, WIDTH - RIGHT, low, low),
+            '<text x="%d" y="%d" text-anchor="end">%.2f</text>' % (LEFT - 4, high + 4, top),
+            '<text x="%d" y="%d" text-anchor="end">0</text>' % (LEFT - 4, low + 4),
+            '<text x="%d" y="%d">%s</text>' % (LEFT + 4, high - 2 if high > 40 else high + 12,
+                                               _xml(label)),
+            '<text x="%d" y="%d">%.1f s</text>' % (LEFT, low + 14, t0),
+            '<text x="%d" y="%d" text-anchor="end">%.1f s</text>'
+            % (WIDTH - RIGHT, low + 14, t1)]
+
+
+def _xml(text):
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
