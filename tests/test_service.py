@@ -234,3 +234,19 @@ def test_drop_ins_replace_rules_by_name_and_append_new_ones(tmp_path):
     assert [r.name for r in config.rules] == ["a", "b", "c"]
     assert config.rules[0].comm.pattern == "w" and config.rules[0].policy == "speed"
     assert config.scan_interval == 1
+
+
+def test_metrics_file(spawner, domains, procs, state, tmp_path, two_cpus):
+    from test_platform_files import parse_text_format
+    spec, doms = domains
+    target = spinners(procs, spawner, frozenset(two_cpus), 2)
+    metrics = tmp_path / "tumbler.prom"
+    service = Service(procs, state, tmp_path, config(
+        '  - name: mine\n    match: {cmdline: " 0 0 x$"}\n    domains: "%s"\n' % spec)
+        .replace("service:\n", "service:\n  metrics_file: %s\n" % metrics))
+    wait_bound(target.pid, doms, count=3)
+    wait_until(lambda: metrics.exists() and "pid=\"%d\"" % target.pid in metrics.read_text(),
+               what="the metrics file to list the program")
+    samples = parse_text_format(metrics.read_text())
+    assert samples[("tumbler_programs", frozenset())] == 1
+    assert service.stop() == 0

@@ -79,13 +79,8 @@ def _metrics_writer(config, log):
     every METRICS_INTERVAL_S; None without one."""
     if config.metrics_file is None:
         return None
-    try:
-        from ..observers.metrics import write_metrics
-    except ImportError:
-        from ..service.loop import WARNING
-        log(WARNING, "service.metrics_file is set but this tumbler cannot write metrics")
-        return None
     import time
+    from ..observers.metrics import write_metrics
     due = [0.0]
 
     def metrics(service):
