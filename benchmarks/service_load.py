@@ -4,8 +4,8 @@
                                                 [--seconds S] [--domains LIST]
 
 Starts N copies of ``tests/workloads/crowd`` with T threads each (together
-asking a quarter of a CPU per program: mostly sleeping threads, a
-program in its stride), a service whose one rule selects them, waits until
+asking ``--demand`` CPUs per program: mostly sleeping threads, a program
+in its stride), a service whose one rule selects them, waits until
 ``tumbler status`` lists all N, then reads the service's own CPU time
 (``own_cpu_s``) S seconds apart: its CPU share of one core in the steady
 state.  Prints that, the rounds and quiet rounds per program, and stops
@@ -36,6 +36,9 @@ def main():
     parser.add_argument("--threads", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--domains", default="0/1")
+    parser.add_argument("--demand", type=float, default=0.04,
+                        help="CPUs each program asks in all (default 0.04: 20 programs "
+                             "want 0.8 of this VM's 2)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="tumbler-service-load-")
     crowd = os.path.join(work, "crowd")
@@ -43,7 +46,7 @@ def main():
                     os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
     programs = []
     for _ in range(args.programs):
-        proc = subprocess.Popen([crowd, "3600", str(args.threads), "0.25"],
+        proc = subprocess.Popen([crowd, "3600", str(args.threads), str(args.demand)],
                                 stdout=subprocess.PIPE, text=True)
         proc.stdout.readline()
         programs.append(proc)

@@ -114,7 +114,6 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self.base_allowed = {}              # pid -> CPUs the process may use
         self.images = {}                    # pid -> program image token (exec detection)
         self._bound_masks = set()           # CPU sets tumbler bound threads to
-        self._children_scanned = 0          # monotonic ns of the last look for children
         self.threads = {}           # (pid, tid) -> TrackedThread
         self.histories = {}         # pid -> round Samples within the load window
         self._tracked = {}          # pid -> TIDs in self.threads
@@ -140,7 +139,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         """One monitor-group-apply round: a quiet one when it may be (see the
         module docstring; returns a QuietRound), else a full one (returns
         the Decision)."""
-        self._adopt_descendants()
+        self._look_at_new_processes()
         if self._roster is not None:
             decision = self._quiet_round()
             if decision is not None:
@@ -235,12 +234,16 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._next_step = None          # next speed balancing step between rounds
         self._scanned = now             # last look for new threads
 
-    def tick(self):
+    def tick(self, slack=0.0):
         """Do the one thing due now, if any -- a round, a speed balancing
         step, or a look for new threads -- and return the monotonic time
-        the next is due."""
+        the next is due.  A round or a look due within ``slack`` seconds
+        is done now: the service passes half a discovery interval, so
+        that its programs' looks fall together and it wakes once for all
+        of them, not once for each."""
         now = time.monotonic()
-        if now >= self._next_round:
+        early = now + slack
+        if early >= self._next_round:
             decision = self.round()
             # A round samples every thread, which finds new ones too; one
             # clock reading for both, so that with an interval equal to
@@ -253,7 +256,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         elif self._next_step is not None and now >= self._next_step:
             step_ms = self.speed_step()
             self._next_step = None if step_ms is None else time.monotonic() + step_ms / 1000.0
-        elif now - self._scanned >= self.discover_s:
+        elif early - self._scanned >= self.discover_s:
             self.discover()
             self._scanned = now
         wake = min(self._next_round, self._scanned + self.discover_s)

@@ -1,17 +1,13 @@
 """Putting threads back: every thread tumbler touched when the run ends,
 and the threads and child processes born of bound threads, which start
 with tumbler's masks (new threads of a target are recorded as they are
-found; children are handed back every CHILD_SCAN_NS and at the end)."""
+found; children are handed back when found -- threads.py,
+``_look_at_new_processes`` -- and at the end)."""
 
-import time
 
 from ..platform.base import NoSuchProcess
 
 
-#: Child processes of bound threads are looked for this often (and once
-#: more when balancing ends): a read of /proc/PID/task/TID/children per
-#: bound thread, so not at every discovery.
-CHILD_SCAN_NS = 1_000_000_000
 #: At exit, threads and children born of bound threads are looked for
 #: until a pass finds none, at most this many passes.
 SWEEP_PASSES = 20
@@ -144,15 +140,3 @@ class HandBack:
             self.warn("could not restore thread %d of process %d: %s" % (tid, pid, exc))
             return 0, 1
         return 1, 0
-
-    def _scan_children(self):
-        """Every CHILD_SCAN_NS: hand back the child processes born of bound
-        threads (a read of /proc/PID/task/TID/children per bound thread)."""
-        now = time.monotonic_ns()
-        if not (self.binder.binds_masks and self._bound_masks) \
-                or now - self._children_scanned < CHILD_SCAN_NS:
-            return
-        self._children_scanned = now
-        for pid in list(self.targets):
-            self._put_back_children(pid, [t for t in self.threads.values()
-                                          if t.pid == pid and t.touched])

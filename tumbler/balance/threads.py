@@ -58,7 +58,7 @@ class ThreadTracking:
         """Start managing ``pid``.  ``allowed`` is the CPU set the process
         may use (default: the union of its threads' masks now).
         ``children``: its descendant processes are managed with it, as
-        they are found (``_adopt_descendants``)."""
+        they are found (``_look_at_new_processes``)."""
         sample = self.backend.sample(pid)
         if allowed is None:
             allowed = allowed_union(self.backend, [pid])
@@ -72,19 +72,21 @@ class ThreadTracking:
             self.followed.add(pid)
         self._track(sample, place=True)
         if children:
-            self._adopt_descendants()
+            self._look_at_new_processes()
 
-    def _adopt_descendants(self):
-        """Make the new descendants of followed targets targets too, and
-        follow them: a program started by a wrapper script, a launcher or
-        a forking server is one program for grouping.
+    def _look_at_new_processes(self):
+        """New processes whose parent is a target: followed ones become
+        targets (``_adopt``); the others' children are handed back if born
+        of bound threads (``_put_back_children``).
 
         A new process is one not listed at the last look; only those have
         their parent read (Backend.parent_of), so the cost follows the
-        processes made, not the program's threads -- and nothing at all is
-        read while ``newest_pid`` has not changed.  A process whose parent
-        exited before it was seen (re-parented to init) is not found."""
-        if not self.followed:
+        processes made, not the programs' threads -- and nothing at all is
+        read while ``newest_pid`` has not changed, nor when there is
+        nothing to do (no followed target, no mask set yet).  A process
+        whose parent exited before it was seen (re-parented to init) is
+        not found."""
+        if not (self.followed or self._bound_masks):
             return
         token = self.backend.newest_pid()
         if token is not None and token == self._newest_pid:
@@ -92,20 +94,31 @@ class ThreadTracking:
         self._newest_pid = token
         listed = set(self.backend.process_ids())
         parents = {}
+        targets = set(self.targets)
         for pid in listed - self._listed_pids:
             try:
-                parents[pid] = self.backend.parent_of(pid)
+                parent = self.backend.parent_of(pid)
             except PlatformError:
                 continue
+            parents[pid] = parent
         self._listed_pids = listed
         me = os.getpid()
+        forked = set()              # targets not followed that made children
         found = True
         while found:                # a grandchild may be listed before its parent
             found = False
             for pid, parent in list(parents.items()):
                 if parent in self.followed and pid != me and pid not in self.base_allowed:
                     del parents[pid]
-                    found = self._adopt(pid, parent) or found
+                    if self._adopt(pid, parent):
+                        found = True
+                    else:
+                        forked.add(parent)
+                elif parent in targets:
+                    forked.add(parent)
+        for parent in forked & set(self.targets):
+            self._put_back_children(parent, [t for t in self.threads.values()
+                                             if t.pid == parent and t.touched])
 
     def _adopt(self, pid, parent):
         """Manage ``pid``, a child of the followed target ``parent``.  It
@@ -345,12 +358,16 @@ class ThreadTracking:
         return measured, unknown
 
     def discover(self):
-        """Look for new threads (cheap: a directory listing) and place them;
-        every CHILD_SCAN_NS, hand back child processes born of bound threads
-        (``_scan_children``) that are not managed as descendants."""
-        self._adopt_descendants()
-        self._scan_children()
+        """Look for new threads and place them, and for new child processes
+        (``_look_at_new_processes``).  A target whose thread count (one
+        fstat, Backend.thread_count) is what tumbler tracks is not listed:
+        a thread that replaced one that exited is found by the next round
+        instead (a quiet round ends when a thread it reads is gone)."""
+        self._look_at_new_processes()
         for pid in list(self.targets):
+            count = self.backend.thread_count(pid)
+            if count is not None and count == len(self._tracked.get(pid, ())):
+                continue
             try:
                 tids = self.backend.thread_ids(pid)
             except NoSuchProcess:

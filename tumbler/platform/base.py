@@ -322,6 +322,12 @@ class Backend:
         threads all have narrower masks was placed by someone else."""
         return self.topology().online - self.reserved_cpus()[0]
 
+    def thread_count(self, pid):
+        """How many threads ``pid`` has, cheaply (discovery skips listing a
+        process whose count has not changed), or None if the OS cannot
+        tell that way (default)."""
+        return None
+
     def process_ids(self):
         """The PIDs of every process now (process trees: ``--children``).
         Default: none (the OS cannot list them)."""

@@ -60,6 +60,15 @@ from ..state import Journal
 from .config import load_service_config
 
 INFO, WARNING, ERROR = 6, 4, 3
+#: Rounds and looks for new threads due within this are done at once: the
+#: programs' cadences fall together and the service wakes once for them all
+#: (half the default discovery interval; speed steps keep their time).
+SLACK_S = 0.05
+#: A process no rule selected is matched again only when its name or user
+#: changes (an exec, a setuid) or after this many scans (a cgroup move, a
+#: new command line under the same name): a scan then costs one /proc/PID/stat
+#: and status read per process that stays unselected.
+REMATCH_SCANS = 15
 
 
 class Log:
@@ -125,6 +134,7 @@ class Service:
         self.programs = {}          # pid -> Program
         self.declined = {}          # pid -> its start token: refused, not looked at again
         self.candidates = {}        # pid -> (monotonic s, CPU ns) at the scan that saw it
+        self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
@@ -148,7 +158,7 @@ class Service:
                 next_scan = time.monotonic() + self.config.scan_interval
             wake = next_scan
             for program in list(self.programs.values()):
-                if program.wake <= time.monotonic():
+                if program.wake <= time.monotonic() + SLACK_S:
                     self._tick(program)
                 if program.pid in self.programs:
                     wake = min(wake, program.wake)
@@ -161,7 +171,7 @@ class Service:
     def _tick(self, program):
         controller = program.controller
         try:
-            program.wake = controller.tick()
+            program.wake = controller.tick(SLACK_S)
         except (TumblerError, PlatformError) as exc:
             self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
                      % (program.pid, program.name, exc))
@@ -199,7 +209,7 @@ class Service:
             self.log(ERROR, "cannot list processes: %s" % exc)
             return
         alive = set(pids)
-        for table in (self.declined, self.candidates):
+        for table in (self.declined, self.candidates, self.unselected):
             for pid in [p for p in table if p not in alive]:
                 del table[pid]
         for pid in pids:
@@ -213,16 +223,30 @@ class Service:
                 self._decline(pid, WARNING, "PID %d: %s" % (pid, exc))
 
     def _consider(self, pid, now):
-        facts = self.backend.process_facts(pid)
-        start = self.backend.process(pid).start
+        info = self.backend.process(pid)
+        start = info.start
         if self.declined.get(pid) == start:
             return
         self.declined.pop(pid, None)
-        if facts.is_kernel or self.backend.parent_of(pid) == self.me:
+        if info.is_kernel:
+            self.declined[pid] = start
+            return
+        key = (start, info.name, info.uid)
+        seen = self.unselected.get(pid)
+        if seen is not None and seen[0] == key and seen[1] < REMATCH_SCANS:
+            self.unselected[pid] = (key, seen[1] + 1)
+            return
+        facts = self.backend.process_facts(pid)
+        if self.backend.parent_of(pid) == self.me:
             self.declined[pid] = start
             return
         rule = next((r for r in self.config.rules if r.matches(facts)), None)
-        if rule is None or facts.threads < rule.min_threads:
+        if rule is None:
+            self.unselected[pid] = (key, 0)
+            self.candidates.pop(pid, None)
+            return
+        self.unselected.pop(pid, None)
+        if facts.threads < rule.min_threads:
             self.candidates.pop(pid, None)
             return
         if rule.min_cpu > 0:
@@ -334,6 +358,7 @@ class Service:
         self.config = config
         self.declined.clear()
         self.candidates.clear()
+        self.unselected.clear()
         self.log(INFO, "configuration reloaded: %d rule(s) from %s"
                  % (len(config.rules), ", ".join(config.files) or self.config_path))
 

@@ -154,6 +154,7 @@ class LinuxBackend(Backend):
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
         self._relist = set()        # pids whose next sample must list their threads
+        self._loadavg_fd = None     # /proc/loadavg, for newest_pid
         self._schedstat_ok = None   # None: not yet known
         self._c_steady_times = _c_steady_times     # None: not built (tests set it)
         self._c_read_columns = _c_read_columns     # None: not built (tests set it)
@@ -207,7 +208,7 @@ class LinuxBackend(Backend):
             self._states[pid] = (now, state)
         return state
 
-    def _thread_count(self, pid):
+    def thread_count(self, pid):
         """The number of threads of ``pid`` from the link count of its task
         directory (one fstat of a kept-open fd, bound to this process: a
         reused PID cannot answer for it); None if it cannot be told."""
@@ -310,6 +311,9 @@ class LinuxBackend(Backend):
         self._relist.clear()
         for pid in set(self._stat_fds) | set(self._task_fds):
             self._close_process_files(pid)
+        if self._loadavg_fd is not None:
+            os.close(self._loadavg_fd)
+            self._loadavg_fd = None
 
     def _close_process_files(self, pid):
         """Close the per-process fds (stat, task directory); forget its state."""
@@ -333,7 +337,7 @@ class LinuxBackend(Backend):
         """
         last = self._sampled_tids.get(pid)
         if not detail and last and pid not in self._relist \
-                and self._thread_count(pid) == len(last):
+                and self.thread_count(pid) == len(last):
             # As many threads as last time: the same threads, most likely,
             # without listing them.  A thread that exited fails its read
             # below; one that replaced it shows up in the next round's count
@@ -432,8 +436,8 @@ class LinuxBackend(Backend):
         if self._schedstat_ok is False or set(tids) != self._sampled_tids.get(pid):
             return None
         fds = self._kept_open(pid, tids)[1]
-        if fds is None or self._thread_count(pid) != len(tids):
-            return None         # (_thread_count also opens the task directory's fd)
+        if fds is None or self.thread_count(pid) != len(tids):
+            return None         # (thread_count also opens the task directory's fd)
         fds = array("i", fds)
         read = self._c_read_columns or _py_read_columns
         task_fd, relist = self._task_fds[pid], self._relist
@@ -595,9 +599,13 @@ class LinuxBackend(Backend):
             raise NoSuchProcess(pid) from None
 
     def newest_pid(self):
-        """/proc/loadavg's last field: the PID (or TID) most recently made."""
+        """/proc/loadavg's last field: the PID (or TID) most recently made
+        (a pread of a kept-open fd: this is read at every look for new
+        threads)."""
         try:
-            return _read_path("%s/loadavg" % self.proc, 256).rsplit(None, 1)[-1]
+            if self._loadavg_fd is None:
+                self._loadavg_fd = os.open("%s/loadavg" % self.proc, os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(self._loadavg_fd, 256, 0).rsplit(None, 1)[-1]
         except (OSError, IndexError):
             return None
 
