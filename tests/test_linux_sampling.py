@@ -171,7 +171,7 @@ def test_exited_process_raises_no_such_process(steady):
 
 def test_thread_count_is_the_task_directory_link_count(steady):
     proc, workers, backend = steady
-    assert backend._thread_count(proc.pid) == len(workers) + 1 \
+    assert backend.thread_count(proc.pid) == len(workers) + 1 \
         == len(os.listdir("/proc/%d/task" % proc.pid))
 
 
