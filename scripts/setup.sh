@@ -39,7 +39,10 @@ fi
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# compat: the source directory on sys.path (a .pth line), not an import
+# hook -- the hook's own imports cost ~12 ms at every start of tumbler.
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' \
+    --config-settings editable_mode=compat
 .venv/bin/python -c 'import tumbler.platform.linux._steady
 import tumbler.engine._window' 2>/dev/null || \
     echo "setup: the optional C modules (tumbler/platform/linux/_steady.c," \
