@@ -250,3 +250,21 @@ def test_metrics_file(spawner, domains, procs, state, tmp_path, two_cpus):
     samples = parse_text_format(metrics.read_text())
     assert samples[("tumbler_programs", frozenset())] == 1
     assert service.stop() == 0
+
+
+def test_a_silent_client_does_not_stop_the_service(procs, state, tmp_path):
+    import socket
+    service = Service(procs, state, tmp_path, config(
+        '  - name: none\n    match: {comm: "no-such-program"}\n'))
+    silent = socket.socket(socket.AF_UNIX)
+    silent.connect(service.socket)          # and never sends a request
+    try:
+        assert service.status()["programs"] == []
+        garbage = socket.socket(socket.AF_UNIX)
+        garbage.connect(service.socket)
+        garbage.sendall(b"not json\n")
+        assert b"bad request" in garbage.recv(4096)
+        garbage.close()
+    finally:
+        silent.close()
+    assert service.stop() == 0

@@ -5,8 +5,8 @@ JSON lines.  A client sends one request line and gets one reply line:
 
 Only root (and the service's own user) may ask: the peer's credentials
 (SO_PEERCRED) are checked, whatever the file's mode.  A connection that
-sends nothing within ``REQUEST_TIMEOUT_S`` is closed, so a stuck client
-cannot stall balancing.
+sends nothing within ``REQUEST_TIMEOUT_S`` (0.25 s) is closed: a stuck
+client delays the service's loop by at most that.
 """
 
 import errno
@@ -17,8 +17,9 @@ import struct
 
 from ..errors import EXIT_FAILURE, TumblerError
 
-#: How long the service waits for a client's request line.
-REQUEST_TIMEOUT_S = 1.0
+#: How long the service waits for a client's request line (the loop waits
+#: with it).
+REQUEST_TIMEOUT_S = 0.25
 #: A request longer than this is refused.
 MAX_REQUEST = 4096
 
