@@ -1129,3 +1129,10 @@ def test_process_facts_for_service_rules(tree):
     assert (facts.comm, facts.cmdline, facts.uid, facts.threads) == ("solver", "./solver -n 4",
                                                                      1001, 2)
     assert (facts.project, facts.zone, facts.cgroup) == (10, 3, None)
+
+
+def test_root_state_and_socket_live_in_var_run_on_illumos():
+    """illumos has /var/run (tmpfs) and no /run."""
+    from tumbler.state.paths import run_dir
+    assert run_dir("sunos5") == "/var/run"
+    assert run_dir("linux") == "/run"

@@ -35,10 +35,11 @@ from ..config import (LEVEL_CHOICES, POLICY_CHOICES, ConfigError, integer_in, lo
                       reject_unknown, require_mapping)
 from ..cpulist import parse_domains
 from ..errors import UsageError
+from ..state.paths import RUN_DIR
 
 DEFAULT_CONFIG = "/etc/tumbler/tumbler.yaml"
 DEFAULT_SCAN_INTERVAL_S = 2.0
-DEFAULT_SOCKET = "/run/tumbler/tumbler.sock"
+DEFAULT_SOCKET = RUN_DIR + "/tumbler/tumbler.sock"
 #: Rules' defaults: a program of one thread has nothing to balance.
 DEFAULT_MIN_THREADS = 2
 DEFAULT_MIN_CPU = 0.0

@@ -6,7 +6,7 @@ placement is written to a state file, one per managed process, and
 ``tumbler restore`` (``tumbler.commands.restore``) puts back whatever a dead
 tumbler left.
 
-Where: ``/run/tumbler`` for root, ``$XDG_RUNTIME_DIR/tumbler`` otherwise
+Where: ``/run/tumbler`` for root (``/var/run/tumbler`` on illumos), ``$XDG_RUNTIME_DIR/tumbler`` otherwise
 (``/tmp/tumbler-UID`` if that is unset); ``$TUMBLER_STATE_DIR`` overrides
 both.  The directory is created mode 0700 and must belong to the user.
 

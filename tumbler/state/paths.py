@@ -4,11 +4,20 @@ before its command starts (commands/run.py), kept free of heavier imports
 
 import os
 import stat
+import sys
 
 from ..errors import EXIT_FAILURE, TumblerError
 
 ENV_STATE_DIR = "TUMBLER_STATE_DIR"
 
+
+def run_dir(platform):
+    """Where root's runtime files go: /run on Linux; illumos has /var/run
+    (a tmpfs) and no /run."""
+    return "/var/run" if platform.startswith("sunos") else "/run"
+
+
+RUN_DIR = run_dir(sys.platform)
 
 class StateError(TumblerError):
     """The state directory or a state file cannot be used."""
@@ -22,7 +31,7 @@ def state_dir():
     if override:
         return override
     if os.geteuid() == 0:
-        return "/run/tumbler"
+        return RUN_DIR + "/tumbler"
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
         return os.path.join(runtime, "tumbler")
