@@ -268,3 +268,32 @@ def test_a_silent_client_does_not_stop_the_service(procs, state, tmp_path):
     finally:
         silent.close()
     assert service.stop() == 0
+
+
+def test_service_log_draws_one_program(spawner, domains, procs, state, tmp_path, two_cpus):
+    """``tumbler service --log``: a line per round of each program, with its
+    pid; ``tumbler plot --pid`` draws one (and asks which when there are
+    several)."""
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    first, second = (spinners(procs, spawner, both, 2, tag) for tag in ("x", "y"))
+    log = tmp_path / "service.jsonl"
+    config_file = tmp_path / "tumbler.yaml"
+    config_file.write_text(config('  - name: mine\n    match: {cmdline: " 0 0 [xy]$"}\n'
+                                  '    domains: "%s"\n' % spec)
+                           .replace("SOCKET", str(tmp_path / "tumbler.sock")))
+    stderr = open(tmp_path / "service.log", "w+")
+    proc = procs.start(tumbler_cmd("service", "--config", str(config_file), "--log", str(log)),
+                       env=env_for(state), cwd=REPO, stderr=stderr)
+    wait_bound(first.pid, doms, count=3)
+    wait_bound(second.pid, doms, count=3)
+    wait_until(lambda: log.exists() and len({json.loads(line)["pid"]
+                                             for line in open(log)}) == 2,
+               what="rounds of both programs in the log")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    both_pids = run_tumbler("plot", str(log), "-o", str(tmp_path / "x.svg"))
+    assert both_pids.returncode == 2 and "choose one with --pid" in both_pids.stderr
+    one = run_tumbler("plot", str(log), "--pid", str(first.pid), "-o", str(tmp_path / "x.svg"))
+    assert one.returncode == 0, one.stderr
+    assert "PID %d" % first.pid in (tmp_path / "x.svg").read_text()

@@ -37,10 +37,13 @@ DEFAULT_TOLERANCE = 0.10
               help="Where to write the SVG.")
 @click.option("--tolerance", type=float, default=None,
               help="Band around the mean (default: from the log, else 0.10).")
-def plot_command(log_path, output, tolerance):
+@click.option("--pid", type=int, default=None,
+              help="The program to draw, in a service's log of several.")
+def plot_command(log_path, output, tolerance, pid):
     """Draw a --log file as an SVG: domain loads, moves, pins, CV, interval."""
-    rounds = read_log(log_path)
-    svg = render(rounds, tolerance, title=log_path)
+    rounds = one_program(read_log(log_path), pid, log_path)
+    svg = render(rounds, tolerance, title=log_path if pid is None else
+                 "%s, PID %d" % (log_path, pid))
     try:
         with open(output, "w") as f:
             f.write(svg)
@@ -72,6 +75,21 @@ def read_log(path):
     if not rounds:
         raise UsageError("%s: no rounds to plot" % path)
     return rounds
+
+
+def one_program(rounds, pid, path):
+    """The rounds of one program: a service's log (``tumbler service
+    --log``) has a ``pid`` in each line and may hold several."""
+    pids = sorted({r["pid"] for r in rounds if "pid" in r})
+    if pid is None:
+        if len(pids) > 1:
+            raise UsageError("%s holds rounds of %d programs (PIDs %s): choose one with --pid"
+                             % (path, len(pids), ", ".join(map(str, pids))))
+        return rounds
+    chosen = [r for r in rounds if r.get("pid") == pid]
+    if not chosen:
+        raise UsageError("%s has no rounds of PID %d" % (path, pid))
+    return chosen
 
 
 def _tolerance(rounds):

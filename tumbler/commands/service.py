@@ -17,18 +17,20 @@ from ..service.config import DEFAULT_CONFIG, DEFAULT_SOCKET, load_service_config
               help="Control socket (default: service.socket, %s)." % DEFAULT_SOCKET)
 @click.option("--check", "check_path", default=None, metavar="FILE",
               help="Only check FILE (and its drop-ins) and exit: 0 if good, 2 if not.")
+@click.option("--log", "log_path", default=None, metavar="FILE",
+              help="Append one JSON object per round of each program to FILE.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every round's decision too.")
-def service_command(config_path, socket_path, check_path, verbose):
+def service_command(config_path, socket_path, check_path, log_path, verbose):
     """Balance the programs the configuration's rules select, machine-wide."""
     if check_path is not None:
         config = load_service_config(check_path)
         click.echo("%s: good: %d rule(s) from %s" % (check_path, len(config.rules),
                                                      ", ".join(config.files) or "no file"))
         sys.exit(0)
-    sys.exit(run_service(config_path, socket_path, verbose))
+    sys.exit(run_service(config_path, socket_path, verbose, log_path))
 
 
-def run_service(config_path, socket_path=None, verbose=False):
+def run_service(config_path, socket_path=None, verbose=False, log_path=None):
     import os
     from ..balance.waiting import SignalWaiter
     from ..platform.priority import raise_priority
@@ -57,7 +59,7 @@ def run_service(config_path, socket_path=None, verbose=False):
             from .restore import run_restore
             run_restore([])
         control = ControlSocket(socket_path or config.socket)
-        service = Service(config, config_path, log, verbose=verbose)
+        service = Service(config, config_path, log, verbose=verbose, log_path=log_path)
         metrics = _metrics_writer(config, log)
         log(INFO, "service started: %d rule(s) from %s; socket %s"
             % (len(config.rules), ", ".join(config.files) or config_path, control.path))

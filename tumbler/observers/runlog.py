@@ -40,10 +40,13 @@ class RunLog(Observer):
     stops the log, not the balancing: one warning says so, and the summary
     counts it."""
 
-    def __init__(self, path, warn=None):
+    def __init__(self, path, warn=None, append=False, started=None):
+        """``append``: add to ``path`` (the service: one log, a line per
+        round of each program, whole lines since each is one write to an
+        O_APPEND file); ``started``: the monotonic time ``t`` counts from."""
         self.path = path
-        self.file = open(path, "w", buffering=1)
-        self.started = time.monotonic()
+        self.file = open(path, "a" if append else "w", buffering=1)
+        self.started = time.monotonic() if started is None else started
         self.extra = []         # callables(controller) -> dict merged into each line
         self.warn = warn or (lambda message: print("tumbler: warning: " + message,
                                                    file=sys.stderr))

@@ -126,11 +126,12 @@ def _cpulist(cpus):
 
 
 class Service:
-    def __init__(self, config, config_path, log, verbose=False):
+    def __init__(self, config, config_path, log, verbose=False, log_path=None):
         self.config = config
         self.config_path = config_path
         self.log = log
         self.verbose = verbose
+        self.log_path = log_path    # --log: one JSON line per round of each program
         self.programs = {}          # pid -> Program
         self.declined = {}          # pid -> its start token: refused, not looked at again
         self.candidates = {}        # pid -> (monotonic s, CPU ns) at the scan that saw it
@@ -308,7 +309,7 @@ class Service:
                     return
             controller = Controller(backend, binder, policy, choice, journal=journal,
                                     warn=lambda m: self.log(WARNING, m),
-                                    observers=self._observers(),
+                                    observers=self._observers(pid, facts.comm, rule),
                                     **self.config.balancing.loop_options())
             if journal is not None:
                 journal.attach(binder, choice.domains)
@@ -337,11 +338,24 @@ class Service:
         tolerance = {} if balancing.tolerance is None else {"tolerance": balancing.tolerance}
         return make_policy(rule.policy, table, speed=SpeedParams(**balancing.speed), **tolerance)
 
-    def _observers(self):
-        if not self.verbose:
-            return ()
-        from ..observers.verbose import VerboseReport
-        return (VerboseReport(),)
+    def _observers(self, pid, name, rule):
+        """-v and --log (both make every round a full one, as with -p)."""
+        observers = []
+        if self.verbose:
+            from ..observers.verbose import VerboseReport
+            observers.append(VerboseReport())
+        if self.log_path is not None:
+            from ..observers.runlog import RunLog
+            try:
+                runlog = RunLog(self.log_path, warn=lambda m: self.log(WARNING, m),
+                                append=True, started=self.started)
+            except OSError as exc:
+                self.log(WARNING, "cannot write log %s: %s" % (self.log_path, exc.strerror))
+                return observers
+            runlog.extra.append(lambda controller: {"pid": pid, "name": name,
+                                                    "rule": rule.name})
+            observers.append(runlog)
+        return observers
 
     # -- reload and status -------------------------------------------------------
 

@@ -19,6 +19,7 @@ def run_dir(platform):
 
 RUN_DIR = run_dir(sys.platform)
 
+
 class StateError(TumblerError):
     """The state directory or a state file cannot be used."""
 
