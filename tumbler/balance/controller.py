@@ -36,14 +36,18 @@ binder removes what it created.
 The jobs, one module each (mixins of ``Controller``, sharing its state):
 
 =================  ========================================================
-``threads.py``     targets, their threads, loads over the load window
+``threads.py``     targets, their threads (and new processes: --children),
+                   loads over the load window
 ``quiet.py``       quiet rounds (and their data)
 ``speedstep.py``   crowded domains, the policy's view, speed steps
 ``placer.py``      every change of placement, journalled before it is made
 ``handback.py``    putting every thread back; children of bound threads
 =================  ========================================================
 
-This module holds what ties them: the cadences (``run``) and one round.
+This module holds what ties them: one round, and the cadences -- ``tick``
+does whatever is due (a round, a speed step, a look for new threads), and
+``run`` calls it until the run ends; the service (service/loop.py) calls
+the ticks of all its programs' controllers from one loop.
 """
 
 import resource
