@@ -10,6 +10,7 @@ fall on every case alike):
                                            command's is nil)
 - ``sleep 1`` and ``tumbler exec -q -- sleep 1``   wall time, and their ratio
                                            per pair
+- ``tumbler exec -- sleep 1``              wall time with the summary printed
 
 and prints the median, min and max of each.  CPU time is the children's
 rusage around each run.  No figure is asserted: the budgets are in
@@ -57,6 +58,7 @@ def main():
         "true": [tumbler, "exec", "-q", "--", "true"],
         "sleep": ["sleep", "1"],
         "tumbler sleep": [tumbler, "exec", "-q", "--", "sleep", "1"],
+        "tumbler sleep summary": [tumbler, "exec", "--", "sleep", "1"],
     }
     results = {name: [] for name in cases}
     for _ in range(args.runs):
@@ -70,6 +72,8 @@ def main():
         [w for w, _ in results["sleep"]], 1.0, "s", 3))
     print("tumbler exec -- sleep 1           wall %s" % spread(
         [w for w, _ in results["tumbler sleep"]], 1.0, "s", 3))
+    print("tumbler exec -- sleep 1 (summary) wall %s" % spread(
+        [w for w, _ in results["tumbler sleep summary"]], 1.0, "s", 3))
     ratios = [t / s for (s, _), (t, _) in zip(results["sleep"], results["tumbler sleep"])]
     print("ratio per pair                         %s" % spread(ratios, 1.0, "x", 3))
 

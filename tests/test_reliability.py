@@ -1024,3 +1024,30 @@ def test_restore_removes_cgroups_of_a_tumbler_killed_before_its_state(procs, sta
     assert "removed 2 cgroups left by tumbler %d" % gone.pid in result.stdout
     assert not os.path.exists(top)
     assert cgroups_of(sleeper.pid) == {sleeper.pid: "/"}
+
+
+# -- the state file's JSON, written without the json module --------------------
+
+@pytest.mark.parametrize("data", [
+    {"version": 1, "boot": "0c5f-\u00e9\n\"x\\", "tumbler": {"pid": 4711, "start": 123456},
+     "target": {"pid": 1, "start": 2, "name": "a b\tc\u2603", "allowed": [0, 1, 2, 3]},
+     "domains": [[0, 1], [2, 3]], "resources": {"cgroups": [], "subtree_control": []},
+     "masks": [], "threads": [{"tid": 5, "saved": {"cpus": [0]}, "set": [[1]], "x": None,
+                               "y": True, "z": False, "f": 0.1, "g": -2.5e-07,
+                               "big": 2 ** 70, "neg": -3, "t": (1, 2)}]},
+    {}, [], "", 0, None, {"b": {}, "a": [[], {}]},
+])
+def test_state_json_is_what_json_writes(data):
+    """state.paths.dumps writes what json.dumps(..., separators=(",", ":"),
+    sort_keys=True) writes, byte for byte, and json reads it back."""
+    from tumbler.state.paths import dumps
+    text = dumps(data)
+    assert text == json.dumps(data, separators=(",", ":"), sort_keys=True)
+    assert json.loads(text) == json.loads(json.dumps(data))
+
+
+@pytest.mark.parametrize("bad", [{"a": {1, 2}}, {1: "x"}, [float("nan")], [object()]])
+def test_state_json_refuses_what_json_cannot_read_back(bad):
+    from tumbler.state.paths import dumps
+    with pytest.raises((TypeError, ValueError)):
+        dumps(bad)

@@ -51,7 +51,8 @@ the ticks of all its programs' controllers from one loop.
 """
 
 import resource
-import signal
+# ``signal`` without its enums (balance/waiting.py says why).
+import _signal as signal
 import sys
 import time
 

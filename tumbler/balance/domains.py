@@ -13,7 +13,9 @@ OS scheduler, which does that job well.  With one domain there is nothing to
 group across; the caller says so in the log and the summary.
 """
 
-from typing import NamedTuple, Tuple
+from __future__ import annotations
+
+from ..records import record
 
 from ..cpulist import brief, format_cpulist
 from ..errors import UsageError
@@ -22,9 +24,10 @@ from ..platform.base import LEVELS
 AUTO_LEVELS = ("package", "numa", "llc")
 
 
-class DomainChoice(NamedTuple):
+@record
+class DomainChoice:
     level: str                       # "explicit", or a name from LEVELS
-    domains: Tuple[frozenset, ...]   # each already within the allowed CPUs
+    domains: tuple[frozenset, ...]   # each already within the allowed CPUs
     note: str                        # why these, for the log and summary
 
     @property

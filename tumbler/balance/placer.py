@@ -2,11 +2,24 @@
 journal entries that come before each change (``tumbler.state``); a
 thread someone else placed since is handed over, never bound again."""
 
-import contextlib
 
 from ..cpulist import format_cpulist
 from ..engine.model import ThreadLoad
 from ..platform.base import NoSuchProcess, PlatformError, Unmovable
+
+
+class _NoBatch:
+    """``with`` that does nothing: what batches a dry run's journal writes
+    (contextlib.nullcontext, without contextlib's import at start)."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_BATCH = _NoBatch()
 
 
 class Placer:
@@ -200,4 +213,4 @@ class Placer:
         return True
 
     def _journal_batch(self):
-        return self.journal.batch() if self.journal is not None else contextlib.nullcontext()
+        return self.journal.batch() if self.journal is not None else _NO_BATCH

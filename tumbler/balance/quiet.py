@@ -8,15 +8,18 @@ window's history as a ``ColumnSample``, which answers ``threads`` (the
 mapping full rounds read) only when a full round asks.
 """
 
+from __future__ import annotations
+
 from array import array
-from typing import NamedTuple, Optional
+from ..records import record
 
 from ..engine.policy import RUNNABLE_SHARE
 from ..engine.window import OUTSIDE, summarize_window
 from ..platform.base import NoSuchProcess
 
 
-class _Times(NamedTuple):
+@record
+class _Times:
     """What the load window needs of one thread in a sample."""
 
     start: int
@@ -69,7 +72,8 @@ class Roster:
         return columns
 
 
-class ColumnSample(NamedTuple):
+@record
+class ColumnSample:
     """A quiet round's sample: a roster's CPU times as columns.  It stands
     in the load window's history beside the backend's Samples.  A
     NamedTuple, made with tuple.__new__ once per quiet round; the mapping
@@ -88,14 +92,15 @@ class ColumnSample(NamedTuple):
         return dict(zip(roster.tids, map(_Times, roster.starts, self.run, self.lat)))
 
 
-class QuietRound(NamedTuple):
+@record
+class QuietRound:
     """What ``round`` returns for a quiet round: what the loop needs.  The
     whole Decision is built only when asked for (``last_decision``)."""
 
     interval_ms: int
     summary: object                 # the engine's WindowSummary
     assignment: dict                # thread -> domain, unchanged since the full round
-    speed_interval_ms: Optional[int] = None
+    speed_interval_ms: int | None = None
 
 
 class QuietRounds:

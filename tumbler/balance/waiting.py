@@ -16,8 +16,10 @@ ignores so that writes fail with an error instead (the convention).
 """
 
 import os
-import select
-import signal
+# The C module under ``signal``: the same functions and numbers, without
+# the enum wrappers whose import (enum, functools, collections) costs 4 ms
+# here -- ``tumbler exec`` sets its handlers before it starts its command.
+import _signal as signal
 
 
 def _stop_signals():
@@ -45,10 +47,7 @@ class SignalWaiter:
         self.pending = []
         self.watches_children = watch_children     # SIGCHLD is recorded too
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        # One poll object for every sleep: the loop sleeps once per
-        # interval, and select() would build its fd lists each time.
-        self._poll = select.poll()
-        self._poll.register(self._read_fd, select.POLLIN)
+        self._poll = None               # made at the first sleep (_poller)
         self._watched = set()
         self._old_wakeup = signal.set_wakeup_fd(self._write_fd)
         self._old_handlers = {}
@@ -68,10 +67,22 @@ class SignalWaiter:
         taken, self.pending = self.pending, []
         return taken
 
+    def _poller(self):
+        """One poll object for every sleep: the loop sleeps once per
+        interval, and select() would build its fd lists each time.  Made
+        on first use: ``tumbler exec`` makes its waiter before it starts
+        its command, and ``select`` is not needed until then."""
+        if self._poll is None:
+            import select
+            self._poll = select.poll()
+            self._poll.register(self._read_fd, select.POLLIN)
+        return self._poll
+
     def watch(self, fd):
         """Also end a sleep when ``fd`` is readable (the service's control
         socket)."""
-        self._poll.register(fd, select.POLLIN)
+        import select
+        self._poller().register(fd, select.POLLIN)
         self._watched.add(fd)
 
     def sleep(self, seconds):
@@ -80,9 +91,9 @@ class SignalWaiter:
         if self.pending:
             return ()
         if self._watched:
-            events = self._poll.poll(max(seconds, 0.0) * 1000.0)
+            events = self._poller().poll(max(seconds, 0.0) * 1000.0)
         elif seconds > 0:
-            events = self._poll.poll(seconds * 1000.0)
+            events = self._poller().poll(seconds * 1000.0)
         else:
             return ()
         ready = [fd for fd, _ in events if fd in self._watched]

@@ -7,10 +7,12 @@ duration passes, a signal, an error) goes through ``restore_all``.
 """
 
 import os
-import resource
-import signal
 import sys
 import time
+
+# ``signal`` without its enums: imported before ``exec`` starts its command
+# (balance/waiting.py says why).
+import _signal as signal
 
 from ..balance.waiting import SignalWaiter
 from ..config import OBSERVING_POLICIES
@@ -49,6 +51,7 @@ def check_target(backend, pid, force):
 
 def _raise_file_limit():
     """One fd per target thread: allow as many as the hard limit does."""
+    import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or hard > soft:
         try:
@@ -183,7 +186,6 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
     the summary (and write it as JSON to ``summary_out``, if given, even
     with -q).  ``waiter`` is closed too unless it is None (exec mode keeps
     it to forward signals to a command that outlives balancing)."""
-    from ..observers.summary import summary_lines, summary_record
     failed = controller.restore_all()
     if failed and controller.journal is not None:
         print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
@@ -195,12 +197,14 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
     wall = time.monotonic() - started
     cpu = controller.own_cpu_seconds() - cpu_before
     if summary_out is not None:
+        from ..observers.summary import summary_record
         record = summary_record(controller, wall, cpu, reason)
         record["unrestored"] = failed
         for observer in observers:
             record.update(observer.summary_fields())
         _write_summary(summary_out, record)
     if not settings["quiet"]:
+        from ..observers.summary import summary_lines
         for line in summary_lines(controller, wall, cpu, reason):
             print("tumbler: " + line, file=sys.stderr)
         for observer in observers:
@@ -319,6 +323,9 @@ def run_exec(settings, command):
                 pass
         return False
 
+    # The summary's code is loaded now, while the command runs: after it
+    # exits, every millisecond tumbler takes is the user's.
+    from ..observers import summary     # noqa: F401
     controller = journal = None
     reason = "error"
     stopped = None

@@ -67,11 +67,13 @@ when a quick pass finds something to report.  ``benchmarks/overhead.py``
 measures it.
 """
 
+from __future__ import annotations
+
 import math
 from itertools import compress, repeat
 from numbers import Real
 from operator import attrgetter, eq, ne
-from typing import Dict, List, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from .mapping import assign_slots
 from .model import Domain, Move, Plan, ThreadLoad
@@ -110,7 +112,7 @@ _ELIGIBLE = attrgetter("eligible")
 
 # -- input checks ------------------------------------------------------------
 
-def _ordered_domains(domains: Sequence[Domain]) -> List[Domain]:
+def _ordered_domains(domains: Sequence[Domain]) -> list[Domain]:
     ordered = sorted(domains, key=lambda domain: domain.index)
     if not ordered:
         raise ValueError("need at least one domain")
@@ -126,7 +128,7 @@ def _ordered_domains(domains: Sequence[Domain]) -> List[Domain]:
 
 #: The fields a tuple type must start with to be read as columns by zip().
 _LOAD_FIELDS = ("tid", "load", "domain", "eligible")
-_tuple_types_seen: Dict[type, bool] = {}
+_tuple_types_seen: dict[type, bool] = {}
 
 
 class _Columns:
@@ -135,7 +137,7 @@ class _Columns:
 
     __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted")
 
-    def __init__(self, threads: List[ThreadLoad], domain_count: int):
+    def __init__(self, threads: list[ThreadLoad], domain_count: int):
         if threads and all(map(_starts_with_load_fields, set(map(type, threads)))):
             # ThreadLoad and the policy's ThreadView: one transposing pass.
             self.tids, self.raw_loads, self.domains, self.eligibles = \
@@ -158,7 +160,7 @@ def _starts_with_load_fields(kind: type) -> bool:
     return known
 
 
-def _some_restricted(eligibles: List[Optional[frozenset]], domain_count: int) -> bool:
+def _some_restricted(eligibles: list[frozenset | None], domain_count: int) -> bool:
     """Whether some thread may not use some domain.
 
     If not, every eligibility check passes -- an ``eligible`` set holding
@@ -175,13 +177,13 @@ def _some_restricted(eligibles: List[Optional[frozenset]], domain_count: int) ->
                for eligible in distinct)
 
 
-def _checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> List[ThreadLoad]:
+def _checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> list[ThreadLoad]:
     threads = list(threads)
     _checked_columns(threads, domain_count)
     return threads
 
 
-def _checked_columns(threads: List[ThreadLoad], domain_count: int) -> _Columns:
+def _checked_columns(threads: list[ThreadLoad], domain_count: int) -> _Columns:
     """The columns of ``threads``; ValueError names the first invalid thread."""
     columns = _Columns(threads, domain_count)
     if not _plainly_valid(columns, domain_count):
@@ -209,7 +211,7 @@ def _plainly_valid(columns: _Columns, domain_count: int) -> bool:
         return False
 
 
-def _raise_first_problem(threads: List[ThreadLoad], domain_count: int) -> None:
+def _raise_first_problem(threads: list[ThreadLoad], domain_count: int) -> None:
     """Check thread by thread; raise for the first problem found, if any."""
     seen = set()
     for thread in threads:
@@ -234,7 +236,7 @@ def _effective_load(load: float) -> float:
     return max(0.0, float(load))
 
 
-def _effective_loads(columns: _Columns) -> List[float]:
+def _effective_loads(columns: _Columns) -> list[float]:
     """_effective_load of every thread (a comprehension: max() per item is
     several times slower)."""
     loads = columns.raw_loads
@@ -243,7 +245,7 @@ def _effective_loads(columns: _Columns) -> List[float]:
     return [load if load > 0.0 else 0.0 for load in map(float, loads)]
 
 
-def _eligible_domains(thread: ThreadLoad, domain_count: int) -> List[int]:
+def _eligible_domains(thread: ThreadLoad, domain_count: int) -> list[int]:
     if thread.eligible is None:
         return list(range(domain_count))
     return sorted(d for d in thread.eligible if 0 <= d < domain_count)
@@ -257,28 +259,28 @@ def _needs_placement(thread: ThreadLoad) -> bool:
     return thread.domain is None or not _may_use(thread, thread.domain)
 
 
-def _arrivals(threads: List[ThreadLoad], columns: _Columns) -> List[ThreadLoad]:
+def _arrivals(threads: list[ThreadLoad], columns: _Columns) -> list[ThreadLoad]:
     """The threads that need a domain this round (see _needs_placement)."""
     if not columns.restricted and None not in columns.domains:
         return []
     return [thread for thread in threads if _needs_placement(thread)]
 
 
-def _pinned_domain(thread: ThreadLoad, domain_count: int) -> Optional[int]:
+def _pinned_domain(thread: ThreadLoad, domain_count: int) -> int | None:
     """The only domain a thread may use, or None when it has a choice."""
     eligible = _eligible_domains(thread, domain_count)
     return eligible[0] if len(eligible) == 1 else None
 
 
-def _summed_loads(assignment: Mapping[int, Optional[int]], loads: Mapping[int, float],
-                  domain_count: int) -> List[float]:
+def _summed_loads(assignment: Mapping[int, int | None], loads: Mapping[int, float],
+                  domain_count: int) -> list[float]:
     """Summed load per domain (threads assigned None count nowhere)."""
     return _column_sums(list(map(loads.__getitem__, assignment)), list(assignment.values()),
                         domain_count)
 
 
-def _column_sums(values: List[float], domains: List[Optional[int]],
-                 domain_count: int) -> List[float]:
+def _column_sums(values: list[float], domains: list[int | None],
+                 domain_count: int) -> list[float]:
     """Sum of ``values[i]`` per ``domains[i]`` (None counts nowhere)."""
     if domain_count <= _FEW_DOMAINS:
         return [math.fsum(compress(values, map(eq, domains, repeat(domain))))
@@ -320,7 +322,7 @@ def _assumed_load(thread: ThreadLoad, placed_mean: float) -> float:
 # -- initial placement -----------------------------------------------------------
 
 def place_new(new_threads: Sequence[ThreadLoad], placed: Sequence[ThreadLoad],
-              domains: Sequence[Domain]) -> List[Move]:
+              domains: Sequence[Domain]) -> list[Move]:
     """Initial placement: put each new thread at once on the lightest domain.
 
     "Lightest" is the least per-capacity load after adding the thread.  A
@@ -339,8 +341,8 @@ def place_new(new_threads: Sequence[ThreadLoad], placed: Sequence[ThreadLoad],
     return _placements(new_threads, placed, capacities)
 
 
-def _placements(new_threads: List[ThreadLoad], placed: List[ThreadLoad],
-                capacities: List[int]) -> List[Move]:
+def _placements(new_threads: list[ThreadLoad], placed: list[ThreadLoad],
+                capacities: list[int]) -> list[Move]:
     """place_new on checked input: every thread of ``placed`` has a domain."""
     placed_loads = [_effective_load(thread.load) for thread in placed]
     busy = [load for load in placed_loads if load >= IDLE_LOAD]
@@ -362,8 +364,8 @@ def _placements(new_threads: List[ThreadLoad], placed: List[ThreadLoad],
 
 # -- the two candidate assignments -------------------------------------------------
 
-def _kept_assignment(threads: List[ThreadLoad], arriving: List[ThreadLoad],
-                     capacities: List[int]) -> Dict[int, int]:
+def _kept_assignment(threads: list[ThreadLoad], arriving: list[ThreadLoad],
+                     capacities: list[int]) -> dict[int, int]:
     """Everyone stays; threads that need a domain get one by initial placement."""
     if not arriving:
         return dict(zip(map(_TID, threads), map(_DOMAIN, threads)))
@@ -375,8 +377,8 @@ def _kept_assignment(threads: List[ThreadLoad], arriving: List[ThreadLoad],
     return assignment
 
 
-def _regrouped_assignment(threads: List[ThreadLoad], columns: _Columns,
-                          capacities: List[int], loads: Mapping[int, float]) -> Dict[int, int]:
+def _regrouped_assignment(threads: list[ThreadLoad], columns: _Columns,
+                          capacities: list[int], loads: Mapping[int, float]) -> dict[int, int]:
     """Wave grouping + fewest-move mapping, then the eligibility constraints."""
     if not columns.restricted:
         # Nothing pinned, nothing barred, no misfits: only the mapping is left.
@@ -412,8 +414,8 @@ def _regrouped_assignment(threads: List[ThreadLoad], columns: _Columns,
     return target
 
 
-def _cancel_swaps(columns: _Columns, target: Dict[int, int],
-                  loads: Mapping[int, float]) -> Dict[int, int]:
+def _cancel_swaps(columns: _Columns, target: dict[int, int],
+                  loads: Mapping[int, float]) -> dict[int, int]:
     """Drop pairs of opposite moves that would only swap near-equal loads.
 
     Wave grouping fixes which threads share a group, so evening out equal
@@ -448,7 +450,7 @@ def _cancel_swaps(columns: _Columns, target: Dict[int, int],
     return result
 
 
-def _movers_by_route(columns: _Columns, destinations: List[int]) -> Dict[tuple, list]:
+def _movers_by_route(columns: _Columns, destinations: list[int]) -> dict[tuple, list]:
     """(src, dst) -> tids of the placed threads moving from src to dst, for
     threads still allowed on src (a thread evicted from src has to go)."""
     moving = list(map(ne, destinations, columns.domains))
@@ -513,8 +515,8 @@ def _by_load_then_tid(tids, loads):
         return sorted(tids, key=lambda tid: (loads[tid], tid))
 
 
-def _moves(threads: List[ThreadLoad], columns: _Columns,
-           assignment: Mapping[int, int]) -> List[Move]:
+def _moves(threads: list[ThreadLoad], columns: _Columns,
+           assignment: Mapping[int, int]) -> list[Move]:
     destinations = list(map(assignment.__getitem__, columns.tids))
     moving = list(map(ne, destinations, columns.domains))
     moves = list(map(Move, compress(columns.tids, moving), compress(columns.domains, moving),
@@ -523,7 +525,7 @@ def _moves(threads: List[ThreadLoad], columns: _Columns,
     return moves
 
 
-def _placement_note(threads: List[ThreadLoad], arriving: List[ThreadLoad]) -> str:
+def _placement_note(threads: list[ThreadLoad], arriving: list[ThreadLoad]) -> str:
     new = sum(1 for thread in arriving if thread.domain is None)
     evicted = len(arriving) - new       # placed, but on a domain it may no longer use
     notes = []
@@ -587,9 +589,9 @@ def _kept_groups_reason(domain_count: int, thread_cv: float, kept: float,
 
 
 def plan_kept_groups(domain_loads: Sequence[float], thread_cv: float, kept_spread: float,
-                     assignment: Dict[int, int], capacities: Sequence[int],
+                     assignment: dict[int, int], capacities: Sequence[int],
                      table: VariationTable,
-                     tolerance: float = DEFAULT_TOLERANCE) -> Optional[Plan]:
+                     tolerance: float = DEFAULT_TOLERANCE) -> Plan | None:
     """The plan ``plan_tumbler`` makes for threads that are all placed, on
     domains of ``capacities`` CPUs whose summed loads are ``domain_loads``,
     with spread ``kept_spread``, when the loads have CV ``thread_cv`` and it

@@ -33,11 +33,13 @@ exactly in O(n^2 m); with at most 64 slots that is about 260 000 steps
 (more slots only on machines of more than 64 domains, one slot each).
 """
 
+from __future__ import annotations
+
 import math
 from itertools import compress, permutations, repeat
 from numbers import Real
 from operator import eq
-from typing import AbstractSet, Dict, Hashable, List, Mapping, Optional, Sequence
+from collections.abc import Hashable, Mapping, Sequence, Set
 
 #: Loads are compared in millionths of a CPU.
 LOAD_QUANTUM = 1_000_000
@@ -67,7 +69,7 @@ def _checked_matrix(cost):
     return rows, width
 
 
-def hungarian(cost) -> List[int]:
+def hungarian(cost) -> list[int]:
     """Minimum-cost assignment: the column chosen for each row.
 
     ``cost`` is an n x m matrix with n <= m; every row gets a distinct
@@ -126,7 +128,7 @@ def hungarian(cost) -> List[int]:
     return column_of_row
 
 
-def _two_by_two(cost) -> Optional[List[int]]:
+def _two_by_two(cost) -> list[int] | None:
     """The assignment of a 2 x 2 problem with a unique optimum (two equal
     domains, the common case); None on a tie, left to ``hungarian``."""
     (a, b), (c, d) = cost
@@ -137,7 +139,7 @@ def _two_by_two(cost) -> Optional[List[int]]:
     return None
 
 
-def _slot_loads(slot, loads) -> List[float]:
+def _slot_loads(slot, loads) -> list[float]:
     """Loads of the threads of ``slot``, at least 0 (0 for a thread without
     a load)."""
     values = list(map(loads.get, slot, repeat(0.0)))
@@ -199,7 +201,7 @@ def _thread_assignment(slots, domain_of_slot):
     return assignment
 
 
-def _decided_by_counts(slots, kept) -> Optional[Dict[Hashable, int]]:
+def _decided_by_counts(slots, kept) -> dict[Hashable, int] | None:
     """The assignment when the number of threads kept alone decides it.
 
     With equal domains (one slot each) and no eligibility limits, the
@@ -217,7 +219,7 @@ def _decided_by_counts(slots, kept) -> Optional[Dict[Hashable, int]]:
     return _thread_assignment(slots, chosen)
 
 
-def _strict_majorities(kept) -> Optional[List[int]]:
+def _strict_majorities(kept) -> list[int] | None:
     """Each slot's domain when every slot has most of its placed threads in
     one domain, strictly, and those domains are all different: that mapping
     keeps the most threads in every slot at once, so no other keeps as many."""
@@ -230,7 +232,7 @@ def _strict_majorities(kept) -> Optional[List[int]]:
     return chosen if len(set(chosen)) == len(kept) else None
 
 
-def _unique_best_permutation(kept) -> Optional[List[int]]:
+def _unique_best_permutation(kept) -> list[int] | None:
     """The slot -> domain permutation keeping the most threads, if every
     other keeps fewer (len(kept)! of them: few domains only)."""
     best = runner_up = -1
@@ -267,10 +269,10 @@ def _checked_units(units_per_domain, slot_count):
 
 
 def assign_slots(slots: Sequence[Sequence[Hashable]], units_per_domain: Sequence[int],
-                 current: Mapping[Hashable, Optional[int]],
+                 current: Mapping[Hashable, int | None],
                  loads: Mapping[Hashable, float],
-                 eligible: Optional[Mapping[Hashable, Optional[AbstractSet[int]]]] = None,
-                 ) -> Dict[Hashable, int]:
+                 eligible: Mapping[Hashable, Set[int] | None] | None = None,
+                 ) -> dict[Hashable, int]:
     """Map every thread of every slot to a domain, keeping most threads in place.
 
     Domain d receives exactly ``units_per_domain[d]`` slots.  ``current``

@@ -20,12 +20,15 @@ Conventions shared by every engine module:
   CPUs it is allowed on); ``None`` means any domain.
 """
 
-from typing import Dict, FrozenSet, List, NamedTuple, Optional
+from __future__ import annotations
+
+from ..records import record
 
 
-class _DomainFields(NamedTuple):
+@record
+class _DomainFields:
     index: int
-    cpus: FrozenSet[int]
+    cpus: frozenset[int]
 
 
 class Domain(_DomainFields):
@@ -46,11 +49,12 @@ class Domain(_DomainFields):
         return len(self.cpus)
 
 
-class _ThreadLoadFields(NamedTuple):
+@record
+class _ThreadLoadFields:
     tid: int
     load: float
-    domain: Optional[int]
-    eligible: Optional[FrozenSet[int]] = None
+    domain: int | None
+    eligible: frozenset[int] | None = None
 
 
 class ThreadLoad(_ThreadLoadFields):
@@ -69,13 +73,14 @@ class ThreadLoad(_ThreadLoadFields):
         return tuple.__new__(cls, (tid, load, domain, eligible))
 
 
-class Move(NamedTuple):
+@record
+class Move:
     """Bind thread ``tid`` to domain ``dst``; ``src`` is None for a new thread.
 
     A NamedTuple: a regrouping of thousands of threads makes thousands."""
 
     tid: int
-    src: Optional[int]
+    src: int | None
     dst: int
 
 
@@ -92,9 +97,9 @@ class Plan:
     __slots__ = ("moves", "assignment", "thread_cv", "interval_ms", "regroup",
                  "domain_loads", "predicted_loads", "spread_before", "spread_after", "reason")
 
-    def __init__(self, moves: List[Move], assignment: Dict[int, int], thread_cv: float,
-                 interval_ms: int, regroup: bool, domain_loads: List[float],
-                 predicted_loads: List[float], spread_before: float, spread_after: float,
+    def __init__(self, moves: list[Move], assignment: dict[int, int], thread_cv: float,
+                 interval_ms: int, regroup: bool, domain_loads: list[float],
+                 predicted_loads: list[float], spread_before: float, spread_after: float,
                  reason: str):
         self.moves = moves
         self.assignment = assignment

@@ -75,8 +75,10 @@ holds it to ``decide``.  The controller's quiet rounds rest on it, and
 call only ``quiet_verdict``: it is cheap.
 """
 
+from __future__ import annotations
+
 from operator import attrgetter
-from typing import Dict, List, NamedTuple, Optional
+from ..records import record
 
 from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
                        plan_tumbler)
@@ -103,7 +105,8 @@ ENGAGED_INTERVAL_MS = 200
 NEVER_REGROUP = 1e9
 
 
-class ThreadView(NamedTuple):
+@record
+class ThreadView:
     """What the controller knows of one thread this round.
 
     Its first four fields are those of ``ThreadLoad``, so the engine takes
@@ -112,13 +115,13 @@ class ThreadView(NamedTuple):
 
     tid: int
     load: float                     # CPU share over the load window (Eq. 1)
-    domain: Optional[int]           # domain bound to now (None: not placed)
-    eligible: Optional[frozenset] = None
-    pinned_cpu: Optional[int] = None
+    domain: int | None           # domain bound to now (None: not placed)
+    eligible: frozenset | None = None
+    pinned_cpu: int | None = None
     exec_ns: int = 0                # CPU time over the last round
     wall_ns: int = 0                # length of the last round
-    runnable: Optional[float] = None
-    sleeps_per_s: Optional[float] = None   # None: not measured
+    runnable: float | None = None
+    sleeps_per_s: float | None = None   # None: not measured
 
 
 class Decision:
@@ -135,9 +138,9 @@ class Decision:
 
     __slots__ = ("plan", "pins", "interval_ms", "notes", "engaged", "speed_interval_ms")
 
-    def __init__(self, plan: Plan, pins: Optional[Dict[int, Optional[int]]] = None,
-                 interval_ms: int = 100, notes: Optional[Dict[int, str]] = None,
-                 engaged: Optional[List[int]] = None, speed_interval_ms: Optional[int] = None):
+    def __init__(self, plan: Plan, pins: dict[int, int | None] | None = None,
+                 interval_ms: int = 100, notes: dict[int, str] | None = None,
+                 engaged: list[int] | None = None, speed_interval_ms: int | None = None):
         self.plan = plan
         self.pins = {} if pins is None else pins
         self.interval_ms = interval_ms

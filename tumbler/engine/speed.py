@@ -93,8 +93,11 @@ up its co-runners) and the OS balancer already does well, so the policy
 leaves those domains alone (``engine.policy``, auto).
 """
 
-import random
-from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..records import record
 
 #: Speed of a core that runs none of our threads: a thread moved there would
 #: run alone.  See the module docstring.
@@ -108,7 +111,8 @@ EMPTY_CORE_SPEED = 1.0
 JITTER_SHARE = 0.25
 
 
-class SpeedParams(NamedTuple):
+@record
+class SpeedParams:
     """Tunables of one speed balancer: tumbler's defaults (module doc,
     "Interval"); the paper's are ``block_intervals=2, interval_ms=100``."""
 
@@ -133,7 +137,8 @@ class SpeedParams(NamedTuple):
         return self
 
 
-class CoreMove(NamedTuple):
+@record
+class CoreMove:
     """Move thread ``tid`` from CPU ``src`` to CPU ``dst``."""
 
     tid: int
@@ -141,11 +146,12 @@ class CoreMove(NamedTuple):
     dst: int
 
 
-class Speeds(NamedTuple):
+@record
+class Speeds:
     """What one round measured, for logging: tid -> speed, cpu -> speed, global."""
 
-    threads: Dict[int, float]
-    cores: Dict[int, float]
+    threads: dict[int, float]
+    cores: dict[int, float]
     global_speed: float
 
 
@@ -171,7 +177,7 @@ def is_slow(core: float, global_: float, threshold: float) -> bool:
 
 
 def _measure_threads(exec_ns: Mapping[int, int], wall_ns: int,
-                     members: Mapping[int, List[int]]) -> Dict[int, float]:
+                     members: Mapping[int, list[int]]) -> dict[int, float]:
     """Speeds of the sampled threads among ``members`` (negative deltas skipped)."""
     speeds = {}
     for tids in members.values():
@@ -182,8 +188,8 @@ def _measure_threads(exec_ns: Mapping[int, int], wall_ns: int,
     return speeds
 
 
-def _measure_cores(members: Mapping[int, List[int]],
-                   speeds: Mapping[int, float]) -> Dict[int, float]:
+def _measure_cores(members: Mapping[int, list[int]],
+                   speeds: Mapping[int, float]) -> dict[int, float]:
     """Core speeds; empty cores are EMPTY_CORE_SPEED, unsampled cores absent."""
     cores = {}
     for cpu, tids in members.items():
@@ -207,7 +213,7 @@ class SpeedBalancer:
     """
 
     def __init__(self, cpus: Sequence[int], params: SpeedParams = SpeedParams(),
-                 seed: Optional[int] = None):
+                 seed: int | None = None):
         params.validate()
         for cpu in cpus:
             if isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0:
@@ -215,19 +221,29 @@ class SpeedBalancer:
         cpu_list = sorted(set(cpus))
         if not cpu_list:
             raise ValueError("a speed balancer needs at least one CPU")
-        self._cpus: Tuple[int, ...] = tuple(cpu_list)
-        self._cpu_set: FrozenSet[int] = frozenset(cpu_list)
+        self._cpus: tuple[int, ...] = tuple(cpu_list)
+        self._cpu_set: frozenset[int] = frozenset(cpu_list)
         self._params = params
-        master = random.Random(seed)
-        self._order_rng = random.Random(master.getrandbits(64))
-        self._jitter_rng = random.Random(master.getrandbits(64))
+        self._seed = seed
+        self._rngs = None           # (order, jitter): made at first use, see _rng
         self._round = 0
-        self._blocked_through: Dict[int, int] = {}   # cpu -> last blocked round
-        self._migrations: Dict[int, int] = {}
+        self._blocked_through: dict[int, int] = {}   # cpu -> last blocked round
+        self._migrations: dict[int, int] = {}
         self._last = Speeds({}, {}, 0.0)
 
+    def _rng(self, which):
+        """The visit-order (0) or jitter (1) generator.  Made at first use:
+        a balancer is made per domain whether or not it ever engages, and
+        ``random``'s import costs ~1 ms of a ``tumbler exec``'s start."""
+        if self._rngs is None:
+            import random
+            master = random.Random(self._seed)
+            self._rngs = (random.Random(master.getrandbits(64)),
+                          random.Random(master.getrandbits(64)))
+        return self._rngs[which]
+
     @property
-    def cpus(self) -> Tuple[int, ...]:
+    def cpus(self) -> tuple[int, ...]:
         return self._cpus
 
     @property
@@ -235,7 +251,7 @@ class SpeedBalancer:
         """Thread, core and global speeds of the last round (empty before one)."""
         return self._last
 
-    def migrations(self) -> Dict[int, int]:
+    def migrations(self) -> dict[int, int]:
         """tid -> number of times this balancer moved it."""
         return dict(self._migrations)
 
@@ -243,7 +259,7 @@ class SpeedBalancer:
         """Drop what is known about a thread that exited."""
         self._migrations.pop(tid, None)
 
-    def blocked_cpus(self) -> FrozenSet[int]:
+    def blocked_cpus(self) -> frozenset[int]:
         """CPUs that may not take part in a migration in the next round."""
         nxt = self._round + 1
         return frozenset(c for c, last in self._blocked_through.items() if nxt <= last)
@@ -254,12 +270,12 @@ class SpeedBalancer:
         base = self._params.interval_ms
         if not self._params.jitter:
             return base
-        return base + self._jitter_rng.randint(0, int(base * JITTER_SHARE))
+        return base + self._rng(1).randint(0, int(base * JITTER_SHARE))
 
     # -- initial placement ---------------------------------------------------
 
     def initial_placement(self, tids: Sequence[int],
-                          current: Optional[Mapping[int, int]] = None) -> Dict[int, int]:
+                          current: Mapping[int, int] | None = None) -> dict[int, int]:
         """Pin threads round-robin over our CPUs (paper 5.2).
 
         A thread already on one of our CPUs in ``current`` stays there; each
@@ -268,7 +284,7 @@ class SpeedBalancer:
         """
         current = current or {}
         wanted = sorted(set(tids))
-        placement: Dict[int, int] = {}
+        placement: dict[int, int] = {}
         counts = {cpu: 0 for cpu in self._cpus}
         for tid in wanted:
             cpu = current.get(tid)
@@ -285,7 +301,7 @@ class SpeedBalancer:
     # -- one round -----------------------------------------------------------
 
     def step(self, exec_ns: Mapping[int, int], wall_ns: int,
-             placement: Mapping[int, int]) -> List[CoreMove]:
+             placement: Mapping[int, int]) -> list[CoreMove]:
         """Run one balancing round and return the moves it decides.
 
         ``exec_ns``: CPU time each thread received during the interval;
@@ -301,7 +317,7 @@ class SpeedBalancer:
         cores = _measure_cores(members, speeds)
         global_ = global_speed(cores)
         self._last = Speeds(speeds, cores, global_)
-        moves: List[CoreMove] = []
+        moves: list[CoreMove] = []
         if global_ <= 0.0:
             return moves
         for dst in self._puller_order(cores, global_, members):
@@ -319,9 +335,9 @@ class SpeedBalancer:
             self._block(dst)
         return moves
 
-    def _members(self, placement: Mapping[int, int]) -> Dict[int, List[int]]:
+    def _members(self, placement: Mapping[int, int]) -> dict[int, list[int]]:
         """cpu -> sorted tids on it, for every CPU of the domain."""
-        members: Dict[int, List[int]] = {cpu: [] for cpu in self._cpus}
+        members: dict[int, list[int]] = {cpu: [] for cpu in self._cpus}
         for tid in sorted(placement):
             cpu = placement[tid]
             if cpu in self._cpu_set:
@@ -329,18 +345,18 @@ class SpeedBalancer:
         return members
 
     def _puller_order(self, cores: Mapping[int, float], global_: float,
-                      members: Mapping[int, List[int]]) -> List[int]:
+                      members: Mapping[int, list[int]]) -> list[int]:
         """Cores faster than global: empty ones first, each group shuffled."""
         fast = [cpu for cpu in sorted(cores) if cores[cpu] > global_]
         empty = [cpu for cpu in fast if not members[cpu]]
         busy = [cpu for cpu in fast if members[cpu]]
-        self._order_rng.shuffle(empty)
-        self._order_rng.shuffle(busy)
+        self._rng(0).shuffle(empty)
+        self._rng(0).shuffle(busy)
         return empty + busy
 
     def _pick_donor(self, dst: int, cores: Mapping[int, float], global_: float,
-                    members: Mapping[int, List[int]],
-                    speeds: Mapping[int, float]) -> Optional[int]:
+                    members: Mapping[int, list[int]],
+                    speeds: Mapping[int, float]) -> int | None:
         """The unblocked core below threshold that should give ``dst`` a thread.
 
         Slowest first, but speeds within (1 - T_s) * s_global of the slowest

@@ -38,15 +38,17 @@ than 64 domains (``--level core`` on a large machine) plans with one slot
 per domain, K' = K, and the unit scaling only merges units of big domains.
 """
 
+from __future__ import annotations
+
 import math
 from functools import lru_cache, reduce
-from typing import Hashable, List, Mapping, Sequence, Tuple
+from collections.abc import Hashable, Mapping, Sequence
 
 #: Upper bound on the number of slots (rows of the assignment problem).
 DEFAULT_MAX_UNITS = 64
 
 
-def wave_groups(items, k) -> List[list]:
+def wave_groups(items, k) -> list[list]:
     """Deal an already-sorted sequence into ``k`` groups, paper Algorithm 2.
 
     Group g receives sorted positions g, 2k-1-g, 2k+g, 4k-1-g, ...: one
@@ -122,7 +124,7 @@ def _apportioned(weights, seats):
     return units
 
 
-def capacity_units(capacities: Sequence[int], max_units: int = DEFAULT_MAX_UNITS) -> List[int]:
+def capacity_units(capacities: Sequence[int], max_units: int = DEFAULT_MAX_UNITS) -> list[int]:
     """Equal-sized units per domain: capacities / gcd, scaled to <= max_units."""
     capacities = _checked_capacities(capacities)
     if isinstance(max_units, bool) or not isinstance(max_units, int) or max_units < len(capacities):
@@ -132,7 +134,7 @@ def capacity_units(capacities: Sequence[int], max_units: int = DEFAULT_MAX_UNITS
 
 
 @lru_cache(maxsize=64)
-def _units(capacities: Tuple[int, ...], max_units: int) -> Tuple[int, ...]:
+def _units(capacities: tuple[int, ...], max_units: int) -> tuple[int, ...]:
     """capacity_units of checked arguments, remembered: every regrouping
     asks again for the same few domain sizes."""
     units = _divided_by_gcd(capacities)
@@ -142,7 +144,7 @@ def _units(capacities: Tuple[int, ...], max_units: int) -> Tuple[int, ...]:
 
 
 def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],
-               max_units: int = DEFAULT_MAX_UNITS) -> Tuple[List[list], List[int]]:
+               max_units: int = DEFAULT_MAX_UNITS) -> tuple[list[list], list[int]]:
     """Wave-group threads into equal slots; return (slots, units per domain).
 
     ``slots[s]`` lists the tids of slot s; ``units[d]`` is how many slots

@@ -35,8 +35,11 @@ engine's ``cv`` of two floats then costs ~75 us of CPU (~3 us in a loop),
 the C call for 64 threads ~20 (BENCHMARKS.md).
 """
 
+from __future__ import annotations
+
 import math
-from typing import NamedTuple, Tuple
+
+from ..records import record
 
 from .grouping import spread
 from .variation import cv
@@ -51,14 +54,15 @@ except ImportError:         # not built (optional): the same arithmetic in Pytho
 OUTSIDE = -1
 
 
-class WindowSummary(NamedTuple):
+@record
+class WindowSummary:
     """What a quiet round knows of the threads of its target."""
 
-    domain_loads: Tuple[float, ...]     # summed load per domain (CPUs)
+    domain_loads: tuple[float, ...]     # summed load per domain (CPUs)
     thread_cv: float                    # CV of the thread loads
     spread: float                       # CV of the per-CPU domain loads
-    threads: Tuple[int, ...]            # threads per domain
-    runnable: Tuple[int, ...]           # of them, runnable share >= the share asked
+    threads: tuple[int, ...]            # threads per domain
+    runnable: tuple[int, ...]           # of them, runnable share >= the share asked
     crowded: int                        # domains with more runnable threads than CPUs
 
 

@@ -18,9 +18,13 @@ mapped once, at the backend edge (as psutil does), so nothing above this
 layer looks at errno.
 """
 
+from __future__ import annotations
+
 import os
 from types import MappingProxyType
-from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
+from collections.abc import Mapping
+
+from ..records import record
 
 #: Levels of the CPU hierarchy, outermost first.  ``auto`` picks the first of
 #: package, numa, llc that splits the target's CPUs into two or more domains.
@@ -78,7 +82,8 @@ class Unsupported(PlatformError):
 # on a small VM, paid by every ``tumbler exec`` while its command runs
 # (BENCHMARKS.md, issue 15).
 
-class ProcessInfo(NamedTuple):
+@record
+class ProcessInfo:
     pid: int
     name: str
     uid: int
@@ -88,7 +93,8 @@ class ProcessInfo(NamedTuple):
     zombie: bool = False    # exited, not yet reaped by its parent
 
 
-class ThreadTimes(NamedTuple):
+@record
+class ThreadTimes:
     """Cumulative times of one thread, nanoseconds since the thread started.
 
     ``run_ns`` (user + system CPU time) is the load numerator of the paper's
@@ -106,23 +112,25 @@ class ThreadTimes(NamedTuple):
     start: int                      # start-time token; guards TID reuse
     name: str
     run_ns: int
-    usr_ns: Optional[int] = None
-    sys_ns: Optional[int] = None
-    lat_ns: Optional[int] = None
-    cpu: Optional[int] = None       # CPU the thread last ran on
+    usr_ns: int | None = None
+    sys_ns: int | None = None
+    lat_ns: int | None = None
+    cpu: int | None = None       # CPU the thread last ran on
     state: str = "?"                # one letter: R running/runnable, S sleeping, ...
     micro: Mapping[str, int] = NO_MICROSTATES
 
 
-class Sample(NamedTuple):
+@record
+class Sample:
     """One snapshot of all threads of one process."""
 
     pid: int
     wall_ns: int                    # time.monotonic_ns() when taken
-    threads: Dict[int, ThreadTimes]
+    threads: dict[int, ThreadTimes]
 
 
-class ProcessFacts(NamedTuple):
+@record
+class ProcessFacts:
     """What service rules match a process on (``tumbler service``); None
     where the OS cannot tell (zone and project on Linux, cgroup on illumos)."""
 
@@ -132,21 +140,22 @@ class ProcessFacts(NamedTuple):
     uid: int                        # real user ID
     threads: int
     cpu_ns: int                     # CPU time so far, all threads (user + system)
-    cgroup: Optional[str] = None    # Linux: the cgroup path (v2, else the cpuset one)
-    zone: Optional[int] = None      # illumos: zone ID
-    project: Optional[int] = None   # illumos: project ID
+    cgroup: str | None = None    # Linux: the cgroup path (v2, else the cpuset one)
+    zone: int | None = None      # illumos: zone ID
+    project: int | None = None   # illumos: project ID
     is_kernel: bool = False
 
 
-class Topology(NamedTuple):
+@record
+class Topology:
     """On-line CPUs and their grouping at each level of ``LEVELS``.
 
     ``levels[name]`` is a tuple of disjoint CPU sets ordered by lowest CPU;
     a level the platform cannot see is absent.
     """
 
-    online: FrozenSet[int]
-    levels: Mapping[str, Tuple[FrozenSet[int], ...]]
+    online: frozenset[int]
+    levels: Mapping[str, tuple[frozenset[int], ...]]
 
 
 # -- interfaces --------------------------------------------------------------

@@ -87,5 +87,6 @@ __all__ = list(_EXPORTS)
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError("module %r has no attribute %r" % (__name__, name))
-    import importlib
-    return getattr(importlib.import_module("." + _EXPORTS[name], __name__), name)
+    # __import__, not importlib (whose import brings warnings): see store.
+    module = __import__(__name__ + "." + _EXPORTS[name], fromlist=[name])
+    return getattr(module, name)

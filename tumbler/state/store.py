@@ -1,13 +1,13 @@
 """State directory, locks and state files (see ``tumbler.state``)."""
 
+from __future__ import annotations
+
 import errno
 import fcntl
-import json
 import os
 
-from typing import NamedTuple
-
 from ..errors import EXIT_FAILURE, TumblerError
+from ..records import record
 from ..platform import boot_token
 from .paths import StateError
 
@@ -123,6 +123,7 @@ def _read_pid(fd):
 
 def read_state(path):
     """Load and check a state file; raise StateError if it is not one."""
+    import json     # here: most runs never read one (json and re cost ~5 ms at start)
     try:
         with open(path, "rb") as f:
             data = json.loads(f.read().decode())
@@ -158,7 +159,8 @@ def _check_state(data):
     return None
 
 
-class StateFile(NamedTuple):
+@record
+class StateFile:
     directory: str
     pid: int
     start: int
