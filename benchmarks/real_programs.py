@@ -3,7 +3,7 @@
 
     apt-get install -y pigz zstd xz-utils          # Debian packages
     .venv/bin/pip install numpy                    # PyPI (OpenBLAS inside)
-    .venv/bin/python benchmarks/real_programs.py [--runs N] [--only NAME,...]
+    .venv/bin/python benchmarks/real_programs.py [--runs N] [--only NAME,...] [--settle]
 
 Each program runs N times alone and N times as ``tumbler exec -q -- PROG``
 (default policy and domains), in interleaved pairs (alone, tumbler, alone,
@@ -77,6 +77,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", default=None, help="comma-separated program names")
+    parser.add_argument("--settle", action="store_true",
+                        help="run the program once, untimed, before every timed run: on "
+                             "this VM a numpy run alternates between ~1.87 s and ~2.2 s "
+                             "(system time 0.07 s / 0.6 s) from one run to the next, "
+                             "whatever runs it, which would make any order of pairs unfair")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tumbler-real-") as directory:
         data = make_data(directory)
@@ -96,6 +101,8 @@ def main():
             for i in range(args.runs):
                 order = [(alone, argv), (managed, [TUMBLER, "exec", "-q", "--", *argv])]
                 for times, command in (order if i % 2 == 0 else order[::-1]):
+                    if args.settle:
+                        wall(argv)              # untimed: see --settle
                     times.append(wall(command))
             ratios = sorted(a / t for a, t in zip(alone, managed))
             print("%-14s %12.3f %12.3f %10.3f (%.3f .. %.3f)"

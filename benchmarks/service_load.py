@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/service_load.py [--programs N] [--threads T]
                                                 [--seconds S] [--domains LIST]
+                                                [--profile FILE]
 
 Starts N copies of ``tests/workloads/crowd`` with T threads each (together
 asking ``--demand`` CPUs per program: mostly sleeping threads, a program
@@ -36,6 +37,9 @@ def main():
     parser.add_argument("--threads", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--domains", default="0/1")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="run the service under cProfile, its stats to FILE (then "
+                             "python3 -m pstats FILE); the CPU figure includes the profiler's")
     parser.add_argument("--demand", type=float, default=0.04,
                         help="CPUs each program asks in all (default 0.04: 20 programs "
                              "want 0.8 of this VM's 2)")
@@ -56,8 +60,11 @@ def main():
         f.write("service:\n  socket: %s\nprograms:\n  - name: crowd\n    match: {cmdline: %s}\n"
                 "    domains: \"%s\"\n" % (socket, json.dumps(crowd), args.domains))
     env = dict(os.environ, TUMBLER_STATE_DIR=os.path.join(work, "state"))
-    service = subprocess.Popen([TUMBLER, "service", "--config", config], env=env,
-                               stderr=subprocess.DEVNULL)
+    command = [TUMBLER, "service", "--config", config]
+    if args.profile:
+        command = [os.path.join(REPO, ".venv", "bin", "python"), "-m", "cProfile", "-o",
+                   args.profile, TUMBLER] + command[1:]
+    service = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while True:

@@ -3,6 +3,18 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
+# The Debian package test (tests/test_platform_files.py) builds the .deb:
+# its tools, as root on Debian, if missing (elsewhere the test is skipped).
+deb_tools="debhelper dh-python pybuild-plugin-pyproject python3-all-dev python3-setuptools \
+python3-build python3-installer fakeroot"
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 && \
+   ! { command -v dh >/dev/null 2>&1 && command -v pybuild >/dev/null 2>&1 && \
+       [ -e /usr/share/dh-python/dhpython/build/plugin_pyproject.py ]; }; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $deb_tools >/dev/null
+fi
 # The cgroup v2 cpuset tests (tests/test_cpuset_v2_real.py) may move the
 # cpuset controller from an unused v1 hierarchy to v2 for their duration
 # (always put back and checked); TUMBLER_TEST_CGROUP_SWAP=0 skips them.

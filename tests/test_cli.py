@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import threading
@@ -219,3 +220,43 @@ def test_illumos_fixture_tree_through_the_cli(tmp_path):
     dry = run_tumbler(*base, "--domains", "0-3/4-7", "-n", "-p", "4242", "--duration", "0.3")
     assert dry.returncode == 0, dry.stderr
     assert "dry run" in dry.stderr
+
+
+def _ignored_signals(text):
+    mask = int(next(line for line in text.splitlines() if line.startswith("SigIgn:")).split()[1],
+               16)
+    return {signum for signum in range(1, 65) if mask >> (signum - 1) & 1}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_exec_command_gets_the_signals_python_ignores_back(quick):
+    """Python ignores SIGPIPE and SIGXFSZ for itself; the command must not
+    inherit that (``tumbler exec -- yes | head`` would never get SIGPIPE).
+    Both ways in: the quick path and click's (--summary-json is not quick)."""
+    extra = () if quick else ("--summary-json", os.devnull)
+    result = run_tumbler("-q", *extra, "exec", "--", "grep", "SigIgn", "/proc/self/status")
+    assert result.returncode == 0, result.stderr
+    ignored = _ignored_signals(result.stdout)
+    assert not ignored & {signal.SIGPIPE, signal.SIGXFSZ}, ignored
+
+
+def test_a_signal_ignored_at_start_stays_ignored():
+    """``nohup tumbler exec -- CMD``: SIGHUP was ignored, so the command
+    keeps it ignored, and a SIGHUP to tumbler neither stops it nor reaches
+    the command: both run on and exit 0, as CMD alone would."""
+    def ignore_hup():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        tumbler_cmd("-q", "exec", "--", "sh", "-c", "grep SigIgn /proc/self/status; sleep 1"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_hup)
+    try:
+        first = proc.stdout.readline()          # the command runs
+        proc.send_signal(signal.SIGHUP)
+        rest, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert signal.SIGHUP in _ignored_signals(first)
+    assert proc.returncode == 0, stderr
+    assert_no_traceback(stderr)

@@ -202,6 +202,9 @@ def test_deb_builds_with_the_expected_files(tmp_path):
                  "./usr/share/tumbler/probes/linux/runqlat.bt",
                  "./usr/lib/python3/dist-packages/tumbler/service/loop.py"):
         assert path in files, path
+    script = subprocess.run("dpkg-deb --fsys-tarfile %s | tar xOf - ./usr/bin/tumbler" % deb,
+                            shell=True, capture_output=True, text=True, check=True).stdout
+    assert script.startswith("#!/usr/bin/python3\n"), script[:80]     # the system's Python
     assert any(re.search(r"tumbler/platform/linux/_steady\..*\.so$", f) for f in files)
     assert any(re.search(r"tumbler/engine/_window\..*\.so$", f) for f in files)
     control = subprocess.run(["dpkg-deb", "-f", str(deb)], capture_output=True, text=True,

@@ -12,7 +12,8 @@ still bound.  Not among them: SIGKILL and SIGSTOP (cannot be caught),
 SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP and SIGSYS (a fault of tumbler's
 own: a handler that returns would run the faulting instruction again --
 ``tumbler restore`` is for crashes), and SIGPIPE and SIGXFSZ, which Python
-ignores so that writes fail with an error instead (the convention).
+ignores so that writes fail with an error instead (the convention).  A
+signal ignored when tumbler starts (``nohup``) is left ignored.
 """
 
 import os
@@ -51,8 +52,13 @@ class SignalWaiter:
         self._watched = set()
         self._old_wakeup = signal.set_wakeup_fd(self._write_fd)
         self._old_handlers = {}
-        wanted = [signum for signum in signals if signum in ALWAYS_STOP
-                  or signal.getsignal(signum) == signal.SIG_DFL]
+        # A signal ignored when tumbler started stays ignored, for tumbler
+        # and for exec's command (which inherits that): ``nohup tumbler
+        # exec`` and a script's ``tumbler exec ... &`` (SIGINT ignored) go
+        # on as their commands would alone.
+        wanted = [signum for signum in signals
+                  if signal.getsignal(signum) != signal.SIG_IGN
+                  and (signum in ALWAYS_STOP or signal.getsignal(signum) == signal.SIG_DFL)]
         wanted += [signal.SIGCHLD] if watch_children else []
         for signum in wanted:
             self._old_handlers[signum] = signal.signal(signum, self._record)

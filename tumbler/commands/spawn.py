@@ -4,10 +4,22 @@ Not ``subprocess``: its import alone costs as much as the spawn, and
 ``tumbler exec`` starts the command before anything it can do without
 (commands/run.py, ``run_exec``).  Python opens its own descriptors
 non-inheritable, so the command gets stdin, stdout and stderr only, as
-``subprocess``' ``close_fds`` would leave it.
+``subprocess``' ``close_fds`` would leave it; and the signals Python
+ignores for itself (SIGPIPE, SIGXFSZ) are set back to their default in the
+command, as ``subprocess``' ``restore_signals`` does -- else ``tumbler exec
+-- yes | head`` would never end (``yes`` would get EPIPE, not SIGPIPE).
+Signals tumbler handles are reset by the exec itself; one ignored by
+whoever started tumbler (``nohup``) stays ignored, as a shell leaves it.
 """
 
 import os
+
+import _signal
+
+#: Signals Python ignores at start (Python/pylifecycle.c), default again
+#: in the command.
+PYTHON_IGNORES = tuple(getattr(_signal, name) for name in ("SIGPIPE", "SIGXFSZ")
+                       if hasattr(_signal, name))
 
 from ..errors import TumblerError
 
@@ -18,7 +30,7 @@ class Command:
 
     def __init__(self, argv):
         try:
-            self.pid = os.posix_spawnp(argv[0], argv, os.environ)
+            self.pid = os.posix_spawnp(argv[0], argv, os.environ, setsigdef=PYTHON_IGNORES)
         except OSError as exc:
             if isinstance(exc, FileNotFoundError):
                 raise TumblerError("%s: command not found" % argv[0], 127) from None
