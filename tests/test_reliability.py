@@ -1036,6 +1036,8 @@ def test_restore_removes_cgroups_of_a_tumbler_killed_before_its_state(procs, sta
                                "y": True, "z": False, "f": 0.1, "g": -2.5e-07,
                                "big": 2 ** 70, "neg": -3, "t": (1, 2)}]},
     {}, [], "", 0, None, {"b": {}, "a": [[], {}]},
+    # A thread name that is not UTF-8 (os.fsdecode's surrogate escape).
+    {"name": b"w\xffrker\x00\x1f".decode("utf-8", "surrogateescape")},
 ])
 def test_state_json_is_what_json_writes(data):
     """state.paths.dumps writes what json.dumps(..., separators=(",", ":"),

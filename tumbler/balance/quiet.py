@@ -76,7 +76,7 @@ class Roster:
 class ColumnSample:
     """A quiet round's sample: a roster's CPU times as columns.  It stands
     in the load window's history beside the backend's Samples.  A
-    NamedTuple, made with tuple.__new__ once per quiet round; the mapping
+    named tuple, made with tuple.__new__ once per quiet round; the mapping
     ``threads`` is built only when a full round looks at the sample (once
     or twice, when quiet rounds end)."""
 

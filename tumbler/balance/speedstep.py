@@ -85,7 +85,7 @@ class SpeedSteps:
         How often a thread sleeps is read (a /proc read per thread) only for
         the always-runnable threads of crowded domains.
         """
-        # tuple.__new__: a NamedTuple's own __new__ is a Python call.
+        # tuple.__new__: a named tuple's own __new__ is a Python call.
         new = tuple.__new__
         return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
                                  t.exec_ns, t.wall_ns, t.runnable,

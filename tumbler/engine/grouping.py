@@ -151,7 +151,7 @@ class _Columns:
 
 
 def _starts_with_load_fields(kind: type) -> bool:
-    """Whether ``kind`` is a NamedTuple whose first fields are ThreadLoad's."""
+    """Whether ``kind`` is a named tuple whose first fields are ThreadLoad's."""
     known = _tuple_types_seen.get(kind)
     if known is None:
         known = (issubclass(kind, tuple)

@@ -34,7 +34,7 @@ class _DomainFields:
 class Domain(_DomainFields):
     """A group of CPUs that threads are bound to as a whole.
 
-    NamedTuples and plain classes here, not dataclasses: see
+    named tuples and plain classes here, not dataclasses: see
     platform/base.py.  ``cpus`` is stored as a frozenset whatever iterable
     is given, so a Domain stays hashable."""
 
@@ -60,7 +60,7 @@ class _ThreadLoadFields:
 class ThreadLoad(_ThreadLoadFields):
     """One thread's load over the last interval and where it is bound now.
 
-    A NamedTuple, not a dataclass: the controller builds one per thread per
+    A named tuple, not a dataclass: the controller builds one per thread per
     round, and a frozen dataclass costs several times more to build.
     ``eligible`` is stored as a frozenset whatever iterable is given.
     """
@@ -77,7 +77,7 @@ class ThreadLoad(_ThreadLoadFields):
 class Move:
     """Bind thread ``tid`` to domain ``dst``; ``src`` is None for a new thread.
 
-    A NamedTuple: a regrouping of thousands of threads makes thousands."""
+    A named tuple: a regrouping of thousands of threads makes thousands."""
 
     tid: int
     src: int | None

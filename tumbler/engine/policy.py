@@ -110,12 +110,12 @@ class ThreadView:
     """What the controller knows of one thread this round.
 
     Its first four fields are those of ``ThreadLoad``, so the engine takes
-    views as they are (a NamedTuple: one is built per thread per round).
+    views as they are (a named tuple: one is built per thread per round).
     """
 
     tid: int
     load: float                     # CPU share over the load window (Eq. 1)
-    domain: int | None           # domain bound to now (None: not placed)
+    domain: int | None              # domain bound to now (None: not placed)
     eligible: frozenset | None = None
     pinned_cpu: int | None = None
     exec_ns: int = 0                # CPU time over the last round

@@ -125,7 +125,7 @@ def summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacitie
     and ``array('i')`` for the last two, for the C module).
     """
     if _c_summarize_window is not None:
-        # tuple.__new__: a NamedTuple's own _make is a Python call.
+        # tuple.__new__: a named tuple's own _make is a Python call.
         return tuple.__new__(WindowSummary, _c_summarize_window(
             run, lat, base_run, base_lat, span_ns, domain_of, capacities, runnable_share))
     return py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,

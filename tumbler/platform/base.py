@@ -77,10 +77,11 @@ class Unsupported(PlatformError):
 
 # -- data --------------------------------------------------------------------
 #
-# NamedTuples, not dataclasses, here and in the engine, the loop and the
-# state: importing dataclasses (with inspect, ast, re) costs ~20 ms of CPU
-# on a small VM, paid by every ``tumbler exec`` while its command runs
-# (BENCHMARKS.md, issue 15).
+# Named tuples (``@record``, tumbler/records.py), not dataclasses, here and
+# in the engine, the loop and the state: importing dataclasses (with
+# inspect, ast, re) costs ~20 ms of CPU on a small VM, and typing ~8 ms,
+# paid by every ``tumbler exec`` while its command runs (BENCHMARKS.md,
+# issue 15).
 
 @record
 class ProcessInfo:
@@ -104,7 +105,7 @@ class ThreadTimes:
     OS offers (illumos: lck, slp, trp, tfl, dfl, and rtime = elapsed time of
     the LWP), empty on Linux.
 
-    A NamedTuple, not a dataclass: one is built per thread per sample, and
+    A named tuple, not a dataclass: one is built per thread per sample, and
     sampling cost is what tumbler spends most of its own CPU on.
     """
 
@@ -115,7 +116,7 @@ class ThreadTimes:
     usr_ns: int | None = None
     sys_ns: int | None = None
     lat_ns: int | None = None
-    cpu: int | None = None       # CPU the thread last ran on
+    cpu: int | None = None          # CPU the thread last ran on
     state: str = "?"                # one letter: R running/runnable, S sleeping, ...
     micro: Mapping[str, int] = NO_MICROSTATES
 
@@ -140,9 +141,9 @@ class ProcessFacts:
     uid: int                        # real user ID
     threads: int
     cpu_ns: int                     # CPU time so far, all threads (user + system)
-    cgroup: str | None = None    # Linux: the cgroup path (v2, else the cpuset one)
-    zone: int | None = None      # illumos: zone ID
-    project: int | None = None   # illumos: project ID
+    cgroup: str | None = None       # Linux: the cgroup path (v2, else the cpuset one)
+    zone: int | None = None         # illumos: zone ID
+    project: int | None = None      # illumos: project ID
     is_kernel: bool = False
 
 

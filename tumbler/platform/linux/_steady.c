@@ -19,7 +19,7 @@
  *     tids      iterable of the thread IDs to read
  *     zero_ok   false: a run time of 0 makes the answer None (is schedstat
  *               accounted at all? linux.py then reads stat to find out)
- *     ThreadTimes, no_micro: the NamedTuple type to build and its default
+ *     ThreadTimes, no_micro: the named tuple type to build and its default
  *               ``micro`` value
  * returns {tid: ThreadTimes(tid, start, name, run_ns, None, None, lat_ns,
  *          None, "?", no_micro)}, or None when anything is unusual (a TID
