@@ -15,11 +15,10 @@ group across; the caller says so in the log and the summary.
 
 from __future__ import annotations
 
-from ..records import record
-
 from ..cpulist import brief, format_cpulist
 from ..errors import UsageError
 from ..platform.base import LEVELS
+from ..records import record
 
 AUTO_LEVELS = ("package", "numa", "llc")
 

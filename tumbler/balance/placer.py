@@ -2,7 +2,6 @@
 journal entries that come before each change (``tumbler.state``); a
 thread someone else placed since is handed over, never bound again."""
 
-
 from ..cpulist import format_cpulist
 from ..engine.model import ThreadLoad
 from ..platform.base import NoSuchProcess, PlatformError, Unmovable

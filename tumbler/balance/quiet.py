@@ -11,11 +11,11 @@ mapping full rounds read) only when a full round asks.
 from __future__ import annotations
 
 from array import array
-from ..records import record
 
 from ..engine.policy import RUNNABLE_SHARE
 from ..engine.window import OUTSIDE, summarize_window
 from ..platform.base import NoSuchProcess
+from ..records import record
 
 
 @record

@@ -56,9 +56,11 @@ class SignalWaiter:
         # and for exec's command (which inherits that): ``nohup tumbler
         # exec`` and a script's ``tumbler exec ... &`` (SIGINT ignored) go
         # on as their commands would alone.
-        wanted = [signum for signum in signals
-                  if signal.getsignal(signum) != signal.SIG_IGN
-                  and (signum in ALWAYS_STOP or signal.getsignal(signum) == signal.SIG_DFL)]
+        wanted = []
+        for signum in signals:
+            handler = signal.getsignal(signum)
+            if handler != signal.SIG_IGN and (signum in ALWAYS_STOP or handler == signal.SIG_DFL):
+                wanted.append(signum)
         wanted += [signal.SIGCHLD] if watch_children else []
         for signum in wanted:
             self._old_handlers[signum] = signal.signal(signum, self._record)

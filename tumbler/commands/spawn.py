@@ -12,16 +12,15 @@ Signals tumbler handles are reset by the exec itself; one ignored by
 whoever started tumbler (``nohup``) stays ignored, as a shell leaves it.
 """
 
+import _signal
 import os
 
-import _signal
+from ..errors import TumblerError
 
 #: Signals Python ignores at start (Python/pylifecycle.c), default again
 #: in the command.
 PYTHON_IGNORES = tuple(getattr(_signal, name) for name in ("SIGPIPE", "SIGXFSZ")
                        if hasattr(_signal, name))
-
-from ..errors import TumblerError
 
 
 class Command:

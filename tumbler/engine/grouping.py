@@ -70,10 +70,10 @@ measures it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from itertools import compress, repeat
 from numbers import Real
 from operator import attrgetter, eq, ne
-from collections.abc import Mapping, Sequence
 
 from .mapping import assign_slots
 from .model import Domain, Move, Plan, ThreadLoad

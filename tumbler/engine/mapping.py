@@ -36,10 +36,10 @@ exactly in O(n^2 m); with at most 64 slots that is about 260 000 steps
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping, Sequence, Set
 from itertools import compress, permutations, repeat
 from numbers import Real
 from operator import eq
-from collections.abc import Hashable, Mapping, Sequence, Set
 
 #: Loads are compared in millionths of a CPU.
 LOAD_QUANTUM = 1_000_000

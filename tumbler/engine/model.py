@@ -34,7 +34,7 @@ class _DomainFields:
 class Domain(_DomainFields):
     """A group of CPUs that threads are bound to as a whole.
 
-    named tuples and plain classes here, not dataclasses: see
+    Named tuples and plain classes here, not dataclasses: see
     platform/base.py.  ``cpus`` is stored as a frozenset whatever iterable
     is given, so a Domain stays hashable."""
 

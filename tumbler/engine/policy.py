@@ -78,8 +78,8 @@ call only ``quiet_verdict``: it is cheap.
 from __future__ import annotations
 
 from operator import attrgetter
-from ..records import record
 
+from ..records import record
 from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
                        plan_tumbler)
 from .model import Plan, ThreadLoad

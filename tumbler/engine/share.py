@@ -203,13 +203,13 @@ def partition(programs, units, policy=EQUAL_QOS, current=None, tolerance=DEFAULT
         return {}
     counts = sizes_for(programs, units, policy, model)
     keys = [p.key for p in programs]
+    proposed = assign(keys, counts, len(units), current)
     if current is not None and _same_programs(keys, current, len(units)):
         held = [sum(units[u] for u in current[k]) for k in keys]
-        new = [sum(units[u] for u in current_units)
-               for current_units in assign(keys, counts, len(units), current).values()]
+        new = [sum(units[u] for u in proposed[k]) for k in keys]
         if _gain(programs, held, new, sum(units), policy, model) <= tolerance:
             return {k: tuple(sorted(current[k])) for k in keys}
-    return assign(keys, counts, len(units), current)
+    return proposed
 
 
 def _same_programs(keys, current, unit_count):

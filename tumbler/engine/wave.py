@@ -41,8 +41,8 @@ per domain, K' = K, and the unit scaling only merges units of big domains.
 from __future__ import annotations
 
 import math
-from functools import lru_cache, reduce
 from collections.abc import Hashable, Mapping, Sequence
+from functools import lru_cache, reduce
 
 #: Upper bound on the number of slots (rows of the assignment problem).
 DEFAULT_MAX_UNITS = 64

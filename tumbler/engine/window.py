@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 
 from ..records import record
-
 from .grouping import spread
 from .variation import cv
 

@@ -21,8 +21,8 @@ layer looks at errno.
 from __future__ import annotations
 
 import os
-from types import MappingProxyType
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from ..records import record
 

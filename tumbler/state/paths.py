@@ -106,7 +106,9 @@ def _dump(value, put, quote):
         for i, key in enumerate(sorted(value)):
             if not isinstance(key, str):
                 raise TypeError("state file keys are strings, not %r" % (key,))
-            put("," + quote(key) + ":" if i else quote(key) + ":")
+            if i:
+                put(",")
+            put(quote(key) + ":")
             _dump(value[key], put, quote)
         put("}")
     elif isinstance(value, (list, tuple)):

@@ -7,8 +7,8 @@ import fcntl
 import os
 
 from ..errors import EXIT_FAILURE, TumblerError
-from ..records import record
 from ..platform import boot_token
+from ..records import record
 from .paths import StateError
 
 STATE_VERSION = 1
