@@ -133,8 +133,9 @@ def test_capacity_units_reject_bad_input():
         capacity_units([])
     with pytest.raises(ValueError):
         capacity_units([4, 0])
+    assert capacity_units([4, 2.5]) == [8, 5]       # measured: hundredths of a CPU
     with pytest.raises(ValueError):
-        capacity_units([4, 2.5])
+        capacity_units([4, float("nan")])
     with pytest.raises(ValueError, match="max_units"):
         capacity_units([1] * 5, 4)
 

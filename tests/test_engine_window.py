@@ -50,6 +50,8 @@ def test_known_loads_sums_and_counts():
         assert summary.threads == (2, 2)
         assert summary.runnable == (1, 1)
         assert summary.crowded == 0
+        # CPU received, without the waits: 0.5 + 0.9 and 0 + 0.8.
+        assert summary.domain_cpu == pytest.approx((1.4, 0.8))
 
 
 def test_saturated_domains_show_their_queues():
@@ -61,6 +63,7 @@ def test_saturated_domains_show_their_queues():
     for summary in both(*columns(rows)[:4], span, columns(rows)[4], array("i", [1, 1]),
                         RUNNABLE_SHARE):
         assert summary.domain_loads == pytest.approx((3.0, 1.0))
+        assert summary.domain_cpu == pytest.approx((1.0, 1.0))
         assert summary.spread == pytest.approx(0.5)
         assert summary.crowded == 1
 
@@ -103,6 +106,7 @@ def test_c_and_python_agree_on_random_columns():
         assert c.domain_loads == pytest.approx(python.domain_loads, rel=1e-12, abs=1e-15)
         assert c.thread_cv == pytest.approx(python.thread_cv, rel=1e-12, abs=1e-15)
         assert c.spread == pytest.approx(python.spread, rel=1e-12, abs=1e-15)
+        assert c.domain_cpu == pytest.approx(python.domain_cpu, rel=1e-12, abs=1e-15)
 
 
 @pytest.mark.parametrize("implementation", ["python", "c"])
@@ -128,7 +132,7 @@ def test_bad_arguments_raise(implementation):
 def test_empty_columns_sum_to_nothing():
     empty = array("q")
     for summary in both(empty, empty, empty, empty, 10, array("i"), array("i", [1, 1]), 0.9):
-        assert summary == ((0.0, 0.0), 0.0, 0.0, (0, 0), (0, 0), 0)
+        assert summary == ((0.0, 0.0), 0.0, 0.0, (0, 0), (0, 0), 0, (0.0, 0.0))
 
 
 # -- quiet_verdict / quiet_decision against decide() ----------------------------------

@@ -31,6 +31,7 @@ if "stat" not in main.commands:
 SECOND = 1_000_000_000
 TICK = os.sysconf("SC_CLK_TCK")
 REPORT_KEYS = {"report", "pid", "name", "platform", "since_start", "elapsed_s", "columns",
+               "capacity",
                "level", "domains", "threads"}
 THREAD_KEYS = {"tid", "name", "state", "cpu", "domain"}
 

@@ -28,6 +28,9 @@ example shows those defaults::
       level: auto
       policy: auto
       binder: affinity
+      share: time             # several -p programs: time or space
+      share_policy: equal-qos
+      capacity: measured      # or cpus
 """
 
 import os
@@ -43,6 +46,12 @@ POLICY_CHOICES = ("auto", "tumbler", "speed", "observe")
 #: agree): such a run keeps no state and needs no binder.
 OBSERVING_POLICIES = ("observe",)
 BINDER_CHOICES = ("affinity", "cpuset", "pset")
+#: How several managed programs share the CPUs (balance/sharing.py).
+SHARE_CHOICES = ("time", "space")
+SHARE_POLICY_CHOICES = ("equal-qos", "max-qos")     # engine.share.POLICIES
+#: A domain's capacity: measured from what other work leaves of its CPUs,
+#: or its CPU count (balance/capacity.py).
+CAPACITY_CHOICES = ("measured", "cpus")
 
 # Bounds that catch typos (an interval of 50000 s) without second-guessing
 # deliberate choices.
@@ -80,7 +89,8 @@ class Config:
     DEFAULTS = {"variation_table": None, "idle_interval_ms": None, "tolerance": None,
                 "discover_ms": None, "load_window_ms": None, "speed": None,
                 "level": "auto", "policy": "auto",
-                "binder": None}     # binder None: the platform's default
+                "binder": None,     # binder None: the platform's default
+                "share": "time", "share_policy": "equal-qos", "capacity": "measured"}
     __slots__ = tuple(DEFAULTS)
 
     def __init__(self, **values):
@@ -201,6 +211,11 @@ def load_yaml(path, text):
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = ":%d" % (mark.line + 1) if mark is not None else ""
+        if "nesting depth" in str(getattr(exc, "problem", "")):
+            # libyaml >= 0.2.5 (PyYAML 6.0.4's wheels) refuses deep nesting
+            # itself, while scanning ahead of the events counted above.
+            raise UsageError("bad config %s%s: nested deeper than %d levels"
+                             % (path, at, MAX_CONFIG_DEPTH)) from None
         raise UsageError("bad config %s%s: not valid YAML" % (path, at)) from None
     except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
         raise UsageError("bad config %s: cannot read a value (%s)"
@@ -300,9 +315,12 @@ def _parse_speed(data):
 
 def _parse_defaults(config, data):
     require_mapping(data, "defaults")
-    reject_unknown(data, ("level", "policy", "binder"), "defaults.")
+    reject_unknown(data, ("level", "policy", "binder", "share", "share_policy", "capacity"),
+                   "defaults.")
     for key, choices in (("level", LEVEL_CHOICES), ("policy", POLICY_CHOICES),
-                         ("binder", BINDER_CHOICES)):
+                         ("binder", BINDER_CHOICES), ("share", SHARE_CHOICES),
+                         ("share_policy", SHARE_POLICY_CHOICES),
+                         ("capacity", CAPACITY_CHOICES)):
         if key in data:
             value = data[key]
             if value not in choices:

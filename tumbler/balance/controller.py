@@ -56,7 +56,10 @@ import _signal as signal
 import sys
 import time
 
+from ..cpulist import format_cpulist
 from ..engine.model import Domain
+from .capacity import CapacityMeter, weighed
+from .domains import DomainChoice
 from .handback import HandBack
 from .placer import Placer
 from .quiet import QuietRound, QuietRounds, Roster
@@ -88,7 +91,7 @@ class RunStats:
 class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
-                 load_window_ms=500, journal=None, quiet_rounds=True):
+                 load_window_ms=500, journal=None, quiet_rounds=True, capacity="measured"):
         self.backend = backend
         self.binder = binder
         self.policy = policy
@@ -127,6 +130,11 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._roster = None         # the threads quiet rounds read, while they may
         self._regrouped_ns = None   # sample time of the last round that moved threads
         self._capacities = Roster.capacities(self.domains)
+        # --capacity measured: domains weighed by what other work leaves of them.
+        self.capacity_meter = (CapacityMeter(backend, self.load_window_ns, self.warn)
+                               if capacity == "measured" else None)
+        self._next_round = None     # monotonic s; set by start_clock
+        self._reshaped = False      # reshape() gave new domains: place every thread
         binder.setup([d.cpus for d in self.domains])
 
     # -- one round -----------------------------------------------------------
@@ -145,6 +153,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         module docstring; returns a QuietRound), else a full one (returns
         the Decision)."""
         self._look_at_new_processes()
+        if self._reshaped:
+            self._place_unmeasured()
         if self._roster is not None:
             decision = self._quiet_round()
             if decision is not None:
@@ -152,6 +162,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._leave_quiet()
         samples = self.sample_all()
         self.update_loads(samples)
+        if self.capacity_meter is not None and len(self.domains) > 1:
+            self._weigh()
         # Threads outside every domain (no eligible domain) are left alone.
         measured = [t for t in self.threads.values()
                     if t.load is not None and not t.unmovable and t.eligible]
@@ -179,6 +191,26 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._roster = self._quiet_roster(samples, decision)
         return decision
 
+    def _weigh(self):
+        """Measured capacity (balance/capacity.py): each domain weighed by
+        what other work leaves of its CPUs, from the CPU the program's
+        threads received there over the load window."""
+        received = [0.0] * len(self.domains)
+        for thread in self.threads.values():
+            if thread.domain is not None and thread.cpu is not None:
+                received[thread.domain] += thread.cpu
+        self.domains = weighed(self.domains, self.capacity_meter.update(
+            self.domains, received, time.monotonic_ns()))
+
+    def _place_unmeasured(self):
+        """The first round after ``reshape``: threads not measured yet are
+        placed now, in the new domains (the plan places measured ones)."""
+        self._reshaped = False
+        unplaced = [t for t in self.threads.values()
+                    if t.domain is None and t.load is None and t.eligible and not t.unmovable]
+        if unplaced and self.moves_threads and not self.choice.single:
+            self._place_new(unplaced)
+
     def _regroup(self, plan, moves, samples):
         """Apply a plan's moves -- unless the last regrouping is less than a
         load window old: the loads it was planned from still reach back
@@ -197,6 +229,52 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         if any(src is not None for _, src, _ in made):
             self._regrouped_ns = now
         return made
+
+    # -- space sharing ---------------------------------------------------------
+
+    def reshape(self, domains, confined):
+        """Balance over ``domains`` (CPU sets) from now on: space sharing
+        (balance/sharing.py) gave the program other CPUs.  ``confined``:
+        they are not all it may use, so even one domain has every thread
+        bound to it.
+
+        A thread bound to a domain that is still one (same CPUs) stays; the
+        others are placed again at a round made at once -- placements,
+        which the regrouping hold never delays, so a program that lost CPUs
+        leaves them within one round.  Handed back to the OS when the
+        program gets all it may use back as one domain."""
+        old = self.domains
+        self._leave_quiet()
+        note = "space sharing: %s %s" % ("CPUs" if confined else "all it may use, CPUs",
+                                         " / ".join(format_cpulist(d) for d in domains))
+        self.choice = DomainChoice(self.choice.level, tuple(domains), note, confined)
+        self.domains = [Domain(i, cpus) for i, cpus in enumerate(domains)]
+        self._capacities = Roster.capacities(self.domains)
+        self.binder.setup([d.cpus for d in self.domains])
+        if self.journal is not None:
+            self.journal.attach(self.binder, [d.cpus for d in self.domains])
+        self.policy.domains_changed()
+        # A binder of its own sets (cpuset, pset) made them anew: every
+        # thread is bound again.
+        index_of = {d.cpus: d.index for d in self.domains} if self.binder.binds_masks else {}
+        for thread in self.threads.values():
+            thread.eligible = frozenset(d.index for d in self.domains
+                                        if d.cpus & thread.allowed)
+            if thread.domain is not None:
+                thread.domain = index_of.get(old[thread.domain].cpus)
+            if thread.domain is None or thread.pinned_cpu not in self.domains[thread.domain].cpus:
+                thread.pinned_cpu = None
+            if self.choice.single and thread.eligible:
+                if thread.saved is not None and not thread.unmovable:
+                    self._hand_back(thread)
+                thread.domain = 0
+        self._speeding, self._speed_domains, self._pins_between = [], [], []
+        self._regrouped_ns = None
+        self._last_decision = None
+        self._reshaped = True
+        if self._next_round is not None:    # balancing has started: a round now
+            self._next_round = self._scanned = time.monotonic()
+            self._next_step = None
 
     # -- the loop ------------------------------------------------------------
 

@@ -28,10 +28,14 @@ class DomainChoice:
     level: str                       # "explicit", or a name from LEVELS
     domains: tuple[frozenset, ...]   # each already within the allowed CPUs
     note: str                        # why these, for the log and summary
+    confined: bool = False           # space sharing gave the program only these CPUs
 
     @property
     def single(self):
-        return len(self.domains) < 2
+        """Nothing to group across and nothing to bind: one domain that is
+        all the program may use.  A program confined to one domain by space
+        sharing (balance/sharing.py) still has every thread bound to it."""
+        return len(self.domains) < 2 and not self.confined
 
 
 def choose_domains(topology, allowed, level="auto", explicit=None):

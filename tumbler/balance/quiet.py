@@ -10,6 +10,7 @@ mapping full rounds read) only when a full round asks.
 
 from __future__ import annotations
 
+import time
 from array import array
 
 from ..engine.policy import RUNNABLE_SHARE
@@ -52,7 +53,7 @@ class Roster:
     @staticmethod
     def capacities(domains):
         """CPUs per domain, by index, as the engine's sums take them."""
-        return array("i", [d.capacity for d in domains])
+        return array("i", [len(d.cpus) for d in domains])
 
     def base_columns(self, sample):
         """(run, lat) columns of ``sample`` in roster order, or None if it
@@ -111,6 +112,8 @@ class QuietRounds:
         nothing, or None when the next round must be a full one too."""
         if len(samples) != 1 or len(self.targets) != 1 or self.placed_between_rounds:
             return None
+        if any(d.capacity != len(d.cpus) for d in self.domains):
+            return None     # quiet rounds plan with CPU counts (balance/capacity.py)
         sample = samples[0]
         if len(sample.threads) != len(self.threads):
             return None
@@ -150,6 +153,11 @@ class QuietRounds:
             return None
         summary = summarize_window(run, lat, columns[0], columns[1], now - base.wall_ns,
                                    roster.domain_of, self._capacities, RUNNABLE_SHARE)
+        meter = self.capacity_meter
+        if meter is not None and len(self.domains) > 1 and any(
+                c != len(d.cpus) for c, d in zip(meter.update(
+                    self.domains, summary.domain_cpu, time.monotonic_ns()), self.domains)):
+            return None     # other work took some of a domain: weighed by a full round
         verdict = self.policy.quiet_verdict(summary, self._capacities)
         if verdict is None:
             return None

@@ -4,7 +4,8 @@ checked once, before anything is changed or started."""
 
 import click
 
-from ..config import BINDER_CHOICES, LEVEL_CHOICES, POLICY_CHOICES
+from ..config import (BINDER_CHOICES, CAPACITY_CHOICES, LEVEL_CHOICES, POLICY_CHOICES,
+                      SHARE_CHOICES, SHARE_POLICY_CHOICES)
 from .settings import make_settings
 
 # Options shared by ``tumbler`` and ``tumbler exec``: given before or after
@@ -16,6 +17,16 @@ BALANCING_OPTIONS = (
                  help="Explicit domains: CPU lists separated by '/', e.g. 0-3,8-11/4-7,12-15."),
     click.option("--policy", type=click.Choice(POLICY_CHOICES), default=None,
                  help="auto, tumbler, speed or observe (default auto)."),
+    click.option("--share", type=click.Choice(SHARE_CHOICES), default=None,
+                 help="Several -p programs: time (default, all on every CPU) or space "
+                      "(CPUs of their own, sized by the --share-policy option)."),
+    click.option("--share-policy", "share_policy", type=click.Choice(SHARE_POLICY_CHOICES),
+                 default=None,
+                 help="With --share space: equal-qos (default: equal slowdowns) or max-qos "
+                      "(least total slowdown)."),
+    click.option("--capacity", type=click.Choice(CAPACITY_CHOICES), default=None,
+                 help="A domain's weight: measured (default: its CPUs' time not taken by "
+                      "other work) or cpus (its CPU count)."),
     click.option("--interval", "interval_ms", type=int, metavar="MS", default=None,
                  help="Fixed interval in ms instead of the variation-interval table."),
     click.option("--config", "config_path", metavar="FILE", default=None,

@@ -14,7 +14,7 @@ tests/test_quick.py checks that both paths make the same settings.
 
 import sys
 
-from ..config import LEVEL_CHOICES, POLICY_CHOICES
+from ..config import CAPACITY_CHOICES, LEVEL_CHOICES, POLICY_CHOICES
 from ..errors import TumblerError
 from .report import die
 from .settings import make_settings
@@ -29,6 +29,7 @@ QUICK_OPTIONS = {
     "--children": ("children", True), "--no-children": ("children", False),
     "--policy": ("policy", POLICY_CHOICES),
     "--level": ("level", LEVEL_CHOICES),
+    "--capacity": ("capacity", CAPACITY_CHOICES),
     "--domains": ("domains_text", str),
     "--interval": ("interval_ms", int),
     "--duration": ("duration", float),

@@ -214,6 +214,8 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
 
 
 def run_attach(settings, pids):
+    if settings["share"] == "space" and len(set(pids)) > 1:
+        return run_space_shared(settings, list(dict.fromkeys(pids)))
     from ..balance.targets import allowed_union
     from ..platform.base import NoSuchProcess
     from ..platform.priority import raise_priority
@@ -262,10 +264,137 @@ def run_attach(settings, pids):
     return EXIT_FAILURE if failed else 0
 
 
+def check_space_sharing(settings, backend_name):
+    """``--share space`` with what it cannot work with is a usage error
+    before anything changes."""
+    if settings["probe"]:
+        raise UsageError("--probe traces one balancing run; with --share space, trace a "
+                         "program with `tumbler probe -p PID`")
+    binder = settings["binder"] or DEFAULT_BINDER[backend_name]
+    if binder != "affinity" and _moves_threads(settings):
+        raise UsageError("--share space binds with --binder affinity only (%s sets would have "
+                         "to trade CPUs between programs)%s"
+                         % (binder, "; illumos has no affinity binder yet"
+                            if backend_name == "illumos" else ""))
+
+
+def run_space_shared(settings, pids):
+    """``tumbler --share space -p A -p B ...``: each program gets CPUs of
+    its own (balance/sharing.py) and is balanced inside them by a
+    controller of its own, as the service does; all are handed back at
+    the end, whatever ends it."""
+    from ..balance.sharing import SpaceSharing, run_shared
+    from ..balance.targets import allowed_union
+    from ..platform.priority import raise_priority
+    raise_priority()
+    first = _open_backend(settings)
+    check_space_sharing(settings, first.name)
+    for pid in pids:
+        info = check_target(first, pid, settings["force"])
+        if _moves_threads(settings):
+            first.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[first.name])
+    summary_out = _summary_file(settings)
+    waiter = SignalWaiter()
+    programs, journals, observers = [], [], []
+    opened = time.monotonic()
+    try:
+        for pid in pids:
+            backend = first if not programs else _open_backend(settings)
+            journal = _journal(backend, settings)
+            if journal is not None:
+                journals.append(journal)
+                journal.claim(pid)
+            choice = _choose(backend, allowed_union(backend, [pid]), settings)
+            mine = _program_observers(settings, pid, not programs, opened)
+            observers += mine
+            controller = _controller(backend, _binder(backend, settings), _policy(settings),
+                                     choice, settings, mine, journal)
+            if journal is not None:
+                journal.attach(controller.binder, choice.domains)
+            programs.append((pid, controller))
+    except BaseException:
+        waiter.close()
+        for journal in journals:
+            journal.close()
+        if summary_out is not None:
+            summary_out.close()
+        for observer in observers:
+            observer.close()
+        raise
+    say = (lambda message: None) if settings["quiet"] else \
+        (lambda message: print("tumbler: " + message, file=sys.stderr))
+    sharing = SpaceSharing(settings["share_policy"], log=say)
+    started, cpu_before, deadline = _begin(programs[0][1], settings)
+    reason = "error"
+    live = []
+    try:
+        from ..platform.base import NoSuchProcess
+        for pid, controller in programs:
+            controller.stats.priority = programs[0][1].stats.priority
+            controller.stats.startup_s = programs[0][1].stats.startup_s
+            try:
+                controller.add_target(pid, children=bool(settings["children"]))
+            except NoSuchProcess:
+                continue
+            _start_observers(controller.observers, controller)
+            live.append((pid, controller))
+        reason = run_shared(live, sharing, waiter, deadline)
+    finally:
+        failed = _finish_shared(programs, sharing, waiter, settings, started, cpu_before,
+                                reason, summary_out)
+    return EXIT_FAILURE if failed else 0
+
+
+def _program_observers(settings, pid, first, started):
+    """-v, and --log FILE for a space-shared run: one file, a line per round
+    of each program (with its ``pid``), as the service writes it."""
+    observers = []
+    if settings["log_path"]:
+        from ..observers.runlog import RunLog
+        try:
+            runlog = RunLog(settings["log_path"], append=not first, started=started)
+        except OSError as exc:
+            raise UsageError("cannot write log %s: %s" % (settings["log_path"], exc.strerror))
+        runlog.extra.append(lambda controller: {"pid": pid})
+        observers.append(runlog)
+    if settings["verbose"]:
+        from ..observers.verbose import VerboseReport
+        observers.append(VerboseReport())
+    return observers
+
+
+def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, reason,
+                   summary_out):
+    """Hand every program back and report each (``_finish`` for one)."""
+    failed = 0
+    for _, controller in programs:
+        failed += controller.restore_all()
+        for observer in controller.observers:
+            observer.close()
+    waiter.close()
+    if failed and programs[0][1].journal is not None:
+        print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
+              % (failed, "" if failed == 1 else "s"), file=sys.stderr)
+    wall = time.monotonic() - started
+    cpu = programs[0][1].own_cpu_seconds() - cpu_before
+    from ..observers.summary import shared_summary_lines, summary_record
+    if summary_out is not None:
+        record = {"wall_s": wall, "end_reason": reason, "own_cpu_s": cpu,
+                  "unrestored": failed, "share": "space",
+                  "share_policy": sharing.policy, "repartitions": sharing.repartitions,
+                  "programs": [dict(summary_record(c, wall, cpu, reason), pid=pid)
+                               for pid, c in programs]}
+        _write_summary(summary_out, record)
+    if not settings["quiet"]:
+        for line in shared_summary_lines(programs, sharing, wall, cpu, reason):
+            print("tumbler: " + line, file=sys.stderr)
+    return failed
+
+
 def _controller(backend, binder, policy, choice, settings, observers, journal, **options):
     from ..balance.controller import Controller
     return Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
-                      observers=observers, journal=journal,
+                      observers=observers, journal=journal, capacity=settings["capacity"],
                       **settings["config"].loop_options(), **options)
 
 
@@ -280,6 +409,9 @@ def run_exec(settings, command):
     platform layer, the engine, the loop, the journal) is imported and
     built while it runs.  Threads it made meanwhile are placed at the
     first look, as new threads are."""
+    if settings["share"] == "space":
+        raise UsageError("--share space shares the CPUs between several programs (-p PID "
+                         "-p PID, or the service); exec balances one command")
     machine = _machine(settings) if _checks_machine_first(settings) else None
     observers = _observers(settings)
     if _journals(settings):

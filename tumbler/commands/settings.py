@@ -10,7 +10,7 @@ from ..errors import UsageError
 #: The balancing options' names, as click passes them (options.py).
 OPTION_NAMES = ("level", "domains_text", "policy", "interval_ms", "config_path", "binder",
                 "log_path", "summary_json", "dry_run", "duration", "force", "probe", "children",
-                "quiet", "verbose")
+                "quiet", "verbose", "share", "share_policy", "capacity")
 
 
 def make_settings(options, root, platform_name):
@@ -23,6 +23,9 @@ def make_settings(options, root, platform_name):
     settings["level"] = settings["level"] or config.level
     settings["policy"] = settings["policy"] or config.policy
     settings["binder"] = settings["binder"] or config.binder
+    settings["share"] = settings["share"] or config.share
+    settings["share_policy"] = settings["share_policy"] or config.share_policy
+    settings["capacity"] = settings["capacity"] or config.capacity
     settings["dry_run"] = bool(settings["dry_run"])
     settings["force"] = bool(settings["force"])
     settings["quiet"] = bool(settings["quiet"])

@@ -40,7 +40,7 @@ from ..cpulist import format_cpulist, parse_domains
 from ..balance.domains import choose_domains
 from ..errors import TumblerError, UsageError
 from ..platform import STAT_COLUMNS, microstate_percent, open_backend
-from ..platform.base import NoSuchProcess, Sample
+from ..platform.base import NoSuchProcess, PlatformError, Sample
 from ..balance.targets import allowed_union, check_process
 
 #: Percentage columns per platform, in display order (prstat -mL order).
@@ -153,7 +153,7 @@ def _rounded(value):
     return None if value is None else round(value, 2)
 
 
-def report_record(number, platform, info, prev, cur, choice):
+def report_record(number, platform, info, prev, cur, choice, busy=None):
     """One report as a JSON-ready dict.  Keys (stable):
 
     ``report``       1 for the first report, then 2, 3, ...
@@ -163,6 +163,11 @@ def report_record(number, platform, info, prev, cur, choice):
     ``elapsed_s``    wall seconds since the previous report (null in the first)
     ``columns``      the percentage keys present in each thread
     ``level``, ``domains``  the domain choice (CPU lists, by domain index)
+    ``capacity``     per domain, the CPUs other work left the process over
+                     the interval (its CPUs minus their busy time not the
+                     process's, a thread counted where it last ran: what
+                     ``--capacity measured`` weighs domains by); null in the
+                     first report or where CPU times cannot be read
     ``threads``      by TID: ``tid``, ``name``, ``state`` (one letter),
                      ``cpu`` (last CPU), ``domain`` (its index, null if the
                      CPU is in no domain), and the percentage columns
@@ -180,12 +185,23 @@ def report_record(number, platform, info, prev, cur, choice):
                "domain": domain_of.get(times.cpu)}
         row.update((column, _rounded(pct.get(column))) for column in columns)
         threads.append(row)
+    capacity = None
+    if busy is not None and elapsed_ns > 0:
+        own = [0.0] * len(choice.domains)
+        for row, tid in zip(threads, sorted(cur.sample.threads)):
+            old = before.get(tid)
+            if row["domain"] is not None and old is not None:
+                ran = cur.sample.threads[tid].run_ns - old.run_ns
+                own[row["domain"]] += max(ran, 0) / elapsed_ns
+        capacity = [round(len(cpus) - max(0.0, sum(busy.get(c, 0.0) for c in cpus) - mine), 2)
+                    for cpus, mine in zip(choice.domains, own)]
     return {
         "report": number, "pid": info.pid, "name": info.name, "platform": platform,
         "since_start": prev is None,
         "elapsed_s": round(elapsed_ns / 1e9, 4) if prev is not None else None,
         "columns": list(columns), "level": choice.level,
         "domains": [format_cpulist(cpus) for cpus in choice.domains],
+        "capacity": capacity,
         "threads": threads,
     }
 
@@ -216,6 +232,9 @@ def format_report(report):
             row["tid"], NAME_WIDTH, row["name"][:NAME_WIDTH],
             "".join(format_cell(row[c]) for c in columns),
             format_cell(row["cpu"], 4, "%d"), format_cell(row["domain"], 6, "%d")))
+    if report.get("capacity") is not None:
+        lines.append("capacity per domain (CPUs other work leaves it): %s"
+                     % " / ".join("%.2f" % c for c in report["capacity"]))
     return lines
 
 
@@ -226,7 +245,7 @@ def _process_gone(exc, pid):
 def collect_reports(backend, pid, count, interval_ms, choice, emit, info, sleep=time.sleep):
     """Take ``count`` reports, ``interval_ms`` apart, passing each to
     ``emit(record)``.  Returns False if the process exited before the last."""
-    prev = None
+    prev = prev_times = None
     for number in range(1, count + 1):
         if prev is not None:
             sleep(interval_ms / 1000.0)
@@ -236,9 +255,24 @@ def collect_reports(backend, pid, count, interval_ms, choice, emit, info, sleep=
             if prev is None or not _process_gone(exc, pid):
                 raise
             return False
-        emit(report_record(number, backend.name, info, prev, cur, choice))
-        prev = cur
+        times = _cpu_times(backend)
+        busy = None
+        if prev is not None and times is not None and prev_times is not None:
+            span = cur.sample.wall_ns - prev.sample.wall_ns
+            if span > 0:
+                busy = {cpu: max(0, b - prev_times[cpu][0]) / span
+                        for cpu, (b, _) in times.items() if cpu in prev_times}
+        emit(report_record(number, backend.name, info, prev, cur, choice, busy))
+        prev, prev_times = cur, times
     return True
+
+
+def _cpu_times(backend):
+    """Backend.cpu_times(), or None where the platform cannot tell."""
+    try:
+        return backend.cpu_times()
+    except PlatformError:
+        return None
 
 
 # -- the command -----------------------------------------------------------------

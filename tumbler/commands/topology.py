@@ -1,24 +1,34 @@
 """``tumbler topology``: the CPU domains at each level, and the choice of auto."""
 
 import json
+import time
 
 import click
 
 from ..balance.domains import choose_domains
 from ..cpulist import format_cpulist
 from ..platform import open_backend
-from ..platform.base import LEVELS
+from ..platform.base import LEVELS, PlatformError
+
+#: How long ``topology`` watches the CPUs' busy time (--sample's default).
+DEFAULT_SAMPLE_MS = 200
 
 
 @click.command("topology")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--sample", "sample_ms", type=click.IntRange(0, 60_000), default=DEFAULT_SAMPLE_MS,
+              metavar="MS", show_default=True,
+              help="Watch the CPUs' busy time this long for their free share (0: do not).")
 @click.pass_context
-def topology_command(ctx, as_json):
+def topology_command(ctx, as_json, sample_ms):
     """Show the CPU domains at each level and the level tumbler would pick."""
     backend = open_backend(ctx.obj["platform"], ctx.obj["root"])
     topo = backend.topology()
     allowed = own_allowed(backend, topo)
     choice = choose_domains(topo, allowed, "auto")
+    free = free_shares(backend, sample_ms / 1000.0) if sample_ms else None
+    capacity = None if free is None else [round(sum(free.get(c, 0.0) for c in d), 2)
+                                          for d in choice.domains]
     if as_json:
         click.echo(json.dumps({
             "platform": backend.name,
@@ -27,7 +37,11 @@ def topology_command(ctx, as_json):
                        for name in LEVELS if name in topo.levels},
             "auto": {"level": choice.level,
                      "domains": [format_cpulist(d) for d in choice.domains],
+                     "capacity": capacity,
                      "note": choice.note},
+            "free": None if free is None else {str(cpu): round(share, 3)
+                                               for cpu, share in sorted(free.items())},
+            "sample_ms": sample_ms if free is not None else None,
         }, indent=2))
         return
     click.echo("on-line CPUs: %s" % format_cpulist(topo.online))
@@ -40,6 +54,32 @@ def topology_command(ctx, as_json):
         else:
             click.echo("%-8s not reported by this platform" % name)
     click.echo("auto: %s" % choice.note)
+    if free is not None:
+        click.echo("free over %d ms (what other work leaves; --capacity measured weighs "
+                   "domains by it): %s" % (sample_ms, "  ".join(
+                       "cpu%d %.2f" % (cpu, share) for cpu, share in sorted(free.items()))))
+        click.echo("auto's domains, capacity now: %s" % " / ".join("%.2f" % c for c in capacity))
+
+
+def free_shares(backend, interval_s, sleep=time.sleep):
+    """Each CPU's share of time not busy over ``interval_s``: {cpu: 0..1};
+    None where the platform cannot tell (or, on a fixture tree, where the
+    counters do not move)."""
+    try:
+        before = backend.cpu_times()
+        sleep(interval_s)
+        after = backend.cpu_times()
+    except PlatformError:
+        return None
+    free = {}
+    for cpu, (busy, total) in after.items():
+        if cpu not in before:
+            continue
+        spent = total - before[cpu][1]
+        if spent <= 0:
+            return None
+        free[cpu] = min(1.0, max(0.0, 1.0 - (busy - before[cpu][0]) / spent))
+    return free or None
 
 
 def own_allowed(backend, topo):

@@ -22,7 +22,9 @@
  *                                    -1 for one that counts nowhere
  *     capacities                     buffer of int32 ('i'): CPUs per domain
  *     runnable_share                 as in window.py
- * returns (domain_loads, thread_cv, spread, threads, runnable, crowded),
+ * returns (domain_loads, thread_cv, spread, threads, runnable, crowded,
+ * domain_cpu) -- domain_cpu: the CPU the threads of each domain received
+ * (CPUs, summed), what measured capacity subtracts from the CPUs' busy time --
  * exactly the arithmetic of window.py's py_summarize_window except that
  * sums are compensated (Neumaier) instead of math.fsum: they agree to the
  * last bit or two.  Bad arguments raise ValueError or TypeError.
@@ -116,15 +118,16 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
                            int domain_count, double share)
 {
     exact_sum *sums = PyMem_Calloc(domain_count, sizeof *sums);
+    exact_sum *cpu_sums = PyMem_Calloc(domain_count, sizeof *cpu_sums);
     long *threads = PyMem_Calloc(domain_count, sizeof *threads);
     long *runnable = PyMem_Calloc(domain_count, sizeof *runnable);
     double *loads = PyMem_Calloc(n ? n : 1, sizeof *loads);
     double *per_cpu = PyMem_Calloc(domain_count, sizeof *per_cpu);
-    PyObject *domain_loads = NULL, *answer = NULL;
+    PyObject *domain_loads = NULL, *domain_cpu = NULL, *answer = NULL;
     long crowded = 0;
     Py_ssize_t counted = 0;                 /* threads with a domain */
 
-    if (!sums || !threads || !runnable || !loads || !per_cpu) {
+    if (!sums || !cpu_sums || !threads || !runnable || !loads || !per_cpu) {
         PyErr_NoMemory();
         goto done;
     }
@@ -153,6 +156,7 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
             load = 1.0;
         loads[counted++] = load;
         add(&sums[domain], load);
+        add(&cpu_sums[domain], (double)ran / span);
         threads[domain]++;
         if (wanted >= share)
             runnable[domain]++;
@@ -169,13 +173,25 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
         if (runnable[d] > capacities[d])
             crowded++;
     }
+    domain_cpu = domain_loads != NULL ? PyTuple_New(domain_count) : NULL;
+    for (int d = 0; domain_cpu != NULL && d < domain_count; d++) {
+        PyObject *item = PyFloat_FromDouble(result(&cpu_sums[d]));
+        if (item == NULL) {
+            Py_CLEAR(domain_cpu);
+            break;
+        }
+        PyTuple_SET_ITEM(domain_cpu, d, item);
+    }
+    if (domain_cpu == NULL)
+        Py_CLEAR(domain_loads);
     if (domain_loads != NULL)
-        answer = Py_BuildValue("(NddNNl)", domain_loads, coefficient_of_variation(loads, counted),
+        answer = Py_BuildValue("(NddNNlN)", domain_loads, coefficient_of_variation(loads, counted),
                                coefficient_of_variation(per_cpu, domain_count),
                                int_tuple(threads, domain_count),
-                               int_tuple(runnable, domain_count), crowded);
+                               int_tuple(runnable, domain_count), crowded, domain_cpu);
 done:
     PyMem_Free(sums);
+    PyMem_Free(cpu_sums);
     PyMem_Free(threads);
     PyMem_Free(runnable);
     PyMem_Free(loads);
@@ -231,7 +247,7 @@ static PyMethodDef window_methods[] = {
     {"summarize_window", summarize_window, METH_VARARGS,
      "summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,\n"
      "                 runnable_share)\n"
-     "    -> (domain_loads, thread_cv, spread, threads, runnable, crowded)\n\n"
+     "    -> (domain_loads, thread_cv, spread, threads, runnable, crowded, domain_cpu)\n\n"
      "See engine/window.py."},
     {NULL, NULL, 0, NULL}
 };

@@ -121,7 +121,7 @@ def _ordered_domains(domains: Sequence[Domain]) -> list[Domain]:
         raise ValueError("domain indices must be 0..%d without gaps or repeats, got %r"
                          % (len(ordered) - 1, indices))
     for domain in ordered:
-        if domain.capacity < 1:
+        if not domain.cpus or not domain.capacity > 0:
             raise ValueError("domain %d has no CPUs" % domain.index)
     return ordered
 

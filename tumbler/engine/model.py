@@ -29,6 +29,7 @@ from ..records import record
 class _DomainFields:
     index: int
     cpus: frozenset[int]
+    measured: float | None = None   # capacity measured (balance/capacity.py), None: CPUs
 
 
 class Domain(_DomainFields):
@@ -40,13 +41,18 @@ class Domain(_DomainFields):
 
     __slots__ = ()
 
-    def __new__(cls, index, cpus):
-        return tuple.__new__(cls, (index, frozenset(cpus)))
+    def __new__(cls, index, cpus, measured=None):
+        cpus = frozenset(cpus)
+        if measured is not None and not 0 < measured <= len(cpus):
+            raise ValueError("domain %d: a measured capacity must be in (0, %d], not %r"
+                             % (index, len(cpus), measured))
+        return tuple.__new__(cls, (index, cpus, measured))
 
     @property
-    def capacity(self) -> int:
-        """How many CPUs the domain offers: the weight of its share of load."""
-        return len(self.cpus)
+    def capacity(self):
+        """The weight of the domain's share of load: how many CPUs it offers
+        (an int), or what other work leaves of them (a float, ``measured``)."""
+        return len(self.cpus) if self.measured is None else self.measured
 
 
 @record

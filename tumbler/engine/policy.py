@@ -222,6 +222,12 @@ class TumblerPolicy:
     def forget(self, tid):
         """A thread is gone: drop per-thread state (speed balancers have some)."""
 
+    def domains_changed(self):
+        """The domains were replaced (space sharing gave the program other
+        CPUs): per-domain state, kept by domain index, no longer applies."""
+        self.__dict__.pop("_balancers", None)
+        self.__dict__.pop("_engaged", None)
+
 
 class ObservePolicy(TumblerPolicy):
     """Plans like tumbler so the log shows what it sees; moves nothing."""

@@ -129,12 +129,17 @@ def _llc_all(programs, sizes):
                      for p, n in zip(programs, sizes))
 
 
+def qos_values(programs, sizes, total_cpus, model=ShareModel()):
+    """Each program's QoS (Eq. 4) when given ``sizes`` CPUs, in order."""
+    llc_all = _llc_all(programs, sizes)
+    return [qos(p, n, llc_all, total_cpus, model) for p, n in zip(programs, sizes)]
+
+
 def measure(programs, sizes, total_cpus, policy, model=ShareModel()):
     """The policy's figure of merit for programs given ``sizes`` CPUs
     (higher is better): minus the variance of QoS/weight for equal-qos,
     the sum of weight x QoS for max-qos."""
-    llc_all = _llc_all(programs, sizes)
-    values = [qos(p, n, llc_all, total_cpus, model) for p, n in zip(programs, sizes)]
+    values = qos_values(programs, sizes, total_cpus, model)
     if policy == EQUAL_QOS:
         scaled = [v / p.weight for v, p in zip(values, programs)]
         mean = math.fsum(scaled) / len(scaled)

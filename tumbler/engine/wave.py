@@ -25,6 +25,10 @@ mapping step chooses which), i.e. a share of load and threads proportional
 to its capacity.  With equal capacities every domain has one unit, K' = K,
 and this is exactly Algorithm 2.
 
+Measured capacities (``--capacity measured``: what other work leaves of a
+domain's CPUs, a fraction) are counted in hundredths of a CPU before the
+gcd: 1.0 : 0.4 is 100 : 40, 5 : 2.
+
 Bounds on K'.  Capacities without a useful common divisor (63:1, 7:5) would
 give many slots; each slot becomes a row of the assignment problem solved
 later (O(K'^3)), so ``capacity_units`` scales the units down to at most
@@ -83,15 +87,26 @@ def sort_by_load(loads: Mapping[Hashable, float]) -> list:
         return sorted(loads, key=lambda tid: (-loads[tid], tid))
 
 
+#: Measured (fractional) capacities are counted in units of 1/QUANTUM CPU.
+QUANTUM = 100
+
+
 def _checked_capacities(capacities):
+    """Capacities as positive integers: CPU counts as they are (2.0 is 2:
+    a plan from integral capacities is exactly the plan from CPU counts);
+    if any is fractional (measured, balance/capacity.py), all in
+    hundredths of a CPU, at least one."""
     capacities = list(capacities)
     if not capacities:
         raise ValueError("need at least one domain capacity")
     for capacity in capacities:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError("domain capacities must be positive integers, got %r"
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) \
+                or not capacity > 0 or capacity == float("inf"):
+            raise ValueError("domain capacities must be positive numbers, got %r"
                              % (capacities,))
-    return capacities
+    if all(type(c) is int or c == int(c) for c in capacities):
+        return [int(c) for c in capacities]
+    return [max(1, round(c * QUANTUM)) for c in capacities]
 
 
 def _divided_by_gcd(values):

@@ -16,6 +16,8 @@ needs only a few sums over the threads, not the threads one by one
   capacity however many threads queue there;
 * the CV of the thread loads, which picks the interval from the
   variation-interval table;
+* per domain, the CPU its threads received (``domain_cpu``: what measured
+  capacity subtracts from the domain's busy time, balance/capacity.py);
 * per domain, how many threads it holds and how many stay runnable
   (runnable share >= ``RUNNABLE_SHARE``), and how many domains hold more
   runnable threads than CPUs -- what the auto policy engages speed
@@ -63,6 +65,7 @@ class WindowSummary:
     threads: tuple[int, ...]            # threads per domain
     runnable: tuple[int, ...]           # of them, runnable share >= the share asked
     crowded: int                        # domains with more runnable threads than CPUs
+    domain_cpu: tuple[float, ...] = ()  # summed CPU received per domain (CPUs)
 
 
 def demand(cpu, runnable, runnable_share):
@@ -93,6 +96,7 @@ def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capaci
               for r, now, old in zip(runs, lat, base_lat)]
     loads = []
     sums = [[] for _ in range(domain_count)]
+    cpu_sums = [[] for _ in range(domain_count)]
     threads = [0] * domain_count
     runnable = [0] * domain_count
     for ran, share, domain in zip(runs, shares, domain_of):
@@ -103,13 +107,15 @@ def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capaci
         load = demand(ran / span_ns, share, runnable_share)
         loads.append(load)
         sums[domain].append(load)
+        cpu_sums[domain].append(ran / span_ns)
         threads[domain] += 1
         if share >= runnable_share:
             runnable[domain] += 1
     domain_loads = tuple(math.fsum(part) for part in sums)
     crowded = sum(1 for count, cpus in zip(runnable, capacities) if count > cpus)
     return WindowSummary(domain_loads, cv(loads), spread(domain_loads, capacities),
-                         tuple(threads), tuple(runnable), crowded)
+                         tuple(threads), tuple(runnable), crowded,
+                         tuple(math.fsum(part) for part in cpu_sums))
 
 
 def summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,

@@ -15,6 +15,9 @@ Keys of each line (stable; scripts may rely on them):
                     wait over wall time, capped at one CPU
 ``domain_cpu``      CPU time the threads of each domain received over the
                     load window (utilisation, CPUs' worth)
+``capacity``        each domain's capacity: its CPU count, or with
+                    ``--capacity measured`` what other work leaves of its
+                    CPUs once that is a step or more (balance/capacity.py)
 ``domain_spread``   CV of per-capacity domain loads before the moves
 ``predicted_loads`` the same after the plan, ``predicted_spread`` its CV
 ``moves``           moves made: ``{"tid", "name", "from", "to"}`` (``from``
@@ -62,6 +65,7 @@ class RunLog(Observer):
             "interval_ms": plan.interval_ms,
             "domains": [format_cpulist(d.cpus) for d in controller.domains],
             "domain_loads": [round(x, 4) for x in plan.domain_loads],
+            "capacity": [round(d.capacity, 3) for d in controller.domains],
             "domain_spread": round(plan.spread_before, 4),
             "domain_cpu": _received_per_domain(controller),
             "predicted_loads": [round(x, 4) for x in plan.predicted_loads],

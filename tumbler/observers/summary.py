@@ -23,6 +23,9 @@ def summary_lines(controller, wall_s, cpu_s, end_reason):
            ", dry run" if controller.dry_run else ""),
         controller.choice.note,
     ]
+    if any(d.capacity != len(d.cpus) for d in controller.domains):
+        lines.append("measured capacity at the end (CPUs other work leaves): %s"
+                     % " / ".join("%.2f" % d.capacity for d in controller.domains))
     if stats.outsiders:
         lines.append("%d thread%s allowed only CPUs outside the domains: left alone"
                      % (stats.outsiders, "" if stats.outsiders == 1 else "s"))
@@ -50,7 +53,9 @@ def summary_record(controller, wall_s, cpu_s, end_reason):
     ``quiet_intervals``, ``threads_seen``, ``migrations``, ``core_changes``
     (speed balancing's), ``policy``, ``dry_run``, ``domain_note``,
     ``spread_early`` and ``spread_late`` (null without rounds), ``own_cpu_s``
-    (tumbler's CPU time from the start of balancing to the restore).
+    (tumbler's CPU time from the start of balancing to the restore),
+    ``capacity`` (each domain's at the end: its CPUs, or what other work
+    leaves of them, --capacity measured).
     """
     stats = controller.stats
     early, late = stats.spreads.early_late()
@@ -59,4 +64,22 @@ def summary_record(controller, wall_s, cpu_s, end_reason):
             "migrations": stats.migrations, "core_changes": stats.pins,
             "policy": controller.policy.name, "dry_run": bool(controller.dry_run),
             "domain_note": controller.choice.note, "spread_early": early,
-            "spread_late": late, "own_cpu_s": cpu_s}
+            "spread_late": late, "own_cpu_s": cpu_s,
+            "capacity": [d.capacity for d in controller.domains]}
+
+
+def shared_summary_lines(programs, sharing, wall_s, cpu_s, end_reason):
+    """The summary of a space-shared run (``--share space``): each
+    program's lines, named by PID, then tumbler's own cost once."""
+    lines = ["ran %.1f s (%s): %d programs sharing in space (%s), %d partitions"
+             % (wall_s, end_reason, len(programs), sharing.policy, sharing.repartitions)]
+    for pid, controller in programs:
+        own = summary_lines(controller, wall_s, cpu_s, end_reason)
+        # Its run line without the wall time; neither priority nor own
+        # CPU time (once, below): they are the run's, not the program's.
+        lines.append("PID %d: %s" % (pid, own[0].split(": ", 1)[1]))
+        lines += ["PID %d: %s" % (pid, line) for line in own[1:-1]
+                  if not line.startswith(("loop priority", "start-up took"))]
+    lines += [line for line in summary_lines(programs[0][1], wall_s, cpu_s, end_reason)
+              if line.startswith(("loop priority", "start-up took", "own CPU time"))]
+    return lines

@@ -326,6 +326,13 @@ class Backend:
         none."""
         return frozenset(), frozenset()
 
+    def cpu_times(self):
+        """Each on-line CPU's cumulative (busy_ns, total_ns) since boot:
+        busy is every state but idle (and I/O wait), steal included; what
+        ``--capacity measured`` subtracts the program's own time from
+        (balance/capacity.py).  Default: the OS cannot tell."""
+        raise Unsupported("this platform cannot read per-CPU busy time")
+
     def may_use(self, pid):
         """The CPUs ``pid`` may be given by default: on-line, not isolated,
         within its cgroup's cpuset where the OS has one.  A process whose

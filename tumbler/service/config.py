@@ -18,10 +18,15 @@ drop-ins ``/etc/tumbler/conf.d/*.yaml`` (tumbler.yaml(5)).
         domains: "0-15/16-31"   # or level: auto|package|numa|llc|core
         policy: auto            # as --policy
         override: false         # true: manage it even if someone narrowed its masks
+        weight: 1.0             # its share under space sharing (> 0)
+    sharing:                    # how the managed programs share the CPUs
+      mode: time                # time (all on every CPU) or space (CPUs of their own)
+      policy: equal-qos         # space: equal-qos or max-qos
+      tolerance: 0.05           # space: the gain a re-partition must bring
 
 Files are read in order: the main file, then the drop-ins in name order.
-``service`` and ``balancing`` keys of a later file replace those of an
-earlier one; a rule of a later file replaces the earlier rule of the same
+``service``, ``sharing`` and ``balancing`` keys of a later file replace
+those of an earlier one; a rule of a later file replaces the earlier rule of the same
 name, in its place, or is appended.  Every error is ``FILE:LINE: reason``.
 Every file is checked like a ``--config`` file (a regular file of at most
 1 MiB, at most 32 levels deep: config.py).
@@ -30,10 +35,11 @@ Every file is checked like a ``--config`` file (a regular file of at most
 import os
 import re
 
-from ..config import (LEVEL_CHOICES, POLICY_CHOICES, ConfigError, integer_in, load_yaml,
-                      located_error, number_in, parse_config, read_config_file,
-                      reject_unknown, require_mapping)
+from ..config import (LEVEL_CHOICES, POLICY_CHOICES, SHARE_CHOICES, SHARE_POLICY_CHOICES,
+                      ConfigError, integer_in, load_yaml, located_error, number_in,
+                      parse_config, read_config_file, reject_unknown, require_mapping)
 from ..cpulist import parse_domains
+from ..engine.share import DEFAULT_TOLERANCE, EQUAL_QOS
 from ..errors import UsageError
 from ..state.paths import RUN_DIR
 
@@ -43,10 +49,13 @@ DEFAULT_SOCKET = RUN_DIR + "/tumbler/tumbler.sock"
 #: Rules' defaults: a program of one thread has nothing to balance.
 DEFAULT_MIN_THREADS = 2
 DEFAULT_MIN_CPU = 0.0
+#: ``sharing:``, the engine's defaults (engine/share.py).
+DEFAULT_SHARING = {"mode": "time", "policy": EQUAL_QOS, "tolerance": DEFAULT_TOLERANCE}
 
 MATCH_KEYS = ("comm", "cmdline", "user", "cgroup", "zone", "project")
 RULE_KEYS = ("name", "match", "min_threads", "min_cpu", "domains", "level", "policy",
-             "override")
+             "override", "weight")
+SHARING_KEYS = ("mode", "policy", "tolerance")
 
 
 class Rule:
@@ -54,12 +63,12 @@ class Rule:
 
     __slots__ = ("name", "comm", "cmdline", "user", "cgroup", "zone", "project",
                  "min_threads", "min_cpu", "domains", "level", "policy", "override",
-                 "source")
+                 "weight", "source")
 
     def __init__(self, name, source, comm=None, cmdline=None, user=None, cgroup=None,
                  zone=None, project=None, min_threads=DEFAULT_MIN_THREADS,
                  min_cpu=DEFAULT_MIN_CPU, domains=None, level="auto", policy="auto",
-                 override=False):
+                 override=False, weight=1.0):
         self.name = name
         self.source = source            # the file it came from
         self.comm = comm                # compiled regex, matched in full
@@ -74,6 +83,7 @@ class Rule:
         self.level = level
         self.policy = policy
         self.override = override
+        self.weight = weight            # space sharing's weight
 
     def matches(self, facts):
         """Whether ProcessFacts ``facts`` meets every ``match`` key (the
@@ -104,8 +114,9 @@ class ServiceConfig:
     """The merged configuration of every file."""
 
     def __init__(self, files=(), scan_interval=DEFAULT_SCAN_INTERVAL_S, socket=DEFAULT_SOCKET,
-                 metrics_file=None, balancing=None, rules=()):
+                 metrics_file=None, balancing=None, rules=(), sharing=None):
         self.files = list(files)
+        self.sharing = dict(DEFAULT_SHARING, **(sharing or {}))   # SHARING_KEYS -> value
         self.scan_interval = scan_interval
         self.socket = socket
         self.metrics_file = metrics_file
@@ -153,7 +164,7 @@ def load_service_config(path=DEFAULT_CONFIG, resolve_user=None):
 
 def _merge(file, data, merged, balancing, rules, resolve_user):
     require_mapping(data, "the file")
-    reject_unknown(data, ("service", "balancing", "programs"), "")
+    reject_unknown(data, ("service", "sharing", "balancing", "programs"), "")
     service = data.get("service") or {}
     require_mapping(service, "service")
     reject_unknown(service, ("scan_interval", "socket", "metrics_file"), "service.")
@@ -167,6 +178,8 @@ def _merge(file, data, merged, balancing, rules, resolve_user):
                 raise ConfigError("service.%s must be an absolute path" % key,
                                   "service." + key)
             setattr(merged, key, value)
+    if "sharing" in data:
+        merged.sharing.update(_sharing(data["sharing"]))
     if "balancing" in data:
         require_mapping(data["balancing"], "balancing")
         try:
@@ -247,7 +260,24 @@ def _rule(file, entry, key, resolve_user):
         if not isinstance(entry["override"], bool):
             raise ConfigError("%s.override must be true or false" % key, key + ".override")
         values["override"] = entry["override"]
+    if "weight" in entry:
+        values["weight"] = number_in(entry["weight"], key + ".weight", 0.001, 1000.0)
     return Rule(name, file, **values)
+
+
+def _sharing(data):
+    require_mapping(data, "sharing")
+    reject_unknown(data, SHARING_KEYS, "sharing.")
+    values = {}
+    for key, choices in (("mode", SHARE_CHOICES), ("policy", SHARE_POLICY_CHOICES)):
+        if key in data:
+            if data[key] not in choices:
+                raise ConfigError("sharing.%s must be one of %s" % (key, ", ".join(choices)),
+                                  "sharing." + key)
+            values[key] = data[key]
+    if "tolerance" in data:
+        values["tolerance"] = number_in(data["tolerance"], "sharing.tolerance", 0.0, 10.0)
+    return values
 
 
 def _user(value, key, resolve_user):

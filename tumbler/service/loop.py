@@ -50,6 +50,7 @@ import time
 from .. import __version__
 from ..balance.controller import Controller
 from ..balance.domains import choose_domains
+from ..balance.sharing import SpaceSharing
 from ..engine.policy import make_policy
 from ..engine.speed import SpeedParams
 from ..engine.variation import VariationTable
@@ -113,6 +114,7 @@ class Program:
                 "policy": c.policy.name,
                 "domains": [_cpulist(d.cpus) for d in c.domains],
                 "domain_load": [round(x, 3) for x in loads],
+                "capacity": [round(d.capacity, 3) for d in c.domains],
                 "threads": len(c.threads), "moves": c.stats.migrations,
                 "moves_per_min": round(c.stats.migrations / minutes, 2),
                 "pins": c.stats.pins,
@@ -139,6 +141,7 @@ class Service:
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
+        self.sharing = self._sharing(config)        # None: time sharing
 
     # -- the loop ------------------------------------------------------------
 
@@ -158,6 +161,8 @@ class Service:
                 self.scan()
                 next_scan = time.monotonic() + self.config.scan_interval
             wake = next_scan
+            if self.sharing is not None:
+                wake = min(wake, self.sharing.tick(time.monotonic()))
             for program in list(self.programs.values()):
                 if program.wake <= time.monotonic() + SLACK_S:
                     self._tick(program)
@@ -191,6 +196,8 @@ class Service:
     def _drop(self, program, why, quiet=False):
         self.programs.pop(program.pid, None)
         failed = program.controller.restore_all()
+        if self.sharing is not None:
+            self.sharing.leave(program.pid)     # after: its CPUs are free now
         if failed:
             self.log(ERROR, "PID %d (%s): %d thread(s) could not be restored; "
                      "`tumbler restore` retries" % (program.pid, program.name, failed))
@@ -310,6 +317,7 @@ class Service:
             controller = Controller(backend, binder, policy, choice, journal=journal,
                                     warn=lambda m: self.log(WARNING, m),
                                     observers=self._observers(pid, facts.comm, rule),
+                                    capacity=self.config.balancing.capacity,
                                     **self.config.balancing.loop_options())
             if journal is not None:
                 journal.attach(binder, choice.domains)
@@ -329,6 +337,18 @@ class Service:
         self.programs[pid] = program
         self.log(INFO, "PID %d (%s): managed by rule %s, policy %s, %s"
                  % (pid, facts.comm, rule.name, policy.name, choice.note))
+        if self.sharing is not None and policy.moves_threads:
+            # Sets new domains only: the binding is done by the rounds
+            # (``_tick``), where a failure drops this program alone.
+            self.sharing.join(pid, controller, rule.weight, "PID %d (%s)" % (pid, facts.comm))
+
+    def _sharing(self, config):
+        """Space sharing's coordinator, or None with ``sharing: {mode: time}``."""
+        sharing = config.sharing
+        if sharing["mode"] != "space":
+            return None
+        return SpaceSharing(sharing["policy"], sharing["tolerance"],
+                            log=lambda message: self.log(INFO, message))
 
     def _policy(self, rule):
         balancing = self.config.balancing
@@ -369,6 +389,13 @@ class Service:
         except TumblerError as exc:
             self.log(ERROR, "reload refused, the running configuration stays: %s" % exc)
             return
+        if config.sharing["mode"] != self.config.sharing["mode"]:
+            self.log(WARNING, "sharing.mode %s stays until the service restarts"
+                     % self.config.sharing["mode"])
+            config.sharing["mode"] = self.config.sharing["mode"]
+        if self.sharing is not None:
+            self.sharing.policy = config.sharing["policy"]
+            self.sharing.tolerance = config.sharing["tolerance"]
         self.config = config
         self.declined.clear()
         self.candidates.clear()

@@ -31,7 +31,7 @@ from operator import attrgetter
 from ...cpulist import parse_cpulist
 from ...errors import UsageError
 from ..base import (NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess, PlatformError,
-                    ProcessFacts, ProcessInfo, Sample, ThreadTimes)
+                    ProcessFacts, ProcessInfo, Sample, ThreadTimes, Unsupported)
 from .affinity import SETAFFINITY_PRIVILEGE, AffinityBinder, thread_error
 from .topology import read_topology
 
@@ -151,6 +151,7 @@ class LinuxBackend(Backend):
         self._files = {}            # (pid, tid) -> _ThreadFiles
         self._sampled_tids = {}     # pid -> TIDs of its last sample
         self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
+        self._cpu_stat_fd = None    # /proc/stat, for cpu_times
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
         self._relist = set()        # pids whose next sample must list their threads
@@ -314,6 +315,9 @@ class LinuxBackend(Backend):
         if self._loadavg_fd is not None:
             os.close(self._loadavg_fd)
             self._loadavg_fd = None
+        if self._cpu_stat_fd is not None:
+            os.close(self._cpu_stat_fd)
+            self._cpu_stat_fd = None
 
     def _close_process_files(self, pid):
         """Close the per-process fds (stat, task directory); forget its state."""
@@ -557,6 +561,46 @@ class LinuxBackend(Backend):
             threads=int(fields[_STAT_NUM_THREADS]), cpu_ns=ticks * _NS_PER_TICK,
             cgroup=_cgroup_path(cgroups),
             is_kernel=bool(int(fields[_STAT_FLAGS]) & PF_KTHREAD))
+
+    def cpu_times(self):
+        """``cpuN`` lines of /proc/stat (proc(5)): user nice system idle
+        iowait irq softirq steal [guest guest_nice], in USER_HZ ticks.
+        busy = user + nice + system + irq + softirq + steal (guest time is
+        already inside user); total = busy + idle + iowait.  One pread of
+        a kept fd: this runs every round with two or more domains."""
+        fd = self._cpu_stat_fd
+        try:
+            if fd is None:
+                fd = self._cpu_stat_fd = os.open(os.path.join(self.proc, "stat"),
+                                                 os.O_RDONLY | os.O_CLOEXEC)
+            chunks, offset = [], 0
+            while True:
+                chunk = os.pread(fd, 1 << 16, offset)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                offset += len(chunk)
+        except OSError as exc:
+            raise Unsupported("cannot read %s/stat: %s" % (self.proc, exc.strerror)) from None
+        times = {}
+        for line in b"".join(chunks).split(b"\n"):
+            if not line.startswith(b"cpu") or line.startswith(b"cpu "):
+                continue
+            fields = line.split()
+            try:
+                cpu = int(fields[0][3:])
+                ticks = [int(x) for x in fields[1:9]]
+            except ValueError:
+                raise Unsupported("cannot read %s/stat: malformed line %r"
+                                  % (self.proc, line[:60].decode(errors="replace"))) from None
+            if len(ticks) < 8:
+                ticks += [0] * (8 - len(ticks))
+            user, nice, system, idle, iowait, irq, softirq, steal = ticks
+            busy = user + nice + system + irq + softirq + steal
+            times[cpu] = (busy * _NS_PER_TICK, (busy + idle + iowait) * _NS_PER_TICK)
+        if not times:
+            raise Unsupported("cannot read %s/stat: no cpuN lines" % self.proc)
+        return times
 
     def reserved_cpus(self):
         """/sys/devices/system/cpu/isolated (isolcpus=) and nohz_full."""

@@ -1,0 +1,226 @@
+"""Measured capacity (``--capacity measured``): the meter on a stand-in
+backend whose CPU times the test writes (dead band, steps, hysteresis,
+the load window, failures), then on real processes -- a hog pinned to one
+CPU makes tumbler put fewer threads there (real masks), and with nothing
+else running every round's capacity is the CPU count, so the plan is the
+one ``--capacity cpus`` makes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, on_cpus, thread_masks, thread_names, tumbler_cmd
+from test_reliability import env_for, finish, procs, spawner, state, wait_until  # noqa: F401
+from tumbler.balance.capacity import CapacityMeter, step_of, weighed
+from tumbler.engine.model import Domain
+from tumbler.platform.base import PlatformError, Unsupported
+
+MS = 1_000_000
+WINDOW = 500 * MS
+
+
+class Times:
+    """A backend whose cpu_times() the test advances."""
+
+    def __init__(self, cpus):
+        self.busy = {cpu: 0 for cpu in cpus}
+        self.reads = 0
+        self.error = None
+
+    def cpu_times(self):
+        self.reads += 1
+        if self.error is not None:
+            raise self.error
+        return {cpu: (busy, 10 ** 15) for cpu, busy in self.busy.items()}
+
+    def run(self, shares, span_ns):
+        for cpu, share in shares.items():
+            self.busy[cpu] += int(share * span_ns)
+
+
+DOMAINS = [Domain(0, {0}), Domain(1, {1})]
+
+
+def measure(meter, backend, shares, managed, rounds=4, span=100 * MS, start=0):
+    """Run ``rounds`` rounds of ``span`` with CPUs busy ``shares`` and the
+    program's threads getting ``managed`` per domain; the last capacities."""
+    t = start
+    capacities = None
+    for _ in range(rounds):
+        backend.run(shares, span)
+        t += span
+        capacities = meter.update(DOMAINS, managed, t)
+    return capacities, t
+
+
+def test_an_idle_machine_gives_cpu_counts_exactly():
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW)
+    assert meter.update(DOMAINS, [0.0, 0.0], 0) == [1, 1]      # one reading: nothing yet
+    # The program's own threads use both CPUs fully; others 3% (tumbler,
+    # kernel threads): inside the dead band.
+    capacities, _ = measure(meter, backend, {0: 1.0, 1: 1.0}, [0.97, 0.97], rounds=10)
+    assert capacities == [1, 1] and all(type(c) is int for c in capacities)
+    assert weighed(DOMAINS, capacities)[0] is DOMAINS[0]
+
+
+def test_a_hog_lowers_its_domain_in_whole_steps():
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW)
+    meter.update(DOMAINS, [0.0, 0.0], 0)
+    # CPU 1: busy all the time, the program got 0.42 of it: others took 0.58.
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.42], rounds=8)
+    assert capacities[0] == 1
+    assert capacities[1] == pytest.approx(1 - 0.6)      # 0.58 in steps of 0.1
+    domains = weighed(DOMAINS, capacities)
+    assert domains[1].capacity == pytest.approx(0.4) and domains[1].cpus == {1}
+    # Noise within three quarters of a step moves nothing ...
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.47], start=t, rounds=8)
+    assert capacities[1] == pytest.approx(0.4)
+    # ... a real change does, and the hog gone gives the CPU count back.
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 1.0], start=t, rounds=8)
+    assert capacities == [1, 1]
+
+
+def test_never_below_one_step_and_steps_grow_with_the_domain():
+    assert step_of(1) == pytest.approx(0.1) and step_of(64) == pytest.approx(3.2)
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW)
+    meter.update(DOMAINS, [0.0, 0.0], 0)
+    capacities, _ = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0], rounds=6)
+    assert capacities[1] == pytest.approx(0.1)
+
+
+def test_the_load_window_bounds_what_is_remembered():
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW)
+    meter.update(DOMAINS, [0.0, 0.0], 0)
+    _, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.5], rounds=10)
+    assert len(meter.readings) <= WINDOW // (100 * MS) + 2
+    # Two windows of an idle hog later, nothing of it is left.
+    capacities, _ = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 1.0], start=t, rounds=10)
+    assert capacities == [1, 1]
+
+
+def test_an_unreadable_source_falls_back_to_cpu_counts_once():
+    backend = Times([0, 1])
+    said = []
+    meter = CapacityMeter(backend, WINDOW, warn=said.append)
+    backend.error = PlatformError("cannot read /proc/stat: EIO")
+    assert meter.update(DOMAINS, [0.0, 0.0], 0) == [1, 1]
+    assert meter.update(DOMAINS, [0.0, 0.0], 100 * MS) == [1, 1]
+    assert backend.reads == 1 and len(said) == 1 and "EIO" in said[0]
+    # A platform that cannot tell at all: CPU counts, nothing said.
+    quiet = CapacityMeter(Times([0, 1]), WINDOW, warn=said.append)
+    quiet.backend.error = Unsupported("no per-CPU times here")
+    assert quiet.update(DOMAINS, [0.0, 0.0], 0) == [1, 1] and len(said) == 1
+
+
+# -- real processes ---------------------------------------------------------------
+
+linux_root = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                                reason="Linux, as root")
+
+
+def split(pid, cpu_a, cpu_b):
+    """How many of ``pid``'s spinning threads (spawner-N; not the idle main
+    thread) are bound to each CPU."""
+    names = thread_names(pid)
+    masks = [m for tid, m in thread_masks(pid).items()
+             if names.get(tid, "").startswith("spawner-")]
+    return (sum(1 for m in masks if m == {cpu_a}), sum(1 for m in masks if m == {cpu_b}))
+
+
+def rounds_of(log):
+    try:
+        with open(log) as f:
+            return [json.loads(line) for line in f if line.endswith("\n")]
+    except FileNotFoundError:
+        return []
+
+
+@linux_root
+def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, tmp_path,
+                                                    two_cpus):
+    cpu_a, cpu_b = two_cpus
+    both = frozenset(two_cpus)
+
+    def hogged():
+        os.sched_setaffinity(0, {cpu_b})
+        os.nice(-15)            # takes its 60% whatever the program does
+
+    hog = procs.start([duty, "600", "60"], preexec_fn=hogged)
+    target = procs.start([spawner, "6", "100000", "1", "0", "0"], stdout=subprocess.PIPE,
+                         text=True, preexec_fn=on_cpus(both))
+    assert target.stdout.readline().strip() == "spawner: ready"
+    log = tmp_path / "run.jsonl"
+    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--log", str(log),
+                                      "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    # 6 spinners on 1 + about 0.4 CPUs: wave grouping's slots go 4 : 2
+    # (5 : 1 should the hog be measured at 0.7); counted in CPUs, 3 : 3.
+    wait_until(lambda: any(r["capacity"][1] < 0.8 for r in rounds_of(log)),
+               timeout=20, what="the hogged CPU's capacity to drop")
+    wait_until(lambda: split(target.pid, cpu_a, cpu_b) in ((4, 2), (5, 1)), timeout=20,
+               what="more threads on the free CPU than beside the hog")
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    assert "measured capacity at the end" in stderr, stderr
+    assert all(m == both for m in thread_masks(target.pid).values())
+    hog.kill()
+
+
+@linux_root
+def test_with_nothing_else_running_capacity_is_the_cpu_count(spawner, procs, state, tmp_path,
+                                                              two_cpus):
+    both = frozenset(two_cpus)
+    target = procs.start([spawner, "3", "100000", "1", "0", "0"], stdout=subprocess.PIPE,
+                         text=True, preexec_fn=on_cpus(both))
+    assert target.stdout.readline().strip() == "spawner: ready"
+    log = tmp_path / "run.jsonl"
+    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--log", str(log),
+                                      "--duration", "3", "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    status, stderr = finish(tumbler)
+    assert status == 0, stderr
+    rounds = rounds_of(log)
+    assert len(rounds) >= 5
+    # Integral capacities: the engine's plans are then bit-identical to
+    # --capacity cpus (tests/test_engine_grouping.py checks that part).
+    assert all(r["capacity"] == [1, 1] for r in rounds), [r["capacity"] for r in rounds]
+    assert "measured capacity" not in stderr
+
+
+# -- the engine with measured capacities -------------------------------------------
+
+def test_integral_capacities_plan_exactly_as_cpu_counts():
+    import random
+    from tumbler.engine.grouping import plan_tumbler
+    from tumbler.engine.model import ThreadLoad
+    from tumbler.engine.variation import VariationTable
+    from tumbler.engine.wave import capacity_units
+    rng = random.Random(7)
+    for _ in range(50):
+        threads = [ThreadLoad(tid, rng.random(), rng.choice([None, 0, 1])) for tid in range(12)]
+        counted = [Domain(0, {0, 1}), Domain(1, {2, 3})]
+        as_floats = [Domain(0, {0, 1}, 2.0), Domain(1, {2, 3}, 2.0)]
+        assert plan_tumbler(threads, counted, VariationTable()) == \
+            plan_tumbler(threads, as_floats, VariationTable())
+    assert capacity_units([1.0, 0.5]) == [2, 1] and capacity_units([2.0, 2]) == [1, 1]
+    assert capacity_units([1, 0.4]) == [5, 2]
+
+
+def test_a_weaker_domain_gets_its_share_of_the_load():
+    from tumbler.engine.grouping import plan_tumbler
+    from tumbler.engine.model import ThreadLoad
+    from tumbler.engine.variation import VariationTable
+    threads = [ThreadLoad(tid, 1.0, None) for tid in range(6)]
+    plan = plan_tumbler(threads, [Domain(0, {0}), Domain(1, {1}, 0.5)], VariationTable())
+    assert sorted(plan.assignment.values()).count(1) == 2      # a third of 6 threads
+    for bad in (0, -1, 1.5, float("nan")):
+        with pytest.raises(ValueError):
+            Domain(0, {0}, bad)
