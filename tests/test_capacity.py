@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -224,3 +225,55 @@ def test_a_weaker_domain_gets_its_share_of_the_load():
     for bad in (0, -1, 1.5, float("nan")):
         with pytest.raises(ValueError):
             Domain(0, {0}, bad)
+
+
+# -- the platforms' per-CPU times ------------------------------------------------------
+
+def test_linux_cpu_times_from_proc_stat(tmp_path):
+    from tumbler.platform.linux.backend import LinuxBackend
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "stat").write_text(
+        "cpu  10 0 10 100 0 0 0 0 0 0\n"
+        "cpu0 1 2 3 100 4 5 6 7 50 0\n"          # guest 50 is inside user already
+        "cpu1 0 0 0 200 0 0 0 0\n"               # an older kernel: fewer fields
+        "intr 1 2 3\nctxt 99\n")
+    backend = LinuxBackend(str(tmp_path))
+    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    busy = 1 + 2 + 3 + 5 + 6 + 7
+    assert backend.cpu_times() == {0: (busy * tick, (busy + 100 + 4) * tick),
+                                   1: (0, 200 * tick)}
+    backend.close()
+    (tmp_path / "proc" / "stat").write_text("cpu0 x y\n")
+    with pytest.raises(Unsupported, match="malformed"):
+        LinuxBackend(str(tmp_path)).cpu_times()
+    (tmp_path / "proc" / "stat").unlink()
+    with pytest.raises(Unsupported, match="cannot read"):
+        LinuxBackend(str(tmp_path)).cpu_times()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux")
+def test_linux_cpu_times_grow():
+    from tumbler.platform.linux.backend import LinuxBackend
+    backend = LinuxBackend("/")
+    before = backend.cpu_times()
+    deadline = time.monotonic() + 0.05
+    while time.monotonic() < deadline:
+        pass
+    after = backend.cpu_times()
+    backend.close()
+    assert set(before) == set(after) >= set(os.sched_getaffinity(0))
+    assert all(0 <= b <= t for b, t in after.values())
+    assert sum(after[c][0] for c in after) >= sum(before[c][0] for c in before)
+
+
+def test_illumos_cpu_times_from_the_sys_kstats(tmp_path):
+    from tumbler.platform.illumos.backend import IllumosBackend
+    (tmp_path / "kstat").write_text(
+        "cpu:0:sys:cpu_nsec_idle\t700\ncpu:0:sys:cpu_nsec_user\t200\n"
+        "cpu:0:sys:cpu_nsec_kernel\t100\ncpu:0:sys:cpu_nsec_intr\t90\n"
+        "cpu:1:sys:cpu_nsec_idle\t1000\n")          # incomplete: left out
+    backend = IllumosBackend(str(tmp_path))
+    assert backend.cpu_times() == {0: (300, 1000)}
+    (tmp_path / "kstat").write_text("cpu_info:0:cpu_info0:state\ton-line\n")
+    with pytest.raises(Unsupported):
+        IllumosBackend(str(tmp_path)).cpu_times()

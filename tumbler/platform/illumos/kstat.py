@@ -235,6 +235,36 @@ def _read_system(module, fields):
     return reader.read(module=module.encode("ascii"), fields=fields)
 
 
+#: ``cpu:<id>:sys`` fields of per-CPU time (usr/src/uts/common/os/cpu.c,
+#: ``cpu_sys_stats_ks_data_template``): user, kernel and idle nanoseconds
+#: partition the CPU's time; ``cpu_nsec_intr`` overlaps them (interrupt
+#: threads' time is charged to what they interrupted), so it is not added.
+CPU_SYS_FIELDS = ("cpu_nsec_idle", "cpu_nsec_user", "cpu_nsec_kernel")
+
+
+def read_system_cpu_sys():
+    """``{cpuid: {CPU_SYS_FIELDS}}`` of the running system's ``cpu:*:sys``
+    kstats: libkstat, else ``kstat -p``."""
+    try:
+        reader = LibKstat()
+    except (OSError, AttributeError):
+        return run_kstat_command(selector="cpu:::sys")
+    return reader.read(module=b"cpu", fields=CPU_SYS_FIELDS, name=b"sys")
+
+
+def cpu_times_from_sys(stats):
+    """Backend.cpu_times from ``cpu:*:sys`` stats: busy = user + kernel,
+    total = busy + idle (ns).  A CPU missing a field is left out."""
+    times = {}
+    for cpu, fields in stats.items():
+        try:
+            busy = int(fields["cpu_nsec_user"]) + int(fields["cpu_nsec_kernel"])
+            times[cpu] = (busy, busy + int(fields["cpu_nsec_idle"]))
+        except (KeyError, ValueError, TypeError):
+            continue
+    return times
+
+
 def read_boot_time():
     """Seconds since the epoch at which the running system booted: the
     ``unix:0:system_misc:boot_time`` kstat (usr/src/uts/common/os/kstat_fr.c);
