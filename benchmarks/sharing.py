@@ -14,7 +14,7 @@ CPU hog pinned to the last CPU runs, plainly and under ``tumbler exec
 --capacity cpus`` and ``--capacity measured``.
 
     python3 benchmarks/sharing.py space --runs 5
-    python3 benchmarks/sharing.py capacity --runs 5
+    python3 benchmarks/sharing.py capacity --runs 5 [--hog-nice -10]
 """
 
 import argparse
@@ -88,12 +88,13 @@ def case_space(runs, domains):
                  min(per_run), max(per_run), max(sa, sb) / min(sa, sb)))
 
 
-def case_capacity(runs, domains, hog_cpu):
+def case_capacity(runs, domains, hog_cpu, hog_nice):
     prog = [os.path.join(WORKLOADS, "skewed"), "-t", "4", "-w", "100", "-p", "30", "-s", "1"]
     ways = {"plain": None,
             "tumbler --capacity cpus": ["--domains", domains, "--capacity", "cpus"],
             "tumbler --capacity measured": ["--domains", domains, "--capacity", "measured"]}
-    hog = subprocess.Popen(["taskset", "-c", str(hog_cpu), "sh", "-c", "while :; do :; done"])
+    hog = subprocess.Popen(["nice", "-n", str(hog_nice), "taskset", "-c", str(hog_cpu),
+                            "sh", "-c", "while :; do :; done"])
     try:
         time.sleep(1)
         walls = {way: [] for way in ways}
@@ -120,11 +121,14 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--domains", default="0/1")
     parser.add_argument("--hog-cpu", type=int, default=1)
+    parser.add_argument("--hog-nice", type=int, default=0,
+                        help="the hog's nice value (-10: it takes most of its CPU, as "
+                             "interrupts or a hypervisor's steal would)")
     args = parser.parse_args()
     if args.case == "space":
         case_space(args.runs, args.domains)
     else:
-        case_capacity(args.runs, args.domains, args.hog_cpu)
+        case_capacity(args.runs, args.domains, args.hog_cpu, args.hog_nice)
 
 
 if __name__ == "__main__":

@@ -159,7 +159,8 @@ def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, 
                          text=True, preexec_fn=on_cpus(both))
     assert target.stdout.readline().strip() == "spawner: ready"
     log = tmp_path / "run.jsonl"
-    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--log", str(log),
+    tumbler = procs.start(tumbler_cmd("--capacity", "measured", "--domains", "%d/%d" % two_cpus,
+                                      "--log", str(log),
                                       "-p", str(target.pid)),
                           env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
     # 6 spinners on 1 + about 0.4 CPUs: wave grouping's slots go 4 : 2
@@ -183,7 +184,8 @@ def test_with_nothing_else_running_capacity_is_the_cpu_count(spawner, procs, sta
                          text=True, preexec_fn=on_cpus(both))
     assert target.stdout.readline().strip() == "spawner: ready"
     log = tmp_path / "run.jsonl"
-    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--log", str(log),
+    tumbler = procs.start(tumbler_cmd("--capacity", "measured", "--domains", "%d/%d" % two_cpus,
+                                      "--log", str(log),
                                       "--duration", "3", "-p", str(target.pid)),
                           env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
     status, stderr = finish(tumbler)

@@ -1,5 +1,5 @@
-"""Measured capacity (``--capacity measured``, the default): how much of
-each domain's CPUs the managed program can have.
+"""Measured capacity (``--capacity measured``; the default is ``cpus``):
+how much of each domain's CPUs the managed program can have.
 
 Wave grouping gives each domain a share of the load in proportion to its
 capacity.  Counted in CPUs, a domain whose CPUs other work keeps busy --
@@ -23,6 +23,12 @@ from the value in use.  So a machine with nothing else running plans
 exactly as with ``--capacity cpus`` -- integral capacities, the same
 slots, the same plan -- and measurement noise moves nothing; a domain is
 never given less than one step.
+
+Why not the default: wave grouping gives every domain at least one slot,
+so a domain that a high-priority hog keeps 90% busy still gets a thread,
+and a program that meets at barriers waits for it every phase (measured:
+BENCHMARKS.md, issue 18).  Leaving such a domain out of the plan is the
+missing piece.
 
 Cost: one read of /proc/stat per full round with two or more domains
 (a single domain has nothing to weigh and reads nothing), and per quiet

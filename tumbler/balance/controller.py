@@ -91,7 +91,7 @@ class RunStats:
 class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
-                 load_window_ms=500, journal=None, quiet_rounds=True, capacity="measured"):
+                 load_window_ms=500, journal=None, quiet_rounds=True, capacity="cpus"):
         self.backend = backend
         self.binder = binder
         self.policy = policy
