@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from tumbler.commands import main as cli     # before compare, which builds on the CLI's options
 from tumbler.commands.compare import (RunSetup, RunResult, StaticPlacer, compare_command, format_table,
                              parse_elapsed, parse_policies, pinned_targets, psets_targets,
-                             own_cpu_of, read_summary, report, run_order, speedup, summarize)
+                             own_cpu_of, read_summary, report, run_order, speedup, summarize,
+                             slowdown_spread, split_variant, variant_flags)
 from tumbler.errors import UsageError
 
 from conftest import thread_masks, wait_for_threads
@@ -372,3 +373,283 @@ def test_probe_without_bpftrace_is_one_line_before_any_run(tmp_path, monkeypatch
     assert result.stderr.startswith("tumbler: bpftrace not found")
     assert result.stderr.count("\n") == 1
     assert not marker.exists()
+
+
+# -- policy variants -----------------------------------------------------------------
+
+def test_variants_are_policies_with_tumbler_options():
+    assert parse_policies("default,auto+capacity=cpus,auto") == [
+        "default", "auto+capacity=cpus", "auto"]
+    assert parse_policies("auto+share=time,auto+share=space") == [
+        "auto+share=time", "auto+share=space"]
+    assert split_variant("speed+share=space+share-policy=max-qos") == (
+        "speed", [("share", "space"), ("share-policy", "max-qos")])
+    assert split_variant("pinned") == ("pinned", [])
+    assert variant_flags("auto+capacity=measured+share=time") == [
+        "--capacity", "measured", "--share", "time"]
+    assert variant_flags("tumbler") == []
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--policies", "auto+capacity"), "'capacity' is not KEY=VALUE"),
+    (("--policies", "auto+speed=fast"), "unknown variant option 'speed'"),
+    (("--policies", "auto+capacity=all"), "capacity must be measured or cpus, not 'all'"),
+    (("--policies", "auto+share=time+share=space"), "share is given twice"),
+    (("--policies", "default+capacity=cpus"), "only the tumbler-run policies"),
+    (("--policies", "fast+capacity=cpus"), "unknown policy 'fast'"),
+    (("--policies", "auto+share=space,auto+share=space"), "named twice"),
+    (("--policies", "auto+capacity=cpus+share=time,auto+share=time+capacity=cpus"),
+     "are the same policy"),
+    (("--policies", "default,alone"), "'alone' is not a policy to name"),
+    (("--policies", "default,auto+share=space"), "give the others with --together"),
+    (("--capacity", "measured"), "--policies default,auto+capacity=measured"),
+    (("--share", "space"), "--share does not apply to compare: give it to a policy"),
+    (("--together", "sleep 1", "--policies", "default,pinned"),
+     "--together cannot be used with pinned"),
+    (("--together", "sleep 1", "--policies", "default,auto", "--probe"),
+     "--together cannot be used with --probe"),
+    (("--together", "sh -c 'exit"), "No closing quotation"),
+    (("--background", "  "), "--background: empty command"),
+])
+def test_bad_variants_and_combinations_exit_2_with_one_line(tmp_path, args, words):
+    marker = tmp_path / "ran"
+    result = invoke(*args, "--", "touch", str(marker))
+    assert result.exit_code == 2
+    assert words in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("tumbler: ")
+    assert not marker.exists()
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The argv of every process compare starts, and every tumbler summary it reads."""
+    from tumbler.commands import compare
+    seen = {"argv": [], "summaries": []}
+    real_popen, real_read = subprocess.Popen, compare.read_summary
+
+    class Recording(real_popen):
+        def __init__(self, args, *rest, **options):
+            seen["argv"].append([str(a) for a in args])
+            super().__init__(args, *rest, **options)
+
+    def reading(path):
+        summary = real_read(path)
+        seen["summaries"].append(summary)
+        return summary
+
+    monkeypatch.setattr(compare.subprocess, "Popen", Recording)
+    monkeypatch.setattr(compare, "read_summary", reading)
+    return seen
+
+
+def test_a_variant_passes_its_options_to_its_tumbler_run(workloads, two_cpus, recorded):
+    result = invoke("--runs", "1", "--policies", "auto+capacity=measured,tumbler",
+                    "--domains", "%d/%d" % two_cpus, "--json", "-q", "--",
+                    os.path.join(workloads, "spmd"), "-w", "1", "-p", "1")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [row["policy"] for row in data["results"]] == ["auto+capacity=measured", "tumbler"]
+    assert all(row["runs"] == 1 for row in data["results"])
+    variant, plain = [argv for argv in recorded["argv"] if "exec" in argv]
+    head = variant[:variant.index("exec")]
+    assert head[head.index("--policy") + 1] == "auto"
+    assert head[head.index("--capacity") + 1] == "measured"
+    assert "--capacity" not in plain and plain[plain.index("--policy") + 1] == "tumbler"
+    assert all(s is not None for s in recorded["summaries"])
+    assert recorded["summaries"][0]["policy"] == "auto"
+
+
+# -- --background ------------------------------------------------------------------
+
+_COUNT_ALIVE = """
+import os, sys, time
+pids_file, counts_file = sys.argv[1:3]
+previous = open(counts_file).read().split() if os.path.exists(counts_file) else []
+deadline = time.monotonic() + 20
+while True:     # this run's background has written its 2 PIDs
+    pids = open(pids_file).read().split() if os.path.exists(pids_file) else []
+    if len(pids) >= 2 * (len(previous) + 1):
+        break
+    if time.monotonic() > deadline:
+        sys.exit(5)
+    time.sleep(0.01)
+def alive(pid):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+with open(counts_file, "a") as f:
+    f.write("%d\\n" % sum(alive(pid) for pid in pids))
+"""
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
+def test_background_runs_during_each_run_and_nothing_is_left(tmp_path):
+    """The background command (a shell and the sleep it started) runs
+    during every run, and is gone -- both processes -- before the next."""
+    import sys
+    pids, counts = tmp_path / "pids", tmp_path / "counts"
+    background = "sh -c 'sleep 60 & echo $! >> %s; echo $$ >> %s; wait'" % (pids, pids)
+    result = invoke("--runs", "3", "--policies", "default", "--background", background,
+                    "--json", "-q", "--", sys.executable, "-c", _COUNT_ALIVE,
+                    str(pids), str(counts))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["background"] == [["sh", "-c", background.split("'")[1]]]
+    assert all(r["failure"] is None for r in data["run_results"])
+    # Each run saw its own two background processes alive, and no earlier one.
+    assert counts.read_text().split() == ["2", "2", "2"]
+    started = pids.read_text().split()
+    assert len(started) == 6 and len(set(started)) == 6
+    assert not any(_alive(pid) for pid in started)
+
+
+def test_background_that_ends_early_fails_the_run():
+    result = invoke("--runs", "2", "--policies", "default", "--background", "sh -c 'exit 4'",
+                    "--json", "-q", "--", "sleep", "0.2")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["failed"] == {"run": 1, "policy": "default", "status": 0, "failure":
+                              "background command `sh -c 'exit 4'` ended during the run "
+                              "(exit status 4)"}
+    assert len(data["run_results"]) == 1
+    assert "run 1 of default failed: background command `sh -c 'exit 4'` ended" \
+        in result.stderr
+
+
+def test_background_that_cannot_start_fails_the_run(tmp_path):
+    marker = tmp_path / "ran"
+    result = invoke("--runs", "1", "--policies", "default", "--background",
+                    "/nonexistent/hog", "-q", "--", "touch", str(marker))
+    assert result.exit_code == 1
+    assert "background command `/nonexistent/hog` cannot be started" in result.stderr
+    assert "FAILED: background command" in result.stdout
+    assert not marker.exists()
+
+
+# -- --together ------------------------------------------------------------------------
+
+def _together_setup():
+    setup = _setup()
+    setup.together = [["other", "-y"]]
+    return setup
+
+
+def _program_run(run, policy, first, second, agent=None):
+    return RunResult(run, policy, 0, max(first, second), agent_cpu_s=agent, programs=[
+        {"status": 0, "wall_s": first, "elapsed_s": first - 0.1},
+        {"status": 0, "wall_s": second, "elapsed_s": None}])
+
+
+def test_report_with_together_has_slowdowns_and_their_spread():
+    results = [_program_run(1, "alone", 1.0, 2.0), _program_run(1, "default", 2.0, 3.0),
+               _program_run(1, "auto", 1.5, 3.0, 0.02)]
+    results[0].wall_s = 3.0                               # alone: one after the other
+    data = report(_together_setup(), ["alone", "default", "auto"], 1, results, None)
+    assert data["programs"] == [["prog", "-x"], ["other", "-y"]]
+    assert "background" not in data
+    rows = {row["policy"]: row for row in data["results"]}
+    assert [p["slowdown"] for p in rows["alone"]["programs"]] == [1.0, 1.0]
+    assert [p["slowdown"] for p in rows["default"]["programs"]] == [2.0, 1.5]
+    assert rows["default"]["slowdown_spread"] == {
+        "mean": 1.75, "stdev": 0.25, "max_over_min": pytest.approx(4 / 3)}
+    assert rows["default"]["programs"][0]["elapsed_slowdown"] == pytest.approx(1.9 / 0.9)
+    assert rows["default"]["programs"][1]["elapsed_s"] is None
+    assert rows["default"]["programs"][1]["elapsed_slowdown"] is None
+    assert rows["alone"]["speedup_vs_default"] == 1.0      # 3.0 / 3.0
+    assert rows["auto"]["agent_cpu_s"] == 0.02
+    assert [r["programs"][1]["wall_s"] for r in data["run_results"]] == [2.0, 3.0, 3.0]
+    json.dumps(data)
+    lines = format_table(data)
+    default_row = next(line for line in lines[lines.index(next(
+        line for line in lines if line.startswith("programs "))):] if line.startswith("default"))
+    assert default_row.split()[1:] == ["2.000", "2.00", "3.000", "1.50", "1.75", "0.250",
+                                       "1.33"]
+    assert any(line.startswith("  program #2: other -y") for line in lines)
+
+
+def test_slowdown_spread():
+    assert slowdown_spread([2.0, 2.0]) == {"mean": 2.0, "stdev": 0.0, "max_over_min": 1.0}
+    assert slowdown_spread([1.0, None]) is None
+    assert slowdown_spread([]) is None
+
+
+def test_together_program_that_fails_stops_compare():
+    result = invoke("--runs", "2", "--policies", "default", "--together", "sh -c 'exit 3'",
+                    "--json", "-q", "--", "true")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["failed"] == {"run": 1, "policy": "alone", "status": 3, "failure": None}
+    assert [p["status"] for p in data["run_results"][0]["programs"]] == [0, 3]
+
+
+def test_tumbler_that_cannot_attach_fails_the_run_and_nothing_runs(tmp_path):
+    """tumbler refuses --share space with cpuset sets before it attaches:
+    the run fails saying so, and the held programs are never released."""
+    marker = tmp_path / "ran"
+    result = invoke("--runs", "1", "--policies", "auto+share=space", "--binder", "cpuset",
+                    "--json", "-q", "--together", "true", "--", "sh", "-c",
+                    "[ -e %s ] && touch %s.twice; touch %s" % (marker, marker, marker))
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["failed"] == {"run": 1, "policy": "auto+share=space", "status": 2,
+                              "failure": "tumbler exited with status 2 before it attached "
+                                         "to the programs"}
+    assert data["run_results"][1]["programs"] == []
+    assert "--share space binds with --binder affinity only" in result.stderr
+    assert marker.exists()                          # the alone run
+    assert not (tmp_path / "ran.twice").exists()    # never released under tumbler
+
+
+def test_two_programs_together_alone_default_and_space_shared(workloads, two_cpus):
+    """The issue's case (a), short: two spmd programs run alone, together
+    plainly and together under tumbler sharing the CPUs by space; each
+    program's slowdown and their spread are reported, and nothing outside
+    compare's programs has its mask changed."""
+    spmd = os.path.join(workloads, "spmd")
+    bystander = subprocess.Popen(["sleep", "60"])
+    own_mask = os.sched_getaffinity(0)
+    try:
+        bystander_mask = thread_masks(bystander.pid)
+        result = invoke("--runs", "1", "--policies", "default,auto+share=space",
+                        "--domains", "%d/%d" % two_cpus, "--json", "-q",
+                        "--together", "%s -t 4 -w 50 -p 1" % spmd,
+                        "--", spmd, "-t", "2", "-w", "100", "-p", "1")
+        assert result.exit_code == 0, result.output
+        assert thread_masks(bystander.pid) == bystander_mask
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert os.sched_getaffinity(0) == own_mask
+    data = json.loads(result.stdout)
+    assert data["programs"] == [[spmd, "-t", "2", "-w", "100", "-p", "1"],
+                                [spmd, "-t", "4", "-w", "50", "-p", "1"]]
+    assert data["failed"] is None
+    assert [r["policy"] for r in data["run_results"]] == ["alone", "default",
+                                                          "auto+share=space"]
+    for run in data["run_results"]:
+        assert run["status"] == 0 and run["failure"] is None
+        assert len(run["programs"]) == 2
+        for program in run["programs"]:
+            assert program["status"] == 0 and program["wall_s"] > 0
+            assert program["elapsed_s"] is not None         # spmd prints elapsed_s=
+            assert program["wall_s"] >= program["elapsed_s"]
+    alone, default, space = data["results"]
+    assert alone["policy"] == "alone"
+    assert [p["slowdown"] for p in alone["programs"]] == [1.0, 1.0]
+    for row in (default, space):
+        assert row["runs"] == 1
+        assert len(row["programs"]) == 2
+        assert all(p["slowdown"] > 0 for p in row["programs"])
+        spread = row["slowdown_spread"]
+        assert spread["stdev"] >= 0 and spread["max_over_min"] >= 1
+    assert default["agent_cpu_s"] is None
+    assert space["agent_cpu_s"] is not None                # own_cpu_s of the summary

@@ -20,6 +20,17 @@ any policy of ``tumbler --policy`` (``auto``, ``tumbler``, ``speed``,
 ``observe``)  CMD run as ``tumbler --policy NAME exec -- CMD``, in a
              separate process so that tumbler's work is measured apart.
 
+Variants: a tumbler-run policy may carry tumbler options, as
+``NAME+KEY=VALUE[+KEY=VALUE...]`` with KEY ``capacity`` (measured or
+cpus), ``share`` (time or space) or ``share-policy`` (equal-qos or
+max-qos), each passed to that policy's tumbler run as ``--KEY VALUE``:
+``--policies default,auto+capacity=cpus,auto+capacity=measured``, or
+``auto+share=time,auto+share=space``.  The variant's whole text is its
+name, in the table and the JSON.  A key given twice, an unknown key or
+value, a variant of default/pinned/psets, the same variant twice (in any
+order of its keys) and ``share=space`` without ``--together`` are usage
+errors.  The three options themselves are refused: they belong to a policy.
+
 ``pinned`` and ``psets`` are done by compare itself: it watches
 ``/proc/PID/task`` (polling every millisecond while threads keep
 appearing, backing off to 64 ms when none do) and binds each new thread
@@ -43,9 +54,14 @@ Measured per run:
   depending on the machine).  With ``--probe``, from the opening of CMD's
   gate (once its tracer is attached, see RunTracer) to the reaping: the
   attach wait is not counted, nor, for the tumbler policies, tumbler's
-  start-up;
+  start-up.  With ``--together``, each program's from its release to its
+  reaping (tumbler's start-up and attach are not counted), and the run's
+  from the release of the programs to the reaping of the last (for
+  ``alone``: the sum of the programs' wall times, run one after the
+  other);
 * ``elapsed_s`` when CMD prints ``elapsed_s=SECONDS`` on stdout (the
-  example workloads do): the program's own timing, without start-up;
+  example workloads do): the program's own timing, without start-up
+  (with ``--together``, per program only);
 * agent CPU: the CPU time of whatever placed the threads.  For tumbler
   policies it is ``own_cpu_s`` of tumbler's JSON summary, which each
   tumbler run writes to a file of compare's (``--summary-json``; from the
@@ -53,7 +69,47 @@ Measured per run:
   is not included).  tumbler runs with ``--quiet`` unless ``-v``: its
   human summary is for people.  tumbler's rusage cannot be used: it
   includes CMD, its child.  For ``pinned`` and ``psets`` it is compare's
-  own CPU time while following the run.  ``default`` has none.
+  own CPU time while following the run.  ``default`` has none.  A
+  ``--together`` tumbler run's is ``own_cpu_s`` of its summary too (at the
+  top level of a ``--share space`` summary as of a single one).
+
+``--background CMD`` (repeatable; one string, split as a shell would,
+without expansion): started before every run of every policy alike, in a
+session of its own, and killed with SIGKILL (with whatever it started in
+that session) and reaped after the run -- e.g. ``--background "taskset -c
+1 sh -c 'while :; do :; done'"``, a CPU hog pinned on CPU 1.  It is never
+balanced: tumbler runs attach to or start only compare's programs.  Its
+stdout goes to /dev/null; its stderr is shown if it ends early.  A
+background command that cannot be started, or that ends before the run
+does, fails the run (with a message saying so).
+
+``--together CMD`` (repeatable; split the same way): more programs that
+run at the same time as CMD in every run.  Every run then starts all the
+programs: ``default`` plainly; a tumbler-run policy as ``tumbler
+[balancing options] [variant options] --summary-json F -p PID -p PID
+...`` attached to them (tumbler ends by itself once they have all exited:
+"target exited", or "targets exited" with ``share=space``; ``--children``
+is not passed, so only the programs' own processes are balanced).
+``pinned``, ``psets`` and ``--probe`` place or trace one program: with
+``--together`` they are usage errors.  Each round
+first runs every program by itself, plainly, one after the other, as the
+policy ``alone`` (round k: the alone runs, then every policy), so that a
+program's *slowdown* under a policy is its mean wall time there over its
+mean wall time alone.  Per policy compare reports each program's wall time
+figures and slowdown, and the spread of the slowdowns: their population
+standard deviation and max/min, as the space-sharing paper reports its
+programs' QoS (``--share space`` with equal-qos should make the slowdowns
+equal: a small spread).
+
+The programs are started held at a gate (``gate.Gate``, as for
+``--probe``) and released all at the same instant once everything is
+ready: for a tumbler run, once tumbler has attached to every one of them
+(``_attached``: a run that moves threads has claimed each -- its state
+file names that tumbler --; one that moves none, observe or ``--dry-run``,
+has logged its first round to a ``--log`` file of compare's).  So tumbler
+balances them from their first instruction, as ``exec`` would, and a
+program shorter than tumbler's start-up (0.1 to 0.4 s) cannot be over
+before tumbler has seen it.
 
 With ``--probe`` (root; bpftrace or DTrace) every run's CMD is traced with
 the probes, by compare itself for every policy alike (see RunTracer), from
@@ -93,29 +149,57 @@ default's mean / this policy's mean: above 1 is faster than default.
       stopped early or null; otherwise null)
     failed         null, or {run, policy, status} of the run that failed
 
+Keys added by ``--together`` and ``--background``, present only when they
+are given (the keys above never change)::
+
+    programs       --together: every program as a list of strings, CMD
+                   first, in the order of the per-program lists below
+    background     --background: every background command, as lists
+    results[]:     (--together; the first result is policy "alone")
+      programs         one object per program:
+        wall_s             {mean, median, min, max, cv} of its wall times
+        elapsed_s          the same for its elapsed_s, or null
+        slowdown           its mean wall_s / its mean wall_s alone, or null
+        elapsed_slowdown   the same on elapsed_s, or null
+      slowdown_spread  {mean, stdev, max_over_min} of the programs'
+                       slowdowns (stdev: population standard deviation),
+                       or null when a slowdown is unknown
+    run_results[]:
+      programs         (--together) one {status, wall_s, elapsed_s} per
+                       program, fewer if the run failed before they started
+      failure          why the run failed when its status does not say (a
+                       background command ended early or could not start,
+                       tumbler exited or did not attach), else null
+    failed.failure     the same for the run that failed
+
 Exit status: 0 when every run exited 0; 1 when a run failed (compare then
 stops, prints what it has and says which run failed; a command that cannot
-be started counts as a failed run with status 127 or 126); 2 on bad input.
+be started counts as a failed run with status 127 or 126; with
+``--together`` a run fails when a program exits non-zero, or tumbler
+does); 2 on bad input.
 """
 
 import json
 import math
 import os
 import re
+import shlex
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Sequence
 
 import click
 
 from .options import balancing_options, settings as make_settings
 from .settings import OPTION_NAMES
-from ..config import POLICY_CHOICES
+from ..config import (CAPACITY_CHOICES, OBSERVING_POLICIES, POLICY_CHOICES, SHARE_CHOICES,
+                      SHARE_POLICY_CHOICES)
 from ..cpulist import format_cpulist
 from ..balance.domains import choose_domains
 from ..errors import EXIT_FAILURE, TumblerError, UsageError
@@ -125,9 +209,18 @@ from .gate import Gate, check_command
 
 #: Policies compare runs itself; every other name is a ``tumbler --policy``.
 OWN_POLICIES = ("default", "pinned", "psets")
-POLICY_NAMES = OWN_POLICIES + tuple(p for p in POLICY_CHOICES if p not in OWN_POLICIES)
+TUMBLER_POLICIES = tuple(p for p in POLICY_CHOICES if p not in OWN_POLICIES)
+POLICY_NAMES = OWN_POLICIES + TUMBLER_POLICIES
 DEFAULT_POLICIES = ("default", "pinned", "psets", "tumbler", "auto")
 DEFAULT_RUNS = 5
+
+#: With --together, every round first runs each program by itself under this name.
+ALONE = "alone"
+
+#: Options a tumbler-run policy may carry as a variant (``auto+capacity=cpus``):
+#: key -> the values tumbler's option of the same name takes.
+VARIANT_OPTIONS = {"capacity": CAPACITY_CHOICES, "share": SHARE_CHOICES,
+                   "share-policy": SHARE_POLICY_CHOICES}
 
 #: How often the pinning loop looks for new threads: from the first value
 #: while threads keep appearing, doubling up to the last while none do.
@@ -177,16 +270,64 @@ def run_order(policies: Sequence[str], runs: int) -> List[tuple]:
 
 
 def parse_policies(text: str) -> List[str]:
+    """The policies of ``--policies``, in order, each checked (variants
+    included, see split_variant); a bad list is a UsageError (one line)."""
     names = [name.strip() for name in text.split(",")]
     if not all(names):
         raise UsageError("--policies: empty policy name in %r" % text)
+    seen = {}
     for name in names:
-        if name not in POLICY_NAMES:
-            raise UsageError("--policies: unknown policy %r (choose from %s)"
-                             % (name, ", ".join(POLICY_NAMES)))
-    if len(set(names)) != len(names):
-        raise UsageError("--policies: a policy is named twice in %r" % text)
+        base, options = split_variant(name)
+        key = (base, frozenset(options))
+        if key in seen:
+            if seen[key] == name:
+                raise UsageError("--policies: a policy is named twice in %r" % text)
+            raise UsageError("--policies: %r and %r are the same policy" % (seen[key], name))
+        seen[key] = name
     return names
+
+
+def split_variant(name: str):
+    """(base policy, [(key, value), ...]) of a policy name: ``auto`` is
+    ("auto", []), ``auto+share=space+capacity=cpus`` is ("auto",
+    [("share", "space"), ("capacity", "cpus")]).  A UsageError if the name
+    is not a policy, or a variant's options are not what tumbler takes."""
+    base, *parts = name.split("+")
+    if base == ALONE:
+        raise UsageError("--policies: %r is not a policy to name: with --together compare "
+                         "runs each program alone itself" % name)
+    if base not in POLICY_NAMES:
+        raise UsageError("--policies: unknown policy %r (choose from %s)"
+                         % (base if parts else name, ", ".join(POLICY_NAMES)))
+    if parts and base in OWN_POLICIES:
+        raise UsageError("--policies: %r: only the tumbler-run policies (%s) take variant "
+                         "options" % (name, ", ".join(TUMBLER_POLICIES)))
+    options = []
+    for part in parts:
+        key, equals, value = part.partition("=")
+        if not equals:
+            raise UsageError("--policies: %r: %r is not KEY=VALUE (keys: %s)"
+                             % (name, part, ", ".join(VARIANT_OPTIONS)))
+        if key not in VARIANT_OPTIONS:
+            raise UsageError("--policies: %r: unknown variant option %r (choose from %s)"
+                             % (name, key, ", ".join(VARIANT_OPTIONS)))
+        if value not in VARIANT_OPTIONS[key]:
+            raise UsageError("--policies: %r: %s must be %s, not %r"
+                             % (name, key, " or ".join(VARIANT_OPTIONS[key]), value))
+        if any(key == k for k, _ in options):
+            raise UsageError("--policies: %r: %s is given twice" % (name, key))
+        options.append((key, value))
+    return base, options
+
+
+def variant_flags(name: str) -> List[str]:
+    """The tumbler options of a policy variant: ``--KEY VALUE`` for each."""
+    return [arg for key, value in split_variant(name)[1] for arg in ("--" + key, value)]
+
+
+def base_policy(name: str) -> str:
+    """The policy a variant is of (``auto`` for ``auto+capacity=cpus``)."""
+    return name.split("+", 1)[0]
 
 
 def parse_elapsed(stdout_text: str) -> Optional[float]:
@@ -288,6 +429,16 @@ class RunResult:
     agent_cpu_s: Optional[float] = None
     threads_placed: Optional[int] = None
     probe: Optional[dict] = None        # --probe: see RunTracer.result
+    # --together: one {status, wall_s, elapsed_s} per program, in order
+    # (fewer when the run failed before starting them all).
+    programs: Optional[List[dict]] = None
+    # Why the run failed when its status does not say (a background command
+    # ended early, tumbler did not attach, ...), else None.
+    failure: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0 and self.failure is None
 
 
 # -- tracing a run (--probe) ----------------------------------------------------------------
@@ -419,6 +570,14 @@ class RunSetup:
     tumbler_args: List[str]         # balancing options for tumbler-run policies
     echo_tumbler_summary: bool      # -v: show tumbler's whole stderr
     probe_kinds: tuple = ()         # --probe: the kinds to trace, else empty
+    together: List[List[str]] = field(default_factory=list)     # --together commands
+    background: List[List[str]] = field(default_factory=list)   # --background commands
+    dry_run: bool = False           # -n: tumbler runs move nothing (and keep no state)
+
+    @property
+    def programs(self) -> List[List[str]]:
+        """Every program of a run: the command, then the --together ones."""
+        return [list(self.command)] + [list(c) for c in self.together]
 
 
 def _tracer(setup, process, policy):
@@ -443,9 +602,15 @@ def _argv(setup, policy, summary_path, gate=None):
     command = gate.argv(setup.command) if gate is not None else list(setup.command)
     if policy in OWN_POLICIES:
         return command
-    return [sys.executable, "-m", "tumbler", "--policy", policy, *setup.tumbler_args,
-            "--summary-json", summary_path,
-            *([] if setup.echo_tumbler_summary else ["--quiet"]), "exec", "--", *command]
+    return [*_tumbler_head(setup, policy, summary_path), "exec", "--", *command]
+
+
+def _tumbler_head(setup, policy, summary_path):
+    """``tumbler`` with the balancing options, the variant's options and
+    ``--summary-json``: what comes before ``exec`` or the ``-p`` list."""
+    return [sys.executable, "-m", "tumbler", "--policy", base_policy(policy),
+            *setup.tumbler_args, *variant_flags(policy), "--summary-json", summary_path,
+            *([] if setup.echo_tumbler_summary else ["--quiet"])]
 
 
 def _placer(setup, policy):
@@ -538,7 +703,325 @@ def _stop(process):
         process.wait()
 
 
+# -- background commands (--background) -------------------------------------------------
+
+class Background:
+    """The ``--background`` commands of one run: started before it, killed
+    (SIGKILL, with whatever they started in their session) and reaped
+    after it.  Their stdout goes to /dev/null (compare's own carries the
+    report); their stderr is shown only when one ends before the run does.
+    They are compare's children, never tumbler's: no tumbler run balances
+    them."""
+
+    def __init__(self, commands):
+        self.commands = [list(c) for c in commands]
+        self._running = []          # (command, Popen, stderr file)
+
+    def start(self):
+        """Start every command: None, or (status, why) when one cannot be
+        started (those already started are stopped again)."""
+        for command in self.commands:
+            err = tempfile.TemporaryFile()
+            try:
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.DEVNULL, stderr=err,
+                                           start_new_session=True)
+            except OSError as exc:
+                err.close()
+                self.stop()
+                return (127 if isinstance(exc, FileNotFoundError) else 126,
+                        "background command `%s` cannot be started: %s"
+                        % (shlex.join(command), exc.strerror))
+            self._running.append((command, process, err))
+        return None
+
+    def stop(self):
+        """Kill and reap every command; return why the run fails (one had
+        ended before) or None."""
+        failure = None
+        for command, process, err in self._running:
+            status = _ended(process)
+            if status is not None and failure is None:
+                failure = ("background command `%s` ended during the run (exit status %d)"
+                           % (shlex.join(command), _exit_status(status)))
+                err.seek(0)
+                for line in err.read().decode(errors="replace").splitlines():
+                    click.echo(line, err=True)
+            try:
+                # Not reaped yet, so its PID (its session's process group)
+                # cannot have been reused.
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            process.wait()
+            err.close()
+        self._running = []
+        return failure
+
+
+def _ended(process):
+    """The raw return code of ``process`` (negative: the signal) if it has
+    ended, else None -- without reaping it."""
+    if process.returncode is not None:
+        return process.returncode
+    try:
+        info = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return process.poll()
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+# -- several programs at once (--together) -------------------------------------------------
+
+#: How long compare waits for tumbler to exit once all its programs have.
+TUMBLER_EXIT_WAIT_S = 30.0
+#: How often compare looks whether tumbler has attached to the held programs.
+ATTACH_POLL_S = 0.005
+#: How often compare tries again while a gate's shell has not opened its FIFO.
+GATE_RETRY_S = 0.002
+
+
+@dataclass
+class _Outcome:
+    """What ``_run_programs`` measured."""
+
+    status: int = 0
+    wall_s: float = 0.0
+    programs: list = field(default_factory=list)
+    agent_cpu_s: Optional[float] = None
+    failure: Optional[str] = None
+
+
+def run_together(setup: RunSetup, policy: str, run: int) -> RunResult:
+    """One run of every program (CMD, then the --together ones) under
+    ``policy``: ``alone`` runs each by itself, one after the other, plainly;
+    ``default`` all at once, plainly; a tumbler-run policy all at once with
+    tumbler attached to them (``tumbler [options] -p PID -p PID ...``; it
+    exits by itself when they have).  See ``_run_programs`` for how they
+    are started and timed.  The run's wall time runs from the release of
+    the programs to the reaping of the last (``alone``: the sum of theirs).
+    """
+    if policy != ALONE:
+        outcome = _run_programs(setup, None if policy in OWN_POLICIES else policy,
+                                setup.programs)
+        return RunResult(run, policy, outcome.status, outcome.wall_s,
+                         agent_cpu_s=outcome.agent_cpu_s, programs=outcome.programs,
+                         failure=outcome.failure)
+    result = RunResult(run, policy, 0, 0.0, programs=[])
+    for command in setup.programs:
+        outcome = _run_programs(setup, None, [command])
+        result.programs += outcome.programs
+        result.wall_s += outcome.wall_s
+        result.status, result.failure = outcome.status, outcome.failure
+        if not result.ok:
+            break
+    return result
+
+
+def _run_programs(setup, policy, commands) -> _Outcome:
+    """Run ``commands`` at once; with tumbler running ``policy`` attached to
+    them unless ``policy`` is None.
+
+    Every program is started held at a gate (gate.Gate: a shell waiting on
+    a FIFO that then execs the program in the same process), and all are
+    released at the same instant once everything is ready: for a tumbler
+    run, once tumbler has attached to every one (``_wait_attached``).  So
+    tumbler balances them from their first instruction, its start-up is
+    not counted, and a program shorter than that start-up cannot end
+    before tumbler has seen it.  A program's wall time runs from its
+    release to its reaping.
+    """
+    for command in commands:
+        missing = check_command(command[0])
+        if missing is not None:
+            click.echo("tumbler: compare: %s: %s" % (command[0], missing[1]), err=True)
+            return _Outcome(status=missing[0])
+    outcome = _Outcome()
+    gates, outs, processes, tumbler = [], [], [], None
+    with tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryDirectory(prefix="tumbler-compare-") as scratch:
+        summary_path = os.path.join(scratch, "summary.json")
+        try:
+            for command in commands:
+                gates.append(Gate())
+                outs.append(tempfile.TemporaryFile())
+                processes.append(subprocess.Popen(gates[-1].argv(command), stdout=outs[-1]))
+            if policy is not None:
+                log_path = os.path.join(scratch, "log.jsonl")
+                tumbler = subprocess.Popen(
+                    _attach_argv(setup, policy, summary_path, log_path,
+                                 [p.pid for p in processes]),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+                outcome.failure = _wait_attached(setup, policy, tumbler, processes, log_path)
+            released = None
+            if outcome.failure is None:
+                released = _release(gates, processes)
+                if released is None:
+                    outcome.failure = "a program ended before it was released"
+            if released is not None:
+                ended = _wait_all(processes)
+                outcome.wall_s = max(ended) - min(released)
+                for process, out, start, end in zip(processes, outs, released, ended):
+                    out.seek(0)
+                    outcome.programs.append({
+                        "status": _exit_status(process.returncode), "wall_s": end - start,
+                        "elapsed_s": parse_elapsed(out.read().decode(errors="replace"))})
+                if tumbler is not None:
+                    try:
+                        tumbler.wait(timeout=TUMBLER_EXIT_WAIT_S)
+                    except subprocess.TimeoutExpired:
+                        outcome.failure = ("tumbler did not exit within %.0f s of its programs"
+                                           % TUMBLER_EXIT_WAIT_S)
+        finally:
+            for process in processes:
+                _stop(process)
+            if tumbler is not None:
+                _stop(tumbler)
+            for gate in gates:
+                gate.close()
+            for out in outs:
+                out.close()
+        outcome.status = next((p["status"] for p in outcome.programs if p["status"]), 0)
+        if tumbler is not None:
+            if outcome.status == 0 and tumbler.returncode != 0:
+                outcome.status = _exit_status(tumbler.returncode)
+                if outcome.failure is None:
+                    outcome.failure = "tumbler exited with status %d" % outcome.status
+            outcome.agent_cpu_s = own_cpu_of(read_summary(summary_path))
+            err.seek(0)
+            for line in err.read().decode(errors="replace").splitlines():
+                click.echo(line, err=True)
+    return outcome
+
+
+def _journaled(setup, policy):
+    """Whether the tumbler run of ``policy`` keeps crash-safe state: it may
+    move threads (as ``run._journals`` decides; compare refuses --root)."""
+    return base_policy(policy) not in OBSERVING_POLICIES and not setup.dry_run
+
+
+def _attach_argv(setup, policy, summary_path, log_path, pids):
+    """tumbler attached to ``pids``.  A run that keeps no state (observe,
+    --dry-run) also logs to ``log_path``: its first line says it has
+    attached (``_attached``)."""
+    argv = _tumbler_head(setup, policy, summary_path)
+    if not _journaled(setup, policy):
+        argv += ["--log", log_path]
+    for pid in pids:
+        argv += ["-p", str(pid)]
+    return argv
+
+
+def _wait_attached(setup, policy, tumbler, processes, log_path):
+    """Wait, the programs held at their gates, until tumbler has attached
+    to all of them; None, or why the run fails."""
+    pids = [p.pid for p in processes]
+    journaled = _journaled(setup, policy)
+    deadline = time.monotonic() + CHILD_WAIT_S
+    while not _attached(tumbler.pid, pids, journaled, log_path):
+        status = tumbler.poll()
+        if status == 0:
+            return None         # it attached and is done already (--duration)
+        if status is not None:
+            return ("tumbler exited with status %d before it attached to the programs"
+                    % _exit_status(status))
+        if time.monotonic() > deadline:
+            return "tumbler did not attach to the programs within %.0f s" % CHILD_WAIT_S
+        time.sleep(ATTACH_POLL_S)
+    return None
+
+
+def _attached(tumbler_pid, pids, journaled, log_path):
+    """Whether tumbler ``tumbler_pid`` has attached to every one of ``pids``.
+
+    A run that moves threads claims each target before it looks at it: the
+    target's state file (``tumbler.state``), naming that tumbler, exists
+    from then on -- after tumbler's checks of the target, so a target that
+    ends now is no failure.  A run that keeps no state is attached once it
+    has logged its first round."""
+    if not journaled:
+        try:
+            return os.path.getsize(log_path) > 0
+        except OSError:
+            return False
+    from ..state.paths import state_dir
+    from ..state.store import list_states, owner_of
+    try:
+        directory = state_dir()
+        return all(any((owner_of(state) or {}).get("pid") == tumbler_pid
+                       for state in list_states(directory, pid)) for pid in pids)
+    except TumblerError:
+        return False
+
+
+def _release(gates, processes):
+    """Release every held program at (nearly) the same instant: open each
+    gate's FIFO once its shell waits on it, then write a line into each.
+    Returns the release times, or None if a program ended first."""
+    import errno
+    fds = []
+    try:
+        for gate, process in zip(gates, processes):
+            while True:
+                try:
+                    fds.append(os.open(gate.path, os.O_WRONLY | os.O_NONBLOCK))
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.ENXIO:    # ENXIO: no reader yet
+                        raise
+                if process.poll() is not None:
+                    for other in processes:         # before the FIFOs close: EOF releases
+                        if other.poll() is None:
+                            other.kill()
+                            other.wait()
+                    return None
+                time.sleep(GATE_RETRY_S)
+        released = []
+        for fd in fds:
+            released.append(time.monotonic())
+            os.write(fd, b"\n")
+        return released
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _wait_all(processes):
+    """Reap every process; the monotonic time each was reaped at."""
+    ended = [None] * len(processes)
+
+    def wait(index):
+        processes[index].wait()
+        ended[index] = time.monotonic()
+
+    waiters = [threading.Thread(target=wait, args=(i,), name="compare-wait", daemon=True)
+               for i in range(len(processes))]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()
+    return ended
+
+
 # -- all runs, and the report ------------------------------------------------------------
+
+def run_one(setup: RunSetup, policy: str, run: int) -> RunResult:
+    """One run of ``policy``: the --background commands around it, and CMD
+    by itself (run_once) or with the --together programs (run_together)."""
+    background = Background(setup.background)
+    try:
+        cannot = background.start()
+        if cannot is not None:
+            return RunResult(run, policy, cannot[0], 0.0, failure=cannot[1])
+        result = (run_together if setup.together else run_once)(setup, policy, run)
+    finally:
+        ended_early = background.stop()
+    if ended_early is not None and result.failure is None:
+        result.failure = ended_early
+    return result
+
 
 def run_all(setup, policies, runs, progress=None):
     """Run the interleaved schedule; stop at the first failing run.
@@ -547,11 +1030,11 @@ def run_all(setup, policies, runs, progress=None):
     """
     results = []
     for run, policy in run_order(policies, runs):
-        result = run_once(setup, policy, run)
+        result = run_one(setup, policy, run)
         results.append(result)
         if progress is not None:
             progress(result, runs)
-        if result.status != 0:
+        if not result.ok:
             return results, result
     return results, None
 
@@ -561,7 +1044,7 @@ def report(setup, policies, runs, results, failed):
     summaries = {}
     for policy in policies:
         made = [r for r in results if r.policy == policy]
-        done = [r for r in made if r.status == 0]
+        done = [r for r in made if r.ok]
         elapsed = [r.elapsed_s for r in done]
         agent = [r.agent_cpu_s for r in done if r.agent_cpu_s is not None]
         summaries[policy] = {
@@ -578,16 +1061,63 @@ def report(setup, policies, runs, results, failed):
         for key, measure in (("speedup_vs_default", "wall_s"),
                              ("elapsed_speedup_vs_default", "elapsed_s")):
             summary[key] = speedup(_mean(default, measure), _mean(summary, measure))
-    return {
+    if setup.together:
+        _add_slowdowns(summaries, results, len(setup.programs))
+    # Keys of --together and --background appear only when they are given.
+    extended = bool(setup.together or setup.background)
+    hidden = ({"programs"} if not setup.together else set()) | \
+        ({"failure"} if not extended else set())
+    data = {
         "command": list(setup.command),
         "runs": runs,
         "domains": [format_cpulist(d) for d in setup.domains],
         "domain_note": setup.domain_note,
         "results": [summaries[policy] for policy in policies],
-        "run_results": [asdict(r) for r in results],
+        "run_results": [{key: value for key, value in asdict(r).items() if key not in hidden}
+                        for r in results],
         "failed": ({"run": failed.run, "policy": failed.policy, "status": failed.status}
                    if failed is not None else None),
     }
+    if extended and failed is not None:
+        data["failed"]["failure"] = failed.failure
+    if setup.together:
+        data["programs"] = setup.programs
+    if setup.background:
+        data["background"] = [list(c) for c in setup.background]
+    return data
+
+
+def _add_slowdowns(summaries, results, count):
+    """--together: per policy, each program's wall (and elapsed_s) figures,
+    its slowdown against running alone, and the spread of the slowdowns."""
+    for policy, summary in summaries.items():
+        done = [r for r in results if r.policy == policy and r.ok]
+        programs = []
+        for index in range(count):
+            elapsed = [r.programs[index]["elapsed_s"] for r in done]
+            programs.append({
+                "wall_s": summarize(r.programs[index]["wall_s"] for r in done),
+                "elapsed_s": summarize(elapsed) if None not in elapsed else None})
+        summary["programs"] = programs
+    alone = summaries.get(ALONE, {}).get("programs") or [{}] * count
+    for summary in summaries.values():
+        for program, by_itself in zip(summary["programs"], alone):
+            for key, measure in (("slowdown", "wall_s"), ("elapsed_slowdown", "elapsed_s")):
+                # this mean over the mean alone: speedup()'s ratio, the other way up
+                program[key] = speedup(_mean(program, measure), _mean(by_itself, measure))
+        summary["slowdown_spread"] = slowdown_spread([p["slowdown"]
+                                                      for p in summary["programs"]])
+
+
+def slowdown_spread(slowdowns) -> Optional[dict]:
+    """{mean, stdev, max_over_min} of the programs' slowdowns (stdev: the
+    population standard deviation, as the space-sharing paper reports the
+    spread of its programs' QoS); None unless every one is known."""
+    if not slowdowns or None in slowdowns:
+        return None
+    return {"mean": math.fsum(slowdowns) / len(slowdowns),
+            "stdev": statistics.pstdev(slowdowns),
+            "max_over_min": max(slowdowns) / min(slowdowns) if min(slowdowns) > 0 else None}
 
 
 #: Per-run probe figures averaged per policy (--probe).
@@ -620,23 +1150,28 @@ def _cell(value, fmt, width):
 
 def format_table(data) -> List[str]:
     """The report as a text table, one line per policy."""
-    lines = [
-        "command: %s" % " ".join(data["command"]),
+    width = max([9] + [len(row["policy"]) for row in data["results"]])
+    lines = ["command: %s" % " ".join(data["command"])]
+    for index, program in enumerate(data.get("programs") or [], 1):
+        lines.append("  program #%d: %s" % (index, shlex.join(program)))
+    for command in data.get("background") or []:
+        lines.append("background: %s" % shlex.join(command))
+    lines += [
         "%d run%s per policy, interleaved; domains %s (%s)" % (
             data["runs"], "" if data["runs"] == 1 else "s", " / ".join(data["domains"]),
             data["domain_note"]),
         "",
-        "%16s%s  %9s  %s  %8s" % ("", " wall time (s) ".center(38, "-"), "elapsed_s",
-                                  "speedup vs default", "agent"),
-        "%-9s %4s  %7s %7s %7s %7s %6s  %9s  %8s %9s  %8s" % (
-            "policy", "runs", "mean", "median", "min", "max", "CV", "mean", "wall",
+        "%*s%s  %9s  %s  %8s" % (width + 7, "", " wall time (s) ".center(38, "-"),
+                                 "elapsed_s", "speedup vs default", "agent"),
+        "%-*s %4s  %7s %7s %7s %7s %6s  %9s  %8s %9s  %8s" % (
+            width, "policy", "runs", "mean", "median", "min", "max", "CV", "mean", "wall",
             "elapsed", "CPU s"),
     ]
     for row in data["results"]:
         wall = row["wall_s"] or {}
         elapsed = row["elapsed_s"] or {}
-        lines.append("%-9s %4d  %s %s %s %s %s  %s  %s %s  %s" % (
-            row["policy"], row["runs"],
+        lines.append("%-*s %4d  %s %s %s %s %s  %s  %s %s  %s" % (
+            width, row["policy"], row["runs"],
             _cell(wall.get("mean"), "%.3f", 7), _cell(wall.get("median"), "%.3f", 7),
             _cell(wall.get("min"), "%.3f", 7), _cell(wall.get("max"), "%.3f", 7),
             _cell(100 * wall["cv"] if wall else None, "%.1f%%", 6),
@@ -646,28 +1181,62 @@ def format_table(data) -> List[str]:
             _cell(row["agent_cpu_s"], "%.3f", 8)))
     if any(row.get("probe") for row in data["results"]):
         lines += ["", "probes, mean per run (traced from the command's start):",
-                  "%-9s %6s  %10s %9s  %12s %9s  %10s %12s" % (
-                      "policy", "traced", "lock s", "waits", "runq mean ms", "waits",
+                  "%-*s %6s  %10s %9s  %12s %9s  %10s %12s" % (
+                      width, "policy", "traced", "lock s", "waits", "runq mean ms", "waits",
                       "migrations", "cross-domain")]
         for row in data["results"]:
             probe = row.get("probe") or {}
-            lines.append("%-9s %6s  %s %s  %s %s  %s %s" % (
-                row["policy"], probe.get("runs", 0),
+            lines.append("%-*s %6s  %s %s  %s %s  %s %s" % (
+                width, row["policy"], probe.get("runs", 0),
                 _cell(probe.get("lock_s"), "%.3f", 10), _cell(probe.get("lock_waits"), "%.0f", 9),
                 _cell(probe.get("runq_mean_ms"), "%.3f", 12),
                 _cell(probe.get("runq_waits"), "%.0f", 9),
                 _cell(probe.get("migrations"), "%.0f", 10),
                 _cell(probe.get("cross_domain"), "%.0f", 12)))
+    if data.get("programs"):
+        lines += _together_lines(data, width)
     lines += [
         "",
         "speedup = default's mean / the policy's mean: above 1 is faster than default.",
         "agent CPU = mean CPU seconds spent placing threads (tumbler's own, from its "
         "summary; compare's pinning loop for pinned and psets).",
     ]
+    if data.get("programs"):
+        lines += [
+            "programs together: a run's wall time is from their release to the end of the "
+            "last (alone: the sum of theirs);",
+            "slowdown = a program's mean wall under the policy / its mean wall alone; "
+            "stdev (population) and max/min of the slowdowns: their spread."]
     if data["failed"] is not None:
         failed = data["failed"]
-        lines.append("run %d of %s FAILED with exit status %d; later runs were not made."
-                     % (failed["run"], failed["policy"], failed["status"]))
+        if failed.get("failure"):
+            lines.append("run %d of %s FAILED: %s; later runs were not made."
+                         % (failed["run"], failed["policy"], failed["failure"]))
+        else:
+            lines.append("run %d of %s FAILED with exit status %d; later runs were not made."
+                         % (failed["run"], failed["policy"], failed["status"]))
+    return lines
+
+
+def _together_lines(data, width):
+    """--together: each program's mean wall and slowdown per policy, and
+    the spread of the slowdowns."""
+    count = len(data["programs"])
+    lines = ["", "%-*s %s  %s" % (
+        width, "programs", "  ".join("%s" % (" #%d " % i).center(17, "-")
+                                     for i in range(1, count + 1)),
+        " slowdowns ".center(23, "-")),
+        "%-*s %s  %7s %7s %7s" % (width, "policy", "  ".join(
+            "%8s %8s" % ("wall s", "slowdown") for _ in range(count)),
+            "mean", "stdev", "max/min")]
+    for row in data["results"]:
+        spread = row.get("slowdown_spread") or {}
+        lines.append("%-*s %s  %s %s %s" % (
+            width, row["policy"], "  ".join(
+                "%s %s" % (_cell((p["wall_s"] or {}).get("mean"), "%.3f", 8),
+                           _cell(p["slowdown"], "%.2f", 8)) for p in row["programs"]),
+            _cell(spread.get("mean"), "%.2f", 7), _cell(spread.get("stdev"), "%.3f", 7),
+            _cell(spread.get("max_over_min"), "%.2f", 7)))
     return lines
 
 
@@ -695,7 +1264,12 @@ def _reject_unusable(ctx, options, settings):
         raise UsageError("--log cannot be used with compare: every run would overwrite it")
     for name in OPTION_NAMES:
         if name not in USED_OPTIONS and options.get(name):
-            raise UsageError("%s does not apply to compare" % _flag(ctx, name))
+            flag = _flag(ctx, name)
+            if flag[2:] in VARIANT_OPTIONS:
+                raise UsageError("%s does not apply to compare: give it to a policy, e.g. "
+                                 "--policies default,auto+%s=%s"
+                                 % (flag, flag[2:], options[name]))
+            raise UsageError("%s does not apply to compare" % flag)
     if settings["root"] != "/":
         raise UsageError("--root cannot be used with compare: it runs real programs")
 
@@ -707,9 +1281,41 @@ def _flag(ctx, name):
     return name
 
 
-def _make_setup(ctx, options, policies, command):
+def parse_commands(flag, texts) -> List[List[str]]:
+    """Each --together/--background string, split as a shell would (no
+    expansion)."""
+    commands = []
+    for text in texts:
+        try:
+            command = shlex.split(text)
+        except ValueError as exc:
+            raise UsageError("%s %r: %s" % (flag, text, exc)) from None
+        if not command:
+            raise UsageError("%s: empty command" % flag)
+        commands.append(command)
+    return commands
+
+
+def _check_combinations(policies, together, probe):
+    """What --together cannot do, and variants that need it, before any run."""
+    if together:
+        static = [p for p in policies if p in ("pinned", "psets")]
+        if static:
+            raise UsageError("--together cannot be used with %s: it places the threads of "
+                             "one program" % " or ".join(static))
+        if probe:
+            raise UsageError("--together cannot be used with --probe: it traces one program")
+        return
+    for policy in policies:
+        if ("share", "space") in split_variant(policy)[1]:
+            raise UsageError("--policies: %r: space sharing is between several programs: "
+                             "give the others with --together" % policy)
+
+
+def _make_setup(ctx, options, policies, command, together=(), background=()):
     settings = make_settings(ctx, options)
     _reject_unusable(ctx, options, settings)
+    _check_combinations(policies, together, settings["probe"])
     backend = open_backend(settings["platform"], settings["root"])
     static = [p for p in policies if p in ("pinned", "psets")]
     if static:
@@ -727,14 +1333,19 @@ def _make_setup(ctx, options, policies, command):
                             settings["level"], settings["domains"])
     return RunSetup(command=list(command), domains=choice.domains, domain_note=choice.note,
                 tumbler_args=_tumbler_args(settings, options),
-                echo_tumbler_summary=settings["verbose"], probe_kinds=probe_kinds), settings
+                echo_tumbler_summary=settings["verbose"], probe_kinds=probe_kinds,
+                together=[list(c) for c in together], background=[list(c) for c in background],
+                dry_run=settings["dry_run"]), settings
 
 
 def _print_progress(result, runs):
     elapsed = "" if result.elapsed_s is None else ", elapsed_s %.3f" % result.elapsed_s
-    click.echo("compare: run %d/%d %-8s %.3f s%s%s" % (
-        result.run, runs, result.policy, result.wall_s, elapsed,
-        "" if result.status == 0 else ", exit status %d" % result.status), err=True)
+    programs = "" if not result.programs else " (%s)" % ", ".join(
+        "#%d %.3f s" % (index, p["wall_s"]) for index, p in enumerate(result.programs, 1))
+    click.echo("compare: run %d/%d %-8s %.3f s%s%s%s%s" % (
+        result.run, runs, result.policy, result.wall_s, programs, elapsed,
+        "" if result.status == 0 else ", exit status %d" % result.status,
+        "" if result.failure is None else ", FAILED: %s" % result.failure), err=True)
 
 
 @click.command("compare", context_settings={"allow_interspersed_args": False})
@@ -743,33 +1354,52 @@ def _print_progress(result, runs):
 @click.option("--policies", "policies_text", metavar="LIST", show_default=True,
               default=",".join(DEFAULT_POLICIES),
               help="Comma-separated policies: default, pinned, psets, or any tumbler "
-                   "--policy.")
+                   "--policy, also as a variant NAME+KEY=VALUE[+KEY=VALUE...] "
+                   "(KEY: capacity, share, share-policy).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--together", "together_texts", metavar="CMD", multiple=True,
+              help="Another program to run at the same time as CMD in every run "
+                   "(one string, split like a shell line; repeatable).  Adds the policy "
+                   "'alone' and each program's slowdown.")
+@click.option("--background", "background_texts", metavar="CMD", multiple=True,
+              help="Started before every run and killed after it, never balanced "
+                   "(one string, split like a shell line; repeatable).")
 @balancing_options
 @click.argument("command", nargs=-1, required=True, metavar="-- CMD [ARGS...]")
 @click.pass_context
-def compare_command(ctx, runs, policies_text, as_json, command, **options):
+def compare_command(ctx, runs, policies_text, as_json, together_texts, background_texts,
+                    command, **options):
     """Time CMD under several policies, interleaved, and compare.
 
-    -q hides the per-run progress lines; -v shows tumbler's stderr in full.
+    A policy may be a variant of a tumbler-run one, NAME+KEY=VALUE[+...]
+    with KEY capacity, share or share-policy (tumbler's --KEY VALUE), e.g.
+    auto+capacity=measured or auto+share=space.  -q hides the per-run
+    progress lines; -v shows tumbler's stderr in full.
     """
     if ctx.obj is None:
         ctx.obj = {"root": "/", "platform": None, "options": {}}
     merged = dict(ctx.obj["options"])
     merged.update({k: v for k, v in options.items() if v is not None})
     policies = parse_policies(policies_text)
-    setup, settings = _make_setup(ctx, merged, policies, command)
-    results, failed = run_all(setup, policies, runs,
+    together = parse_commands("--together", together_texts)
+    background = parse_commands("--background", background_texts)
+    setup, settings = _make_setup(ctx, merged, policies, command, together, background)
+    schedule = ([ALONE] if together else []) + policies
+    results, failed = run_all(setup, schedule, runs,
                               progress=None if settings["quiet"] else _print_progress)
-    data = report(setup, policies, runs, results, failed)
+    data = report(setup, schedule, runs, results, failed)
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
         for line in format_table(data):
             click.echo(line)
     if failed is not None:
-        click.echo("tumbler: compare: run %d of %s exited with status %d"
-                   % (failed.run, failed.policy, failed.status), err=True)
+        if failed.failure is not None:
+            click.echo("tumbler: compare: run %d of %s failed: %s"
+                       % (failed.run, failed.policy, failed.failure), err=True)
+        else:
+            click.echo("tumbler: compare: run %d of %s exited with status %d"
+                       % (failed.run, failed.policy, failed.status), err=True)
         sys.exit(EXIT_FAILURE)
 
 

@@ -352,7 +352,9 @@ def _program_observers(settings, pid, first, started):
     if settings["log_path"]:
         from ..observers.runlog import RunLog
         try:
-            runlog = RunLog(settings["log_path"], append=not first, started=started)
+            if first:       # emptied once; every program's log then appends (O_APPEND)
+                open(settings["log_path"], "w").close()
+            runlog = RunLog(settings["log_path"], append=True, started=started)
         except OSError as exc:
             raise UsageError("cannot write log %s: %s" % (settings["log_path"], exc.strerror))
         runlog.extra.append(lambda controller: {"pid": pid})
