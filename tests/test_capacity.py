@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from conftest import REPO, on_cpus, thread_masks, thread_names, tumbler_cmd
+from conftest import REPO, thread_masks, thread_names, tumbler_cmd
 from test_reliability import env_for, finish, procs, spawner, state, wait_until  # noqa: F401
+from test_sharing import spinners
 from tumbler.balance.capacity import CapacityMeter, step_of, weighed
 from tumbler.engine.model import Domain
 from tumbler.platform.base import PlatformError, Unsupported
@@ -144,6 +145,13 @@ def rounds_of(log):
         return []
 
 
+def measured(procs, state, two_cpus, log, target, *options):
+    """``tumbler --capacity measured`` on ``target`` over one domain per CPU."""
+    return procs.start(tumbler_cmd("--capacity", "measured", "--domains", "%d/%d" % two_cpus,
+                                   "--log", str(log), *options, "-p", str(target.pid)),
+                       env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+
+
 @linux_root
 def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, tmp_path,
                                                     two_cpus):
@@ -155,14 +163,9 @@ def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, 
         os.nice(-15)            # takes its 60% whatever the program does
 
     hog = procs.start([duty, "600", "60"], preexec_fn=hogged)
-    target = procs.start([spawner, "6", "100000", "1", "0", "0"], stdout=subprocess.PIPE,
-                         text=True, preexec_fn=on_cpus(both))
-    assert target.stdout.readline().strip() == "spawner: ready"
+    target = spinners(procs, spawner, both, 6)
     log = tmp_path / "run.jsonl"
-    tumbler = procs.start(tumbler_cmd("--capacity", "measured", "--domains", "%d/%d" % two_cpus,
-                                      "--log", str(log),
-                                      "-p", str(target.pid)),
-                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    tumbler = measured(procs, state, two_cpus, log, target)
     # 6 spinners on 1 + about 0.4 CPUs: wave grouping's slots go 4 : 2
     # (5 : 1 should the hog be measured at 0.7); counted in CPUs, 3 : 3.
     wait_until(lambda: any(r["capacity"][1] < 0.8 for r in rounds_of(log)),
@@ -180,14 +183,9 @@ def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, 
 def test_with_nothing_else_running_capacity_is_the_cpu_count(spawner, procs, state, tmp_path,
                                                               two_cpus):
     both = frozenset(two_cpus)
-    target = procs.start([spawner, "3", "100000", "1", "0", "0"], stdout=subprocess.PIPE,
-                         text=True, preexec_fn=on_cpus(both))
-    assert target.stdout.readline().strip() == "spawner: ready"
+    target = spinners(procs, spawner, both, 3)
     log = tmp_path / "run.jsonl"
-    tumbler = procs.start(tumbler_cmd("--capacity", "measured", "--domains", "%d/%d" % two_cpus,
-                                      "--log", str(log),
-                                      "--duration", "3", "-p", str(target.pid)),
-                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    tumbler = measured(procs, state, two_cpus, log, target, "--duration", "3")
     status, stderr = finish(tumbler)
     assert status == 0, stderr
     rounds = rounds_of(log)

@@ -54,6 +54,20 @@ def step_of(cpus):
     return max(MIN_STEP_CPUS, STEP_SHARE * cpus)
 
 
+def busy_shares(before, after, span_ns):
+    """Each CPU's busy share between two ``Backend.cpu_times()`` readings
+    ``span_ns`` apart: {cpu: CPUs}, 0 where a counter went backwards."""
+    return {cpu: (busy - before[cpu][0]) / span_ns if busy > before[cpu][0] else 0.0
+            for cpu, (busy, _) in after.items() if cpu in before}
+
+
+def other_work(cpus, busy, received):
+    """CPUs of ``cpus`` that work other than the program's took: their
+    summed busy share (``busy_shares``) less the CPU the program's threads
+    there ``received``, never below 0."""
+    return max(0.0, sum(busy.get(cpu, 0.0) for cpu in cpus) - received)
+
+
 class CapacityMeter:
     """Per-domain capacity of one program's domains, from the CPUs' busy
     time over the load window.  ``backend.cpu_times()`` is read once per
@@ -63,9 +77,8 @@ class CapacityMeter:
         self.backend = backend
         self.window_ns = window_ns
         self.warn = warn
-        self.readings = deque()         # (wall_ns, {cpu: busy_ns}), oldest first
+        self.readings = deque()         # (wall_ns, Backend.cpu_times()), oldest first
         self.other = {}                 # domain CPUs -> other work in use (CPUs, in steps)
-        self.measured = {}              # domain CPUs -> last measurement (CPUs), for logs
         self.failed = None              # why cpu_times cannot be read: measuring stopped
 
     def update(self, domains, domain_cpu, wall_ns):
@@ -78,8 +91,7 @@ class CapacityMeter:
         capacities = []
         for domain, managed in zip(domains, domain_cpu):
             cpus = domain.cpus
-            other = max(0.0, sum(busy.get(cpu, 0.0) for cpu in cpus) - managed)
-            self.measured[cpus] = other
+            other = other_work(cpus, busy, managed)
             step = step_of(len(cpus))
             held = self.other.get(cpus, 0.0)
             if abs(other - held) >= HYSTERESIS_STEPS * step:
@@ -106,7 +118,7 @@ class CapacityMeter:
                 self.warn("capacity counted in CPUs from now on: %s" % exc)
             return None
         readings = self.readings
-        readings.append((wall_ns, {cpu: busy for cpu, (busy, _) in times.items()}))
+        readings.append((wall_ns, times))
         # The base: the newest reading at least a window old (or the oldest).
         while len(readings) > 2 and wall_ns - readings[1][0] >= self.window_ns:
             readings.popleft()
@@ -116,9 +128,7 @@ class CapacityMeter:
             # /proc/stat counts in clock ticks (10 ms): over 100 ms one tick
             # is a tenth of a CPU, a whole step of the dead band.
             return None
-        now = readings[-1][1]
-        return {cpu: (busy - base[cpu]) / span if busy > base.get(cpu, busy) else 0.0
-                for cpu, busy in now.items() if cpu in base}
+        return busy_shares(base, times, span)
 
 
 def weighed(domains, capacities):

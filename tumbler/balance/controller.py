@@ -68,6 +68,13 @@ from .spreads import SpreadHistory
 from .threads import ThreadTracking
 
 
+#: Rounds and looks for new threads due within this are done at once when
+#: one loop ticks several controllers (the service, ``--share space``):
+#: the programs' cadences fall together and the loop wakes once for them
+#: all (half the default discovery interval; speed steps keep their time).
+SLACK_S = 0.05
+
+
 class RunStats:
     """What the exit summary reports of a run (observers/summary.py)."""
 
@@ -321,9 +328,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         """Do the one thing due now, if any -- a round, a speed balancing
         step, or a look for new threads -- and return the monotonic time
         the next is due.  A round or a look due within ``slack`` seconds
-        is done now: the service passes half a discovery interval, so
-        that its programs' looks fall together and it wakes once for all
-        of them, not once for each."""
+        is done now: a loop of several programs passes SLACK_S, so that
+        their looks fall together and it wakes once for all of them, not
+        once for each."""
         now = time.monotonic()
         early = now + slack
         if early >= self._next_round:

@@ -46,6 +46,7 @@ import time
 from ..cpulist import format_cpulist
 from ..engine.share import (DEFAULT_TOLERANCE, EQUAL_QOS, ProgramDemand, partition,
                             qos_values)
+from .controller import SLACK_S
 
 #: Seconds between two checks of a pool's partition (two agreeing checks
 #: are needed before a re-partition: a phase shorter than this moves nothing).
@@ -221,10 +222,6 @@ class SpaceSharing:
 
 def _cpus(domains):
     return format_cpulist(frozenset().union(*domains))
-
-
-#: Rounds and looks due within this are done at once (service/loop.py's SLACK_S).
-SLACK_S = 0.05
 
 
 def run_shared(programs, sharing, waiter, deadline=None):

@@ -37,6 +37,7 @@ import click
 
 from ..config import LEVEL_CHOICES, MAX_INTERVAL_MS, MIN_INTERVAL_MS
 from ..cpulist import format_cpulist, parse_domains
+from ..balance.capacity import busy_shares, other_work
 from ..balance.domains import choose_domains
 from ..errors import TumblerError, UsageError
 from ..platform import STAT_COLUMNS, microstate_percent, open_backend
@@ -193,7 +194,7 @@ def report_record(number, platform, info, prev, cur, choice, busy=None):
             if row["domain"] is not None and old is not None:
                 ran = cur.sample.threads[tid].run_ns - old.run_ns
                 own[row["domain"]] += max(ran, 0) / elapsed_ns
-        capacity = [round(len(cpus) - max(0.0, sum(busy.get(c, 0.0) for c in cpus) - mine), 2)
+        capacity = [round(len(cpus) - other_work(cpus, busy, mine), 2)
                     for cpus, mine in zip(choice.domains, own)]
     return {
         "report": number, "pid": info.pid, "name": info.name, "platform": platform,
@@ -260,8 +261,7 @@ def collect_reports(backend, pid, count, interval_ms, choice, emit, info, sleep=
         if prev is not None and times is not None and prev_times is not None:
             span = cur.sample.wall_ns - prev.sample.wall_ns
             if span > 0:
-                busy = {cpu: max(0, b - prev_times[cpu][0]) / span
-                        for cpu, (b, _) in times.items() if cpu in prev_times}
+                busy = busy_shares(prev_times, times, span)
         emit(report_record(number, backend.name, info, prev, cur, choice, busy))
         prev, prev_times = cur, times
     return True

@@ -48,7 +48,7 @@ import sys
 import time
 
 from .. import __version__
-from ..balance.controller import Controller
+from ..balance.controller import SLACK_S, Controller
 from ..balance.domains import choose_domains
 from ..balance.sharing import SpaceSharing
 from ..engine.policy import make_policy
@@ -61,10 +61,6 @@ from ..state import Journal
 from .config import load_service_config
 
 INFO, WARNING, ERROR = 6, 4, 3
-#: Rounds and looks for new threads due within this are done at once: the
-#: programs' cadences fall together and the service wakes once for them all
-#: (half the default discovery interval; speed steps keep their time).
-SLACK_S = 0.05
 #: A process no rule selected is matched again only when its name or user
 #: changes (an exec, a setuid) or after this many scans (a cgroup move, a
 #: new command line under the same name): a scan then costs one /proc/PID/stat
