@@ -45,9 +45,15 @@ class Times:
 
 
 DOMAINS = [Domain(0, {0}), Domain(1, {1})]
+#: Two light threads: a domain of one step (0.1 CPU) still gives each of
+#: them what it uses, so no domain is left out (see the left-out tests).
+LOADS = [0.05, 0.05]
+#: Four busy threads: one of them on a domain of 0.1 CPU would get less
+#: than the 0.25 each gets sharing the other CPU.
+BUSY = [1.0] * 4
 
 
-def measure(meter, backend, shares, managed, rounds=4, span=100 * MS, start=0):
+def measure(meter, backend, shares, managed, rounds=4, span=100 * MS, start=0, loads=LOADS):
     """Run ``rounds`` rounds of ``span`` with CPUs busy ``shares`` and the
     program's threads getting ``managed`` per domain; the last capacities."""
     t = start
@@ -55,14 +61,14 @@ def measure(meter, backend, shares, managed, rounds=4, span=100 * MS, start=0):
     for _ in range(rounds):
         backend.run(shares, span)
         t += span
-        capacities = meter.update(DOMAINS, managed, t)
+        capacities = meter.update(DOMAINS, managed, t, loads)
     return capacities, t
 
 
 def test_an_idle_machine_gives_cpu_counts_exactly():
     backend = Times([0, 1])
     meter = CapacityMeter(backend, WINDOW)
-    assert meter.update(DOMAINS, [0.0, 0.0], 0) == [1, 1]      # one reading: nothing yet
+    assert meter.update(DOMAINS, [0.0, 0.0], 0, LOADS) == [1, 1]      # one reading: nothing yet
     # The program's own threads use both CPUs fully; others 3% (tumbler,
     # kernel threads): inside the dead band.
     capacities, _ = measure(meter, backend, {0: 1.0, 1: 1.0}, [0.97, 0.97], rounds=10)
@@ -73,7 +79,7 @@ def test_an_idle_machine_gives_cpu_counts_exactly():
 def test_a_hog_lowers_its_domain_in_whole_steps():
     backend = Times([0, 1])
     meter = CapacityMeter(backend, WINDOW)
-    meter.update(DOMAINS, [0.0, 0.0], 0)
+    meter.update(DOMAINS, [0.0, 0.0], 0, LOADS)
     # CPU 1: busy all the time, the program got 0.42 of it: others took 0.58.
     capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.42], rounds=8)
     assert capacities[0] == 1
@@ -92,7 +98,7 @@ def test_never_below_one_step_and_steps_grow_with_the_domain():
     assert step_of(1) == pytest.approx(0.1) and step_of(64) == pytest.approx(3.2)
     backend = Times([0, 1])
     meter = CapacityMeter(backend, WINDOW)
-    meter.update(DOMAINS, [0.0, 0.0], 0)
+    meter.update(DOMAINS, [0.0, 0.0], 0, LOADS)
     capacities, _ = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0], rounds=6)
     assert capacities[1] == pytest.approx(0.1)
 
@@ -100,7 +106,7 @@ def test_never_below_one_step_and_steps_grow_with_the_domain():
 def test_the_load_window_bounds_what_is_remembered():
     backend = Times([0, 1])
     meter = CapacityMeter(backend, WINDOW)
-    meter.update(DOMAINS, [0.0, 0.0], 0)
+    meter.update(DOMAINS, [0.0, 0.0], 0, LOADS)
     _, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.5], rounds=10)
     assert len(meter.readings) <= WINDOW // (100 * MS) + 2
     # Two windows of an idle hog later, nothing of it is left.
@@ -113,13 +119,106 @@ def test_an_unreadable_source_falls_back_to_cpu_counts_once():
     said = []
     meter = CapacityMeter(backend, WINDOW, warn=said.append)
     backend.error = PlatformError("cannot read /proc/stat: EIO")
-    assert meter.update(DOMAINS, [0.0, 0.0], 0) == [1, 1]
-    assert meter.update(DOMAINS, [0.0, 0.0], 100 * MS) == [1, 1]
+    assert meter.update(DOMAINS, [0.0, 0.0], 0, LOADS) == [1, 1]
+    assert meter.update(DOMAINS, [0.0, 0.0], 100 * MS, LOADS) == [1, 1]
     assert backend.reads == 1 and len(said) == 1 and "EIO" in said[0]
     # A platform that cannot tell at all: CPU counts, nothing said.
     quiet = CapacityMeter(Times([0, 1]), WINDOW, warn=said.append)
     quiet.backend.error = Unsupported("no per-CPU times here")
-    assert quiet.update(DOMAINS, [0.0, 0.0], 0) == [1, 1] and len(said) == 1
+    assert quiet.update(DOMAINS, [0.0, 0.0], 0, LOADS) == [1, 1] and len(said) == 1
+
+
+def test_a_starved_domain_is_left_out_tried_again_and_back_when_free():
+    from tumbler.balance.capacity import MAX_RETRY_WINDOWS, RETRY_WINDOWS, TRIAL_WINDOWS
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW)
+    meter.update(DOMAINS, [0.0, 0.0], 0, BUSY)
+    # A high-priority hog keeps CPU 1; the thread there gets 0.03 of it.
+    span, t, capacities = 100 * MS, 0, None
+    while capacities != [1, 0.0]:
+        assert t < WINDOW
+        capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.03], rounds=1,
+                                start=t, loads=BUSY)
+    # Out: the program gets nothing there, the hog all of it.  It stays out
+    # until RETRY_WINDOWS windows after it was left out ...
+    out_at = t
+    while t + span < out_at + RETRY_WINDOWS * WINDOW:
+        capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0], rounds=1,
+                                start=t, loads=BUSY)
+        assert capacities == [1, 0.0], t
+    # ... then is planned as measured for TRIAL_WINDOWS windows (one step:
+    # wave grouping gives it a thread) ...
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0], rounds=1,
+                            start=t, loads=BUSY)
+    trial_at = t
+    assert capacities[1] == pytest.approx(0.1)
+    while t + span < trial_at + TRIAL_WINDOWS * WINDOW:
+        capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.03], rounds=1,
+                                start=t, loads=BUSY)
+        assert capacities[1] == pytest.approx(0.1)
+    # ... the trial shows the same hog: out again, the next trial twice as far.
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.03], rounds=1,
+                            start=t, loads=BUSY)
+    assert capacities == [1, 0.0]
+    state = meter.left_out[frozenset({1})]
+    assert state.retry_windows == min(2 * RETRY_WINDOWS, MAX_RETRY_WINDOWS)
+    assert state.retry_at == t + state.retry_windows * WINDOW
+    # The hog ends: back at once, no trial needed.
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 0.0}, [1.0, 0.0], rounds=10,
+                            start=t, loads=BUSY)
+    assert capacities == [1, 1] and not meter.left_out
+
+
+def test_a_trial_that_shows_a_fair_share_keeps_the_domain():
+    from tumbler.balance.capacity import RETRY_WINDOWS, TRIAL_WINDOWS
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW)
+    meter.update(DOMAINS, [0.0, 0.0], 0, BUSY)
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0], rounds=6, loads=BUSY)
+    assert capacities == [1, 0.0]
+    # An equal-priority hog: alone it fills CPU 1, beside one of ours it
+    # takes half.  Only a trial can tell.
+    rounds = (RETRY_WINDOWS + TRIAL_WINDOWS) * WINDOW // (100 * MS) + 2
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0],
+                            rounds=RETRY_WINDOWS * WINDOW // (100 * MS), start=t, loads=BUSY)
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.5],
+                            rounds=rounds, start=t, loads=BUSY)
+    assert capacities == [1, pytest.approx(0.5)] and not meter.left_out
+
+
+def test_a_quiet_rounds_check_keeps_the_left_out_state_as_it_is():
+    """A quiet round checks capacity without loads (it plans nothing): a
+    domain left out stays out, none is left out anew, no trial advances."""
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW)
+    meter.update(DOMAINS, [0.0, 0.0], 0)
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0], rounds=6,
+                            loads=None)
+    assert capacities == [1, pytest.approx(0.1)] and not meter.left_out
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.0], rounds=1,
+                            start=t, loads=BUSY)
+    assert capacities == [1, 0.0]
+    out = meter.left_out[frozenset({1})]
+    before = (out.retry_at, out.trial_until)
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 0.0}, [1.0, 0.0], rounds=10,
+                            start=t, loads=None)
+    # The hog is gone, but only a planning round may bring the domain back.
+    assert capacities == [1, 0.0]
+    assert meter.left_out[frozenset({1})] is out and (out.retry_at, out.trial_until) == before
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 0.0}, [1.0, 0.0], rounds=1,
+                            start=t, loads=BUSY)
+    assert capacities == [1, 1] and not meter.left_out
+
+
+def test_one_domain_is_never_left_out():
+    backend = Times([0])
+    meter = CapacityMeter(backend, WINDOW)
+    one = [Domain(0, {0})]
+    meter.update(one, [0.0], 0, BUSY)
+    for step in range(1, 8):
+        backend.run({0: 1.0}, 100 * MS)
+        capacities = meter.update(one, [0.0], step * 100 * MS, BUSY)
+    assert capacities == [pytest.approx(0.1)]
 
 
 # -- real processes ---------------------------------------------------------------
@@ -200,6 +299,33 @@ def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, 
 
 
 @linux_root
+def test_a_cpu_a_high_priority_hog_keeps_is_left_out(spawner, duty, procs, state, tmp_path,
+                                                     two_cpus):
+    cpu_a, cpu_b = two_cpus
+    both = frozenset(two_cpus)
+
+    def hogged():
+        os.sched_setaffinity(0, {cpu_b})
+        os.nice(-19)            # leaves a spinner beside it 1.5% of the CPU
+
+    hog = procs.start([duty, "600", "100"], preexec_fn=hogged)
+    target = spinners(procs, spawner, both, 4)
+    log = tmp_path / "run.jsonl"
+    tumbler = measured(procs, state, two_cpus, log, target)
+    # One spinner beside the hog would get 0.015 CPU, four sharing the free
+    # CPU 0.25 each: the hogged domain is left out, every spinner on cpu_a.
+    wait_until(lambda: any(r["capacity"][1] == 0 for r in rounds_of(log)),
+               timeout=20, what="the hogged CPU to be left out")
+    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == (4, 0), timeout=20,
+               what="every spinner on the free CPU")
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    assert "measured capacity at the end" in stderr, stderr
+    assert all(m == both for m in thread_masks(target.pid).values())
+    hog.kill()
+
+
+@linux_root
 def test_with_nothing_else_running_capacity_is_the_cpu_count(spawner, procs, state, tmp_path,
                                                               two_cpus):
     both = frozenset(two_cpus)
@@ -221,6 +347,28 @@ def test_with_nothing_else_running_capacity_is_the_cpu_count(spawner, procs, sta
     # --capacity cpus (tests/test_engine_grouping.py checks that part).
     assert all(r["capacity"] == [1, 1] for r in rounds), [r["capacity"] for r in rounds]
     assert "measured capacity" not in stderr
+
+
+@linux_root
+def test_quiet_rounds_run_with_measured_capacity(spawner, procs, state, tmp_path, two_cpus):
+    """Without --log most rounds of a steady program are quiet ones, which
+    check capacity their own way (balance/quiet.py)."""
+    target = spinners(procs, spawner, frozenset(two_cpus), 2)     # not crowded: no speed
+    summary = tmp_path / "summary.json"
+    before = other_work_reading(target.pid, two_cpus)
+    tumbler = procs.start(tumbler_cmd("--capacity", "measured", "--domains", "%d/%d" % two_cpus,
+                                      "--duration", "4", "--summary-json", str(summary),
+                                      "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    status, stderr = finish(tumbler)
+    assert status == 0, stderr
+    record = json.loads(summary.read_text())
+    other = other_work_since(before, target.pid, two_cpus)
+    if other > step_of(1) and not record["quiet_intervals"]:
+        # Other work shows (as in the idle test): every round is rightly a full one.
+        pytest.skip("not an idle machine: other work took %.2f CPU" % other)
+    assert record["intervals"] > record["quiet_intervals"] > 0, record
+    assert all(m == frozenset(two_cpus) for m in thread_masks(target.pid).values())
 
 
 # -- the engine with measured capacities -------------------------------------------
@@ -249,9 +397,58 @@ def test_a_weaker_domain_gets_its_share_of_the_load():
     threads = [ThreadLoad(tid, 1.0, None) for tid in range(6)]
     plan = plan_tumbler(threads, [Domain(0, {0}), Domain(1, {1}, 0.5)], VariationTable())
     assert sorted(plan.assignment.values()).count(1) == 2      # a third of 6 threads
-    for bad in (0, -1, 1.5, float("nan")):
+    for bad in (-1, 1.5, float("nan")):
         with pytest.raises(ValueError):
             Domain(0, {0}, bad)
+
+
+def test_left_out_when_one_thread_there_gets_less_than_all_get_without_it():
+    from tumbler.engine.grouping import left_out
+    assert left_out([1, 0.1], [1.0] * 4) == {1}         # 0.1 < 1/4
+    assert left_out([1, 0.5], [1.0] * 4) == set()       # 0.5 > 1/4
+    assert left_out([1, 0.5], [1.0] * 2) == set()       # 0.5 = 1/2: no gain, stays
+    assert left_out([1, 0.9], [1.0]) == {1}             # one thread: the free CPU
+    assert left_out([1, 0.1], [0.05] * 4) == set()      # light threads fit in 0.1
+    assert left_out([0.1, 0.2, 3], [1.0] * 8) == {0, 1}  # least first, C shrinking
+    assert left_out([0.1, 0.1], [1.0] * 8) == set()     # never every domain
+    assert left_out([1, 0.1], []) == set()
+    import random
+    rng = random.Random(3)
+    for _ in range(200):        # a domain of at least one CPU never is
+        capacities = [rng.choice([1, 2, 4, 1.0, 3.5]) for _ in range(rng.randint(1, 6))]
+        loads = [rng.uniform(-0.1, 1.05) for _ in range(rng.randint(0, 40))]
+        assert left_out(capacities, loads) == set()
+
+
+def test_a_left_out_domain_gets_no_thread_but_what_only_it_may_run():
+    from tumbler.engine.grouping import place_new, plan_tumbler
+    from tumbler.engine.model import ThreadLoad
+    from tumbler.engine.variation import VariationTable
+    domains = [Domain(0, {0, 1}), Domain(1, {2}, 0.0), Domain(2, {3}, 0.6)]
+    threads = [ThreadLoad(1, 1.0, 0), ThreadLoad(2, 1.0, 1), ThreadLoad(3, 1.0, 1),
+               ThreadLoad(4, 0.9, 2), ThreadLoad(5, 0.5, None),
+               ThreadLoad(6, 0.7, 0, {1}),          # may only run on the left-out one
+               ThreadLoad(7, 0.7, 1, {1, 2})]
+    plan = plan_tumbler(threads, domains, VariationTable())
+    assert plan.assignment[6] == 1                  # its affinity, not ours to widen
+    assert all(domain != 1 for tid, domain in plan.assignment.items() if tid != 6)
+    assert plan.assignment[7] == 2
+    assert {m.tid: (m.src, m.dst) for m in plan.moves}[2][0] == 1
+    assert len(plan.domain_loads) == len(plan.predicted_loads) == 3
+    assert plan.domain_loads[1] == pytest.approx(2.7) and plan.predicted_loads[1] == 0.7
+    assert "domain 1 left out" in plan.reason and "moved 3 threads off left-out" in plan.reason
+    assert "placed 1 new thread" in plan.reason
+    # Every thread ends where it may run, the plan's moves make its assignment.
+    where = {t.tid: t.domain for t in threads}
+    for move in plan.moves:
+        assert where[move.tid] == move.src
+        where[move.tid] = move.dst
+    assert where == plan.assignment
+    new = place_new([ThreadLoad(9, 0.0, None)], threads[:1], domains)
+    assert [m.dst for m in new] != [1]
+    assert [m.dst for m in place_new([ThreadLoad(9, 0.0, None, {1})], [], domains)] == [1]
+    with pytest.raises(ValueError, match="left out"):
+        plan_tumbler(threads[:1], [Domain(0, {0}, 0.0)], VariationTable())
 
 
 # -- the platforms' per-CPU times ------------------------------------------------------

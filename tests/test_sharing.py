@@ -19,6 +19,7 @@ from tumbler.balance.domains import DomainChoice
 from tumbler.balance.sharing import SpaceSharing
 from tumbler.config import SHARE_POLICY_CHOICES
 from tumbler.engine.share import DEFAULT_TOLERANCE, POLICIES
+from tumbler.platform.linux import counters as perf
 from tumbler.service.config import load_service_config
 
 
@@ -259,6 +260,10 @@ def test_two_programs_get_disjoint_cpus_and_them_back(spawner, domains, procs, s
     record = json.loads(summary.read_text())
     assert record["share"] == "space" and record["unrestored"] == 0
     assert {p["pid"] for p in record["programs"]} == {small.pid, big.pid}
+    # LLC counters: off on a machine without a PMU (this VM), said once.
+    no_pmu = perf.probe_support()
+    assert (record["llc_counters_off"] is None) == (no_pmu is None), record
+    assert stderr.count("LLC counters off") == (0 if no_pmu is None else 1), stderr
 
 
 @linux_root

@@ -1,4 +1,4 @@
-"""Measured capacity (``--capacity measured``; the default is ``cpus``):
+"""Measured capacity (``--capacity measured``, the default; ``cpus`` counts CPUs):
 how much of each domain's CPUs the managed program can have.
 
 Wave grouping gives each domain a share of the load in proportion to its
@@ -24,11 +24,20 @@ exactly as with ``--capacity cpus`` -- integral capacities, the same
 slots, the same plan -- and measurement noise moves nothing; a domain is
 never given less than one step.
 
-Why not the default: wave grouping gives every domain at least one slot,
-so a domain that a high-priority hog keeps 90% busy still gets a thread,
-and a program that meets at barriers waits for it every phase (measured:
-BENCHMARKS.md, issue 18).  Leaving such a domain out of the plan is the
-missing piece.
+Left out.  Wave grouping gives every domain at least one slot, so a
+domain that a high-priority hog keeps 90% busy would still get a thread,
+and a program that meets at barriers would wait for it every phase
+(measured: BENCHMARKS.md, issue 18).  Such a domain -- one thread there
+would get less than every thread gets without it, engine.grouping.left_out
+-- gets capacity 0: the plan leaves it out and its threads move to the
+others.  Once left out, the domain's busy time no longer shows what one of
+our threads would get there (a CPU-bound hog of equal priority fills a CPU
+it has to itself, and would take half of it beside one of ours), so it
+stays out while it still looks too busy -- back at once when its other
+work drops -- and is tried again, for TRIAL_WINDOWS load windows, after
+RETRY_WINDOWS windows, then after twice as long each time it fails, up to
+MAX_RETRY_WINDOWS.  A failed trial costs one thread's slow progress for
+those few windows.
 
 Cost: one read of /proc/stat per full round with two or more domains
 (a single domain has nothing to weigh and reads nothing), and per quiet
@@ -38,6 +47,7 @@ plan with CPU counts).
 
 from collections import deque
 
+from ..engine.grouping import left_out
 from ..engine.model import Domain
 from ..platform.base import PlatformError, Unsupported
 
@@ -47,6 +57,13 @@ MIN_STEP_CPUS = 0.1
 STEP_SHARE = 0.05
 #: A capacity moves when the measurement is this many steps from it.
 HYSTERESIS_STEPS = 0.75
+#: A left-out domain is tried again after this many load windows, then
+#: after twice as many each time the trial fails, up to MAX_RETRY_WINDOWS;
+#: a trial lasts TRIAL_WINDOWS (a move may wait a window for the last
+#: regrouping to age, then the measurement needs a window of its own).
+RETRY_WINDOWS = 20
+MAX_RETRY_WINDOWS = 160
+TRIAL_WINDOWS = 3
 
 
 def step_of(cpus):
@@ -79,12 +96,16 @@ class CapacityMeter:
         self.warn = warn
         self.readings = deque()         # (wall_ns, Backend.cpu_times()), oldest first
         self.other = {}                 # domain CPUs -> other work in use (CPUs, in steps)
+        self.left_out = {}              # domain CPUs -> _LeftOut, while it is out or on trial
         self.failed = None              # why cpu_times cannot be read: measuring stopped
 
-    def update(self, domains, domain_cpu, wall_ns):
+    def update(self, domains, domain_cpu, wall_ns, loads=None):
         """Capacities of ``domains`` (by index) given the CPU their threads
-        received over the load window (``domain_cpu``, CPUs by index):
-        ints (the CPU count) where no other work shows, else floats."""
+        received over the load window (``domain_cpu``, CPUs by index) and
+        the loads of the threads to plan: ints (the CPU count) where no
+        other work shows, 0.0 where the domain is left out, else floats.
+        ``loads`` None (a quiet round's check, which plans nothing): the
+        domains left out stay so, and none is left out anew."""
         busy = self._read(wall_ns)
         if busy is None:
             return [len(d.cpus) for d in domains]
@@ -101,7 +122,39 @@ class CapacityMeter:
                 capacities.append(len(cpus))
             else:
                 capacities.append(max(step, len(cpus) - held))
+        if len(domains) > 1 and loads is not None:
+            self._leave_out(domains, capacities, wall_ns, left_out(capacities, loads))
+        elif self.left_out:
+            for index, domain in enumerate(domains):
+                state = self.left_out.get(domain.cpus)
+                if state is not None and state.trial_until is None:
+                    capacities[index] = 0.0
         return capacities
+
+    def _leave_out(self, domains, capacities, wall_ns, starved):
+        """Set the capacity of the domains to leave out to 0.0 (see the
+        module docstring: out, on trial, back)."""
+        window = self.window_ns
+        for index, domain in enumerate(domains):
+            state = self.left_out.get(domain.cpus)
+            if state is not None and state.trial_until is not None:
+                if wall_ns < state.trial_until:
+                    continue                    # on trial: planned as measured
+                if index not in starved:
+                    del self.left_out[domain.cpus]      # the trial showed it is worth a thread
+                    continue
+                state.retry_windows = min(2 * state.retry_windows, MAX_RETRY_WINDOWS)
+                state.retry_at = wall_ns + state.retry_windows * window
+                state.trial_until = None
+            elif index not in starved:
+                self.left_out.pop(domain.cpus, None)    # its other work dropped: back
+                continue
+            elif state is None:
+                state = self.left_out[domain.cpus] = _LeftOut(wall_ns + RETRY_WINDOWS * window)
+            elif wall_ns >= state.retry_at:
+                state.trial_until = wall_ns + TRIAL_WINDOWS * window
+                continue
+            capacities[index] = 0.0
 
     def _read(self, wall_ns):
         """Each CPU's busy share over the load window, {cpu: CPUs}; None
@@ -129,6 +182,17 @@ class CapacityMeter:
             # is a tenth of a CPU, a whole step of the dead band.
             return None
         return busy_shares(base, times, span)
+
+
+class _LeftOut:
+    """A domain left out of the plan: when to try it again."""
+
+    __slots__ = ("retry_at", "retry_windows", "trial_until")
+
+    def __init__(self, retry_at):
+        self.retry_at = retry_at            # wall ns of the next trial
+        self.retry_windows = RETRY_WINDOWS  # load windows from a failed trial to the next
+        self.trial_until = None             # wall ns the current trial ends, None: none on
 
 
 def weighed(domains, capacities):

@@ -203,11 +203,14 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         what other work leaves of its CPUs, from the CPU the program's
         threads received there over the load window."""
         received = [0.0] * len(self.domains)
+        loads = []
         for thread in self.threads.values():
             if thread.domain is not None and thread.cpu is not None:
                 received[thread.domain] += thread.cpu
+            if thread.load is not None and not thread.unmovable and thread.eligible:
+                loads.append(thread.load)
         self.domains = weighed(self.domains, self.capacity_meter.update(
-            self.domains, received, time.monotonic_ns()))
+            self.domains, received, time.monotonic_ns(), loads))
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are

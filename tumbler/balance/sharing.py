@@ -36,7 +36,8 @@ Demand.  What the program's threads want: the sum of their loads as
 demand (CPU time plus run-queue wait, each capped at one CPU:
 engine.window), so that a program squeezed onto few CPUs still shows what
 it would use.  A thread not yet measured counts as one busy CPU, as
-initial placement assumes.  Hardware counters (LLC misses per cycle) feed
+initial placement assumes.  Hardware counters (LLC misses per cycle over
+the interval since the last check, ``counters``: an llc.LlcMeter) feed
 the paper's memory model where the platform has them; without them (this
 VM has no PMU) the model stands on demand alone (engine/share.py).
 """
@@ -84,7 +85,7 @@ class SpaceSharing:
         self.policy = policy
         self.tolerance = tolerance
         self.log = log or (lambda message: None)
-        self.counters = counters        # key -> LLC misses per cycle, or None (no PMU)
+        self.counters = counters        # llc.LlcMeter, or None: demand alone
         self.pools = {}                 # tuple of domains -> _Pool
         self.repartitions = 0
         self._next_check = None
@@ -109,10 +110,17 @@ class SpaceSharing:
             if member is None:
                 continue
             pool.members.remove(member)
+            if self.counters is not None:
+                self.counters.forget(key)
             if not pool.members:
                 del self.pools[domains]
             else:
                 self._partition(pool, "%s left" % member.name)
+
+    def close(self):
+        """Release the counters (every exit path of a space-shared run)."""
+        if self.counters is not None:
+            self.counters.close()
 
     def cpus_of(self, key):
         """The CPUs the program was given, None while it has its whole pool."""
@@ -193,8 +201,9 @@ class SpaceSharing:
         for member, demand, value in zip(pool.members, demands, predicted):
             cpus = frozenset().union(*(pool.units[u] for u in proposal[member.key]))
             self._give(member, cpus, pool)
-            parts.append("%s CPUs %s (demand %.1f, predicted QoS %.2f)"
-                         % (member.name, format_cpulist(cpus), demand.demand,
+            llc = "" if demand.llc is None else ", LLC misses/cycle %.4f" % demand.llc
+            parts.append("%s CPUs %s (demand %.1f%s, predicted QoS %.2f)"
+                         % (member.name, format_cpulist(cpus), demand.demand, llc,
                             value))
         self.log("space sharing (%s, %s): %s" % (self.policy, why, "; ".join(parts)))
 
@@ -215,7 +224,8 @@ class SpaceSharing:
             wanted = 0.0
             for thread in member.controller.threads.values():
                 wanted += 1.0 if thread.load is None else min(max(thread.load, 0.0), 1.0)
-            llc = self.counters(member.key) if self.counters is not None else None
+            llc = None if self.counters is None else \
+                self.counters.rate(member.key, member.controller)
             demands.append(ProgramDemand(member.key, wanted, member.weight, llc))
         return demands
 

@@ -76,7 +76,10 @@ Measured per run:
 ``--background CMD`` (repeatable; one string, split as a shell would,
 without expansion): started before every run of every policy alike, in a
 session of its own, and killed with SIGKILL (with whatever it started in
-that session) and reaped after the run -- e.g. ``--background "taskset -c
+that session) and reaped after the run, on Linux with everything it
+started in that session (compare is their subreaper while they run:
+PR_SET_CHILD_SUBREAPER, so the next run never starts beside a dying
+one) -- e.g. ``--background "taskset -c
 1 sh -c 'while :; do :; done'"``, a CPU hog pinned on CPU 1.  It is never
 balanced: tumbler runs attach to or start only compare's programs.  Its
 stdout goes to /dev/null; its stderr is shown if it ends early.  A
@@ -720,6 +723,8 @@ class Background:
     def start(self):
         """Start every command: None, or (status, why) when one cannot be
         started (those already started are stopped again)."""
+        if self.commands:
+            _adopt_orphans(True)
         for command in self.commands:
             err = tempfile.TemporaryFile()
             try:
@@ -754,9 +759,36 @@ class Background:
             except (ProcessLookupError, PermissionError):
                 pass
             process.wait()
+            # SIGKILL is delivered, not done: what the command started may
+            # still run for a moment.  Orphaned, those are compare's own
+            # children now (_adopt_orphans): wait for every one of the group.
+            while True:
+                try:
+                    os.waitpid(-process.pid, 0)
+                except ChildProcessError:
+                    break
             err.close()
+        if self._running:
+            _adopt_orphans(False)
         self._running = []
         return failure
+
+
+_PR_SET_CHILD_SUBREAPER = 36     # include/uapi/linux/prctl.h
+
+
+def _adopt_orphans(adopt):
+    """Linux: make compare the subreaper of what it starts (``adopt``), so
+    the background commands' orphans can be waited for, and stop being one
+    once they are (``Background.stop``).  Elsewhere, or if refused, they
+    are only killed."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(adopt), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _ended(process):

@@ -283,6 +283,7 @@ def run_space_shared(settings, pids):
     its own (balance/sharing.py) and is balanced inside them by a
     controller of its own, as the service does; all are handed back at
     the end, whatever ends it."""
+    from ..balance.llc import LlcMeter
     from ..balance.sharing import SpaceSharing, run_shared
     from ..balance.targets import allowed_union
     from ..platform.priority import raise_priority
@@ -323,7 +324,7 @@ def run_space_shared(settings, pids):
         raise
     say = (lambda message: None) if settings["quiet"] else \
         (lambda message: print("tumbler: " + message, file=sys.stderr))
-    sharing = SpaceSharing(settings["share_policy"], log=say)
+    sharing = SpaceSharing(settings["share_policy"], log=say, counters=LlcMeter(first, say))
     started, cpu_before, deadline = _begin(programs[0][1], settings)
     reason = "error"
     live = []
@@ -373,6 +374,7 @@ def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, rea
         failed += controller.restore_all()
         for observer in controller.observers:
             observer.close()
+    sharing.close()
     waiter.close()
     if failed and programs[0][1].journal is not None:
         print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
@@ -384,7 +386,9 @@ def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, rea
         record = {"wall_s": wall, "end_reason": reason, "own_cpu_s": cpu,
                   "unrestored": failed, "share": "space",
                   "share_policy": sharing.policy, "repartitions": sharing.repartitions,
-                  "programs": [dict(summary_record(c, wall, cpu, reason), pid=pid)
+                  "llc_counters_off": sharing.counters.off,
+                  "programs": [dict(summary_record(c, wall, cpu, reason), pid=pid,
+                                    llc_per_cycle=sharing.counters.rates.get(pid))
                                for pid, c in programs]}
         _write_summary(summary_out, record)
     if not settings["quiet"]:

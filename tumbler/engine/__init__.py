@@ -8,13 +8,13 @@ a thread; the controller does that with the platform layer.
 * variation.py -- CV and the variation-interval table (paper Table IV).
 * wave.py      -- wave grouping (paper Algorithm 2), capacity units.
 * mapping.py   -- slots -> domains with the fewest migrations (Hungarian).
-* grouping.py  -- the tumbler policy: plan_tumbler, place_new.
+* grouping.py  -- the tumbler policy: plan_tumbler, place_new, left_out.
 * speed.py     -- speed balancing inside a domain.
 * policy.py    -- policy choice: decide, and quiet_verdict for quiet rounds.
 * window.py    -- the sums a quiet round decides on (``_window.c``: in C).
 """
 
-from .grouping import DEFAULT_TOLERANCE, place_new, plan_tumbler, spread
+from .grouping import DEFAULT_TOLERANCE, left_out, place_new, plan_tumbler, spread
 from .mapping import assign_slots, hungarian
 from .model import Domain, Move, Plan, ThreadLoad
 from .variation import DEFAULT_TABLE, VariationTable, cv
@@ -22,6 +22,6 @@ from .wave import capacity_units, sort_by_load, wave_groups, wave_slots
 
 __all__ = [
     "DEFAULT_TABLE", "DEFAULT_TOLERANCE", "Domain", "Move", "Plan", "ThreadLoad",
-    "VariationTable", "assign_slots", "capacity_units", "cv", "hungarian", "place_new",
-    "plan_tumbler", "sort_by_load", "spread", "wave_groups", "wave_slots",
+    "VariationTable", "assign_slots", "capacity_units", "cv", "hungarian", "left_out",
+    "place_new", "plan_tumbler", "sort_by_load", "spread", "wave_groups", "wave_slots",
 ]

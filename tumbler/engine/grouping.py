@@ -58,6 +58,12 @@ that vanished are simply absent from the input, so a plan never names them.
    threads spreads out in proportion to capacity instead of piling onto the
    currently lightest domain.
 
+Left-out domains.  A domain of capacity 0 gets no thread: wave grouping
+runs over the others, and threads on it are placed like new ones
+(``--capacity measured`` sets it, from ``left_out``: a domain other work
+keeps so busy that one thread there would get less than every thread gets
+without it; see that function).
+
 Cost.  This runs every interval over every thread (10,000 threads at a
 50 ms interval must not cost a CPU), so the per-thread work is done in
 C-level passes over columns of the input (``map``, ``compress``,
@@ -121,8 +127,10 @@ def _ordered_domains(domains: Sequence[Domain]) -> list[Domain]:
         raise ValueError("domain indices must be 0..%d without gaps or repeats, got %r"
                          % (len(ordered) - 1, indices))
     for domain in ordered:
-        if not domain.cpus or not domain.capacity > 0:
+        if not domain.cpus:
             raise ValueError("domain %d has no CPUs" % domain.index)
+    if not any(domain.capacity > 0 for domain in ordered):
+        raise ValueError("every domain is left out (capacity 0)")
     return ordered
 
 
@@ -309,9 +317,11 @@ def deviation(domain_loads: Sequence[float], capacities: Sequence[int]) -> float
 
 
 def _lightest_after_adding(candidates, load, domain_loads, capacities, preferred=None):
-    """Domain whose per-capacity load is least once ``load`` is added to it."""
-    return min(candidates, key=lambda d: ((domain_loads[d] + load) / capacities[d],
-                                          d != preferred, d))
+    """Domain whose per-capacity load is least once ``load`` is added to it
+    (a left-out domain, capacity 0, only when there is no other)."""
+    return min(candidates, key=lambda d: (
+        (domain_loads[d] + load) / capacities[d] if capacities[d] > 0 else math.inf,
+        d != preferred, d))
 
 
 def _assumed_load(thread: ThreadLoad, placed_mean: float) -> float:
@@ -360,6 +370,40 @@ def _placements(new_threads: list[ThreadLoad], placed: list[ThreadLoad],
         domain_loads[target] += assumed[tid]
         moves.append(Move(tid, thread.domain, target))
     return moves
+
+
+# -- left-out domains -------------------------------------------------------------
+
+def left_out(capacities: Sequence[float], loads: Sequence[float]) -> frozenset[int]:
+    """The domains (by index) a plan should leave out: those too busy with
+    other work to give one thread what it would get elsewhere.
+
+    Wave grouping gives every domain at least one slot: a thread at least.
+    A thread on domain d (measured capacity c, CPUs) gets at most c; left
+    out, the other domains carry every thread, and each of the n threads
+    gets min(C - c, L) / n, where C is the capacity of all the domains and
+    L the threads' summed load (each at most one CPU, so never more than a
+    CPU each).  A program that meets at barriers runs at the pace of its
+    slowest thread, so d is left out when c < min(C - c, L) / n: at a
+    capacity of 0.1 CPU (a high-priority hog keeps the rest), four threads
+    on two one-CPU domains are better off sharing the other CPU at 0.25
+    each.  Least capacity first, again after each one left out (C shrinks);
+    the last domain is never left out.  A domain of at least one CPU never
+    is (min(C - c, L) / n <= 1): CPU counts plan exactly as before.
+    """
+    count = len(loads)
+    total_load = math.fsum(_effective_load(load) for load in loads)
+    remaining = math.fsum(capacities)
+    out = []
+    for index in sorted(range(len(capacities)), key=lambda i: (capacities[i], i)):
+        if len(out) == len(capacities) - 1 or count == 0:
+            break
+        capacity = capacities[index]
+        if capacity * count >= min(remaining - capacity, total_load):
+            break
+        out.append(index)
+        remaining -= capacity
+    return frozenset(out)
 
 
 # -- the two candidate assignments -------------------------------------------------
@@ -525,15 +569,21 @@ def _moves(threads: list[ThreadLoad], columns: _Columns,
     return moves
 
 
-def _placement_note(threads: list[ThreadLoad], arriving: list[ThreadLoad]) -> str:
-    new = sum(1 for thread in arriving if thread.domain is None)
-    evicted = len(arriving) - new       # placed, but on a domain it may no longer use
+def _placement_note(threads: list[ThreadLoad], arriving: list[ThreadLoad],
+                    moved_off: int = 0) -> str:
+    """``moved_off``: how many of the threads without a domain were on a
+    left-out domain (see _plan_around_left_out), not new."""
+    new = sum(1 for thread in arriving if thread.domain is None) - moved_off
+    evicted = len(arriving) - new - moved_off   # placed, but on a domain it may no longer use
     notes = []
     if new:
         notes.append("placed %d new thread%s" % (new, "" if new == 1 else "s"))
     if evicted:
         notes.append("moved %d thread%s off ineligible domains"
                      % (evicted, "" if evicted == 1 else "s"))
+    if moved_off:
+        notes.append("moved %d thread%s off left-out domains"
+                     % (moved_off, "" if moved_off == 1 else "s"))
     return "; " + ", ".join(notes) if notes else ""
 
 
@@ -621,9 +671,65 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
             or not math.isfinite(tolerance) or tolerance < 0):
         raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
     ordered = _ordered_domains(domains)
-    capacities = [domain.capacity for domain in ordered]
     threads = list(threads)
     columns = _checked_columns(threads, len(ordered))
+    if any(domain.capacity == 0 for domain in ordered):
+        return _plan_around_left_out(threads, columns, ordered, table, tolerance)
+    return _plan(threads, columns, ordered, table, tolerance)
+
+
+def _plan_around_left_out(threads: list[ThreadLoad], columns: _Columns,
+                          ordered: list[Domain], table: VariationTable,
+                          tolerance: float) -> Plan:
+    """plan_tumbler with left-out domains (capacity 0, see ``left_out``):
+    the plan of the other domains, numbered 0.. among themselves, in which
+    the threads on a left-out domain need a domain like new ones; mapped
+    back to the real indices.  A thread that may use only left-out domains
+    stays where it is (or goes to the first it may use): leaving a domain
+    out is our preference, the thread's affinity is not ours to widen."""
+    usable = [domain for domain in ordered if domain.capacity > 0]
+    real = [domain.index for domain in usable]          # planned index -> real
+    planned_index = {index: i for i, index in enumerate(real)}
+    planned, stuck, moved_off = [], {}, 0
+    for thread in threads:
+        eligible = thread.eligible
+        if eligible is not None:
+            eligible = frozenset(planned_index[d] for d in eligible if d in planned_index)
+            if not eligible:
+                may_use = _eligible_domains(thread, len(ordered))
+                stuck[thread.tid] = (thread.domain if thread.domain in may_use
+                                     else may_use[0] if may_use else thread.domain)
+                continue
+        domain = planned_index.get(thread.domain)
+        if domain is None and thread.domain is not None:
+            moved_off += 1
+        planned.append(ThreadLoad(thread.tid, thread.load, domain, eligible))
+    sub = _plan(planned, _checked_columns(planned, len(usable)),
+                [Domain(i, domain.cpus, domain.measured) for i, domain in enumerate(usable)],
+                table, tolerance, moved_off)
+    assignment = {tid: None if domain is None else real[domain]
+                  for tid, domain in sub.assignment.items()}
+    assignment.update(stuck)
+    moves = [Move(thread.tid, thread.domain, assignment[thread.tid]) for thread in threads
+             if assignment[thread.tid] != thread.domain]
+    moves.sort(key=_TID)
+    effective = _effective_loads(columns)
+    left = [domain.index for domain in ordered if domain.capacity == 0]
+    return Plan(moves=moves, assignment=assignment, thread_cv=sub.thread_cv,
+                interval_ms=sub.interval_ms, regroup=sub.regroup,
+                domain_loads=_column_sums(effective, columns.domains, len(ordered)),
+                predicted_loads=_summed_loads(assignment, dict(zip(columns.tids, effective)),
+                                              len(ordered)),
+                spread_before=sub.spread_before, spread_after=sub.spread_after,
+                reason="domain%s %s left out; %s" % (
+                    "" if len(left) == 1 else "s", ",".join(map(str, left)), sub.reason))
+
+
+def _plan(threads: list[ThreadLoad], columns: _Columns, ordered: list[Domain],
+          table: VariationTable, tolerance: float, moved_off: int = 0) -> Plan:
+    """plan_tumbler on checked input, every domain of some capacity;
+    ``moved_off``: see _placement_note."""
+    capacities = [domain.capacity for domain in ordered]
     if len(ordered) < 2 and None not in columns.domains:
         return _single_domain_plan(columns, table)
     effective = _effective_loads(columns)
@@ -656,7 +762,7 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
         # summed, and nobody moves -- the usual round is this cheap.
         kept = dict(zip(columns.tids, columns.domains))
         kept_loads, spread_kept, kept_moves = list(domain_loads), spread_before, []
-    note = _placement_note(threads, arriving)
+    note = _placement_note(threads, arriving, moved_off)
     deviation_kept = deviation(kept_loads, capacities)
     if keeps_groups(len(ordered), deviation_kept, tolerance):
         return plan(kept, kept_loads, spread_kept, False, _kept_groups_reason(

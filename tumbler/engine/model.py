@@ -29,7 +29,8 @@ from ..records import record
 class _DomainFields:
     index: int
     cpus: frozenset[int]
-    measured: float | None = None   # capacity measured (balance/capacity.py), None: CPUs
+    measured: float | None = None   # capacity measured (balance/capacity.py), None: CPUs,
+                                    # 0: left out (no thread is planned there)
 
 
 class Domain(_DomainFields):
@@ -43,15 +44,16 @@ class Domain(_DomainFields):
 
     def __new__(cls, index, cpus, measured=None):
         cpus = frozenset(cpus)
-        if measured is not None and not 0 < measured <= len(cpus):
-            raise ValueError("domain %d: a measured capacity must be in (0, %d], not %r"
+        if measured is not None and not 0 <= measured <= len(cpus):
+            raise ValueError("domain %d: a measured capacity must be in [0, %d], not %r"
                              % (index, len(cpus), measured))
         return tuple.__new__(cls, (index, cpus, measured))
 
     @property
     def capacity(self):
         """The weight of the domain's share of load: how many CPUs it offers
-        (an int), or what other work leaves of them (a float, ``measured``)."""
+        (an int), or what other work leaves of them (a float, ``measured``;
+        0.0: too little for a thread, the domain is left out of the plan)."""
         return len(self.cpus) if self.measured is None else self.measured
 
 

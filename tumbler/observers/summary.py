@@ -71,6 +71,7 @@ def summary_record(controller, wall_s, cpu_s, end_reason):
 def shared_summary_lines(programs, sharing, wall_s, cpu_s, end_reason):
     """The summary of a space-shared run (``--share space``): each
     program's lines, named by PID, then tumbler's own cost once."""
+    counters = sharing.counters
     lines = ["ran %.1f s (%s): %d programs sharing in space (%s), %d partitions"
              % (wall_s, end_reason, len(programs), sharing.policy, sharing.repartitions)]
     for pid, controller in programs:
@@ -80,6 +81,9 @@ def shared_summary_lines(programs, sharing, wall_s, cpu_s, end_reason):
         lines.append("PID %d: %s" % (pid, own[0].split(": ", 1)[1]))
         lines += ["PID %d: %s" % (pid, line) for line in own[1:-1]
                   if not line.startswith(("loop priority", "start-up took"))]
+        rate = counters.rates.get(pid) if counters is not None else None
+        if rate is not None:
+            lines.append("PID %d: LLC misses per cycle %.4f at the last check" % (pid, rate))
     lines += [line for line in summary_lines(programs[0][1], wall_s, cpu_s, end_reason)
               if line.startswith(("loop priority", "start-up took", "own CPU time"))]
     return lines

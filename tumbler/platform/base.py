@@ -333,6 +333,16 @@ class Backend:
         (balance/capacity.py).  Default: the OS cannot tell."""
         raise Unsupported("this platform cannot read per-CPU busy time")
 
+    def program_counters(self, pid):
+        """Hardware counters of one program's threads: an object with
+        ``add(tid)`` (False if the thread is gone), ``forget(tid)``,
+        ``read()`` -> cumulative (LLC misses, cycles) and ``close()``;
+        what space sharing's memory model reads (balance/llc.py).
+        Unsupported where the OS or the machine cannot count one
+        program's threads, AccessDenied without the privilege (both may
+        come from the first ``add`` instead).  Default: unsupported."""
+        raise Unsupported("no hardware counters: this platform cannot count one program")
+
     def may_use(self, pid):
         """The CPUs ``pid`` may be given by default: on-line, not isolated,
         within its cgroup's cpuset where the OS has one.  A process whose

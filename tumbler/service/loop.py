@@ -50,6 +50,7 @@ import time
 from .. import __version__
 from ..balance.controller import SLACK_S, Controller
 from ..balance.domains import choose_domains
+from ..balance.llc import LlcMeter
 from ..balance.sharing import SpaceSharing
 from ..engine.policy import make_policy
 from ..engine.speed import SpeedParams
@@ -187,6 +188,8 @@ class Service:
         failed = 0
         for program in list(self.programs.values()):
             failed += self._drop(program, "service stopping", quiet=True)
+        if self.sharing is not None:
+            self.sharing.close()
         return failed
 
     def _drop(self, program, why, quiet=False):
@@ -343,8 +346,10 @@ class Service:
         sharing = config.sharing
         if sharing["mode"] != "space":
             return None
-        return SpaceSharing(sharing["policy"], sharing["tolerance"],
-                            log=lambda message: self.log(INFO, message))
+        def say(message):
+            self.log(INFO, message)
+        return SpaceSharing(sharing["policy"], sharing["tolerance"], log=say,
+                            counters=LlcMeter(self.backend, say))
 
     def _policy(self, rule):
         balancing = self.config.balancing

@@ -352,6 +352,12 @@ class IllumosBackend(Backend):
             except OSError:
                 pass
 
+    def program_counters(self, pid):
+        """Always Unsupported: libcpc counts another process's LWPs only
+        by stopping it (counters.py)."""
+        from .counters import ProgramCounters
+        return ProgramCounters(pid)
+
     def cpu_times(self):
         """The ``cpu:<id>:sys`` kstats' user, kernel and idle nanoseconds
         (kstat.cpu_times_from_sys).  illumos has no steal time of its own;

@@ -602,6 +602,12 @@ class LinuxBackend(Backend):
             raise Unsupported("cannot read %s/stat: no cpuN lines" % self.proc)
         return times
 
+    def program_counters(self, pid):
+        """perf_event_open groups of cycles and LLC misses per thread
+        (counters.py); the first ``add`` says whether the PMU has them."""
+        from .counters import ProgramCounters
+        return ProgramCounters(pid)
+
     def reserved_cpus(self):
         """/sys/devices/system/cpu/isolated (isolcpus=) and nohz_full."""
         found = []
