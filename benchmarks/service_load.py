@@ -43,6 +43,8 @@ def main():
     parser.add_argument("--demand", type=float, default=0.04,
                         help="CPUs each program asks in all (default 0.04: 20 programs "
                              "want 0.8 of this VM's 2)")
+    parser.add_argument("--capacity", choices=("measured", "cpus"), default=None,
+                        help="balancing.defaults.capacity (default: tumbler's)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="tumbler-service-load-")
     crowd = os.path.join(work, "crowd")
@@ -59,6 +61,8 @@ def main():
     with open(config, "w") as f:
         f.write("service:\n  socket: %s\nprograms:\n  - name: crowd\n    match: {cmdline: %s}\n"
                 "    domains: \"%s\"\n" % (socket, json.dumps(crowd), args.domains))
+        if args.capacity:
+            f.write("balancing:\n  defaults:\n    capacity: %s\n" % args.capacity)
     env = dict(os.environ, TUMBLER_STATE_DIR=os.path.join(work, "state"))
     command = [TUMBLER, "service", "--config", config]
     if args.profile:

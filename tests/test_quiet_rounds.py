@@ -26,6 +26,10 @@ class ColumnBackend(ScriptedBackend):
     def __init__(self):
         super().__init__()
         self.column_reads = 0
+        self.busy = {0: 0, 1: 0}        # per CPU: busy ns, as /proc/stat counts it
+
+    def cpu_times(self):
+        return {cpu: (busy, self.now) for cpu, busy in self.busy.items()}
 
     def columns_reader(self, pid, tids):
         tids = list(tids)
@@ -40,19 +44,31 @@ class ColumnBackend(ScriptedBackend):
         return reader
 
 
-def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300):
+def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300, other=None):
     """Run ``script`` (a list of (ms, {tid: share}, {tid: wait share}, born,
     gone)) and return every round's decision as plain data, the threads'
-    numbers at the end and the run's stats."""
+    numbers at the end and the run's stats.  ``other``: --capacity
+    measured, with other work on the CPUs, a function of the step's
+    number giving {cpu: busy share} (domain i is CPU i)."""
     backend = ColumnBackend()
     for tid in range(101, 109):
         backend.run(tid, 0)
     choice = DomainChoice("explicit", tuple(frozenset(d) for d in domains), "test")
     controller = Controller(backend, NullBinder(), make_policy(policy), choice,
-                            load_window_ms=window_ms, quiet_rounds=quiet)
+                            load_window_ms=window_ms, quiet_rounds=quiet,
+                            capacity="cpus" if other is None else "measured")
     controller.add_target(PID)
     rounds = []
-    for ms, busy, waiting, born, gone in script:
+    for step, (ms, busy, waiting, born, gone) in enumerate(script):
+        if other is not None:
+            # Each CPU busy with the other work and the threads placed on
+            # it (a thread not placed yet runs on CPU 0).
+            for cpu, share in other(step).items():
+                backend.busy[cpu] += round(share * ms * MS)
+            for tid, share in busy.items():
+                thread = controller.threads.get((PID, tid))
+                cpu = thread.domain if thread is not None and thread.domain is not None else 0
+                backend.busy[cpu] += round(share * ms * MS)
         backend.now += ms * MS
         for tid in born:
             backend.run(tid, 0, start=tid + 1000)
@@ -71,7 +87,8 @@ def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300):
             "moves": plan.moves, "pins": decision.pins, "reason": plan.reason,
             "notes": decision.notes, "engaged": decision.engaged,
             "cv": plan.thread_cv, "loads": plan.domain_loads, "spread": plan.spread_before,
-            "assignment": dict(plan.assignment)})
+            "assignment": dict(plan.assignment),
+            "capacities": [d.capacity for d in controller.domains]})
     controller._leave_quiet()
     threads = {tid: (t.start, t.load, t.runnable, t.exec_ns, t.wall_ns, t.prev_wall,
                      t.prev_run, t.domain)
@@ -80,6 +97,8 @@ def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300):
 
 
 def compare(script, **options):
+    """Run ``script`` with and without quiet rounds: every decision the
+    same; returns which rounds were quiet."""
     quiet_rounds, quiet_threads, quiet_stats = run_script(script, True, **options)
     full_rounds, full_threads, full_stats = run_script(script, False, **options)
     assert full_stats.quiet == 0
@@ -110,6 +129,22 @@ def test_steady_program_gets_quiet_rounds_deciding_as_full_ones():
     # in the round before); then every round is quiet.
     assert quiet[:2] == [False, False]
     assert all(quiet[3:]), quiet
+
+
+def test_steady_other_work_keeps_rounds_quiet_with_measured_capacity():
+    """Other work takes 0.4 of CPU 1: the domains are weighed 1 : 0.6, the
+    8 threads of 0.2 go 5 : 3, and quiet rounds weigh the domains so too,
+    deciding as full rounds do; when the other work ends, the capacity
+    moves back and full rounds weigh the domains anew."""
+    def other(step):
+        return {1: 0.4 if step < 15 else 0.0}
+    rounds, _, _ = run_script(steady(30), True, other=other)
+    assert rounds[12]["capacities"] == [1, pytest.approx(0.6)]
+    assert sorted(rounds[12]["assignment"].values()).count(1) == 3
+    assert rounds[-1]["capacities"] == [1, 1]
+    quiet = compare(steady(30), other=other)
+    assert any(quiet[5:15]) and any(quiet[20:]), quiet
+    assert not all(quiet[15:20]), quiet          # the change is a full round's
 
 
 def test_born_and_exited_threads_end_quiet_rounds():

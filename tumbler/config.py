@@ -30,7 +30,7 @@ example shows those defaults::
       binder: affinity
       share: time             # several -p programs: time or space
       share_policy: equal-qos
-      capacity: measured      # or cpus (see tumbler(8))
+      capacity: cpus          # or measured (see tumbler(8))
 """
 
 import os
@@ -90,8 +90,7 @@ class Config:
                 "discover_ms": None, "load_window_ms": None, "speed": None,
                 "level": "auto", "policy": "auto",
                 "binder": None,     # binder None: the platform's default
-                "share": "time", "share_policy": "equal-qos",
-                "capacity": "measured"}
+                "share": "time", "share_policy": "equal-qos", "capacity": "cpus"}
     __slots__ = tuple(DEFAULTS)
 
     def __init__(self, **values):

@@ -1,4 +1,4 @@
-"""Measured capacity (``--capacity measured``, the default; ``cpus`` counts CPUs):
+"""Measured capacity (``--capacity measured``; the default, ``cpus``, counts CPUs):
 how much of each domain's CPUs the managed program can have.
 
 Wave grouping gives each domain a share of the load in proportion to its
@@ -39,10 +39,12 @@ RETRY_WINDOWS windows, then after twice as long each time it fails, up to
 MAX_RETRY_WINDOWS.  A failed trial costs one thread's slow progress for
 those few windows.
 
-Cost: one read of /proc/stat per full round with two or more domains
-(a single domain has nothing to weigh and reads nothing), and per quiet
-round, which ends when a capacity leaves its CPU count (quiet rounds
-plan with CPU counts).
+Cost: one read of /proc/stat per round with two or more domains (a
+single domain has nothing to weigh and reads nothing).  A quiet round
+(quiet.py) weighs the domains as the full round before it did, and hands
+over to a full round when a capacity has moved since or a domain is left
+out: with other work that holds steady -- the other programs a service
+manages, a hog -- rounds stay quiet.
 """
 
 from collections import deque

@@ -170,7 +170,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         samples = self.sample_all()
         self.update_loads(samples)
         if self.capacity_meter is not None and len(self.domains) > 1:
-            self._weigh()
+            self._weigh(max((s.wall_ns for s in samples), default=None))
         # Threads outside every domain (no eligible domain) are left alone.
         measured = [t for t in self.threads.values()
                     if t.load is not None and not t.unmovable and t.eligible]
@@ -198,10 +198,11 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._roster = self._quiet_roster(samples, decision)
         return decision
 
-    def _weigh(self):
+    def _weigh(self, now_ns):
         """Measured capacity (balance/capacity.py): each domain weighed by
         what other work leaves of its CPUs, from the CPU the program's
-        threads received there over the load window."""
+        threads received there over the load window (``now_ns``: the
+        samples' clock, None if there were none)."""
         received = [0.0] * len(self.domains)
         loads = []
         for thread in self.threads.values():
@@ -209,8 +210,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
                 received[thread.domain] += thread.cpu
             if thread.load is not None and not thread.unmovable and thread.eligible:
                 loads.append(thread.load)
+        if now_ns is None:
+            now_ns = time.monotonic_ns()
         self.domains = weighed(self.domains, self.capacity_meter.update(
-            self.domains, received, time.monotonic_ns(), loads))
+            self.domains, received, now_ns, loads))
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are

@@ -10,10 +10,10 @@ mapping full rounds read) only when a full round asks.
 
 from __future__ import annotations
 
-import time
 from array import array
 
 from ..engine.policy import RUNNABLE_SHARE
+from ..engine.grouping import spread
 from ..engine.window import OUTSIDE, summarize_window
 from ..platform.base import NoSuchProcess
 from ..records import record
@@ -112,8 +112,8 @@ class QuietRounds:
         nothing, or None when the next round must be a full one too."""
         if len(samples) != 1 or len(self.targets) != 1 or self.placed_between_rounds:
             return None
-        if any(d.capacity != len(d.cpus) for d in self.domains):
-            return None     # quiet rounds plan with CPU counts (balance/capacity.py)
+        if not all(d.capacity for d in self.domains):
+            return None     # a domain left out (balance/capacity.py): full rounds
         sample = samples[0]
         if len(sample.threads) != len(self.threads):
             return None
@@ -153,12 +153,20 @@ class QuietRounds:
             return None
         summary = summarize_window(run, lat, columns[0], columns[1], now - base.wall_ns,
                                    roster.domain_of, self._capacities, RUNNABLE_SHARE)
+        capacities = self._capacities
         meter = self.capacity_meter
-        if meter is not None and len(self.domains) > 1 and any(
-                c != len(d.cpus) for c, d in zip(meter.update(
-                    self.domains, summary.domain_cpu, time.monotonic_ns()), self.domains)):
-            return None     # other work took some of a domain: weighed by a full round
-        verdict = self.policy.quiet_verdict(summary, self._capacities)
+        if meter is not None and len(self.domains) > 1:
+            # Weighed as the last full round weighed them, if that still
+            # holds; a capacity that moved, or a domain left out, is for a
+            # full round to weigh.
+            planned = [d.capacity for d in self.domains]
+            if meter.update(self.domains, summary.domain_cpu, now) != planned \
+                    or not all(planned):
+                return None
+            if any(d.measured is not None for d in self.domains):
+                capacities = planned
+                summary = summary._replace(spread=spread(summary.domain_loads, planned))
+        verdict = self.policy.quiet_verdict(summary, capacities)
         if verdict is None:
             return None
         for _ in range(start):

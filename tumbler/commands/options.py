@@ -25,8 +25,8 @@ BALANCING_OPTIONS = (
                  help="With --share space: equal-qos (default: equal slowdowns) or max-qos "
                       "(least total slowdown)."),
     click.option("--capacity", type=click.Choice(CAPACITY_CHOICES), default=None,
-                 help="A domain's weight: measured (default: its CPUs' time not taken "
-                      "by other work) or cpus (its CPU count)."),
+                 help="A domain's weight: cpus (default: its CPU count) or measured (its "
+                      "CPUs' time not taken by other work)."),
     click.option("--interval", "interval_ms", type=int, metavar="MS", default=None,
                  help="Fixed interval in ms instead of the variation-interval table."),
     click.option("--config", "config_path", metavar="FILE", default=None,
