@@ -271,17 +271,30 @@ def measured(procs, state, two_cpus, log, target, *options):
                        env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
 
 
+def hog(procs, duty, cpu, nice, percent):
+    """``duty`` busy ``percent``% of the time, pinned to ``cpu``, at ``nice``."""
+    def hogged():
+        os.sched_setaffinity(0, {cpu})
+        os.nice(nice)
+    return procs.start([duty, "600", str(percent)], preexec_fn=hogged)
+
+
+def stopped_and_restored(tumbler, target, cpus):
+    """SIGTERM ``tumbler``: it says the capacities it ended with, and every
+    thread of ``target`` has ``cpus`` again."""
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    assert "measured capacity at the end" in stderr, stderr
+    assert all(m == cpus for m in thread_masks(target.pid).values())
+
+
 @linux_root
 def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, tmp_path,
                                                     two_cpus):
     cpu_a, cpu_b = two_cpus
     both = frozenset(two_cpus)
 
-    def hogged():
-        os.sched_setaffinity(0, {cpu_b})
-        os.nice(-15)            # takes its 60% whatever the program does
-
-    hog = procs.start([duty, "600", "60"], preexec_fn=hogged)
+    hogging = hog(procs, duty, cpu_b, -15, 60)     # takes its 60% whatever the program does
     target = spinners(procs, spawner, both, 6)
     log = tmp_path / "run.jsonl"
     tumbler = measured(procs, state, two_cpus, log, target)
@@ -291,11 +304,8 @@ def test_a_hog_on_one_cpu_gets_fewer_threads_there(spawner, duty, procs, state, 
                timeout=20, what="the hogged CPU's capacity to drop")
     wait_until(lambda: split(target.pid, cpu_a, cpu_b) in ((4, 2), (5, 1)), timeout=20,
                what="more threads on the free CPU than beside the hog")
-    status, stderr = finish(tumbler, signal.SIGTERM)
-    assert status == 0, stderr
-    assert "measured capacity at the end" in stderr, stderr
-    assert all(m == both for m in thread_masks(target.pid).values())
-    hog.kill()
+    stopped_and_restored(tumbler, target, both)
+    hogging.kill()
 
 
 @linux_root
@@ -304,11 +314,7 @@ def test_a_cpu_a_high_priority_hog_keeps_is_left_out(spawner, duty, procs, state
     cpu_a, cpu_b = two_cpus
     both = frozenset(two_cpus)
 
-    def hogged():
-        os.sched_setaffinity(0, {cpu_b})
-        os.nice(-19)            # leaves a spinner beside it 1.5% of the CPU
-
-    hog = procs.start([duty, "600", "100"], preexec_fn=hogged)
+    hogging = hog(procs, duty, cpu_b, -19, 100)    # leaves a spinner beside it 1.5% of the CPU
     target = spinners(procs, spawner, both, 4)
     log = tmp_path / "run.jsonl"
     tumbler = measured(procs, state, two_cpus, log, target)
@@ -318,11 +324,8 @@ def test_a_cpu_a_high_priority_hog_keeps_is_left_out(spawner, duty, procs, state
                timeout=20, what="the hogged CPU to be left out")
     wait_until(lambda: split(target.pid, cpu_a, cpu_b) == (4, 0), timeout=20,
                what="every spinner on the free CPU")
-    status, stderr = finish(tumbler, signal.SIGTERM)
-    assert status == 0, stderr
-    assert "measured capacity at the end" in stderr, stderr
-    assert all(m == both for m in thread_masks(target.pid).values())
-    hog.kill()
+    stopped_and_restored(tumbler, target, both)
+    hogging.kill()
 
 
 @linux_root
