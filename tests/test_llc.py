@@ -248,3 +248,29 @@ def test_a_real_programs_threads_are_counted_as_they_come_and_go(monkeypatch):
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_counters_stop_short_of_the_file_limit():
+    """Two fds per thread, at most fd_budget in all: the program that would
+    pass it goes on without counters, its fds closed; the others keep theirs."""
+    backend = Recorded()
+    said = []
+    meter = LlcMeter(backend, said.append, fd_budget=6)
+    for leader in (701, 703, 901, 903):
+        backend.reads.queued[leader] = [group_read(100, 1, 1, 1)]
+    assert meter.rate(7, Program(7, [8, 80])) is None          # 4 fds
+    assert meter.rate(9, Program(9, [10, 11])) is None         # 4 more would be 8
+    assert len(backend.syscalls[9].calls) == 2                  # one group, then stopped
+    assert sorted(backend.closed) == [901, 902]
+    assert len(said) == 1 and "PID 9" in said[0] and "file limit" in said[0]
+    assert meter.off is None and meter._programs[7].counters is not None
+    meter.close()
+    assert sorted(backend.closed) == [701, 702, 703, 704, 901, 902]
+
+
+def test_the_default_fd_budget_is_a_share_of_the_soft_limit():
+    import resource
+    from tumbler.balance.llc import FD_SHARE
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    budget = LlcMeter(Recorded()).fd_budget
+    assert budget == (float("inf") if soft == resource.RLIM_INFINITY else int(soft * FD_SHARE))

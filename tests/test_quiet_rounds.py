@@ -147,6 +147,21 @@ def test_steady_other_work_keeps_rounds_quiet_with_measured_capacity():
     assert not all(quiet[15:20]), quiet          # the change is a full round's
 
 
+def test_a_left_out_domain_and_its_trial_are_for_full_rounds():
+    """A hog keeps 0.97 of CPU 1: its domain is left out, tried again after
+    RETRY_WINDOWS load windows, and -- the trial showing the same hog --
+    left out again.  Only full rounds run meanwhile (they alone end a
+    trial), deciding as they would without quiet rounds."""
+    from tumbler.balance.capacity import RETRY_WINDOWS, TRIAL_WINDOWS
+    steps = (RETRY_WINDOWS + TRIAL_WINDOWS + 5) * 3      # window 300 ms, steps of 100
+    rounds, _, _ = run_script(steady(steps), True, other=lambda step: {1: 0.97})
+    out = [r["capacities"][1] for r in rounds]
+    trial = [i for i, c in enumerate(out) if 0.0 < c < 1]
+    assert trial and out[trial[-1] + 1:] and all(c == 0.0 for c in out[trial[-1] + 1:]), out
+    assert not any(r["quiet"] for r in rounds[2:])
+    compare(steady(steps), other=lambda step: {1: 0.97})
+
+
 def test_born_and_exited_threads_end_quiet_rounds():
     script = (steady(6) + [(100, EVEN, {}, (120,), ())] + steady(6)
               + [(100, EVEN, {}, (), (120,))] + steady(6))

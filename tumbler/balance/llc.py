@@ -25,13 +25,21 @@ this VM:
   stops it -- platform/illumos/counters.py);
 * tumbler may not count (AccessDenied: the privilege is named).
 
-A program whose counters fail otherwise -- most likely EMFILE: two fds
-per thread, and a program of thousands of threads can exhaust the limit
--- goes on without them, said once; the others keep theirs.
+A program whose counters fail otherwise goes on without them, said
+once; the others keep theirs.  Counters take two fds per thread, and a
+program of thousands of threads could exhaust the file limit, which
+sampling needs too (a schedstat fd per thread): counters stop short of
+FD_SHARE of RLIMIT_NOFILE, as if the open had failed (EMFILE, should
+something else take the rest, fails the same way).
 """
+
+import resource
 
 from ..engine.share import llc_rate
 from ..platform.base import AccessDenied, PlatformError, Unsupported
+
+#: The share of the file limit (RLIMIT_NOFILE) counters may hold.
+FD_SHARE = 0.25
 
 
 class _Counted:
@@ -48,9 +56,10 @@ class LlcMeter:
     the last call, or None (no counters, or no interval yet).  ``key`` is
     the program's PID."""
 
-    def __init__(self, backend, log=None):
+    def __init__(self, backend, log=None, fd_budget=None):
         self.backend = backend
         self.log = log or (lambda message: None)
+        self.fd_budget = _fd_budget() if fd_budget is None else fd_budget
         self.off = None             # why counters are off for every program, None: on
         self.rates = {}             # key -> the last rate answered (kept after forget)
         self._programs = {}         # key -> _Counted
@@ -94,9 +103,19 @@ class LlcMeter:
         for tid in program.tids - tids:
             program.counters.forget(tid)
             program.tids.discard(tid)
-        for tid in tids - program.tids:
+        new = tids - program.tids
+        if not new:
+            return
+        fds = 2 * sum(len(p.tids) for p in self._programs.values())
+        for tid in new:
+            if fds + 2 > self.fd_budget:
+                raise PlatformError("counting %d more threads would take more than %d file "
+                                    "descriptors, %d%% of the file limit (RLIMIT_NOFILE)"
+                                    % (len(tids - program.tids), self.fd_budget,
+                                       100 * FD_SHARE))
             if program.counters.add(tid):
                 program.tids.add(tid)
+                fds += 2
 
     def _turn_off(self, exc):
         self.close()
@@ -113,3 +132,11 @@ class LlcMeter:
         self.rates.pop(key, None)
         self.log("space sharing: PID %s: LLC counters off, its model stands on demand "
                  "alone: %s" % (key, exc))
+
+
+def _fd_budget():
+    """FD_SHARE of the soft file limit (unlimited: no bound)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return float("inf")
+    return int(soft * FD_SHARE)

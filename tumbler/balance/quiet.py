@@ -10,10 +10,11 @@ mapping full rounds read) only when a full round asks.
 
 from __future__ import annotations
 
+import math
 from array import array
 
 from ..engine.policy import RUNNABLE_SHARE
-from ..engine.grouping import spread
+from ..engine.grouping import left_out, spread
 from ..engine.window import OUTSIDE, summarize_window
 from ..platform.base import NoSuchProcess
 from ..records import record
@@ -112,8 +113,9 @@ class QuietRounds:
         nothing, or None when the next round must be a full one too."""
         if len(samples) != 1 or len(self.targets) != 1 or self.placed_between_rounds:
             return None
-        if not all(d.capacity for d in self.domains):
-            return None     # a domain left out (balance/capacity.py): full rounds
+        meter = self.capacity_meter
+        if meter is not None and meter.left_out:
+            return None     # a domain left out or on trial (balance/capacity.py): full rounds
         sample = samples[0]
         if len(sample.threads) != len(self.threads):
             return None
@@ -157,11 +159,14 @@ class QuietRounds:
         meter = self.capacity_meter
         if meter is not None and len(self.domains) > 1:
             # Weighed as the last full round weighed them, if that still
-            # holds; a capacity that moved, or a domain left out, is for a
-            # full round to weigh.
+            # holds.  For a full round to weigh: a capacity that moved, a
+            # domain left out or on trial (only full rounds end a trial),
+            # or one the threads' load now says to leave out.
             planned = [d.capacity for d in self.domains]
-            if meter.update(self.domains, summary.domain_cpu, now) != planned \
-                    or not all(planned):
+            if meter.left_out or meter.update(self.domains, summary.domain_cpu, now) != planned:
+                return None
+            count = sum(summary.threads)
+            if count and left_out(planned, [math.fsum(summary.domain_loads) / count] * count):
                 return None
             if any(d.measured is not None for d in self.domains):
                 capacities = planned

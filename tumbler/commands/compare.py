@@ -76,10 +76,10 @@ Measured per run:
 ``--background CMD`` (repeatable; one string, split as a shell would,
 without expansion): started before every run of every policy alike, in a
 session of its own, and killed with SIGKILL (with whatever it started in
-that session) and reaped after the run, on Linux with everything it
-started in that session (compare is their subreaper while they run:
-PR_SET_CHILD_SUBREAPER, so the next run never starts beside a dying
-one) -- e.g. ``--background "taskset -c
+its process group; what made a group of its own escapes) and reaped
+after the run, on Linux with all the group (compare is their subreaper
+while it kills them: PR_SET_CHILD_SUBREAPER, so the next run never
+starts beside a dying one) -- e.g. ``--background "taskset -c
 1 sh -c 'while :; do :; done'"``, a CPU hog pinned on CPU 1.  It is never
 balanced: tumbler runs attach to or start only compare's programs.  Its
 stdout goes to /dev/null; its stderr is shown if it ends early.  A
@@ -723,8 +723,6 @@ class Background:
     def start(self):
         """Start every command: None, or (status, why) when one cannot be
         started (those already started are stopped again)."""
-        if self.commands:
-            _adopt_orphans(True)
         for command in self.commands:
             err = tempfile.TemporaryFile()
             try:
@@ -744,44 +742,55 @@ class Background:
         """Kill and reap every command; return why the run fails (one had
         ended before) or None."""
         failure = None
-        for command, process, err in self._running:
-            status = _ended(process)
-            if status is not None and failure is None:
-                failure = ("background command `%s` ended during the run (exit status %d)"
-                           % (shlex.join(command), _exit_status(status)))
-                err.seek(0)
-                for line in err.read().decode(errors="replace").splitlines():
-                    click.echo(line, err=True)
-            try:
-                # Not reaped yet, so its PID (its session's process group)
-                # cannot have been reused.
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            process.wait()
-            # SIGKILL is delivered, not done: what the command started may
-            # still run for a moment.  Orphaned, those are compare's own
-            # children now (_adopt_orphans): wait for every one of the group.
-            while True:
-                try:
-                    os.waitpid(-process.pid, 0)
-                except ChildProcessError:
-                    break
-            err.close()
-        if self._running:
+        if not self._running:
+            return None
+        # Orphaned by the kill, what a command started is compare's own
+        # child (the subreaper's), so it can be waited for.
+        _adopt_orphans(True)
+        try:
+            for command, process, err in self._running:
+                status = _ended(process)
+                if status is not None and failure is None:
+                    failure = ("background command `%s` ended during the run (exit status %d)"
+                               % (shlex.join(command), _exit_status(status)))
+                    err.seek(0)
+                    for line in err.read().decode(errors="replace").splitlines():
+                        click.echo(line, err=True)
+                _kill_group(process)
+                err.close()
+        finally:
             _adopt_orphans(False)
-        self._running = []
+            self._running = []
         return failure
+
+
+def _kill_group(process):
+    """SIGKILL ``process``'s group and wait until every member is gone."""
+    try:
+        # Not reaped yet, so its PID (its session's process group) cannot
+        # have been reused.
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+    # SIGKILL is delivered, not done: what the command started may still
+    # run for a moment.  Orphaned, those are compare's children now
+    # (_adopt_orphans): wait for every one of the group.
+    while True:
+        try:
+            os.waitpid(-process.pid, 0)
+        except ChildProcessError:
+            break
 
 
 _PR_SET_CHILD_SUBREAPER = 36     # include/uapi/linux/prctl.h
 
 
 def _adopt_orphans(adopt):
-    """Linux: make compare the subreaper of what it starts (``adopt``), so
-    the background commands' orphans can be waited for, and stop being one
-    once they are (``Background.stop``).  Elsewhere, or if refused, they
-    are only killed."""
+    """Linux: make compare the subreaper of what it starts (``adopt``) while
+    ``Background.stop`` kills the background commands, so their orphans
+    can be waited for; then no longer.  Elsewhere, or if refused, they are
+    only killed."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
