@@ -14,7 +14,7 @@ import math
 from array import array
 
 from ..engine.policy import RUNNABLE_SHARE
-from ..engine.grouping import left_out, spread
+from ..engine.grouping import left_out_of_total, spread
 from ..engine.window import OUTSIDE, summarize_window
 from ..platform.base import NoSuchProcess
 from ..records import record
@@ -115,7 +115,9 @@ class QuietRounds:
             return None
         meter = self.capacity_meter
         if meter is not None and meter.left_out:
-            return None     # a domain left out or on trial (balance/capacity.py): full rounds
+            # A domain left out or on trial (balance/capacity.py): only full
+            # rounds change that state, so only they run meanwhile.
+            return None
         sample = samples[0]
         if len(sample.threads) != len(self.threads):
             return None
@@ -159,14 +161,14 @@ class QuietRounds:
         meter = self.capacity_meter
         if meter is not None and len(self.domains) > 1:
             # Weighed as the last full round weighed them, if that still
-            # holds.  For a full round to weigh: a capacity that moved, a
-            # domain left out or on trial (only full rounds end a trial),
-            # or one the threads' load now says to leave out.
+            # holds.  For a full round to weigh: a capacity that moved, or
+            # a domain the threads' load now says to leave out.  (No domain
+            # is out or on trial: no roster then, _quiet_roster.)
             planned = [d.capacity for d in self.domains]
-            if meter.left_out or meter.update(self.domains, summary.domain_cpu, now) != planned:
+            if meter.update(self.domains, summary.domain_cpu, now) != planned:
                 return None
-            count = sum(summary.threads)
-            if count and left_out(planned, [math.fsum(summary.domain_loads) / count] * count):
+            if left_out_of_total(planned, sum(summary.threads),
+                                 math.fsum(summary.domain_loads)):
                 return None
             if any(d.measured is not None for d in self.domains):
                 capacities = planned

@@ -391,8 +391,14 @@ def left_out(capacities: Sequence[float], loads: Sequence[float]) -> frozenset[i
     the last domain is never left out.  A domain of at least one CPU never
     is (min(C - c, L) / n <= 1): CPU counts plan exactly as before.
     """
-    count = len(loads)
-    total_load = math.fsum(_effective_load(load) for load in loads)
+    return left_out_of_total(capacities, len(loads),
+                             math.fsum(_effective_load(load) for load in loads))
+
+
+def left_out_of_total(capacities: Sequence[float], count: int,
+                      total_load: float) -> frozenset[int]:
+    """``left_out`` from the threads' number and summed load alone (what
+    it depends on), as a quiet round has them."""
     remaining = math.fsum(capacities)
     out = []
     for index in sorted(range(len(capacities)), key=lambda i: (capacities[i], i)):
