@@ -10,8 +10,10 @@ CPU by what is left of it instead.  Here:
 
     other(d)    = busy time of d's CPUs (Backend.cpu_times: /proc/stat,
                   steal included; illumos cpu::sys kstats)
-                  - CPU time the program's threads in d received,
-                  both over the load window;
+                  - CPU time the program's threads in d received
+                  - tumbler's own CPU time there (booked to the CPU it
+                    measures on, Backend.current_cpu; not on illumos),
+                  all over the load window;
     capacity(d) = CPUs(d) - other(d)
 
 Smoothed, twice: over the load window (the same one thread loads are
@@ -47,6 +49,7 @@ out: with other work that holds steady -- the other programs a service
 manages, a hog -- rounds stay quiet.
 """
 
+import time
 from collections import deque
 
 from ..engine.grouping import left_out
@@ -92,11 +95,14 @@ class CapacityMeter:
     time over the load window.  ``backend.cpu_times()`` is read once per
     ``update``; the clock is the caller's (monotonic ns of its sample)."""
 
-    def __init__(self, backend, window_ns, warn=None):
+    def __init__(self, backend, window_ns, warn=None, own_ns=time.process_time_ns):
         self.backend = backend
         self.window_ns = window_ns
         self.warn = warn
-        self.readings = deque()         # (wall_ns, Backend.cpu_times()), oldest first
+        self.own_ns = own_ns            # tumbler's own CPU time so far (ns)
+        self._own_last = own_ns()
+        self._own_booked = {}           # CPU -> tumbler's own ns booked there so far
+        self.readings = deque()         # (wall_ns, CPU times less tumbler's own), oldest first
         self.other = {}                 # domain CPUs -> other work in use (CPUs, in steps)
         self.left_out = {}              # domain CPUs -> _LeftOut, while it is out or on trial
         self.failed = None              # why cpu_times cannot be read: measuring stopped
@@ -172,6 +178,7 @@ class CapacityMeter:
             if self.warn is not None and not isinstance(exc, Unsupported):
                 self.warn("capacity counted in CPUs from now on: %s" % exc)
             return None
+        times = self._less_own(times)
         readings = self.readings
         readings.append((wall_ns, times))
         # The base: the newest reading at least a window old (or the oldest).
@@ -184,6 +191,24 @@ class CapacityMeter:
             # is a tenth of a CPU, a whole step of the dead band.
             return None
         return busy_shares(base, times, span)
+
+
+    def _less_own(self, times):
+        """``times`` with tumbler's own CPU time taken out of the busy time:
+        what it used since the last reading is booked to the CPU it runs on
+        now, where the round that used most of it ran.  tumbler (and the
+        service, with all its programs) is no other work to plan around: at
+        a round every 50 ms with --log it is ~0.05 CPU, and with the
+        kernel's own it crossed the dead band of an otherwise idle CPU."""
+        own = self.own_ns()
+        spent, self._own_last = own - self._own_last, own
+        cpu = self.backend.current_cpu()
+        if cpu is not None and spent > 0:
+            self._own_booked[cpu] = self._own_booked.get(cpu, 0) + spent
+        booked = self._own_booked
+        if not booked:
+            return times
+        return {c: (busy - booked.get(c, 0), total) for c, (busy, total) in times.items()}
 
 
 class _LeftOut:

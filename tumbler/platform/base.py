@@ -333,6 +333,12 @@ class Backend:
         (balance/capacity.py).  Default: the OS cannot tell."""
         raise Unsupported("this platform cannot read per-CPU busy time")
 
+    def current_cpu(self):
+        """The CPU the calling thread runs on now, or None if the OS cannot
+        say: where measured capacity books tumbler's own CPU time
+        (balance/capacity.py).  Default: None."""
+        return None
+
     def program_counters(self, pid):
         """Hardware counters of one program's threads: an object with
         ``add(tid)`` (False if the thread is gone), ``forget(tid)``,

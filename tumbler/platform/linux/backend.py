@@ -138,6 +138,7 @@ _NO_TIDS = frozenset()
 _SCHEDSTAT_FD = attrgetter("schedstat_fd")
 _START = attrgetter("start")
 _NAME = attrgetter("name")
+_sched_getcpu = None         # libc's sched_getcpu, loaded on first use
 
 
 class LinuxBackend(Backend):
@@ -601,6 +602,15 @@ class LinuxBackend(Backend):
         if not times:
             raise Unsupported("cannot read %s/stat: no cpuN lines" % self.proc)
         return times
+
+    def current_cpu(self):
+        """sched_getcpu(3): a vDSO call, no system call on x86_64."""
+        global _sched_getcpu
+        if _sched_getcpu is None:
+            import ctypes
+            _sched_getcpu = ctypes.CDLL(None).sched_getcpu
+        cpu = _sched_getcpu()
+        return cpu if cpu >= 0 else None
 
     def program_counters(self, pid):
         """perf_event_open groups of cycles and LLC misses per thread
