@@ -3,7 +3,7 @@
 Layer order, one way only (ARCHITECTURE.md)::
 
     commands  ->  service  ->  balance, state, tracing, observers
-              ->  engine, platform  ->  errors, cpulist, config
+              ->  engine, platform  ->  errors, cpulist, config, safefile, escape
 
 ``engine`` imports nothing outside itself but ``tumbler.records`` (pure
 Python, no OS: the ``@record`` decorator for named tuples, which every
@@ -40,7 +40,8 @@ LAYERS = {
                  "observers", "service"},
     "top": {"commands", "platform", "leaf"},
 }
-LEAVES = {"tumbler.errors", "tumbler.cpulist", "tumbler.config"}
+LEAVES = {"tumbler.errors", "tumbler.cpulist", "tumbler.config", "tumbler.safefile",
+          "tumbler.escape"}
 
 
 def layer_of(module):

@@ -33,10 +33,6 @@ example shows those defaults::
       capacity: cpus          # or measured (see tumbler(8))
 """
 
-import os
-import stat
-
-
 from .errors import UsageError
 
 LEVEL_CHOICES = ("auto", "package", "numa", "llc", "core")
@@ -152,31 +148,21 @@ def located_error(path, text, exc):
 
 def read_config_file(path):
     """The bytes of a config file: a regular file of at most
-    MAX_CONFIG_BYTES (a FIFO or a device would block or never end)."""
+    MAX_CONFIG_BYTES (a FIFO or a device would block or never end),
+    belonging to root (or the user tumbler runs as) and not writable by
+    others, reached through directories only they can change, as sshd's
+    StrictModes asks (tumbler.safefile): a configuration decides which
+    programs root moves."""
+    from .safefile import TooLarge, UnsafePath, read_trusted
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_trusted(path, MAX_CONFIG_BYTES)
+    except TooLarge:
+        raise UsageError("bad config %s: larger than %d KiB" % (path, MAX_CONFIG_BYTES >> 10)) \
+            from None
+    except UnsafePath as exc:
+        raise UsageError("untrusted config %s" % exc) from None
     except OSError as exc:
         raise UsageError("cannot read config %s: %s" % (path, exc.strerror)) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError("cannot read config %s: not a regular file" % path)
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise UsageError("bad config %s: larger than %d KiB" % (path, MAX_CONFIG_BYTES >> 10))
-        chunks, size = [], 0
-        while size <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise UsageError("cannot read config %s: %s" % (path, exc.strerror)) from None
-    finally:
-        os.close(fd)
-    if size > MAX_CONFIG_BYTES:
-        raise UsageError("bad config %s: larger than %d KiB" % (path, MAX_CONFIG_BYTES >> 10))
-    return b"".join(chunks)
 
 
 def _yaml():

@@ -115,7 +115,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self.warn = warn or (lambda message: print("tumbler: warning: " + message,
                                                    file=sys.stderr))
         self.targets = []
-        self.followed = set()               # targets whose descendants are targets too
+        self.followed = {}                  # pid -> start token: targets whose
+                                            # descendants are targets too
         self._listed_pids = set()           # every process at the last look for them
         self._newest_pid = None             # Backend.newest_pid at that look
         self.placed_between_rounds = []     # initial placements, logged next round

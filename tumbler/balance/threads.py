@@ -54,12 +54,17 @@ class TrackedThread:
 class ThreadTracking:
     """Controller's job: the targets, their threads, and each thread's load."""
 
-    def add_target(self, pid, allowed=None, children=False):
+    def add_target(self, pid, allowed=None, children=False, start=None):
         """Start managing ``pid``.  ``allowed`` is the CPU set the process
         may use (default: the union of its threads' masks now).
         ``children``: its descendant processes are managed with it, as
-        they are found (``_look_at_new_processes``)."""
+        they are found (``_look_at_new_processes``).  ``start``: its start
+        token as the caller knew it -- NoSuchProcess, before anything is
+        changed, if ``pid`` names another process now."""
         sample = self.backend.sample(pid)
+        token = self.backend.process(pid).start if children or start is not None else None
+        if start is not None and token != start:
+            raise NoSuchProcess(pid)
         if allowed is None:
             allowed = allowed_union(self.backend, [pid])
         self.base_allowed[pid] = frozenset(allowed)
@@ -69,7 +74,7 @@ class ThreadTracking:
             pass
         self.targets.append(pid)
         if children:
-            self.followed.add(pid)
+            self.followed[pid] = token
         self._track(sample, place=True)
         if children:
             self._look_at_new_processes()
@@ -110,7 +115,7 @@ class ThreadTracking:
             for pid, parent in list(parents.items()):
                 if parent in self.followed and pid != me and pid not in self.base_allowed:
                     del parents[pid]
-                    if self._adopt(pid, parent):
+                    if self._adopt(pid, parent, self.followed[parent]):
                         found = True
                     else:
                         forked.add(parent)
@@ -120,11 +125,27 @@ class ThreadTracking:
             self._put_back_children(parent, [t for t in self.threads.values()
                                              if t.pid == parent and t.touched])
 
-    def _adopt(self, pid, parent):
+    def _adopt(self, pid, parent, parent_start):
         """Manage ``pid``, a child of the followed target ``parent``.  It
         may use what its threads' masks allow, except that a mask tumbler
         set (inherited from a bound thread) stands for the CPUs its parent
-        was allowed.  Returns whether it is managed now."""
+        was allowed.  Returns whether it is managed now.
+
+        PID reuse: ``parent`` must still be the process followed (its
+        start token ``parent_start``), ``pid`` must have started after it
+        and still be its child, and ``add_target`` checks ``pid`` is the
+        same process from these reads to its sample: an exited target's
+        PID taken by an unrelated process, or its child's, is never
+        adopted."""
+        try:
+            start = self.backend.process(pid).start
+            if (self.backend.process(parent).start != parent_start
+                    or self.backend.parent_of(pid) != parent
+                    or (start is not None and parent_start is not None
+                        and start < parent_start)):
+                return False
+        except NoSuchProcess:
+            return False
         try:
             allowed = frozenset().union(*(
                 self.base_allowed[parent] if mask in self._bound_masks else mask
@@ -140,7 +161,7 @@ class ThreadTracking:
                 return False
         self._leave_quiet()
         try:
-            self.add_target(pid, allowed, children=True)
+            self.add_target(pid, allowed, children=True, start=start)
         except NoSuchProcess:
             if self.journal is not None:
                 self.journal.release(pid)
@@ -227,6 +248,7 @@ class ThreadTracking:
                 samples.append(sample)
             except NoSuchProcess:
                 self.targets.remove(pid)
+                self.followed.pop(pid, None)    # its PID may name another process soon
                 self._drop_process(pid)
                 if self.journal is not None:
                     self.journal.release(pid)
@@ -377,6 +399,14 @@ class ThreadTracking:
                 # sampling may reuse the fds of threads that exited.
                 self._leave_quiet()
                 try:
-                    self._track(self.backend.sample(pid), place=True)
+                    sample = self.backend.sample(pid)
+                    # The PID may name another process now (the target
+                    # exited since the last round, its PID taken): its
+                    # "new threads" are not ours.  A fresh read of the
+                    # target's own kept stat fd tells; the next round
+                    # then drops it.
+                    if self.backend.process_state(pid, fresh=True)[0]:
+                        continue
+                    self._track(sample, place=True)
                 except NoSuchProcess:
                     continue

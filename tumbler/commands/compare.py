@@ -208,6 +208,7 @@ from ..balance.domains import choose_domains
 from ..errors import EXIT_FAILURE, TumblerError, UsageError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, Unmovable
+from ..safefile import checked_tempdir
 from .gate import Gate, check_command
 
 #: Policies compare runs itself; every other name is a ``tumbler --policy``.
@@ -640,7 +641,8 @@ def run_once(setup: RunSetup, policy: str, run: int) -> RunResult:
     placer = _placer(setup, policy)
     gate = Gate() if setup.probe_kinds else None
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.TemporaryDirectory(prefix="tumbler-compare-") as scratch:
+            tempfile.TemporaryDirectory(prefix="tumbler-compare-",
+                                        dir=checked_tempdir()) as scratch:
         summary_path = os.path.join(scratch, "summary.json")
         started = time.monotonic()
         try:
@@ -882,7 +884,8 @@ def _run_programs(setup, policy, commands) -> _Outcome:
     outcome = _Outcome()
     gates, outs, processes, tumbler = [], [], [], None
     with tempfile.TemporaryFile() as err, \
-            tempfile.TemporaryDirectory(prefix="tumbler-compare-") as scratch:
+            tempfile.TemporaryDirectory(prefix="tumbler-compare-",
+                                        dir=checked_tempdir()) as scratch:
         summary_path = os.path.join(scratch, "summary.json")
         try:
             for command in commands:

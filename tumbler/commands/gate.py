@@ -20,8 +20,9 @@ command is still reported by tumbler (127/126), not by the shell.
 import errno
 import os
 import shutil
-import tempfile
 import time
+
+from ..safefile import private_tempdir
 
 #: The gate: waits for one line on the FIFO ($0), then becomes CMD.
 GATE_SCRIPT = 'read _ < "$0"; exec "$@"'
@@ -47,7 +48,7 @@ class Gate:
     in the gate, ``open(alive)`` lets it go, ``close()`` removes the FIFO."""
 
     def __init__(self):
-        self._dir = tempfile.mkdtemp(prefix="tumbler-gate-")
+        self._dir = private_tempdir("tumbler-gate-")
         self.path = os.path.join(self._dir, "gate")
         os.mkfifo(self.path, 0o600)
         self.opened = False

@@ -44,9 +44,12 @@ def plot_command(log_path, output, tolerance, pid):
     rounds = one_program(read_log(log_path), pid, log_path)
     svg = render(rounds, tolerance, title=log_path if pid is None else
                  "%s, PID %d" % (log_path, pid))
+    from ..safefile import UnsafePath, open_output
     try:
-        with open(output, "w") as f:
+        with open_output(output) as f:
             f.write(svg)
+    except UnsafePath as exc:
+        raise TumblerError("cannot write: %s" % exc, EXIT_FAILURE) from None
     except OSError as exc:
         raise TumblerError("cannot write %s: %s" % (output, exc.strerror), EXIT_FAILURE)
     sys.exit(0)

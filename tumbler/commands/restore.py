@@ -33,8 +33,8 @@ import click
 from ..errors import EXIT_FAILURE, TumblerError, UsageError
 from ..platform import open_backend
 from ..platform.base import PlatformError
-from ..state import (Lock, StateError, list_states, read_state, remove_resources_of,
-                    restore_state, state_dir)
+from ..state import (Lock, StateError, checked_dir, list_states, read_state,
+                    remove_resources_of, restore_state, state_dir)
 
 
 @click.command("restore")
@@ -65,7 +65,10 @@ def _complain(line):
 
 def run_restore(pids, platform=None, directory=None):
     """Restore state files (all, or of ``pids``); return the exit status."""
-    directory = directory or state_dir()
+    # $TUMBLER_STATE_DIR is honoured only where it passes the checks every
+    # state directory does (tumbler.safefile): restore moves threads on
+    # what the files there say.
+    directory = checked_dir(directory or state_dir())
     files = []
     for pid in pids or [None]:
         files += list_states(directory, pid)

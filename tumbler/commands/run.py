@@ -124,11 +124,8 @@ def _observers(settings):
         tracer.check()                  # before any change: a missing bpftrace is exit 1
         observers.append(tracer)
     if settings["log_path"]:
-        from ..observers.runlog import RunLog
-        try:
-            log = RunLog(settings["log_path"])
-        except OSError as exc:
-            raise UsageError("cannot write log %s: %s" % (settings["log_path"], exc.strerror))
+        from ..observers.runlog import open_run_log
+        log = open_run_log(settings["log_path"])
         if tracer is not None:
             log.extra.append(tracer.log_fields)
         observers.append(log)
@@ -144,10 +141,13 @@ def _summary_file(settings):
     path = settings["summary_json"]
     if path is None:
         return None
+    from ..safefile import UnsafePath, open_output
     try:
-        return open(path, "w")
+        return open_output(path)
+    except UnsafePath as exc:
+        raise UsageError("cannot write summary: %s" % exc) from None
     except OSError as exc:
-        raise UsageError("cannot write summary %s: %s" % (path, exc.strerror))
+        raise UsageError("cannot write summary %s: %s" % (path, exc.strerror)) from None
 
 
 def _write_summary(out, record):
@@ -351,13 +351,10 @@ def _program_observers(settings, pid, first, started):
     of each program (with its ``pid``), as the service writes it."""
     observers = []
     if settings["log_path"]:
-        from ..observers.runlog import RunLog
-        try:
-            if first:       # emptied once; every program's log then appends (O_APPEND)
-                open(settings["log_path"], "w").close()
-            runlog = RunLog(settings["log_path"], append=True, started=started)
-        except OSError as exc:
-            raise UsageError("cannot write log %s: %s" % (settings["log_path"], exc.strerror))
+        from ..observers.runlog import open_run_log
+        if first:       # emptied once; every program's log then appends (O_APPEND)
+            open_run_log(settings["log_path"]).file.close()
+        runlog = open_run_log(settings["log_path"], append=True, started=started)
         runlog.extra.append(lambda controller: {"pid": pid})
         observers.append(runlog)
     if settings["verbose"]:

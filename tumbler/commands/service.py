@@ -26,8 +26,21 @@ def service_command(config_path, socket_path, check_path, log_path, verbose):
         config = load_service_config(check_path)
         click.echo("%s: good: %d rule(s) from %s" % (check_path, len(config.rules),
                                                      ", ".join(config.files) or "no file"))
+        for line in open_rules(config):
+            click.echo("tumbler: warning: " + line, err=True)
         sys.exit(0)
     sys.exit(run_service(config_path, socket_path, verbose, log_path))
+
+
+def open_rules(config):
+    """A line for each rule any user can opt into (it matches on names or
+    command lines only): said by ``--check`` and when the service starts."""
+    return ["%s: rule %s %s: any user can opt in (up to the caps); add `user:` (or "
+            "cgroup, zone, project)" % (rule.source, rule.name,
+                                        "matches on name or command line only"
+                                        if rule.comm is not None or rule.cmdline is not None
+                                        else "matches every process")
+            for rule in config.rules if rule.anyone_can_opt_in()]
 
 
 def run_service(config_path, socket_path=None, verbose=False, log_path=None):
@@ -35,7 +48,7 @@ def run_service(config_path, socket_path=None, verbose=False, log_path=None):
     from ..balance.waiting import SignalWaiter
     from ..platform.priority import raise_priority
     from ..service.control import ControlSocket
-    from ..service.loop import ERROR, INFO, Log, Service
+    from ..service.loop import ERROR, INFO, WARNING, Log, Service
     from ..state import list_states, state_dir
     from ..state.paths import ensure_dir
     from .run import _raise_file_limit
@@ -63,6 +76,8 @@ def run_service(config_path, socket_path=None, verbose=False, log_path=None):
         metrics = _metrics_writer(config, log)
         log(INFO, "service started: %d rule(s) from %s; socket %s"
             % (len(config.rules), ", ".join(config.files) or config_path, control.path))
+        for line in open_rules(config):
+            log(WARNING, line)
         reason = service.run(waiter, control, metrics)
     finally:
         failed = service.stop() if service is not None else 0
@@ -90,6 +105,9 @@ def _metrics_writer(config, log):
         if now >= due[0]:
             try:
                 write_metrics(service.config.metrics_file, service.status())
+            except TumblerError as exc:     # tumbler.safefile refused it
+                from ..service.loop import WARNING
+                log(WARNING, "cannot write metrics: %s" % exc)
             except OSError as exc:
                 from ..service.loop import WARNING
                 log(WARNING, "cannot write %s: %s" % (service.config.metrics_file, exc))

@@ -2,15 +2,15 @@
 node_exporter's textfile collector (``service.metrics_file``).
 
 ``write_metrics(path, status)`` writes them atomically -- a temporary file
-in the same directory, fsync(2), rename(2) -- so the collector never reads
-half a file.  ``status`` is the service's status record (what ``tumbler
+in the same directory (a random name, O_EXCL), fsync(2), rename(2) -- so
+the collector never reads half a file (tumbler.safefile).  ``status`` is the service's status record (what ``tumbler
 status --json`` prints).  Names follow Prometheus' naming guide: a
 ``tumbler_`` prefix, base units, ``_total`` for counters; each program's
 series carry ``pid``, ``name`` and ``rule`` labels, per-domain ones also
 ``domain`` (its CPU list).
 """
 
-import os
+from ..safefile import write_atomic
 
 #: (name, type, help) of every metric, in the order written.
 METRICS = (
@@ -69,22 +69,7 @@ def format_metrics(status):
 
 
 def write_metrics(path, status):
-    """Replace ``path`` with the metrics of ``status``, atomically (mode 0644)."""
-    payload = format_metrics(status).encode()
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, 0o644)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+    """Replace ``path`` with the metrics of ``status``, atomically (mode
+    0644, by tumbler.safefile's rules: the collector's directory may be
+    shared with its group)."""
+    write_atomic(path, format_metrics(status).encode(), mode=0o644, sync=True)

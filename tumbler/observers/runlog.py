@@ -35,7 +35,20 @@ import sys
 import time
 
 from ..cpulist import format_cpulist
+from ..errors import UsageError
+from ..safefile import UnsafePath, open_output
 from . import Observer
+
+
+def open_run_log(path, **options):
+    """A RunLog of ``path`` (RunLog's ``options``); UsageError, one line,
+    if it cannot be written or tumbler.safefile refuses it."""
+    try:
+        return RunLog(path, **options)
+    except UnsafePath as exc:
+        raise UsageError("cannot write log: %s" % exc) from None
+    except OSError as exc:
+        raise UsageError("cannot write log %s: %s" % (path, exc.strerror)) from None
 
 
 class RunLog(Observer):
@@ -48,7 +61,7 @@ class RunLog(Observer):
         round of each program, whole lines since each is one write to an
         O_APPEND file); ``started``: the monotonic time ``t`` counts from."""
         self.path = path
-        self.file = open(path, "a" if append else "w", buffering=1)
+        self.file = open_output(path, append=append)
         self.started = time.monotonic() if started is None else started
         self.extra = []         # callables(controller) -> dict merged into each line
         self.warn = warn or (lambda message: print("tumbler: warning: " + message,

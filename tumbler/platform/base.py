@@ -36,6 +36,10 @@ LEVELS = ("package", "numa", "llc", "core")
 STAT_COLUMNS = {"linux": ("usr", "sys", "lat"),
                 "illumos": ("usr", "sys", "trp", "tfl", "dfl", "lck", "slp", "lat")}
 
+#: Bytes of a command line read for service rules: what a rule's
+#: ``cmdline`` pattern sees (tumbler.yaml(5)); the rest is never read.
+MAX_CMDLINE = 4096
+
 #: The shared, read-only empty microstate mapping of Linux samples.
 NO_MICROSTATES = MappingProxyType({})
 
@@ -137,7 +141,8 @@ class ProcessFacts:
 
     pid: int
     comm: str                       # the program's name, as ps -o comm shows it
-    cmdline: str                    # arguments joined by spaces
+    cmdline: str | None             # arguments joined by spaces (MAX_CMDLINE bytes at
+                                    # most); None: not read yet (Backend.cmdline)
     uid: int                        # real user ID
     threads: int
     cpu_ns: int                     # CPU time so far, all threads (user + system)
@@ -317,8 +322,17 @@ class Backend:
         return set()
 
     def process_facts(self, pid):
-        """ProcessFacts of ``pid`` (service rules); NoSuchProcess if gone."""
+        """ProcessFacts of ``pid`` (service rules); NoSuchProcess if gone.
+        ``cmdline`` is None where reading it may stall (``cmdline``)."""
         raise Unsupported("this platform cannot describe processes for rules")
+
+    def cmdline(self, pid):
+        """The command line of ``pid``, arguments joined by spaces,
+        ``MAX_CMDLINE`` bytes at most, ``printable``.  On Linux the read
+        can be stalled by the process itself (service/deadline.py): the
+        service reads it through a deadline.  Default: from
+        ``process_facts``."""
+        return self.process_facts(pid).cmdline
 
     def reserved_cpus(self):
         """(isolated, nohz_full): CPUs the admin kept from the scheduler or
@@ -389,6 +403,13 @@ class Backend:
 
     def check_can_bind(self, info, binder_kind):
         """Raise AccessDenied now if binding ``info``'s threads will be refused."""
+
+    def check_thread(self, pid, tid):
+        """Raise NoSuchProcess unless ``tid`` still names the thread of
+        ``pid`` this backend first read: binders call it right before each
+        change, so a thread that exited and whose TID was reused is never
+        moved.  What remains is the microseconds between this check and
+        the change (tumbler(8), SECURITY).  Default: no way to tell."""
 
     def forget(self, pid, tid):
         """Drop anything cached for a thread that is gone."""

@@ -7,6 +7,8 @@ drop-ins ``/etc/tumbler/conf.d/*.yaml`` (tumbler.yaml(5)).
       scan_interval: 2          # seconds between looks for new programs
       socket: /run/tumbler/tumbler.sock
       metrics_file: /var/lib/prometheus/node-exporter/tumbler.prom   # optional
+      max_programs: 64          # programs managed at once, all rules together
+      max_threads: 16384        # their threads, all together
     balancing:                  # the keys of a tumbler --config file
       tolerance: 0.10
     programs:                   # rules, first match wins
@@ -19,6 +21,8 @@ drop-ins ``/etc/tumbler/conf.d/*.yaml`` (tumbler.yaml(5)).
         policy: auto            # as --policy
         override: false         # true: manage it even if someone narrowed its masks
         weight: 1.0             # its share under space sharing (> 0)
+        max_programs: 8         # programs of this rule at once (default: the service's)
+        max_threads: 4096       # threads of one program (default: the service's)
     sharing:                    # how the managed programs share the CPUs
       mode: time                # time (all on every CPU) or space (CPUs of their own)
       policy: equal-qos         # space: equal-qos or max-qos
@@ -33,7 +37,6 @@ Every file is checked like a ``--config`` file (a regular file of at most
 """
 
 import os
-import re
 
 from ..config import (LEVEL_CHOICES, POLICY_CHOICES, SHARE_CHOICES, SHARE_POLICY_CHOICES,
                       ConfigError, integer_in, load_yaml, located_error, number_in,
@@ -41,7 +44,9 @@ from ..config import (LEVEL_CHOICES, POLICY_CHOICES, SHARE_CHOICES, SHARE_POLICY
 from ..cpulist import parse_domains
 from ..engine.share import DEFAULT_TOLERANCE, EQUAL_QOS
 from ..errors import UsageError
+from ..safefile import UnsafePath, open_directory
 from ..state.paths import RUN_DIR
+from .pattern import Pattern, PatternError
 
 DEFAULT_CONFIG = "/etc/tumbler/tumbler.yaml"
 DEFAULT_SCAN_INTERVAL_S = 2.0
@@ -49,12 +54,22 @@ DEFAULT_SOCKET = RUN_DIR + "/tumbler/tumbler.sock"
 #: Rules' defaults: a program of one thread has nothing to balance.
 DEFAULT_MIN_THREADS = 2
 DEFAULT_MIN_CPU = 0.0
+#: Caps on what the service manages at once (tumbler.yaml(5)): whatever
+#: users start that a rule selects, the root service never balances more
+#: than this -- its cost follows them, and a rule that matches on a name
+#: lets any user opt in.
+DEFAULT_MAX_PROGRAMS = 64
+DEFAULT_MAX_THREADS = 16384
 #: ``sharing:``, the engine's defaults (engine/share.py).
 DEFAULT_SHARING = {"mode": "time", "policy": EQUAL_QOS, "tolerance": DEFAULT_TOLERANCE}
 
 MATCH_KEYS = ("comm", "cmdline", "user", "cgroup", "zone", "project")
 RULE_KEYS = ("name", "match", "min_threads", "min_cpu", "domains", "level", "policy",
-             "override", "weight")
+             "override", "weight", "max_programs", "max_threads")
+SERVICE_KEYS = ("scan_interval", "socket", "metrics_file", "max_programs", "max_threads")
+#: Match keys any user can make a process meet: a rule with no other is
+#: one any user can opt into (``service --check`` says so).
+USER_CHOSEN_KEYS = ("comm", "cmdline")
 SHARING_KEYS = ("mode", "policy", "tolerance")
 
 
@@ -63,16 +78,16 @@ class Rule:
 
     __slots__ = ("name", "comm", "cmdline", "user", "cgroup", "zone", "project",
                  "min_threads", "min_cpu", "domains", "level", "policy", "override",
-                 "weight", "source")
+                 "weight", "max_programs", "max_threads", "source")
 
     def __init__(self, name, source, comm=None, cmdline=None, user=None, cgroup=None,
                  zone=None, project=None, min_threads=DEFAULT_MIN_THREADS,
                  min_cpu=DEFAULT_MIN_CPU, domains=None, level="auto", policy="auto",
-                 override=False, weight=1.0):
+                 override=False, weight=1.0, max_programs=None, max_threads=None):
         self.name = name
         self.source = source            # the file it came from
-        self.comm = comm                # compiled regex, matched in full
-        self.cmdline = cmdline          # compiled regex, searched
+        self.comm = comm                # Pattern (service/pattern.py), matched in full
+        self.cmdline = cmdline          # Pattern, searched (first MAX_TEXT characters)
         self.user = user                # UID
         self.cgroup = cgroup            # path prefix
         self.zone = zone
@@ -84,13 +99,22 @@ class Rule:
         self.policy = policy
         self.override = override
         self.weight = weight            # space sharing's weight
+        self.max_programs = max_programs    # None: the service's cap only
+        self.max_threads = max_threads      # per program; None: the service's cap only
 
-    def matches(self, facts):
+    def anyone_can_opt_in(self):
+        """Whether only keys any user controls select processes (a name,
+        a command line): then any user can have the root service manage
+        their programs, up to the caps."""
+        return all(getattr(self, key) is None for key in MATCH_KEYS
+                   if key not in USER_CHOSEN_KEYS)
+
+    def matches(self, facts, cmdline=None):
         """Whether ProcessFacts ``facts`` meets every ``match`` key (the
-        thresholds are the service's to judge, over time)."""
+        thresholds are the service's to judge, over time).  ``cmdline()``
+        reads the command line where ``facts`` has none, and only if this
+        rule needs it and every other key matched."""
         if self.comm is not None and not self.comm.fullmatch(facts.comm):
-            return False
-        if self.cmdline is not None and not self.cmdline.search(facts.cmdline):
             return False
         if self.user is not None and facts.uid != self.user:
             return False
@@ -100,6 +124,10 @@ class Rule:
             return False
         if self.project is not None and facts.project != self.project:
             return False
+        if self.cmdline is not None:
+            text = facts.cmdline if facts.cmdline is not None else cmdline()
+            if not self.cmdline.search(text):
+                return False
         return True
 
 
@@ -114,12 +142,15 @@ class ServiceConfig:
     """The merged configuration of every file."""
 
     def __init__(self, files=(), scan_interval=DEFAULT_SCAN_INTERVAL_S, socket=DEFAULT_SOCKET,
-                 metrics_file=None, balancing=None, rules=(), sharing=None):
+                 metrics_file=None, balancing=None, rules=(), sharing=None,
+                 max_programs=DEFAULT_MAX_PROGRAMS, max_threads=DEFAULT_MAX_THREADS):
         self.files = list(files)
         self.sharing = dict(DEFAULT_SHARING, **(sharing or {}))   # SHARING_KEYS -> value
         self.scan_interval = scan_interval
         self.socket = socket
         self.metrics_file = metrics_file
+        self.max_programs = max_programs
+        self.max_threads = max_threads
         self.balancing = balancing      # tumbler.config.Config
         self.rules = list(rules)
 
@@ -130,9 +161,12 @@ def config_files(path):
     files = [path]
     drop_ins = os.path.join(os.path.dirname(path) or ".", "conf.d")
     try:
-        names = sorted(os.listdir(drop_ins))
+        with open_directory(drop_ins) as directory:     # checked as the files are
+            names = sorted(directory.listdir())
     except (FileNotFoundError, NotADirectoryError):
         names = []
+    except UnsafePath as exc:
+        raise UsageError("untrusted config directory %s" % exc) from None
     except OSError as exc:
         raise UsageError("cannot read %s: %s" % (drop_ins, exc.strerror)) from None
     files += [os.path.join(drop_ins, name) for name in names if name.endswith(".yaml")]
@@ -167,10 +201,13 @@ def _merge(file, data, merged, balancing, rules, resolve_user):
     reject_unknown(data, ("service", "sharing", "balancing", "programs"), "")
     service = data.get("service") or {}
     require_mapping(service, "service")
-    reject_unknown(service, ("scan_interval", "socket", "metrics_file"), "service.")
+    reject_unknown(service, SERVICE_KEYS, "service.")
     if "scan_interval" in service:
         merged.scan_interval = number_in(service["scan_interval"], "service.scan_interval",
                                          0.1, 3600)
+    for key in ("max_programs", "max_threads"):
+        if key in service:
+            setattr(merged, key, integer_in(service[key], "service." + key, 1, 1 << 22))
     for key in ("socket", "metrics_file"):
         if key in service:
             value = service[key]
@@ -219,8 +256,8 @@ def _rule(file, entry, key, resolve_user):
                 raise ConfigError("%s.match.%s must be a string" % (key, what),
                                   "%s.match.%s" % (key, what))
             try:
-                values[what] = re.compile(pattern)
-            except re.error as exc:
+                values[what] = Pattern(pattern)
+            except PatternError as exc:
                 raise ConfigError("%s.match.%s: bad regular expression (%s)" % (key, what, exc),
                                   "%s.match.%s" % (key, what)) from None
     if "user" in match:
@@ -262,6 +299,9 @@ def _rule(file, entry, key, resolve_user):
         values["override"] = entry["override"]
     if "weight" in entry:
         values["weight"] = number_in(entry["weight"], key + ".weight", 0.001, 1000.0)
+    for what in ("max_programs", "max_threads"):
+        if what in entry:
+            values[what] = integer_in(entry[what], "%s.%s" % (key, what), 1, 1 << 22)
     return Rule(name, file, **values)
 
 

@@ -16,6 +16,7 @@ import socket
 import struct
 
 from ..errors import EXIT_FAILURE, TumblerError
+from ..safefile import UnsafePath, open_directory
 
 #: How long the service waits for a client's request line (the loop waits
 #: with it).
@@ -35,6 +36,12 @@ class ControlSocket:
         except OSError as exc:
             raise TumblerError("cannot create %s: %s" % (directory, exc.strerror),
                                EXIT_FAILURE) from None
+        # Only root may change what is in the socket's directory: a stale
+        # socket is removed there, and the path bound by name.
+        with open_directory(directory) as checked:
+            if checked.shared:
+                raise UnsafePath("%s: the control socket's directory must not be "
+                                 "writable by others" % directory)
         _remove_stale(path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         old_umask = os.umask(0o177)         # the socket is made 0600

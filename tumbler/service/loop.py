@@ -30,7 +30,20 @@ another process):
   on-line, not isolated, within its cgroup's cpuset): narrower, someone
   else placed it (taskset, numactl, a container runtime), and it is left
   alone -- logged once -- unless its rule says ``override: true``;
-* not managed by another tumbler (its state file's lock).
+* not managed by another tumbler (its state file's lock);
+* within the caps: ``service.max_programs`` programs and
+  ``service.max_threads`` threads in all, a rule's own ``max_programs``
+  and ``max_threads`` (per program).  A process over a cap waits (one
+  line per scan says how many do) and is looked at again when a managed
+  program leaves; a managed program that grows past a thread cap is
+  handed back.
+
+Everything a process's owner controls is treated as hostile: rules match
+in linear time (service/pattern.py), the command line is read against a
+deadline (service/deadline.py), names are printable before they reach a
+log line, and a scan stops early for a stop signal, so every step of the
+loop is bounded and a stop signal hands every program back within a
+second.
 
 CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
 domains, and domains are cut down to what the program may use, so no
@@ -56,10 +69,12 @@ from ..engine.policy import make_policy
 from ..engine.speed import SpeedParams
 from ..engine.variation import VariationTable
 from ..errors import TumblerError
+from ..escape import one_line
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, NullBinder, PlatformError
 from ..state import Journal
 from .config import load_service_config
+from .deadline import DeadlineReader, Stalled
 
 INFO, WARNING, ERROR = 6, 4, 3
 #: A process no rule selected is matched again only when its name or user
@@ -71,7 +86,9 @@ REMATCH_SCANS = 15
 
 class Log:
     """One line per event on stderr, with a syslog priority prefix where
-    journald reads it."""
+    journald reads it.  A message is one line whatever it quotes
+    (escape.one_line): names are printable already (the backends), and
+    nothing else from outside may start a forged entry."""
 
     def __init__(self, stream=None, prefixed=None):
         self.stream = stream or sys.stderr
@@ -82,7 +99,7 @@ class Log:
     def __call__(self, priority, message):
         prefix = "<%d>" % priority if self.prefixed else ""
         try:
-            self.stream.write("%stumbler: %s\n" % (prefix, message))
+            self.stream.write("%stumbler: %s\n" % (prefix, one_line(message)))
             self.stream.flush()
         except OSError:
             pass
@@ -135,6 +152,8 @@ class Service:
         self.declined = {}          # pid -> its start token: refused, not looked at again
         self.candidates = {}        # pid -> (monotonic s, CPU ns) at the scan that saw it
         self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
+        self.capped = {}            # pid -> its start token: over a cap, until a program leaves
+        self.reader = DeadlineReader()  # command lines: a process can stall their read
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
@@ -155,7 +174,7 @@ class Service:
                     return "signal %d" % signum
             now = time.monotonic()
             if now >= next_scan:
-                self.scan()
+                self.scan(stop=lambda: bool(waiter.pending))
                 next_scan = time.monotonic() + self.config.scan_interval
             wake = next_scan
             if self.sharing is not None:
@@ -182,6 +201,12 @@ class Service:
             return
         if not controller.targets:
             self._drop(program, "exited")
+            return
+        cap = self._thread_cap(program.rule, exclude=program)
+        if len(controller.threads) > cap:
+            self.log(WARNING, "PID %d (%s): %d threads, past the cap of %d (max_threads); "
+                     "handed back" % (program.pid, program.name, len(controller.threads), cap))
+            self._drop(program, "too many threads")
 
     def stop(self):
         """Hand back every program's threads; returns how many failed."""
@@ -194,6 +219,7 @@ class Service:
 
     def _drop(self, program, why, quiet=False):
         self.programs.pop(program.pid, None)
+        self.capped.clear()         # room now: those waiting are looked at again
         failed = program.controller.restore_all()
         if self.sharing is not None:
             self.sharing.leave(program.pid)     # after: its CPUs are free now
@@ -207,8 +233,10 @@ class Service:
 
     # -- finding programs ------------------------------------------------------
 
-    def scan(self):
-        """Look at every process once: pick up what the rules select."""
+    def scan(self, stop=None):
+        """Look at every process once: pick up what the rules select.
+        ``stop()`` true ends the scan early (a stop signal is waiting:
+        thousands of processes must not delay it)."""
         now = time.monotonic()
         try:
             pids = self.backend.process_ids()
@@ -216,10 +244,13 @@ class Service:
             self.log(ERROR, "cannot list processes: %s" % exc)
             return
         alive = set(pids)
-        for table in (self.declined, self.candidates, self.unselected):
+        for table in (self.declined, self.candidates, self.unselected, self.capped):
             for pid in [p for p in table if p not in alive]:
                 del table[pid]
-        for pid in pids:
+        waiting = len(self.capped)
+        for index, pid in enumerate(pids):
+            if stop is not None and index % 64 == 0 and stop():
+                return
             if pid in self.programs or pid == self.me or pid == 1:
                 continue
             try:
@@ -228,11 +259,16 @@ class Service:
                 self.candidates.pop(pid, None)
             except PlatformError as exc:
                 self._decline(pid, WARNING, "PID %d: %s" % (pid, exc))
+        if len(self.capped) > waiting:
+            self.log(WARNING, "%d process(es) a rule selects wait: the caps are reached "
+                     "(service.max_programs %d, max_threads %d, or a rule's own; "
+                     "`tumbler status` shows what is managed)"
+                     % (len(self.capped), self.config.max_programs, self.config.max_threads))
 
     def _consider(self, pid, now):
         info = self.backend.process(pid)
         start = info.start
-        if self.declined.get(pid) == start:
+        if self.declined.get(pid) == start or self.capped.get(pid) == start:
             return
         self.declined.pop(pid, None)
         if info.is_kernel:
@@ -247,7 +283,18 @@ class Service:
         if self.backend.parent_of(pid) == self.me:
             self.declined[pid] = start
             return
-        rule = next((r for r in self.config.rules if r.matches(facts)), None)
+        read = []
+
+        def cmdline():          # read once, and only if a rule gets that far
+            if not read:
+                read.append(self.reader(self.backend.cmdline, pid))
+            return read[0]
+        try:
+            rule = next((r for r in self.config.rules if r.matches(facts, cmdline)), None)
+        except Stalled as exc:
+            self._decline(pid, WARNING, "PID %d (%s): its command line could not be read (%s); "
+                          "not looked at again" % (pid, facts.comm, exc), start)
+            return
         if rule is None:
             self.unselected[pid] = (key, 0)
             self.candidates.pop(pid, None)
@@ -264,7 +311,28 @@ class Service:
             if (facts.cpu_ns - seen[1]) / 1e9 / (now - seen[0]) < rule.min_cpu:
                 return
         self.candidates.pop(pid, None)
+        if self._over_cap(rule, facts):
+            self.capped[pid] = start
+            return
         self._manage(pid, start, facts, rule)
+
+    def _thread_cap(self, rule, exclude=None):
+        """Threads a program of ``rule`` may have: its rule's cap, and what
+        the service's cap leaves beside the other programs."""
+        others = sum(len(p.controller.threads) for p in self.programs.values()
+                     if p is not exclude)
+        room = self.config.max_threads - others
+        return room if rule.max_threads is None else min(room, rule.max_threads)
+
+    def _over_cap(self, rule, facts):
+        """Whether managing a process of ``rule`` with ``facts.threads``
+        threads would pass a cap (the module doc)."""
+        if len(self.programs) >= self.config.max_programs:
+            return True
+        if rule.max_programs is not None and rule.max_programs <= sum(
+                1 for p in self.programs.values() if p.rule.name == rule.name):
+            return True
+        return facts.threads > self._thread_cap(rule)
 
     def _decline(self, pid, priority, message, start=None):
         if start is None:
@@ -366,12 +434,12 @@ class Service:
             from ..observers.verbose import VerboseReport
             observers.append(VerboseReport())
         if self.log_path is not None:
-            from ..observers.runlog import RunLog
+            from ..observers.runlog import open_run_log
             try:
-                runlog = RunLog(self.log_path, warn=lambda m: self.log(WARNING, m),
-                                append=True, started=self.started)
-            except OSError as exc:
-                self.log(WARNING, "cannot write log %s: %s" % (self.log_path, exc.strerror))
+                runlog = open_run_log(self.log_path, warn=lambda m: self.log(WARNING, m),
+                                      append=True, started=self.started)
+            except TumblerError as exc:
+                self.log(WARNING, str(exc))
                 return observers
             runlog.extra.append(lambda controller: {"pid": pid, "name": name,
                                                     "rule": rule.name})

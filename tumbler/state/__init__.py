@@ -79,7 +79,8 @@ _EXPORTS = {"Journal": "journal", "RestoreReport": "restore",
             "remove_resources_of": "restore", "restore_state": "restore",
             "STATE_VERSION": "store", "Busy": "store", "Lock": "store",
             "StateError": "paths", "StateFile": "store", "list_states": "store",
-            "read_state": "store", "state_dir": "paths", "write_json": "paths"}
+            "read_state": "store", "state_dir": "paths", "checked_dir": "paths",
+            "write_json": "paths"}
 
 __all__ = list(_EXPORTS)
 

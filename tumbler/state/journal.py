@@ -304,7 +304,7 @@ class Journal:
         try:
             if target.log_fd is None:
                 target.log_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                                        | os.O_CLOEXEC, 0o600)
+                                        | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             view = memoryview(data)
             while view:
                 view = view[os.write(target.log_fd, view):]

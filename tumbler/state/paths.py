@@ -3,10 +3,11 @@ before its command starts (commands/run.py), kept free of heavier imports
 (see ``tumbler.state`` for the files themselves)."""
 
 import os
-import stat
 import sys
 
+from .. import safefile
 from ..errors import EXIT_FAILURE, TumblerError
+from ..safefile import UnsafePath, open_directory, private_directory
 
 ENV_STATE_DIR = "TUMBLER_STATE_DIR"
 
@@ -40,18 +41,17 @@ def state_dir():
 
 
 def ensure_dir(path):
-    """Create ``path`` (0700) if missing; refuse one another user could write."""
+    """Create ``path`` (0700) if missing; refuse one another user could
+    write, or one reached through a directory another user could change
+    (tumbler.safefile: also what makes $TUMBLER_STATE_DIR safe to honour
+    as root)."""
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        info = os.lstat(path)
+        private_directory(path).close()
+    except UnsafePath as exc:
+        raise StateError("state directory: %s" % exc) from None
     except OSError as exc:
         raise StateError("cannot create state directory %s: %s"
                          % (path, exc.strerror)) from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise StateError("state directory %s is not a directory" % path)
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise StateError("state directory %s must belong to uid %d and not be writable "
-                         "by others" % (path, os.geteuid()))
     # A state that cannot be written is no crash safety: find out now,
     # before anything is changed or a command started (a full file system
     # still lets a file be created, not written).
@@ -62,6 +62,22 @@ def ensure_dir(path):
         raise StateError("cannot write in state directory %s: %s"
                          % (path, exc.strerror)) from None
     unlink_quietly(probe)
+    return path
+
+
+def checked_dir(path):
+    """``path``, an existing state directory, once it passes ensure_dir's
+    checks (``tumbler restore`` reads what is there; it creates nothing);
+    None if it does not exist."""
+    try:
+        open_directory(path).close()        # no creating: None if missing
+        private_directory(path).close()
+    except FileNotFoundError:
+        return None
+    except UnsafePath as exc:
+        raise StateError("state directory: %s" % exc) from None
+    except OSError as exc:
+        raise StateError("cannot open state directory %s: %s" % (path, exc.strerror)) from None
     return path
 
 
@@ -123,19 +139,12 @@ def _dump(value, put, quote):
 
 
 def write_atomic(path, payload):
-    """Replace ``path`` with the bytes ``payload`` (temp file, rename)."""
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    """Replace ``path`` with the bytes ``payload`` (a temporary made with
+    O_EXCL, renamed: tumbler.safefile)."""
     try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        unlink_quietly(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+        safefile.write_atomic(path, payload, mode=0o600)
+    except UnsafePath as exc:
+        raise StateError(str(exc)) from None
 
 
 def unlink_quietly(path):

@@ -5,8 +5,9 @@
 from ..cpulist import parse_cpulist
 from ..errors import UsageError
 from ..platform.base import NoSuchProcess, PlatformError
+from ..safefile import UnsafePath
 from .paths import StateError, unlink_quietly
-from .store import Busy, Lock, boot_id, read_state
+from .store import Busy, Lock, boot_id, read_state, read_state_bytes
 
 class RestoreReport:
     """What ``restore_state`` did with one state file."""
@@ -143,10 +144,11 @@ class _MaskLog:
             key = (record.get("pid", pid), record["tid"], record.get("start"))
             in_file[key] = {frozenset(m) for m in record.get("set") or () if isinstance(m, list)}
         try:
-            with open(state_file.log_path, "rb") as f:
-                text = f.read(64 << 20).decode(errors="replace")
+            text = read_state_bytes(state_file.log_path).decode(errors="replace")
         except FileNotFoundError:
             text = ""
+        except UnsafePath as exc:
+            raise StateError("masks log %s" % exc) from None
         except OSError as exc:
             raise StateError("cannot read %s: %s" % (state_file.log_path, exc.strerror)) \
                 from None

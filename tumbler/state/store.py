@@ -5,13 +5,17 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 
 from ..errors import EXIT_FAILURE, TumblerError
 from ..platform import boot_token
 from ..records import record
+from ..safefile import UnsafePath, open_parent
 from .paths import StateError
 
 STATE_VERSION = 1
+#: A state file of 100,000 threads is ~20 MiB; a larger one is not ours.
+MAX_STATE_BYTES = 64 << 20
 
 
 class Busy(TumblerError):
@@ -69,9 +73,13 @@ class Lock:
         """Take the lock; return None, or the PID of the tumbler holding it (0 if unknown)."""
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_CLOEXEC, 0o600)
             except OSError as exc:
                 raise StateError("cannot open %s: %s" % (self.path, exc.strerror)) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)            # a FIFO or device someone put in its place
+                raise StateError("cannot lock %s: not a regular file" % self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -125,10 +133,11 @@ def read_state(path):
     """Load and check a state file; raise StateError if it is not one."""
     import json     # here: most runs never read one (json and re cost ~5 ms at start)
     try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read().decode())
+        data = json.loads(read_state_bytes(path).decode())
     except FileNotFoundError:
         raise
+    except UnsafePath as exc:
+        raise StateError("state file %s" % exc) from None
     except OSError as exc:
         raise StateError("cannot read state file %s: %s" % (path, exc.strerror)) from None
     except ValueError:
@@ -141,22 +150,74 @@ def read_state(path):
     return data
 
 
+def read_state_bytes(path):
+    """The bytes of a file in a state directory: a regular file of
+    tumbler's own (or root's), not a link, not writable by others
+    (tumbler.safefile), of at most MAX_STATE_BYTES."""
+    directory, name = open_parent(path)
+    with directory:
+        return directory.read(name, MAX_STATE_BYTES, trusted=True)
+
+
 def _check_state(data):
+    """What is wrong with the data of a state file, or None.  Everything
+    restore acts on is checked before anything is moved: IDs are
+    positive integers, start times integers, CPU lists lists of CPU
+    numbers, what binders saved plain values."""
     if not isinstance(data, dict):
         return "not a mapping"
     if data.get("version") != STATE_VERSION:
         return "version %r, expected %d" % (data.get("version"), STATE_VERSION)
     for key in ("tumbler", "target"):
         part = data.get(key)
-        if not isinstance(part, dict) or not isinstance(part.get("pid"), int):
+        if not isinstance(part, dict) or not _is_id(part.get("pid")):
             return "no %s pid" % key
+        if not _is_int_or_none(part.get("start")):
+            return "bad %s start" % key
+    if not _is_cpus_or_none(data["target"].get("allowed")):
+        return "bad target CPUs"
     if not isinstance(data.get("threads"), list):
         return "no thread list"
     for record in data["threads"]:
-        if not (isinstance(record, dict) and isinstance(record.get("tid"), int)
-                and isinstance(record.get("saved"), dict)):
+        if not (isinstance(record, dict) and _is_id(record.get("tid"))
+                and _is_id(record.get("pid", 1)) and _is_int_or_none(record.get("start"))
+                and isinstance(record.get("saved"), dict)
+                and all(_is_plain(value) for value in record["saved"].values())
+                and _is_cpus_or_none(record["saved"].get("cpus"))
+                and _is_cgroup_or_none(record["saved"].get("cgroup"))):
             return "bad thread record"
+    for key in ("masks", "domains"):
+        if data.get(key) is not None and not (isinstance(data[key], list)
+                                              and all(_is_cpus_or_none(m) for m in data[key])):
+            return "bad %s" % key
     return None
+
+
+#: CPU numbers a state file may name (Linux's NR_CPUS is at most 8192).
+_MAX_CPU = 1 << 16
+
+
+def _is_id(value):
+    return type(value) is int and value > 0
+
+
+def _is_int_or_none(value):
+    return value is None or type(value) is int
+
+
+def _is_cpus_or_none(value):
+    return value is None or (isinstance(value, list) and all(
+        type(cpu) is int and 0 <= cpu < _MAX_CPU for cpu in value))
+
+
+def _is_cgroup_or_none(value):
+    """A cgroup path as the cpuset binder saves it: absolute, no ``..``."""
+    return value is None or (isinstance(value, str) and value.startswith("/")
+                             and ".." not in value.split("/") and "\0" not in value)
+
+
+def _is_plain(value):
+    return value is None or type(value) in (int, str, bool) or _is_cpus_or_none(value)
 
 
 @record
@@ -176,7 +237,10 @@ class StateFile:
 
 
 def list_states(directory, pid=None):
-    """StateFile of every state file in ``directory`` (of ``pid`` only, if given)."""
+    """StateFile of every state file in ``directory`` (of ``pid`` only, if
+    given); none if ``directory`` is None (there is no state directory)."""
+    if directory is None:
+        return []
     try:
         names = os.listdir(directory)
     except FileNotFoundError:

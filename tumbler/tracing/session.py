@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ from .parse import (FIELDS, KINDS, SCRIPT_OF_KIND, ParseError,
                                   ProbeStream, by_tid, delta, empty_record,
                                   merge, process_totals)
 from ..errors import TumblerError, UsageError
+from ..safefile import UnsafePath, private_tempdir, read_trusted
 
 __all__ = [
     "FIELDS", "KINDS", "PLATFORMS", "ProbeSession", "by_tid", "check_tool",
@@ -63,6 +63,8 @@ BPFTRACE_DEFAULT_MAP_KEYS = 4096
 #: Above this many threads, the script learns them itself (see probes/README.md)
 #: instead of a long BEGIN block.
 MAX_PRELUDE_TIDS = 2000
+#: A probe script is a few KiB; a larger file is not one of ours.
+MAX_SCRIPT_BYTES = 1 << 20
 
 _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
 
@@ -112,6 +114,13 @@ def find_script(platform_name, name):
     for base in probe_dirs():
         path = base / platform_name / filename
         if path.is_file():
+            # The tracer runs it with the privileges it needs (root): the
+            # file and its directories must be root's (or the user's) alone,
+            # wherever $TUMBLER_PROBES points (tumbler.safefile).
+            try:
+                read_trusted(str(path), MAX_SCRIPT_BYTES)
+            except UnsafePath as exc:
+                raise TumblerError("untrusted probe script %s" % exc) from None
             return path
         tried.append(str(path.parent))
     raise TumblerError("probe script %s not found in %s (set TUMBLER_PROBES to "
@@ -485,7 +494,7 @@ class ProbeSession:
             ensure_tracefs()
         tool = check_tool(self.platform, kinds)
         scripts = [SCRIPT_OF_KIND[k] for k in KINDS if k in kinds]
-        workdir = tempfile.mkdtemp(prefix="tumbler-probe-")
+        workdir = private_tempdir("tumbler-probe-")
         try:
             if self.platform == "linux":
                 self._children = self._linux_children(tool, scripts, workdir)

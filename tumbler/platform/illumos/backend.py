@@ -50,6 +50,7 @@ import time
 
 from ...cpulist import parse_cpulist
 from ...errors import UsageError
+from ...escape import printable
 from . import kstat as kstat
 from . import pset as pset
 from . import zone as zones
@@ -292,7 +293,7 @@ class IllumosBackend(Backend):
                               _LWPNAME_SIZE)
         except OSError:
             return ""               # no such file before RFD 96, or the LWP exited
-        return data.split(b"\0", 1)[0].decode("utf-8", "replace")
+        return printable(data.split(b"\0", 1)[0].decode("utf-8", "replace"))
 
     # -- reading /proc -------------------------------------------------------
 

@@ -63,6 +63,8 @@ reads a big-endian sparcv9 /proc; padding is spelled out with ``x``.
 import struct
 from collections import namedtuple
 
+from ...escape import printable
+
 NANOSEC = 1_000_000_000
 
 #: psinfo_t.pr_flag bit of a system (kernel) process, usr/src/uts/common/sys/proc.h.
@@ -117,7 +119,8 @@ def _ns(sec, nsec):
 
 
 def _text(raw):
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+    """A NUL-terminated name any user chose, ``printable`` (escape.py)."""
+    return printable(raw.split(b"\0", 1)[0].decode("utf-8", "replace"))
 
 
 def parse_lusage(data):

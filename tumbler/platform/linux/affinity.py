@@ -32,9 +32,11 @@ class AffinityBinder(Binder):
     def bind(self, pid, tid, domain_index, cpus):
         if self.backend.thread_flags(pid, tid) & PF_NO_SETAFFINITY:
             raise Unmovable(tid, "the kernel forbids changing its affinity (PF_NO_SETAFFINITY)")
+        self.backend.check_thread(pid, tid)
         set_affinity(pid, tid, cpus)
 
     def restore(self, pid, tid, saved):
+        self.backend.check_thread(pid, tid)
         set_affinity(pid, tid, saved["cpus"])
 
     def placed_by_tumbler(self, pid, tid, record, state, last_masks):

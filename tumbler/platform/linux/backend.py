@@ -30,8 +30,10 @@ from operator import attrgetter
 
 from ...cpulist import parse_cpulist
 from ...errors import UsageError
-from ..base import (NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess, PlatformError,
-                    ProcessFacts, ProcessInfo, Sample, ThreadTimes, Unsupported)
+from ...escape import printable
+from ..base import (MAX_CMDLINE, NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess,
+                    PlatformError, ProcessFacts, ProcessInfo, Sample, ThreadTimes,
+                    Unsupported)
 from .affinity import SETAFFINITY_PRIVILEGE, AffinityBinder, thread_error
 from .topology import read_topology
 
@@ -61,11 +63,12 @@ STATE_READ_NS = 1_000_000_000
 def parse_stat(text):
     """Split a /proc stat line into (comm, fields after the comm).
 
-    The comm may itself contain ')' and spaces, so cut at the LAST ')'.
+    The comm may itself contain ')' and spaces, so cut at the LAST ')'; it
+    is any user's to choose, so it comes back ``printable`` (escape.py).
     """
     open_paren = text.index("(")
     close_paren = text.rindex(")")
-    return text[open_paren + 1:close_paren], text[close_paren + 2:].split()
+    return printable(text[open_paren + 1:close_paren]), text[close_paren + 2:].split()
 
 
 class _ThreadFiles:
@@ -332,6 +335,25 @@ class LinuxBackend(Backend):
         files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
         return files.flags
 
+    def check_thread(self, pid, tid):
+        """NoSuchProcess unless ``tid`` still names the thread first read
+        as (pid, tid): its kept schedstat fd is bound to that thread (the
+        kernel's struct pid; a reused TID gets a new one), so a read that
+        fails or returns nothing means it exited.  One pread, ~2 us."""
+        files = self._files.get((pid, tid))
+        if files is None:
+            return              # never read: nothing to tell it from
+        fd = files.schedstat_fd
+        if fd is None or fd < 0:
+            self._read_stat(files, tid)     # compares the start time
+            return
+        try:
+            alive = bool(os.pread(fd, 64, 0))
+        except OSError:
+            alive = False
+        if not alive:
+            raise NoSuchProcess(pid, tid)
+
     # -- sampling ------------------------------------------------------------
 
     def sample(self, pid, detail=False):
@@ -544,12 +566,12 @@ class LinuxBackend(Backend):
 
     def process_facts(self, pid):
         """/proc/PID/stat (name, threads, CPU time, kernel flag), status
-        (real UID), cmdline and cgroup."""
+        (real UID) and cgroup; not the command line (``cmdline``: its read
+        takes the process's memory map lock, which it can hold)."""
         path = "%s/%d" % (self.proc, pid)
         try:
             comm, fields = parse_stat(_read_path(path + "/stat").decode(errors="replace"))
             uid = int(_read_status(path + "/status")["Uid"].split()[0])
-            cmdline = _read_path(path + "/cmdline", 1 << 16)
             cgroups = _read_path(path + "/cgroup", 1 << 16).decode(errors="replace")
         except (FileNotFoundError, ProcessLookupError, KeyError, ValueError, IndexError):
             raise NoSuchProcess(pid) from None
@@ -557,11 +579,21 @@ class LinuxBackend(Backend):
             raise AccessDenied("cannot read %s" % path, "read access to /proc") from None
         ticks = int(fields[_STAT_UTIME]) + int(fields[_STAT_STIME])
         return ProcessFacts(
-            pid=pid, comm=comm, uid=uid,
-            cmdline=cmdline.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace"),
+            pid=pid, comm=comm, uid=uid, cmdline=None,
             threads=int(fields[_STAT_NUM_THREADS]), cpu_ns=ticks * _NS_PER_TICK,
             cgroup=_cgroup_path(cgroups),
             is_kernel=bool(int(fields[_STAT_FLAGS]) & PF_KTHREAD))
+
+    def cmdline(self, pid):
+        """/proc/PID/cmdline, its first MAX_CMDLINE bytes."""
+        try:
+            data = _read_path("%s/%d/cmdline" % (self.proc, pid), MAX_CMDLINE)
+        except (FileNotFoundError, ProcessLookupError):
+            raise NoSuchProcess(pid) from None
+        except PermissionError:
+            raise AccessDenied("cannot read %s/%d/cmdline" % (self.proc, pid),
+                               "read access to /proc") from None
+        return printable(data.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace"))
 
     def cpu_times(self):
         """``cpuN`` lines of /proc/stat (proc(5)): user nice system idle

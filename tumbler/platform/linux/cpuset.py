@@ -422,6 +422,7 @@ class CpusetBinder(Binder):
                 from None
 
     def _move(self, pid, tid, directory):
+        self.backend.check_thread(pid, tid)
         try:
             _write(os.path.join(directory, self._threads), str(tid))
         except OSError as exc:

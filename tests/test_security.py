@@ -1,0 +1,567 @@
+"""Attacks on a root tumbler by an unprivileged user, run for real
+(SECURITY.md, tumbler(8) SECURITY): the attacker is ``nobody``, working
+in a sticky directory anyone may write (as /tmp is), and every attack
+must leave its target untouched and get one line on stderr, never a
+traceback.
+
+Symbolic links planted on every path tumbler writes (metrics, state,
+lock, --log, --summary-json, plot -o); directories and environment
+variables that name them; a crafted state directory for ``restore``; a
+followed child's PID reused by another process; a catastrophic regular
+expression against a hostile command line; a process name that forges
+journal lines; a configuration drop-in others may write; more matching
+processes and threads than the caps allow; the control socket fuzzed.
+"""
+
+import json
+import os
+import pwd
+import random
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import REPO, run_tumbler, thread_masks, tumbler_cmd
+from test_reliability import (descendants, domains, env_for, procs, spawner,  # noqa: F401
+                              state, wait_bound, wait_until)
+from test_service import Service, config
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                                reason="Linux, as root (the attacker is nobody)")
+
+#: A Python anyone can run (the test's own may live under /root).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture
+def nobody():
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        pytest.skip("no user nobody")
+
+
+def as_nobody(*argv, **kwargs):
+    """Run ``argv`` as nobody; assert it worked."""
+    result = subprocess.run(list(argv), user="nobody", group="nogroup", capture_output=True,
+                            text=True, timeout=30, **kwargs)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture
+def public():
+    """A sticky directory anyone may write, as /tmp (not under pytest's
+    0700 tmp_path: nobody must reach it)."""
+    path = tempfile.mkdtemp(prefix="tumbler-public-", dir="/tmp")
+    os.chmod(path, 0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def victim(tmp_path):
+    """A root-only file the attacker wants overwritten."""
+    path = tmp_path / "victim"
+    path.write_text("root's secret\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def assert_untouched(victim):
+    info = os.stat(victim)
+    assert victim.read_text() == "root's secret\n"
+    assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == 0
+
+
+def one_line(result):
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+# -- files tumbler writes ------------------------------------------------------
+
+@pytest.mark.parametrize("option", ["--log", "--summary-json"])
+def test_a_link_planted_where_tumbler_writes_is_refused(option, public, victim, nobody):
+    planted = os.path.join(public, "out.json")
+    as_nobody("ln", "-s", str(victim), planted)
+    result = run_tumbler(option, planted, "--policy", "observe", "-q", "exec", "--", "true")
+    assert result.returncode == 2
+    line = one_line(result)
+    assert planted in line and "symbolic link" in line, line
+    assert_untouched(victim)
+
+
+def test_plot_output_link_is_refused(public, victim, nobody, tmp_path):
+    log = tmp_path / "run.jsonl"
+    result = run_tumbler("--log", str(log), "--policy", "observe", "-q", "exec", "--",
+                         "sleep", "0.3")
+    assert result.returncode == 0, result.stderr
+    planted = os.path.join(public, "plot.svg")
+    as_nobody("ln", "-s", str(victim), planted)
+    result = run_tumbler("plot", str(log), "-o", planted)
+    assert result.returncode == 1
+    assert "symbolic link" in one_line(result)
+    assert_untouched(victim)
+    # Not a link: a file of the attacker's own in the shared directory.
+    os.unlink(planted)
+    as_nobody("touch", planted)
+    result = run_tumbler("plot", str(log), "-o", planted)
+    assert result.returncode == 1 and "belongs to uid %d" % nobody in one_line(result)
+    assert os.path.getsize(planted) == 0
+
+
+def test_outputs_in_a_directory_others_may_write_without_sticky_bit(tmp_path, victim):
+    shared = tmp_path / "textfile"
+    shared.mkdir()
+    os.chmod(shared, 0o777)             # a group or world writable directory, not sticky
+    result = run_tumbler("--log", str(shared / "log"), "--policy", "observe", "-q",
+                         "exec", "--", "true")
+    assert result.returncode == 2
+    assert "not sticky" in one_line(result)
+    assert not os.listdir(shared)
+
+
+def test_metrics_file_in_a_shared_directory_cannot_be_turned_on_root(public, victim, nobody):
+    from tumbler.observers.metrics import write_metrics
+    from tumbler.safefile import UnsafePath
+    status = {"version": "1", "uptime_s": 1.0, "own_cpu_s": 0.1, "programs": []}
+    target = os.path.join(public, "m.prom")
+    as_nobody("ln", "-s", str(victim), target)
+    # The temporary name is random now; the attacker plants the final name.
+    with pytest.raises(UnsafePath, match="belongs to uid %d" % nobody):
+        write_metrics(target, status)
+    assert_untouched(victim)
+    assert os.listdir(public) == ["m.prom"]         # no temporary left
+    os.unlink(target)
+    write_metrics(target, status)                    # the directory is fine otherwise
+    info = os.lstat(target)
+    assert stat.S_ISREG(info.st_mode) and info.st_uid == 0
+    assert stat.S_IMODE(info.st_mode) == 0o644
+    assert "tumbler_programs 0" in open(target).read()
+
+
+def test_a_directory_on_the_way_owned_by_another_user_is_refused(public, nobody, tmp_path):
+    """nobody's own directory (inside the sticky one): nobody could swap
+    anything in it, so root writes nothing there -- nor through a link
+    nobody made that points at root's directories."""
+    theirs = os.path.join(public, "theirs")
+    as_nobody("mkdir", theirs)
+    result = run_tumbler("--log", os.path.join(theirs, "log"), "--policy", "observe", "-q",
+                         "exec", "--", "true")
+    assert result.returncode == 2 and "belongs to uid %d" % nobody in one_line(result)
+    assert os.listdir(theirs) == []
+    link = os.path.join(public, "etc")
+    as_nobody("ln", "-s", str(tmp_path), link)
+    result = run_tumbler("--log", os.path.join(link, "planted.log"), "--policy", "observe",
+                         "-q", "exec", "--", "true")
+    assert result.returncode == 2 and "symbolic link of uid %d" % nobody in one_line(result)
+    assert not (tmp_path / "planted.log").exists()
+
+
+def test_dev_stdout_and_dev_null_still_work():
+    result = run_tumbler("--summary-json", "/dev/stdout", "--policy", "observe", "-q",
+                         "exec", "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["end_reason"] == "command exited"
+    result = run_tumbler("--log", "/dev/null", "--policy", "observe", "-q", "exec", "--", "true")
+    assert result.returncode == 0, result.stderr
+
+
+# -- the state directory and restore -------------------------------------------
+
+def test_a_state_directory_another_user_controls_is_refused(public, nobody, victim):
+    theirs = os.path.join(public, "state")
+    as_nobody("mkdir", "-m", "700", theirs)
+    env = dict(os.environ, TUMBLER_STATE_DIR=theirs)
+    result = run_tumbler("exec", "--", "true", env=env)
+    assert result.returncode == 1
+    assert "state directory" in one_line(result) and "uid %d" % nobody in result.stderr
+    # A state directory reached through nobody's link.
+    link = os.path.join(public, "state-link")
+    as_nobody("ln", "-s", "/run", link)
+    result = run_tumbler("exec", "--", "true", env=dict(os.environ, TUMBLER_STATE_DIR=link))
+    assert result.returncode == 1 and "symbolic link of uid" in one_line(result)
+
+
+def test_restore_refuses_a_crafted_state_directory(public, nobody, spawner, procs):
+    """nobody writes a state file that would move root's threads and
+    truncate a root file through the lock: restore reads nothing there."""
+    victim_proc = procs.start([spawner, "2", "100000", "1", "0", "0"], stdout=subprocess.PIPE,
+                              text=True)
+    assert victim_proc.stdout.readline().strip() == "spawner: ready"
+    before = thread_masks(victim_proc.pid)
+    start = int(open("/proc/%d/stat" % victim_proc.pid).read().rsplit(")", 1)[1].split()[19])
+    theirs = os.path.join(public, "crafted")
+    as_nobody("mkdir", "-m", "700", theirs)
+    crafted = {"version": 1, "tumbler": {"pid": 999999, "start": 1},
+               "target": {"pid": victim_proc.pid, "start": start},
+               "binder": "affinity",
+               "threads": [{"tid": tid, "start": None, "saved": {"cpus": [0]}}
+                           for tid in before]}
+    as_nobody(SYSTEM_PYTHON, "-c", "import json,sys; json.dump(json.loads(sys.argv[1]), "
+              "open(sys.argv[2], 'w'))", json.dumps(crafted),
+              os.path.join(theirs, "%d-%d.json" % (victim_proc.pid, start)))
+    env = dict(os.environ, TUMBLER_STATE_DIR=theirs)
+    result = run_tumbler("restore", "--all", env=env)
+    assert result.returncode == 1
+    assert "uid %d" % nobody in one_line(result)
+    assert thread_masks(victim_proc.pid) == before
+
+
+def test_state_files_must_be_tumblers_own(tmp_path, spawner, procs):
+    """Content is checked before anything moves: a state file in a good
+    directory with a record naming CPUs that are not CPUs is refused."""
+    from tumbler.state.store import read_state
+    from tumbler.state.paths import StateError
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    path = directory / "5-7.json"
+    good = {"version": 1, "tumbler": {"pid": 1, "start": 1}, "target": {"pid": 5, "start": 7},
+            "threads": [{"tid": 5, "start": 7, "saved": {"cpus": [0, 1]}}]}
+    path.write_text(json.dumps(good))
+    os.chmod(path, 0o600)
+    assert read_state(str(path))["threads"][0]["saved"] == {"cpus": [0, 1]}
+    for bad in ({"cpus": [-1]}, {"cpus": "0-3"}, {"cgroup": "/../../etc"}, {"cpus": [True]}):
+        path.write_text(json.dumps(dict(good, threads=[dict(good["threads"][0], saved=bad)])))
+        with pytest.raises(StateError, match="bad thread record"):
+            read_state(str(path))
+    path.write_text(json.dumps(good))
+    os.chmod(path, 0o666)
+    with pytest.raises(StateError, match="writable by others"):
+        read_state(str(path))
+    os.unlink(path)
+    os.symlink("/etc/passwd", path)
+    with pytest.raises(StateError, match="symbolic link"):
+        read_state(str(path))
+
+
+def test_a_lock_file_replaced_by_a_link_is_not_followed(tmp_path, victim):
+    from tumbler.state.paths import StateError
+    from tumbler.state.store import Lock
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    os.symlink(str(victim), directory / "42-7.lock")
+    with pytest.raises(StateError, match="cannot open"):
+        Lock(str(directory), 42, 7).acquire()
+    assert_untouched(victim)
+
+
+def test_environment_directories_are_checked(public, nobody, tmp_path):
+    from tumbler.safefile import UnsafePath, private_tempdir
+    theirs = os.path.join(public, "tmp")
+    as_nobody("mkdir", theirs)
+    import tempfile as tempfile_module
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = theirs
+    tempfile_module.tempdir = None          # gettempdir() reads TMPDIR again
+    try:
+        with pytest.raises(UnsafePath, match="TMPDIR"):
+            private_tempdir("tumbler-test-")
+    finally:
+        if old is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile_module.tempdir = None
+    # Probe scripts from a directory nobody may write: refused before
+    # bpftrace runs them as root.
+    probes = os.path.join(public, "probes")
+    as_nobody("mkdir", "-p", probes + "/linux")
+    for name in ("locktime.bt", "runqlat.bt", "migrations.bt"):
+        as_nobody("cp", os.path.join(REPO, "probes", "linux", name), probes + "/linux/")
+    result = run_tumbler("probe", "locks", "-p", str(os.getpid()), "--duration", "0.1",
+                         env=dict(os.environ, TUMBLER_PROBES=probes))
+    assert result.returncode == 1
+    assert "untrusted probe script" in one_line(result)
+
+
+# -- the service ------------------------------------------------------------------
+
+def test_config_and_drop_ins_others_may_write_are_refused(tmp_path):
+    main = tmp_path / "tumbler.yaml"
+    main.write_text("programs: []\n")
+    drop_ins = tmp_path / "conf.d"
+    drop_ins.mkdir()
+    hostile = drop_ins / "10-x.yaml"
+    hostile.write_text("programs:\n  - name: all\n")
+    os.chmod(hostile, 0o666)
+    result = run_tumbler("service", "--check", str(main))
+    assert result.returncode == 2
+    assert one_line(result) == "tumbler: untrusted config %s: writable by others (mode 666)" \
+        % hostile
+    os.chmod(hostile, 0o644)
+    os.chown(hostile, pwd.getpwnam("nobody").pw_uid, -1)
+    result = run_tumbler("service", "--check", str(main))
+    assert result.returncode == 2 and "belongs to uid" in one_line(result)
+    os.chown(hostile, 0, -1)
+    os.chmod(drop_ins, 0o777)
+    result = run_tumbler("service", "--check", str(main))
+    assert result.returncode == 2 and "not sticky" in one_line(result)
+    os.chmod(drop_ins, 0o755)
+    result = run_tumbler("service", "--check", str(main))
+    assert result.returncode == 0, result.stderr
+    # A rule of no match, or on a name alone: any user can opt in.
+    assert "rule all matches every process: any user can opt in" in result.stderr
+    hostile.write_text('programs:\n  - name: all\n    match: {comm: "w.*"}\n')
+    result = run_tumbler("service", "--check", str(main))
+    assert result.returncode == 0
+    assert "rule all matches on name or command line only: any user can opt in" \
+        in result.stderr
+
+
+def test_catastrophic_regex_against_a_hostile_command_line(procs, state, tmp_path, nobody):
+    """``^(a+)+$`` against 28 a's and a b: Python's re would spin for
+    minutes; the service answers status and stops at once."""
+    hostile = procs.start(["a" * 28 + "b", "-c", "import time; time.sleep(60)"],
+                          executable=SYSTEM_PYTHON, user="nobody", group="nogroup")
+    rules = ('  - name: evil\n    match: {cmdline: "^(a+)+$"}\n'
+             '  - name: also\n    match: {cmdline: "(x+x+)+y"}\n')
+    service = Service(procs, state, tmp_path, config(rules, scan=0.1))
+    wait_until(lambda: "aaaa" in open("/proc/%d/cmdline" % hostile.pid).read(),
+               what="the hostile process")
+    time.sleep(0.5)                     # several scans over it
+    status = service.status()
+    assert status["programs"] == []
+    started = time.monotonic()
+    service.proc.send_signal(signal.SIGTERM)
+    service.proc.wait(timeout=30)
+    took = time.monotonic() - started
+    assert service.proc.returncode == 0, service.log()
+    assert "Traceback" not in service.log()
+    # (Not a timing assertion: the pattern engine is linear by
+    # construction, test_pattern.py counts its states; this only says the
+    # stop was not stuck behind a match.)
+    assert took < 30
+
+
+def test_a_name_with_newlines_stays_one_log_line(procs, state, tmp_path, nobody):
+    forged = procs.start([SYSTEM_PYTHON, "-c",
+                          "import threading, time\n"
+                          "open('/proc/self/comm', 'w').write('x\\n<3>FORGED')\n"
+                          "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                          "time.sleep(60)\n"], user="nobody", group="nogroup")
+    wait_until(lambda: "FORGED" in open("/proc/%d/comm" % forged.pid).read(),
+               what="the forged name")
+    rules = '  - name: by-name\n    match: {comm: "x.*", user: nobody}\n    policy: observe\n'
+    service = Service(procs, state, tmp_path, config(rules, scan=0.1))
+    wait_until(lambda: "managed by rule by-name" in service.log(), what="the program managed")
+    assert service.stop() == 0
+    lines = service.log().splitlines()
+    assert all(line.startswith(("<6>tumbler: ", "<4>tumbler: ", "<3>tumbler: "))
+               for line in lines), lines
+    managed = [line for line in lines if "managed by rule by-name" in line]
+    assert managed == ["<6>tumbler: PID %d (x\\n<3>FORGED): managed by rule by-name, "
+                       "policy observe, %s" % (forged.pid, managed[0].split(", ", 2)[2])]
+
+
+def test_caps_hold_against_many_matching_processes(procs, state, tmp_path, nobody):
+    """200 idle two-thread processes and one of 300 threads, all of nobody's
+    and all selected by one rule."""
+    many = [procs.start([SYSTEM_PYTHON, "-S", "-c",
+                         "import threading, time\n"
+                         "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                         "time.sleep(60)\n"], user="nobody", group="nogroup")
+            for _ in range(200)]
+    big = procs.start([SYSTEM_PYTHON, "-c",
+                       "import threading, time\n"
+                       "for _ in range(300): threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                       "time.sleep(60)\n"], user="nobody", group="nogroup")
+    text = ("service:\n  scan_interval: 0.1\n  socket: SOCKET\n  max_programs: 10\n"
+            "  max_threads: 200\nprograms:\n"
+            "  - name: any-python\n    match: {comm: \"python3.*\", user: nobody}\n"
+            "    policy: observe\n")
+    service = Service(procs, state, tmp_path, text)
+    wait_until(lambda: len(service.managed()) == 10, what="ten programs managed")
+    wait_until(lambda: "wait: the caps are reached" in service.log(), what="the caps' line")
+    time.sleep(0.5)
+    managed = service.managed()
+    assert len(managed) == 10 and big.pid not in managed
+    assert sum(p["threads"] for p in service.status()["programs"]) <= 200
+    # A managed program leaves: one waiting takes its place.
+    leaving = next(p for p in many if p.pid in managed)
+    leaving.kill()
+    leaving.wait()
+    wait_until(lambda: leaving.pid not in service.managed() and len(service.managed()) == 10,
+               what="another program to take its place")
+    assert service.log().count("wait: the caps are reached") <= 3, service.log()
+    assert service.stop() == 0
+
+
+def test_control_socket_fuzzed(procs, state, tmp_path):
+    service = Service(procs, state, tmp_path, config('  - name: none\n    match: '
+                                                     '{comm: "^$", user: root}\n'))
+    rng = random.Random(26)
+    deadline = time.monotonic() + 3.0
+
+    def client():
+        while time.monotonic() < deadline:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(2)
+                sock.connect(service.socket)
+                kind = rng.randrange(5)
+                if kind == 0:
+                    sock.sendall(os.urandom(rng.randrange(1, 20000)))
+                elif kind == 1:
+                    sock.sendall(b"{" * 5000 + b"\n")
+                elif kind == 2:
+                    sock.sendall(b'["status"]\n{"cmd": 1}\n')
+                elif kind == 3:
+                    sock.sendall(b'{"cmd": "status", "x": "' + b"\xff" * 100 + b'"}\n')
+                # kind 4: connect and say nothing
+                sock.shutdown(socket.SHUT_WR)
+                sock.recv(65536)
+            except OSError:
+                pass
+            finally:
+                sock.close()
+    clients = [threading.Thread(target=client) for _ in range(6)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join()
+    assert service.proc.poll() is None, service.log()
+    assert service.status()["pid"] == service.proc.pid
+    assert service.stop() == 0
+
+
+# -- identity --------------------------------------------------------------------
+
+def test_a_reused_pid_of_a_followed_child_is_not_adopted(spawner, domains, procs, state,
+                                                        tmp_path):
+    """exec follows its command's children.  A child exits; an unrelated
+    process of root's takes its PID (ns_last_pid) and forks children of
+    its own: tumbler adopts none of them."""
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("ns_last_pid is not writable here")
+    spec, doms = domains
+    marker = tmp_path / "child.pid"
+    script = "%s 2 100000 1 0 0 & echo $! > %s; while :; do sleep 0.1; done" % (spawner, marker)
+    err = open(tmp_path / "stderr", "w+")
+    # Rounds every 3 s: the PID is taken between two (discovery looks every 0.1 s).
+    run = procs.start(tumbler_cmd("--domains", spec, "--interval", "3000", "exec", "--",
+                                  "sh", "-c", script),
+                      env=env_for(state), cwd=REPO, stderr=err, start_new_session=True)
+    try:
+        _reused_pid(spawner, doms, procs, run, err, marker)
+    finally:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)      # the wrapper and its child, whatever happened
+        except ProcessLookupError:
+            pass
+
+
+def _reused_pid(spawner, doms, procs, run, err, marker):
+    wait_until(lambda: marker.exists() and marker.read_text().strip(), what="the child")
+    child = int(marker.read_text())
+    wait_bound(child, doms, count=2)            # followed and balanced
+    os.kill(child, signal.SIGKILL)
+    wait_until(lambda: not os.path.exists("/proc/%d" % child), what="the child reaped")
+    impostor = None
+    for _ in range(200):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(child - 1))
+        # Forks a child every 50 ms (each lives 5 s), from a spinning thread.
+        proc = subprocess.Popen([spawner, "1", "50", "5", "0", "0", "fork"],
+                                stdout=subprocess.PIPE, text=True)
+        if proc.pid == child:
+            impostor = proc
+            break
+        proc.kill()
+        proc.wait()
+    if impostor is None:
+        pytest.skip("could not take PID %d: other processes took it first" % child)
+    procs.procs.append(impostor)
+    assert impostor.stdout.readline().strip() == "spawner: ready"
+    everything = frozenset(os.sched_getaffinity(0))
+    time.sleep(1.0)             # ten looks for new processes, ~20 forks
+    grandchildren = descendants(impostor.pid)
+    assert grandchildren
+    for pid in [impostor.pid] + grandchildren:
+        try:
+            masks = thread_masks(pid)
+        except FileNotFoundError:
+            continue
+        assert all(mask == everything for mask in masks.values()), (pid, masks)
+    assert run.poll() is None
+    run.send_signal(signal.SIGTERM)
+    run.wait(timeout=30)
+    err.seek(0)
+    stderr = err.read()
+    assert run.returncode == 128 + signal.SIGTERM, stderr     # the command's status
+    assert "Traceback" not in stderr, stderr
+
+
+def test_check_thread_tells_an_exited_thread_from_a_live_one():
+    from tumbler.platform.base import NoSuchProcess
+    from tumbler.platform.linux.backend import LinuxBackend
+    backend = LinuxBackend()
+    stop = threading.Event()
+    tids = []
+
+    def worker():
+        tids.append(threading.get_native_id())
+        stop.wait()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    wait_until(lambda: tids, what="the thread")
+    pid = os.getpid()
+    backend.sample(pid)
+    backend.check_thread(pid, tids[0])          # alive: no error
+    stop.set()
+    thread.join()
+    wait_until(lambda: not os.path.exists("/proc/%d/task/%d" % (pid, tids[0])),
+               what="the thread gone")
+    with pytest.raises(NoSuchProcess):
+        backend.check_thread(pid, tids[0])
+    backend.close()
+
+
+# -- the pieces -------------------------------------------------------------------
+
+def test_printable_escapes_what_a_log_or_terminal_would_act_on():
+    from tumbler.escape import one_line, printable
+    assert printable("worker-3") == "worker-3"
+    assert printable("x\n<3>FORGED") == "x\\n<3>FORGED"
+    assert printable("\x1b[2J\x7f\x9b") == "\\x1b[2J\\x7f\\x9b"
+    assert printable("a\\nb") == "a\\\\nb"           # a literal backslash-n stays told apart
+    assert printable("é \u200b") == "é \\u200b"
+    assert one_line("cannot write /tmp/a\nb: \\ kept") == "cannot write /tmp/a\\nb: \\ kept"
+
+
+def test_metrics_labels_are_escaped_as_the_text_format_asks():
+    from tumbler.observers.metrics import format_metrics
+    program = {"pid": 7, "name": 'x\\n"q"', "rule": "r", "threads": 2, "domains": ["0"],
+               "domain_load": [0.5], "moves": 0, "pins": 0, "speed": False}
+    text = format_metrics({"version": "1", "uptime_s": 1, "own_cpu_s": 0, "programs": [program]})
+    assert 'tumbler_program_threads{pid="7",name="x\\\\n\\"q\\"",rule="r"} 2' in text
+    assert all(not line or line.startswith(("#", "tumbler_")) for line in text.split("\n"))
+
+
+def test_a_stalled_read_misses_its_deadline_and_the_next_one_works():
+    from tumbler.service.deadline import MAX_STUCK, DeadlineReader, Stalled
+    reader = DeadlineReader(deadline=0.05)
+    never = threading.Event()
+    try:
+        with pytest.raises(Stalled):
+            reader(never.wait)
+        assert reader(lambda x: x + 1, 1) == 2          # a new worker took over
+        with pytest.raises(KeyError):
+            reader({}.__getitem__, "x")                 # exceptions reach the caller
+        for _ in range(MAX_STUCK - 1):
+            with pytest.raises(Stalled):
+                reader(never.wait)
+        with pytest.raises(Stalled, match="stuck already"):
+            reader(lambda: 1)
+    finally:
+        never.set()
