@@ -1,6 +1,12 @@
 """The illumos DTrace scripts run on traces of kernel events (d_model.py):
-no dtrace runs here.  Traces fire the probes as the illumos-gate sources
-fire them; verified against the sources only, like the scripts.
+no dtrace runs here.
+
+A trace fires the probes as the illumos-gate sources fire them on each
+path (cited where the path is built), and the kernel's microstate
+accounting of the same events -- what ``/proc/PID/lusage`` then holds as
+``pr_ltime`` -- is written to a fixture tree next to it: locktime.d must
+report, LWP by LWP, what the backend reads there as LCK.  Verified against
+the sources only, like the scripts.
 """
 
 import itertools
@@ -8,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
+import illumos_fixtures as fx
 from d_model import Program
+from tumbler.platform.illumos.backend import IllumosBackend
 
 PROBES = Path(__file__).resolve().parent.parent / "probes" / "illumos"
 PID = 4242
 OTHER_PID = 77                  # the process of a waker: not traced
 
 # usr/src/uts/common/sys/msacct.h
-LMS_USER_LOCK = 6
+LMS_SYSTEM, LMS_USER_LOCK = 1, 6
 
 
 def script(name):
@@ -72,6 +80,92 @@ class Trace:
 
     def lwp_exit(self, t, tid, cpu=0):
         self.fire(t, "proc:::lwp-exit", tid=tid, cpu=cpu)
+
+
+def every_path():
+    """One LWP per way into and out of a user-lock sleep (and two sleeps
+    that are not LCK)."""
+    trace = Trace()
+    ms = 1_000_000
+    # lwp_park, woken by lwp_unpark: cv_signal() fires wakeup (condvar.c)
+    trace.sleep(2, 10 * ms, "lwp_park", LMS_USER_LOCK, 13 * ms, "cv_signal", 14 * ms)
+    # lwp_park's timeout: the callout's cv_wakeup() fires wakeup too
+    trace.sleep(3, 11 * ms, "lwp_park", LMS_USER_LOCK, 31 * ms, "cv_wakeup", 33 * ms)
+    # a process-shared condition variable: lwp_cond_wait, signalled
+    # (lwp_release() fires wakeup)
+    trace.sleep(4, 12 * ms, "lwp_cond_wait", LMS_USER_LOCK, 19 * ms, "lwp_release", 25 * ms)
+    # ... and timed out: lwp_timer -> setrun() -> lwp_unsleep(): no wakeup
+    trace.sleep(5, 12 * ms, "lwp_cond_wait", LMS_USER_LOCK, 52 * ms, "lwp_unsleep", 53 * ms)
+    # a priority-inheritance mutex, interrupted by a signal:
+    # turnstile_unsleep() (turnstile.c): no wakeup
+    trace.sleep(6, 14 * ms, "lwp_mutex_timedlock", LMS_USER_LOCK, 17 * ms,
+                "turnstile_unsleep", 18 * ms)
+    # a process-shared rwlock granted to a writer, requeued by a priority
+    # change before it runs: t_waitrq keeps the first enqueue
+    trace.sleep(7, 15 * ms, "lwp_rwlock_sys", LMS_USER_LOCK, 16 * ms, "lwp_release", 30 * ms,
+                subcode=1, requeued=22 * ms)
+    # the same LWP sleeps again: both sleeps count
+    trace.sleep(7, 40 * ms, "lwp_park", LMS_USER_LOCK, 41 * ms, "cv_signal", 41 * ms + 5)
+    # a semaphore (lwp_sema_timedwait never enters LMS_USER_LOCK): SLP
+    trace.sleep(8, 10 * ms, "lwp_sema_timedwait", LMS_SYSTEM, 20 * ms, "lwp_release", 21 * ms)
+    # nanosleep: SLP
+    trace.sleep(9, 10 * ms, "nanosleep", LMS_SYSTEM, 20 * ms, "cv_wakeup", 20 * ms)
+    trace.events.sort(key=lambda e: e["timestamp"])      # stable: same-time order kept
+    return trace
+
+
+def lusage_fixture(tmp_path, trace):
+    """A /proc tree whose lusage holds the trace's LWPs with the kernel's pr_ltime."""
+    fx.write_kstat(str(tmp_path), fx.machine(1, 1, 2, 1))
+    lwps = [{"lwpid": tid, "ltime_ns": ns, "rtime_ns": 60_000_000, "create_ns": tid}
+            for tid, ns in sorted(trace.ltime.items())]
+    fx.write_process(str(tmp_path), PID, {"fname": "app"}, lwps)
+    return IllumosBackend(str(tmp_path))
+
+
+def test_locktime_agrees_with_the_microstate_lck_on_every_path(tmp_path):
+    trace = every_path()
+    lck = {tid: t.micro["lck"]
+           for tid, t in lusage_fixture(tmp_path, trace).sample(PID).threads.items()}
+    assert lck[8] == lck[9] == 0 and all(lck[tid] > 0 for tid in range(2, 8))
+    run = Program(script("locktime"), PID).run(trace.events)
+    measured = {tid: ns for (pid, tid), ns in run.aggregation("@lock_ns").items()}
+    assert {tid: measured.get(tid, 0) for tid in lck} == lck
+    counts = {tid: n for (pid, tid), n in run.aggregation("@lock_count").items()}
+    assert counts == trace.sleeps and counts[7] == 2
+
+
+def test_locktime_needs_no_wakeup_probe_and_no_system_call_probe():
+    # The paths that fire no wakeup (lwp_unsleep, turnstile_unsleep) are
+    # covered only if the sleep ends at the enqueue; and the microstate, not
+    # a list of system calls, decides what is a user-lock sleep.
+    trace = every_path()
+    bare = [e for e in trace.events if e["probe"] in ("sched:::sleep", "sched:::enqueue",
+                                                      "sched:::on-cpu")]
+    run = Program(script("locktime"), PID).run(bare)
+    assert {tid: ns for (_, tid), ns in run.aggregation("@lock_ns").items()} == {
+        tid: ns for tid, ns in trace.ltime.items() if ns}
+
+
+def test_locktime_counts_a_sleep_only_once_the_lwp_runs():
+    trace = Trace()
+    trace.fire(100, "sched:::sleep", tid=2, curthread={"t_mstate": LMS_USER_LOCK})
+    trace.lwp_fires(500, "sched:::enqueue", 2, about=2)
+    run = Program(script("locktime"), PID).run(trace.events)
+    assert run.aggregation("@lock_ns") == {}             # queued, not yet on a CPU
+    run.run([dict(probe="sched:::on-cpu", timestamp=900, pid=PID, tid=2, cpu=1)])
+    assert run.aggregation("@lock_ns") == {(PID, 2): 400}
+
+
+def test_other_processes_lwps_are_not_counted():
+    trace = Trace()
+    trace.fire(100, "sched:::sleep", pid=OTHER_PID, tid=2,
+               curthread={"t_mstate": LMS_USER_LOCK})
+    trace.fire(200, "sched:::enqueue", pid=0, tid=0,
+               args=[{"pr_lwpid": 2}, {"pr_pid": OTHER_PID}])
+    trace.fire(300, "sched:::on-cpu", pid=OTHER_PID, tid=2)
+    run = Program(script("locktime"), PID).run(trace.events)
+    assert run.aggregation("@lock_ns") == {} and run.dynamic() == 0
 
 
 # -- dynamic variables: freed when an LWP exits ----------------------------------

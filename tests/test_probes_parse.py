@@ -274,12 +274,15 @@ def test_d_scripts_print_what_the_parser_reads(name):
 
 def test_d_probe_names():
     lock = d("locktime")
-    # LCK's system calls (lwpsys.c, lwp_sobj.c), and the sleep..wakeup span
-    for p in ("syscall::lwp_park:entry", "syscall::lwp_mutex_timedlock:entry",
-              "syscall::lwp_rwlock_sys:entry", "sched:::sleep", "sched:::wakeup",
-              "sched:::on-cpu"):
-        assert p + "\n" in lock
-    assert "plockstat" not in lock.split("*/", 1)[1]
+    code = lock.split("*/", 1)[1]
+    # LCK as restore_mstate() charges it: sleeps begun in LMS_USER_LOCK
+    # (msacct.h: 6), from sched:::sleep to the first enqueue, counted on-cpu
+    for p in ("sched:::sleep", "sched:::enqueue", "sched:::on-cpu", "proc:::lwp-exit"):
+        assert "\n" + p in code
+    assert "inline int LMS_USER_LOCK = 6;" in code
+    assert "curthread->t_mstate == LMS_USER_LOCK" in code
+    for absent in ("plockstat", "sched:::wakeup", "syscall::"):
+        assert absent not in code
     runq = d("runqlat")
     assert "sched:::enqueue" in runq and "sched:::on-cpu" in runq
     assert "args[1]->pr_pid == $target" in runq and "args[0]->pr_lwpid" in runq
@@ -411,12 +414,13 @@ def test_check_tool_dtrace(monkeypatch):
     assert "dtrace not found" in one_line(info)
     monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
     monkeypatch.setattr(probe.os, "geteuid", lambda: 100)
-    monkeypatch.setattr(probe, "_illumos_missing_privileges",
-                        lambda kinds: ["dtrace_kernel"] if "latency" in kinds else [])
+    missing = ["dtrace_kernel"]
+    monkeypatch.setattr(probe, "_illumos_missing_privileges", lambda: missing)
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("illumos", {"latency"})
+        probe.check_tool("illumos")
     assert "dtrace_kernel" in one_line(info)
-    assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
+    missing = []
+    assert probe.check_tool("illumos") == "/usr/sbin/dtrace"
 
 
 def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
@@ -425,12 +429,12 @@ def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
     monkeypatch.setattr(probe.os, "geteuid", lambda: 0)         # root, all the same
     monkeypatch.setattr(zone, "zone_name", lambda: "web1")
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("illumos", {"locks"})
+        probe.check_tool("illumos")
     message = one_line(info)
     assert "dtrace_kernel" in message and "web1" in message and "global zone" in message
     assert "run as root" not in message
     monkeypatch.setattr(zone, "zone_name", lambda: "global")
-    assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
+    assert probe.check_tool("illumos") == "/usr/sbin/dtrace"
 
 
 # -- session arguments ----------------------------------------------------------
