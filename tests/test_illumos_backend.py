@@ -7,7 +7,10 @@ import struct
 import pytest
 
 import illumos_fixtures as fx
+from test_counters import FakeLibs
+from tumbler.platform.illumos import counters as cpc
 from tumbler.platform.illumos import kstat
+from tumbler.platform.illumos import pset
 from tumbler.platform.illumos import structs
 from tumbler.platform.base import (AccessDenied, NoSuchProcess, PlatformError, ThreadTimes,
                                    Unmovable, Unsupported)
@@ -408,6 +411,8 @@ class FakeLibc:
         self.default = set(cpus).difference(*self.psets.values())
         self.next_id = max(self.psets, default=0) + 1
         self.bound = {}             # (pid, lwpid) -> pset
+        self.cpu_bound = {}         # cpu -> who is processor-bound to it
+        self.sticky = set()         # CPUs whose bindings unbind_cpu cannot lift
         self.calls = []
         self.fail = {}
 
@@ -435,12 +440,24 @@ class FakeLibc:
         return owner
 
     def pset_destroy(self, pset):
+        """cpupart_destroy: unbind the set's LWPs, then move its CPUs out one
+        by one, giving up (EBUSY) at one an LWP is processor-bound to."""
         self._maybe_fail("pset_destroy", pset)
         if pset not in self.psets:
             raise OSError(errno.EINVAL, "no such set")
-        self.default |= self.psets.pop(pset)
         for key in [k for k, v in self.bound.items() if v == pset]:
             del self.bound[key]
+        for cpu in sorted(self.psets[pset]):
+            if self.cpu_bound.get(cpu):
+                raise OSError(errno.EBUSY, "CPU %d has bound threads" % cpu)
+            self.psets[pset].discard(cpu)
+            self.default.add(cpu)
+        del self.psets[pset]
+
+    def unbind_cpu(self, cpu):
+        self._maybe_fail("unbind_cpu", cpu)
+        if cpu not in self.sticky:
+            self.cpu_bound.pop(cpu, None)
 
     def pset_bind_lwp(self, pset, lwpid, pid):
         self._maybe_fail("pset_bind_lwp", (pset, lwpid))
@@ -677,8 +694,9 @@ class FakeCDLL:
     def __init__(self):
         self.sets = {-1: [0, 2, 3], 4: [1]}
         self.info_calls = 0
+        self.unbound = []
         for name in ("pset_create", "pset_destroy", "pset_assign", "pset_bind_lwp",
-                     "pset_info"):
+                     "pset_info", "processor_bind"):
             bound = getattr(self, name)
             # a plain function object, like a ctypes function, takes argtypes
             setattr(self, name, lambda *args, _bound=bound: _bound(*args))
@@ -707,6 +725,10 @@ class FakeCDLL:
         old._obj.value = 4
         return 0
 
+    def processor_bind(self, idtype, ident, bind, old):
+        self.unbound.append((idtype, ident, bind, old))
+        return 0 if ident in self.sets[-1] else self._fail(errno.EINVAL)
+
     def pset_info(self, pset, kind, count, cpus):
         self.info_calls += 1
         members = self.sets[pset]
@@ -733,6 +755,11 @@ def test_ctypes_libc_wrapper_marshals_arguments_and_errno():
         libc.pset_bind_lwp(6, 3, 1)
     assert gone.value.errno == errno.ESRCH
     libc.pset_destroy(4)
+    libc.unbind_cpu(2)
+    assert cdll.unbound == [(14, 2, -1, None)]          # P_CPUID, PBIND_NONE: pbind -U 2
+    with pytest.raises(OSError) as offline:
+        libc.unbind_cpu(9)
+    assert offline.value.errno == errno.EINVAL
     cdll.priv_ineffect = lambda name: int(name == b"sys_res_config")
     assert libc.has_privilege("sys_res_config") and not libc.has_privilege("proc_owner")
 
@@ -780,7 +807,7 @@ def test_libc_without_pset_bind_lwp_still_loads_and_refuses_before_any_change(bo
     full = FakeCDLL()
     cdll = types.SimpleNamespace(**{name: getattr(full, name) for name in
                                     ("pset_create", "pset_destroy", "pset_assign",
-                                     "pset_info")})
+                                     "pset_info", "processor_bind")})
     libc = PsetLibc(cdll)
     assert libc.can_bind_lwp is False
     assert libc.pset_info(-1) == frozenset({0, 2, 3})   # the rest still works
@@ -960,12 +987,102 @@ def test_state_records_each_sets_cpus_and_the_bound_processes(bound_tree):
                                   "pids": [PID]}
 
 
-def test_lwps_bound_to_walks_every_process(bound_tree):
+def test_bound_lwps_walks_every_process(bound_tree):
     fx.write_process(str(bound_tree), 777, {}, [lwp(1, bindpset=7), lwp(2)],
                      zombies=[{"lwpid": 3}])
     (bound_tree / "proc" / "self").mkdir()
-    assert backend(bound_tree).lwps_bound_to(7) == [(777, 1), (PID, 2)]
-    assert backend(bound_tree).lwps_bound_to(9) == []
+    assert backend(bound_tree).bound_lwps() == [(777, 1, 7, -1), (PID, 2, 7, -1),
+                                                (PID, 3, -1, 5)]
+
+
+# -- set teardown: EBUSY while a CPU of the set has a processor-bound LWP ---------
+
+def test_ebusy_at_teardown_is_retried_after_the_cpus_bindings_are_removed(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)                                       # sets 1 and 2
+    # LWP 3 bound itself to CPU 2, in set 1, after tumbler put it there
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1), lwp(3, bindpset=1, bindpro=2)])
+    libc.cpu_bound = {2: {(PID, 3)}}
+    notices = binder.close()
+    assert [c for c in libc.calls if c[0] in ("pset_destroy", "unbind_cpu")] == [
+        ("pset_destroy", 1), ("unbind_cpu", 2), ("unbind_cpu", 3),   # 0, 1 already out
+        ("pset_destroy", 1), ("pset_destroy", 2)]
+    assert libc.psets == {} and binder.sets == [] and libc.default == set(range(15))
+    assert notices == ["processor set 1 could not be destroyed while LWPs were bound to its "
+                       "CPUs: removed the processor binding of LWP %d/3 (CPU 2)" % PID]
+
+
+def test_a_set_that_stays_busy_is_kept_and_named_never_left_unsaid(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    libc.cpu_bound, libc.sticky = {9: {"a kernel thread"}}, {9}
+    with pytest.raises(PlatformError, match=r"processor set 2 still has a thread bound to a "
+                                            r"CPU of it.*`pbind -Q`.*processor sets 2 were "
+                                            r"left behind; remove them with `psrset -d 2`"):
+        binder.close()
+    assert libc.names().count("pset_destroy") == 1 + pset.DESTROY_ATTEMPTS
+    assert binder.sets == [2] and 1 not in libc.psets and 2 in libc.psets
+    assert binder.resources()["psets"] == [2]           # the state file keeps it
+    libc.sticky.clear()
+    assert binder.close() == []                         # a retry finishes the job
+    assert libc.psets == {}
+
+
+class CountingCpc(FakeLibs):
+    """libcpc whose CPU bindings are processor bindings in ``kernel`` (a
+    FakeLibc): cpc_bind_cpu processor-binds the counting LWP."""
+
+    def __init__(self, kernel, log, **kwargs):
+        super().__init__(psets={cpu: s for s, cpus in kernel.psets.items() for cpu in cpus},
+                         **kwargs)
+        self.kernel, self.log = kernel, log
+
+    def _cpc_bind_cpu(self, handle, cpu, cpc_set, flags):
+        self.kernel.cpu_bound.setdefault(cpu, set()).add("tumbler-cpc")
+        return super()._cpc_bind_cpu(handle, cpu, cpc_set, flags)
+
+    def _cpc_unbind(self, handle, cpc_set):
+        self.kernel.cpu_bound.pop(self.set_cpu[cpc_set], None)
+        self.log.append("cpc_unbind")
+        return 0
+
+
+def test_counters_are_closed_before_the_sets_are_destroyed(bound_tree):
+    """_finish_shared (commands/run.py) hands programs back after closing
+    the counters: the counting LWPs' CPU bindings would make pset_destroy
+    refuse the sets."""
+    from tumbler.commands import run
+    libc, log = FakeLibc(), []
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    counters = cpc.CpuCounters([0, 8], lib=CountingCpc(libc, log).lib())
+    assert set(libc.cpu_bound) == {0, 8}
+
+    class Program:
+        observers, journal = [], None
+
+        def restore_all(self):
+            log.append("sets destroyed")
+            return len(binder.close())
+
+        def own_cpu_seconds(self):
+            return 0.0
+
+    class Sharing:
+        def close(self):
+            counters.close()
+
+    class Waiter:
+        def close(self):
+            pass
+
+    failed = run._finish_shared([(PID, Program())], Sharing(), Waiter(), {"quiet": True},
+                                0.0, 0.0, "exited", None)
+    assert failed == 0 and log == ["cpc_unbind", "cpc_unbind", "sets destroyed"]
+    assert libc.names().count("pset_destroy") == 2 and "unbind_cpu" not in libc.names()
+    assert libc.psets == {}
 
 
 # -- LWPs born into tumbler's sets (lwp_create copies t_bind_pset) -------------

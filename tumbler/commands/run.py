@@ -370,11 +370,13 @@ def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, rea
                    summary_out):
     """Hand every program back and report each (``_finish`` for one)."""
     failed = 0
+    # Counters first: a CPU's counting LWP is bound to it, and a set with a
+    # bound CPU cannot be destroyed (platform/illumos/pset.py).
+    sharing.close()
     for _, controller in programs:
         failed += controller.restore_all()
         for observer in controller.observers:
             observer.close()
-    sharing.close()
     waiter.close()
     if failed and programs[0][1].journal is not None:
         print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"

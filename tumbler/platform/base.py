@@ -193,7 +193,9 @@ class Binder:
         raise NotImplementedError
 
     def close(self):
-        """Remove whatever setup() created (cgroups, processor sets)."""
+        """Remove whatever setup() created (cgroups, processor sets).
+        Returns lines worth telling the user (what it had to change to get
+        there), or None."""
 
     def resources(self):
         """What ``setup`` created, for the state file (JSON-serialisable):

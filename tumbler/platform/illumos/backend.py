@@ -222,7 +222,7 @@ class IllumosBackend(Backend):
 
     def binder(self, kind):
         self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding,
-                                       self.lwps_bound_to)
+                                       self.bound_lwps)
         return self._binder
 
     def _binder_libc(self, kind):
@@ -250,11 +250,12 @@ class IllumosBackend(Backend):
             raise NoSuchProcess(pid, tid)
         return parse_lwpsinfo(data)
 
-    def lwps_bound_to(self, pset_id):
-        """(pid, lwpid) of every live LWP of every process bound to processor
-        set ``pset_id``.  A walk of /proc (lpsinfo is readable by everyone),
-        made only when a dead tumbler's sets are removed; processes that
-        vanish or cannot be parsed meanwhile are skipped."""
+    def bound_lwps(self):
+        """(pid, lwpid, pr_bindpset, pr_bindpro) of every live LWP of every
+        process that is bound to a processor set or to a processor.  A walk
+        of /proc (lpsinfo is readable by everyone), made only when processor
+        sets are destroyed; processes that vanish or cannot be parsed
+        meanwhile are skipped."""
         found = []
         for name in os.listdir(self.proc):
             if not name.isdigit():
@@ -270,8 +271,9 @@ class IllumosBackend(Backend):
                     size = exc.needed + exc.needed // 4
                 except (OSError, ValueError, struct.error):
                     break
-            found += [(int(name), lwp.lwpid) for lwp in lwps
-                      if lwp.bindpset == pset_id and lwp.sname != "Z"]
+            found += [(int(name), lwp.lwpid, lwp.bindpset, lwp.bindpro) for lwp in lwps
+                      if (lwp.bindpset != PS_NONE or lwp.bindpro != PBIND_NONE)
+                      and lwp.sname != "Z"]
         return sorted(found)
 
     def _lwp_binding(self, pid, tid):

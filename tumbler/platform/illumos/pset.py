@@ -51,6 +51,23 @@ still bound to the set (``cpupart_unbind_threads``) to the *default* set,
 so first ``close`` sends the LWPs of managed processes still there -- born
 into a set by inheriting their creator's binding -- to their process's
 original set (``origin_of``); pset_destroy then only unbinds what is left.
+
+pset_destroy fails with EBUSY while an LWP is *processor*-bound to one of
+the set's CPUs: ``cpupart_destroy`` moves the CPUs out with
+``cpupart_move_cpu(cp, &cp_default, 0)``, which unbinds only soft-bound
+threads (``cpu_unbind(cpu, B_FALSE)``; processor_bind(2) binds hard) and
+gives up with EBUSY after five looks at a CPU that still has bound threads
+(usr/src/uts/common/disp/cpupart.c).  Such an LWP is one of the set's own
+(a CPU binding needs the CPU's set: ``cpu_bind_thread``): a managed program
+that bound an LWP to a CPU itself, or tumbler's own counting LWPs
+(``cpc_bind_cpu`` processor-binds its caller; counters.py), which is why
+whoever holds counters closes them before the binder.  An EBUSY is retried
+after removing the processor bindings on the set's remaining CPUs
+(``processor_bind(P_CPUID, cpu, PBIND_NONE)``, pbind -U: ``cpu_unbind(cpu,
+B_TRUE)`` in usr/src/uts/common/syscall/processor_bind.c); ``close``
+returns one line naming the LWPs whose binding went.  A set that still
+cannot be destroyed is kept in ``sets`` (and the state file), and the error
+names it with the ``psrset -d`` to run: never left without a word.
 """
 
 import ctypes
@@ -62,7 +79,13 @@ from . import zone as zones
 from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 PS_NONE = -1
+PBIND_NONE = -1
+P_CPUID = 14                    # usr/src/uts/common/sys/procset.h, idtype_t
 CONFIG_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
+#: pset_destroy tries per set: after an EBUSY the CPUs' processor bindings
+#: are removed; a set busy still after that holds a binding tumbler cannot
+#: lift (a kernel thread's), or one made again at once.
+DESTROY_ATTEMPTS = 3
 
 NO_BIND_LWP_MESSAGE = (
     "this libc has no pset_bind_lwp (a private libc interface), the only call that "
@@ -92,6 +115,7 @@ class PsetLibc:
         self._declare("pset_destroy", [ctypes.c_int])
         self._declare("pset_assign", [ctypes.c_int, ctypes.c_int, int_p])
         self._declare("pset_info", [ctypes.c_int, int_p, ctypes.POINTER(ctypes.c_uint), int_p])
+        self._declare("processor_bind", [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_p])
         # Private (SUNWprivate_1.1): a libc may lack it; the binder checks
         # can_bind_lwp before it changes anything.
         self.can_bind_lwp = self._declare(
@@ -137,6 +161,12 @@ class PsetLibc:
                     "pset_bind_lwp(%d, %d, %d)" % (pset, lwpid, pid))
         return old.value
 
+    def unbind_cpu(self, cpu):
+        """Remove the processor binding of every LWP bound to ``cpu``
+        (``pbind -U cpu``)."""
+        self._check(self.lib.processor_bind(P_CPUID, cpu, PBIND_NONE, None),
+                    "processor_bind(P_CPUID, %d, PBIND_NONE)" % cpu)
+
     def has_privilege(self, name):
         """Whether ``name`` (e.g. "sys_res_config") is in our effective set,
         by priv_ineffect(3C); True when libc cannot tell."""
@@ -180,14 +210,15 @@ def load_libc():
 class PsetBinder(Binder):
     """Binder of kind ``pset``.  ``lwp_binding(pid, tid)`` returns the LWP's
     (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone;
-    ``lwps_bound_to(pset)`` lists (pid, lwpid) of every LWP bound to a set."""
+    ``bound_lwps()`` lists (pid, lwpid, pr_bindpset, pr_bindpro) of every
+    LWP bound to a set or a processor."""
 
     kind = "pset"
 
-    def __init__(self, libc, lwp_binding, lwps_bound_to):
+    def __init__(self, libc, lwp_binding, bound_lwps):
         self.libc = libc
         self.lwp_binding = lwp_binding
-        self.lwps_bound_to = lwps_bound_to
+        self.bound_lwps = bound_lwps
         self.sets = []          # processor set ids created, index = domain
         self.domains = []
         self.pids = set()       # processes whose LWPs were saved
@@ -244,8 +275,10 @@ class PsetBinder(Binder):
             self._bind(pid, tid, PS_NONE)   # the saved set was destroyed meanwhile
 
     def close(self):
+        """Destroy the sets; returns what is worth telling: the processor
+        bindings removed so that a set could go (module doc)."""
         self._return_inherited()
-        self._destroy_all()
+        return self._destroy_all()
 
     def leftover_placement(self, pid, tid, state):
         """For ``tumbler restore``: where an LWP the state does not list
@@ -330,7 +363,7 @@ class PsetBinder(Binder):
         not restored) go to their process's origin; pset_destroy would
         send them all to the default set.  Failures are left to it."""
         for pset in self.sets:
-            for pid, tid in self.lwps_bound_to(pset):
+            for pid, tid in self._lwps_in(pset):
                 target = origin_of(self.origins.get(pid, ()))
                 if pid not in self.pids or target == PS_NONE:
                     continue        # pset_destroy puts it in the default set
@@ -344,7 +377,10 @@ class PsetBinder(Binder):
         ``remove_leftovers``)?  OSError (EINVAL: the set is gone) passes."""
         if recorded_cpus is not None and self.libc.pset_info(pset) != frozenset(recorded_cpus):
             return False
-        return all(pid in managed for pid, _ in self.lwps_bound_to(pset))
+        return all(pid in managed for pid, _ in self._lwps_in(pset))
+
+    def _lwps_in(self, pset):
+        return [(pid, tid) for pid, tid, bindpset, _ in self.bound_lwps() if bindpset == pset]
 
     def _check_domains(self, domains):
         if not domains or not all(domains):
@@ -378,10 +414,11 @@ class PsetBinder(Binder):
             raise _bind_error(exc, pid, tid, pset) from None
 
     def _destroy_all(self, quiet=False):
-        left, first_error = [], None
+        """Destroy every set; the notices of ``_destroy``."""
+        left, first_error, notices = [], None, []
         for pset in self.sets:
             try:
-                self.libc.pset_destroy(pset)
+                self._destroy(pset, notices)
             except OSError as exc:
                 if exc.errno == errno.EINVAL:      # already destroyed by someone
                     continue
@@ -390,6 +427,33 @@ class PsetBinder(Binder):
         self.sets, self.domains = left, []
         if first_error is not None and not quiet:
             raise _destroy_error(first_error, left)
+        return notices
+
+    def _destroy(self, pset, notices):
+        """pset_destroy, retried after an EBUSY once the processor bindings
+        on the set's CPUs are removed (module doc); OSError if it fails."""
+        for attempt in range(DESTROY_ATTEMPTS):
+            try:
+                self.libc.pset_destroy(pset)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EBUSY or attempt == DESTROY_ATTEMPTS - 1:
+                    raise
+            # pset_destroy unbound the set's LWPs before it gave up: what
+            # holds it now is a processor binding on a CPU still in it
+            cpus = self.libc.pset_info(pset)
+            bound = sorted((pid, tid, cpu) for pid, tid, _, cpu in self.bound_lwps()
+                           if cpu in cpus)
+            for cpu in sorted(cpus):
+                try:
+                    self.libc.unbind_cpu(cpu)
+                except OSError:
+                    continue            # the retry says whether it mattered
+            if bound:
+                notices.append(
+                    "processor set %d could not be destroyed while LWPs were bound to its "
+                    "CPUs: removed the processor binding of %s" % (pset, ", ".join(
+                        "LWP %d/%d (CPU %d)" % lwp for lwp in bound)))
 
 
 def origin_of(bindpsets):
@@ -467,4 +531,8 @@ def _destroy_error(exc, left):
         return AccessDenied("%s: %s" % (denied, hint), CONFIG_PRIVILEGE)
     if exc.errno == errno.ENOTSUP:
         return Unsupported("%s; %s" % (POOLS_MESSAGE, hint))
+    if exc.errno == errno.EBUSY:
+        return PlatformError("pset_destroy: processor set %d still has a thread bound to a CPU "
+                             "of it after %d tries (see `pbind -Q`); %s"
+                             % (left[0], DESTROY_ATTEMPTS, hint))
     return PlatformError("pset_destroy: %s; %s" % (exc.strerror or exc, hint))
