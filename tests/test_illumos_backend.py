@@ -2,6 +2,7 @@
 
 import ctypes
 import errno
+import json
 import struct
 
 import pytest
@@ -342,16 +343,18 @@ def _named(name, data_type, value):
 
 
 class FakeLibKstat:
-    """kstat_open/read/data_lookup/close over a chain built in memory."""
+    """kstat_open/read/data_lookup/close over a chain built in memory;
+    entries are (module, instance, fields[, name, crtime])."""
 
     def __init__(self, entries):
         self.keep = []
         self.named = {}
         previous = None
         self.headers = []
-        for module, instance, fields in reversed(entries):
-            header = kstat.Kstat(ks_module=module, ks_instance=instance,
-                                 ks_type=kstat.KSTAT_TYPE_NAMED)
+        for module, instance, fields, *more in reversed(entries):
+            name, crtime = more or (b"", 0)
+            header = kstat.Kstat(ks_module=module, ks_instance=instance, ks_name=name,
+                                 ks_crtime=crtime, ks_type=kstat.KSTAT_TYPE_NAMED)
             if previous is not None:
                 header.ks_next = ctypes.pointer(previous)
             self.named[(module, instance)] = {n: _named(n, t, v) for n, (t, v) in fields.items()}
@@ -977,14 +980,79 @@ def test_pset_id_reused_by_someone_else_survives_restore(bound_tree, tmp_path, i
     assert libc.psets == {}
 
 
-def test_state_records_each_sets_cpus_and_the_bound_processes(bound_tree):
+def pset_kstats(tree, created):
+    """Add the ``unix:<id>:pset`` kstats of sets {id: creation hrtime ns} to
+    the tree's ``kstat -p`` text (crtime as kstat prints it: s.nnnnnnnnn)."""
+    with open(str(tree / "kstat"), "a") as f:
+        for pset_id, ns in created.items():
+            prefix = "unix:%d:pset:" % pset_id
+            f.write(prefix + "class\tmisc\n" + prefix + "crtime\t%d.%09d\n"
+                    % divmod(ns, S) + prefix + "ncpus\t4\n")
+
+
+def test_state_records_each_sets_creation_time_cpus_and_the_bound_processes(bound_tree):
     libc = FakeLibc()
+    # what kstat_create stamps on the sets pset_create makes (and the
+    # default partition's, and another kstat of the same module and instance)
+    pset_kstats(bound_tree, {0: 30 * S + 5, 1: 7200 * S + 123, 2: 7200 * S + 456})
+    with open(str(bound_tree / "kstat"), "a") as f:
+        f.write("unix:1:callout:crtime\t99.000000001\n")
     binder = backend(bound_tree, libc=libc).binder("pset")
     binder.setup(DOMAINS)
     binder.save(PID, 1)
     assert binder.resources() == {"psets": [1, 2],
+                                  "pset_created": {"1": 7200 * S + 123, "2": 7200 * S + 456},
                                   "pset_cpus": {"1": [0, 1, 2, 3], "2": [8, 9, 10, 11]},
                                   "pids": [PID]}
+
+
+def test_a_reused_id_with_the_same_cpus_and_nothing_bound_is_told_by_its_creation_time(
+        bound_tree, tmp_path, illumos_boot, monkeypatch, capsys):
+    """The dead tumbler's set 8 (made at 7200 s) was destroyed; an admin's
+    new set got id 8 and the same CPUs, and nothing is bound to it yet: its
+    CPUs and its LWPs pass, its creation time does not.  Through the
+    command (`tumbler restore`), which merges the state files' resources."""
+    from tumbler.commands import restore as restore_command
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START}, [lwp(1), lwp(2)])
+    libc = FakeLibc(psets={8: {0, 1, 2, 3}})
+    states = tmp_path / "state"
+    states.mkdir()
+
+    def restore(created_now):
+        pset_kstats(bound_tree, {8: created_now})
+        be = backend(bound_tree, libc=libc)
+        monkeypatch.setattr(restore_command, "open_backend", lambda platform, root: be)
+        stale = write_state(states, [(1, -1), (2, -1)], psets=[8], pids=[PID],
+                            pset_cpus={8: {0, 1, 2, 3}})
+        data = json.loads(open(stale.path).read())
+        data["resources"]["pset_created"] = {"8": 7200 * S + 123}
+        open(stale.path, "w").write(json.dumps(data))
+        return restore_command.run_restore([], directory=str(states))
+
+    assert restore(9000 * S) == 0
+    assert libc.psets == {8: {0, 1, 2, 3}} and "pset_destroy" not in libc.names()
+    assert restore(7200 * S + 123) == 0                 # the dead tumbler's own set
+    assert libc.psets == {} and "removed 1 resources left by tumbler" in capsys.readouterr().out
+
+
+def test_pset_creation_times_through_libkstat_and_kstat_p(monkeypatch):
+    lib = FakeLibKstat([(b"unix", 0, {}, b"pset", 30 * S), (b"unix", 3, {}, b"pset", 71 * S + 9),
+                        (b"unix", 3, {}, b"callout", 5), (b"cpu_info", 3, {}, b"pset", 1)])
+    assert kstat.LibKstat(lib).creation_times(b"unix", b"pset") == {0: 30 * S, 3: 71 * S + 9}
+    assert lib.closed
+    seen = []
+
+    def runner(argv, **kwargs):
+        seen.append(argv)
+        return type("Done", (), {"returncode": 0, "stderr": "", "stdout":
+                                 "unix:3:pset:crtime\t71.000000009\n"
+                                 "unix:4:pset:crtime\t8.5\n"})()
+    command = kstat.run_kstat_command
+    monkeypatch.setattr(kstat, "LibKstat", lambda: (_ for _ in ()).throw(OSError("no lib")))
+    monkeypatch.setattr(kstat, "run_kstat_command",
+                        lambda selector, name: command(runner, selector=selector, name=name))
+    assert kstat.read_system_pset_created() == {3: 71 * S + 9, 4: 8 * S + 500_000_000}
+    assert seen == [["kstat", "-p", "unix::pset:crtime"]]
 
 
 def test_bound_lwps_walks_every_process(bound_tree):

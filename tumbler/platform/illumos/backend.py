@@ -222,7 +222,7 @@ class IllumosBackend(Backend):
 
     def binder(self, kind):
         self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding,
-                                       self.bound_lwps)
+                                       self.bound_lwps, self.pset_created)
         return self._binder
 
     def _binder_libc(self, kind):
@@ -275,6 +275,16 @@ class IllumosBackend(Backend):
                       if (lwp.bindpset != PS_NONE or lwp.bindpro != PBIND_NONE)
                       and lwp.sname != "Z"]
         return sorted(found)
+
+    def pset_created(self):
+        """``{processor set id: creation time (hrtime ns)}``, from the sets'
+        ``unix:<id>:pset`` kstats (``kstat.read_system_pset_created``);
+        OSError if they cannot be read."""
+        if self._live:
+            return kstat.read_system_pset_created()
+        with open(os.path.join(self.root, "kstat")) as f:
+            return kstat.pset_created_from_text(
+                kstat.read_kstat_text(f.read(), module="unix", name="pset"))
 
     def _lwp_binding(self, pid, tid):
         info = self.lwp_info(pid, tid)

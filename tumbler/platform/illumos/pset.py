@@ -211,16 +211,19 @@ class PsetBinder(Binder):
     """Binder of kind ``pset``.  ``lwp_binding(pid, tid)`` returns the LWP's
     (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone;
     ``bound_lwps()`` lists (pid, lwpid, pr_bindpset, pr_bindpro) of every
-    LWP bound to a set or a processor."""
+    LWP bound to a set or a processor; ``pset_created()`` gives each set's
+    creation time, ``{id: hrtime ns}`` (OSError if it cannot)."""
 
     kind = "pset"
 
-    def __init__(self, libc, lwp_binding, bound_lwps):
+    def __init__(self, libc, lwp_binding, bound_lwps, pset_created):
         self.libc = libc
         self.lwp_binding = lwp_binding
         self.bound_lwps = bound_lwps
+        self.pset_created = pset_created
         self.sets = []          # processor set ids created, index = domain
         self.domains = []
+        self.created = {}       # set id -> its creation time, where it could be read
         self.pids = set()       # processes whose LWPs were saved
         self.origins = {}       # pid -> processor sets its LWPs had before tumbler
 
@@ -243,6 +246,7 @@ class PsetBinder(Binder):
             self._destroy_all(quiet=True)
             raise
         self.domains = domains
+        self.created = {s: t for s, t in self._creation_times().items() if s in self.sets}
 
     def save(self, pid, tid):
         """The LWP's binding before tumbler.  An LWP already in one of our
@@ -291,8 +295,7 @@ class PsetBinder(Binder):
         bindpset, bindpro = self.lwp_binding(pid, tid)
         if bindpset == PS_NONE or bindpset not in (resources.get("psets") or ()):
             return None
-        recorded = (resources.get("pset_cpus") or {}).get(str(bindpset))
-        if recorded is not None and self._cpus_of(bindpset) != frozenset(recorded):
+        if not self._same_set(bindpset, resources):
             return None             # the id was reused: someone else's set
         origins = {r["saved"].get("bindpset", PS_NONE) for r in state.get("threads", ())
                    if isinstance(r.get("saved"), dict)}
@@ -302,10 +305,11 @@ class PsetBinder(Binder):
 
     def resources(self):
         """What this binder created, for the state file: the set ids, each
-        set's CPUs and the processes whose LWPs it saved (and may have
-        bound), so that a later ``remove_leftovers`` can tell its sets from
-        sets that got the same ids after it died."""
+        set's creation time and CPUs and the processes whose LWPs it saved
+        (and may have bound), so that a later ``remove_leftovers`` can tell
+        its sets from sets that got the same ids after it died."""
         return {"psets": list(self.sets),
+                "pset_created": {str(s): t for s, t in self.created.items()},
                 "pset_cpus": {str(s): sorted(d) for s, d in zip(self.sets, self.domains)},
                 "pids": sorted(self.pids)}
 
@@ -320,20 +324,25 @@ class PsetBinder(Binder):
         Set ids are reused: ``cpupart_create`` takes the lowest free id
         (``cpupart_destroy`` lowers ``cp_id_next``; usr/src/uts/common/disp/
         cpupart.c), so after the crash an administrator's new set may carry
-        the dead tumbler's id.  A set is destroyed only if it still has the
-        CPUs the state recorded for it (state files from before that record
-        skip this check) and no LWP of a process the dead tumbler did not
-        manage is bound to it; anything else is left alone.  pset_destroy
-        unbinds the LWPs still bound to a set (to the default set)."""
+        the dead tumbler's id.  A set is destroyed only if it is the one the
+        dead tumbler made (``_same_set``: its creation time, else its CPUs)
+        and no LWP of a process the dead tumbler did not manage is bound to
+        it; anything else is left alone.  pset_destroy unbinds the LWPs
+        still bound to a set (to the default set).
+
+        What remains: between that check and pset_destroy (one system call
+        later) a privileged process could destroy the set and create
+        another that gets the same id; no call destroys a set only if it is
+        a given one, nor holds sets steady for a caller (``pool_lock`` is
+        the kernel's own), so that window cannot be closed here."""
         destroyed, left, first_error = [], [], None
         resources = resources or {}
-        recorded_cpus = resources.get("pset_cpus") or {}
         managed = set(resources.get("pids") or ())
         for pset in resources.get("psets", []):
             if not isinstance(pset, int) or pset == PS_NONE or pset in self.sets:
                 continue
             try:
-                if not self._still_ours(pset, recorded_cpus.get(str(pset)), managed):
+                if not self._still_ours(pset, resources, managed):
                     continue
                 self.libc.pset_destroy(pset)
                 destroyed.append("processor set %d" % pset)
@@ -372,12 +381,31 @@ class PsetBinder(Binder):
                 except OSError:
                     continue
 
-    def _still_ours(self, pset, recorded_cpus, managed):
-        """Is set ``pset`` still the one a dead tumbler made (see
-        ``remove_leftovers``)?  OSError (EINVAL: the set is gone) passes."""
-        if recorded_cpus is not None and self.libc.pset_info(pset) != frozenset(recorded_cpus):
-            return False
-        return all(pid in managed for pid, _ in self._lwps_in(pset))
+    def _still_ours(self, pset, resources, managed):
+        """Is set ``pset`` still the one a dead tumbler made, with only its
+        processes' LWPs in it (see ``remove_leftovers``)?"""
+        return (self._same_set(pset, resources)
+                and all(pid in managed for pid, _ in self._lwps_in(pset)))
+
+    def _same_set(self, pset, resources):
+        """Is set ``pset`` the one the state's ``resources`` recorded, not a
+        new set that got its id?  By its creation time where the state
+        recorded one and the kstats answer -- a new set has another -- else
+        by its CPUs (state files from before either record pass)."""
+        created = (resources.get("pset_created") or {}).get(str(pset))
+        if created is not None:
+            now = self._creation_times().get(pset)
+            if now is not None:
+                return now == created
+        recorded = (resources.get("pset_cpus") or {}).get(str(pset))
+        return recorded is None or self._cpus_of(pset) == frozenset(recorded)
+
+    def _creation_times(self):
+        """``pset_created()``, {} where the kstats cannot be read."""
+        try:
+            return self.pset_created()
+        except OSError:
+            return {}
 
     def _lwps_in(self, pset):
         return [(pid, tid) for pid, tid, bindpset, _ in self.bound_lwps() if bindpset == pset]
