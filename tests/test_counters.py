@@ -601,6 +601,17 @@ def test_errors_are_mapped(fail, raised, text):
     assert libs.names()[-1] == "cpc_close"
 
 
+def test_pset_bind_while_resource_pools_are_enabled_is_one_clear_line():
+    # pset_bind returns ENOTSUP while pools are enabled
+    # (usr/src/uts/common/syscall/pset.c, pset_bind: pool_state == POOL_ENABLED)
+    libs = FakeLibs(psets={1: 4}, fail={"pset_bind": (errno.ENOTSUP, None)})
+    with pytest.raises(Unsupported) as caught:
+        cpc.CpuCounters([1], lib=libs.lib())
+    assert str(caught.value) == ("resource pools are enabled: use poolbind or disable pools "
+                                 "(`pooladm -d`, or `svcadm disable pools`)")
+    assert "cpc_bind_cpu" not in libs.names() and libs.names()[-1] == "cpc_close"
+
+
 def test_a_failing_cpu_unbinds_the_ones_already_bound():
     libs = FakeLibs()
 

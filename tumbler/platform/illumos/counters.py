@@ -93,6 +93,7 @@ import re
 import threading
 
 from ..base import AccessDenied, PlatformError, Unsupported
+from .pset import POOLS_MESSAGE
 
 CPC_VER_CURRENT = 2
 CPC_COUNT_USER = 0x2
@@ -380,6 +381,8 @@ class _CpuLwp:
                 if pset != PS_NONE:
                     lib.bind_self_to_pset(pset)
             except OSError as exc:
+                if exc.errno == errno.ENOTSUP:      # pset_bind, pools enabled (pset.c)
+                    raise Unsupported(POOLS_MESSAGE) from None
                 raise _mapped(exc, cpu, privilege=PSET_PRIVILEGE) from None
             try:
                 cpc_set = lib.set_create(handle)

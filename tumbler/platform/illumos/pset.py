@@ -37,8 +37,9 @@ Errors, as the kernel returns them (pset.c, cpupart.c, policy.c):
              without PRIV_PROC_OWNER, or an LWP whose current set has
              PSET_NOESCAPE -- the default set always has it
              (``cpupart_initialize_default``) -- without PRIV_SYS_RES_CONFIG;
-* ENOTSUP -- pset_create/assign/destroy while resource pools are enabled
-             (sets belong to poolcfg/pooladm); never from pset_bind_lwp,
+* ENOTSUP -- pset_create/assign/destroy, and pset_bind (which counters.py
+             uses), while resource pools are enabled (sets belong to
+             poolcfg/pooladm): ``POOLS_MESSAGE``; never from pset_bind_lwp,
              which does not look at the pool state;
 * EBUSY   -- pset_assign: last CPU of its set, or CPUs with bound threads;
              pset_bind_lwp: the LWP is bound to a CPU outside the set;
@@ -93,9 +94,10 @@ NO_BIND_LWP_MESSAGE = (
     "pset_bind(2) bind single LWPs of the calling process only, so --binder pset "
     "cannot run here")
 
-POOLS_MESSAGE = ("resource pools are enabled (pooladm): tumbler cannot create processor "
-                 "sets while pools own them; disable pools with `pooladm -d` "
-                 "(or `svcadm disable pools`) and try again")
+#: ENOTSUP from the pset calls that change sets or bind to them while
+#: resource pools are enabled (pset.c: ``pool_state == POOL_ENABLED``).
+POOLS_MESSAGE = ("resource pools are enabled: use poolbind or disable pools (`pooladm -d`, "
+                 "or `svcadm disable pools`)")
 LAST_CPU_MESSAGE = ("the default processor set must keep at least one CPU for the rest "
                     "of the system; %s")
 
