@@ -46,6 +46,9 @@ def test_struct_sizes_match_procfs_h():
     assert structs.LWPSINFO.size == fx.LWPSINFO_SIZE == 128
     assert structs.PSINFO_SIZE == fx.PSINFO_SIZE == 416
     assert structs.PRHEADER.size == 16
+    # LSPAN(): round16(sizeof) + 16, never the struct size
+    assert (structs.lspan(structs.PRUSAGE.size), structs.lspan(structs.LWPSINFO.size)) == (
+        fx.PRUSAGE_SPAN, fx.LWPSINFO_SPAN)
 
 
 def test_kstat_structs_match_kstat_h():

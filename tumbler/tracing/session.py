@@ -224,7 +224,8 @@ def check_tool(platform_name):
     zone = zones.nonglobal_zone()
     if zone is not None:
         raise TumblerError(zones.prohibited(
-            "dtrace_kernel", zone, "DTrace's sched provider (every probe script)"))
+            "dtrace_kernel", zone,
+            "the probe scripts (they read other threads' kernel data through DTrace)"))
     if os.geteuid() != 0:
         missing = _illumos_missing_privileges()
         if missing:

@@ -53,9 +53,9 @@ from ...errors import UsageError
 from . import kstat as kstat
 from . import pset as pset
 from . import zone as zones
-from .structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
-                               parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
-                               PSINFO_SIZE)
+from .structs import (PBIND_NONE, PRHEADER, PRUSAGE, PS_NONE, SSYS, Truncated, lspan,
+                      parse_lpsinfo, parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
+                      PSINFO_SIZE)
 from ..base import (STAT_COLUMNS, AccessDenied, Backend, NoSuchProcess, PlatformError,
                    ProcessFacts, ProcessInfo, Sample, ThreadTimes, Topology, Unsupported)
 
@@ -67,7 +67,7 @@ READ_PRIVILEGE = "read access to /proc (PRIV_PROC_OWNER for another user's proce
 
 _LWPNAME_SIZE = 32              # THREAD_NAME_MAX
 _NAME_RECHECK_NS = 1_000_000_000
-_FIRST_READ_SIZE = 16 + 32 * 504
+_FIRST_READ_SIZE = PRHEADER.size + 32 * lspan(PRUSAGE.size)    # 32 LWPs
 
 
 class IllumosBackend(Backend):

@@ -36,7 +36,7 @@ Three sources, all returning ``{cpuid: {field: value}}``:
 * ``run_kstat_command`` runs ``kstat -p cpu_info:::`` when libkstat cannot
   be loaded.
 
-Struct layouts (usr/src/uts/common/sys/kstat.h, usr/src/head/kstat.h), LP64:
+Struct layouts (usr/src/uts/common/sys/kstat.h, usr/src/lib/libkstat/kstat.h), LP64:
 ``kstat_ctl_t`` is ``{kid_t kc_chain_id; kstat_t *kc_chain; int kc_kd}``;
 ``kstat_t`` begins ``{hrtime_t ks_crtime; kstat_t *ks_next; kid_t ks_kid;
 char ks_module[31]; uchar_t ks_resv; int ks_instance; char ks_name[31];
@@ -134,7 +134,7 @@ Kstat._fields_ = [
 
 
 class KstatCtl(ctypes.Structure):
-    """kstat_ctl_t (usr/src/head/kstat.h)."""
+    """kstat_ctl_t (usr/src/lib/libkstat/kstat.h)."""
 
     _fields_ = [
         ("kc_chain_id", ctypes.c_int),
@@ -260,8 +260,10 @@ def _read_system(module, fields):
 
 #: ``cpu:<id>:sys`` fields of per-CPU time (usr/src/uts/common/os/cpu.c,
 #: ``cpu_sys_stats_ks_data_template``): user, kernel and idle nanoseconds
-#: partition the CPU's time; ``cpu_nsec_intr`` overlaps them (interrupt
-#: threads' time is charged to what they interrupted), so it is not added.
+#: partition the CPU's time; ``cpu_nsec_intr`` overlaps them: the time an
+#: interrupt took is taken out of the state it interrupted (user, idle) and
+#: added to kernel time (``get_cpu_mstate``, usr/src/uts/i86pc/os/machdep.c),
+#: so ``cpu_nsec_kernel`` already holds it and it is not added.
 CPU_SYS_FIELDS = ("cpu_nsec_idle", "cpu_nsec_user", "cpu_nsec_kernel")
 
 

@@ -36,7 +36,9 @@ Errors, as the kernel returns them (pset.c, cpupart.c, policy.c):
              pset_bind_lwp (``pset_bind_thread``): another user's LWP
              without PRIV_PROC_OWNER, or an LWP whose current set has
              PSET_NOESCAPE -- the default set always has it
-             (``cpupart_initialize_default``) -- without PRIV_SYS_RES_CONFIG;
+             (``cpupart_initialize_default``) -- without PRIV_SYS_RES_BIND
+             or PRIV_SYS_RES_CONFIG (``secpolicy_pbind``,
+             usr/src/uts/common/os/policy.c);
 * ENOTSUP -- pset_create/assign/destroy, and pset_bind (which counters.py
              uses), while resource pools are enabled (sets belong to
              poolcfg/pooladm): ``POOLS_MESSAGE``; never from pset_bind_lwp,
@@ -523,10 +525,10 @@ def _bind_error(exc, pid, tid, pset):
         if zone is not None:
             return _config_denied("moving LWPs between processor sets", zone)
         return AccessDenied(
-            "binding LWP %d of process %d to a processor set needs %s to move it out "
-            "of the default set (which never lets LWPs escape without it), and "
-            "PRIV_PROC_OWNER for another user's process" % (tid, pid, CONFIG_PRIVILEGE),
-            CONFIG_PRIVILEGE)
+            "binding LWP %d of process %d to a processor set needs PRIV_SYS_RES_BIND or %s "
+            "to move it out of the default set (which never lets LWPs escape without "
+            "one), and PRIV_PROC_OWNER for another user's process"
+            % (tid, pid, CONFIG_PRIVILEGE), CONFIG_PRIVILEGE)
     if code == errno.EBUSY:
         return Unmovable(tid, "it is bound to a processor outside processor set %d "
                          "(unbind it with `pbind -u %d/%d`)" % (pset, pid, tid))
