@@ -3,6 +3,7 @@
 import ctypes
 import errno
 import json
+import os
 import struct
 
 import pytest
@@ -469,6 +470,9 @@ class FakeLibc:
         self._maybe_fail("pset_bind_lwp", (pset, lwpid))
         if pset != -1 and pset not in self.psets:
             raise OSError(errno.EINVAL, "no such set")
+        target = self.default if pset == -1 else self.psets[pset]
+        if any((pid, lwpid) in who and cpu not in target for cpu, who in self.cpu_bound.items()):
+            raise OSError(errno.EBUSY, "bound to a CPU outside the set")  # cpupart_movable_thread
         old = self.bound.get((pid, lwpid), -1)
         if pset == -1:
             self.bound.pop((pid, lwpid), None)
@@ -1324,3 +1328,57 @@ def test_root_state_and_socket_live_in_var_run_on_illumos():
     from tumbler.state.paths import run_dir
     assert run_dir("sunos5") == "/var/run"
     assert run_dir("linux") == "/run"
+
+
+# -- the service on illumos picks the processor-set binder -------------------------
+
+def test_the_service_binds_with_processor_sets_on_illumos(tmp_path, monkeypatch, illumos_boot):
+    """A rule selects a process of an illumos fixture tree: the service asks
+    the backend for its default binder (pset; it asked for affinity, which
+    illumos refuses, and so managed nothing), binds the LWPs into sets, and
+    hands them back when it stops -- destroying the sets, after removing a
+    processor binding one LWP made meanwhile (said in the log; that LWP
+    could not be moved back while bound, which is said too)."""
+    from tumbler.service import loop
+    from tumbler.service.config import load_service_config
+    root = tmp_path / "root"
+    fx.write_kstat(str(root), fx.machine(2, 1, 4, 1))             # 2 sockets of 4 CPUs
+    lwps = [lwp(tid, utime_ns=tid * S, rtime_ns=40 * S, sname="O", onpro=tid % 8)
+            for tid in range(1, 5)]
+    fx.write_process(str(root), PID, {"fname": "app", "psargs": "./app", "nlwp": 4,
+                                      "start_ns": PROC_START, "uid": os.geteuid()}, lwps)
+    libc = FakeLibc(cpus=range(8))
+    be = IllumosBackend(str(root), libc=libc)
+    monkeypatch.setattr(loop, "open_backend", lambda name, root: be)
+    monkeypatch.setenv("TUMBLER_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "tumbler.yaml").write_text(
+        "programs:\n  - name: apps\n    match: {comm: app}\n    domains: 0-2/4-6\n")
+    lines = []
+    service = loop.Service(load_service_config(str(tmp_path / "tumbler.yaml")),
+                           str(tmp_path / "tumbler.yaml"),
+                           lambda priority, message: lines.append((priority, message)))
+    facts = be.process_facts(PID)
+    service._manage(PID, be.process(PID).start, facts, service.config.rules[0])
+    assert list(service.programs) == [PID], lines
+    controller = service.programs[PID].controller
+    assert controller.binder.kind == "pset"
+    assert sorted(libc.psets.values(), key=min) == [{0, 1, 2}, {4, 5, 6}]
+    controller.tick(0.0)                                      # a round binds the LWPs
+    assert set(libc.bound.values()) <= set(libc.psets) and libc.bound
+    # LWP 3 binds itself to CPU 5 of the second set
+    second = next(s for s, cpus in libc.psets.items() if 5 in cpus)
+    fx.write_process(str(root), PID, {"fname": "app", "psargs": "./app", "nlwp": 4,
+                                      "start_ns": PROC_START, "uid": os.geteuid()},
+                     [dict(row, bindpset=libc.bound.get((PID, row["lwpid"]), -1),
+                           bindpro=5 if row["lwpid"] == 3 else -1) for row in lwps])
+    libc.cpu_bound = {5: {(PID, 3)}}
+    # LWP 3 cannot leave the set while bound to CPU 5 (EBUSY): it is reported,
+    # and goes to the default set -- its own -- when its set is destroyed
+    assert service.stop() == 1
+    assert libc.psets == {} and libc.bound == {}
+    assert ("unbind_cpu", 5) in libc.calls
+    warnings = [m for p, m in lines if p == loop.WARNING]
+    assert len(warnings) == 2 and "pbind -u %d/3" % PID in warnings[0]
+    assert warnings[1] == ("processor set %d could not be destroyed while LWPs were bound to "
+                           "its CPUs: removed the processor binding of LWP %d/3 (CPU 5)"
+                           % (second, PID))

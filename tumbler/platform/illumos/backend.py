@@ -72,6 +72,7 @@ _FIRST_READ_SIZE = PRHEADER.size + 32 * lspan(PRUSAGE.size)    # 32 LWPs
 
 class IllumosBackend(Backend):
     name = "illumos"
+    default_binder = "pset"
 
     def __init__(self, root="/", libc=None, kstat_reader=None, pg_reader=None):
         super().__init__(root)
@@ -201,7 +202,7 @@ class IllumosBackend(Backend):
             raise PlatformError("pset_info: %s" % (exc.strerror or exc)) from None
         return (cpus & online) or online
 
-    def check_can_bind(self, info, binder_kind):
+    def check_can_bind(self, info, binder_kind=None):
         """Fail early, before anything changes, if binding will be refused."""
         libc = self._binder_libc(binder_kind)
         pset.require_bind_lwp(libc)
@@ -220,12 +221,13 @@ class IllumosBackend(Backend):
             raise AccessDenied("process %d belongs to uid %d, tumbler runs as uid %d"
                                % (info.pid, info.uid, os.geteuid()), "PRIV_PROC_OWNER")
 
-    def binder(self, kind):
+    def binder(self, kind=None):
         self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding,
                                        self.bound_lwps, self.pset_created)
         return self._binder
 
     def _binder_libc(self, kind):
+        kind = kind or self.default_binder
         if kind in ("affinity", "cpuset"):
             raise Unsupported("--binder %s is a Linux binder; on illumos use --binder pset"
                               % kind)
