@@ -172,6 +172,31 @@ class _Parser:
         raise DError("unexpected %r" % value)
 
 
+def split_script(text):
+    """(top-level declarations, [(clause head, body)] in program order, text
+    left after the last clause) of a D script, without its comments and
+    ``#pragma`` lines; a head is ``probe-spec [/predicate/]``."""
+    text = "\n".join(line for line in _COMMENT.sub(" ", text).splitlines()
+                     if not line.lstrip().startswith("#"))
+    declarations, clauses = [], []
+    i, start = 0, 0
+    while i < len(text):
+        if text[i] == ";":
+            if text[start:i].strip():
+                declarations.append(text[start:i].strip())
+            start = i + 1
+        elif text[i] == "{":
+            depth, j = 1, i + 1
+            while depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            clauses.append((text[start:i], text[i + 1:j - 1]))
+            start = i = j
+            continue
+        i += 1
+    return declarations, clauses, text[start:].strip()
+
+
 class Program:
     """A D script, parsed; ``run(events)`` fires its clauses."""
 
@@ -188,24 +213,13 @@ class Program:
     # -- the script ----------------------------------------------------------
 
     def _parse(self, text):
-        text = "\n".join(line for line in _COMMENT.sub(" ", text).splitlines()
-                         if not line.lstrip().startswith("#"))
-        i, start = 0, 0
-        while i < len(text):
-            if text[i] == ";":
-                self._declare(text[start:i].strip())
-                start = i + 1
-            elif text[i] == "{":
-                depth, j = 1, i + 1
-                while depth:
-                    depth += {"{": 1, "}": -1}.get(text[j], 0)
-                    j += 1
-                self._clause(text[start:i], text[i + 1:j - 1])
-                start = i = j
-                continue
-            i += 1
-        if text[start:].strip():
-            raise DError("trailing text %r" % text[start:].strip()[:40])
+        declarations, clauses, rest = split_script(text)
+        if rest:
+            raise DError("trailing text %r" % rest[:40])
+        for declaration in declarations:
+            self._declare(declaration)
+        for head, body in clauses:
+            self._clause(head, body)
 
     def _declare(self, text):
         if not text:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from d_model import split_script
 from tumbler.tracing import parse as pp
 from tumbler.tracing import session as probe
 from tumbler.errors import TumblerError, UsageError
@@ -466,7 +467,6 @@ def test_session_rejects_bad_arguments():
 # been declared or assigned" (illumos-gate usr/src/lib/libdtrace/common/
 # dt_cook.c, dt_cook_var).  No dtrace runs here, so this is checked statically.
 
-_D_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _SELF_DECLARATION = re.compile(r"^\s*self\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\])?\s*$", re.S)
 _SELF_READ = re.compile(r"self->(\w+)")
 _SELF_ASSIGNED = re.compile(r"self->(\w+)\s*(?:\[[^\]]*\])?\s*(?:=(?!=)|[-+*/%&|^]=|\+\+|--)"
@@ -476,27 +476,10 @@ _SELF_ASSIGNED = re.compile(r"self->(\w+)\s*(?:\[[^\]]*\])?\s*(?:=(?!=)|[-+*/%&|
 def d_program(text):
     """(thread-locals declared at top level, [(predicate, body)] in program
     order) of a D script; clauses are ``probe-spec [/predicate/] { body }``."""
-    text = "\n".join(line for line in _D_COMMENT.sub(" ", text).splitlines()
-                     if not line.lstrip().startswith("#"))
-    declared, clauses = set(), []
-    head_start, i = 0, 0
-    while i < len(text):
-        if text[i] == ";":                      # a top-level declaration
-            m = _SELF_DECLARATION.match(text[head_start:i])
-            if m:
-                declared.add(m.group(1))
-            head_start = i + 1
-        elif text[i] == "{":
-            depth, j = 1, i + 1
-            while depth:
-                depth += {"{": 1, "}": -1}.get(text[j], 0)
-                j += 1
-            head = text[head_start:i]
-            predicate = head[head.index("/") + 1:head.rindex("/")] if "/" in head else ""
-            clauses.append((predicate, text[i + 1:j - 1]))
-            head_start = i = j
-            continue
-        i += 1
+    declarations, heads, _ = split_script(text)
+    declared = {m.group(1) for m in map(_SELF_DECLARATION.match, declarations) if m}
+    clauses = [(head[head.index("/") + 1:head.rindex("/")] if "/" in head else "", body)
+               for head, body in heads]
     return declared, clauses
 
 
