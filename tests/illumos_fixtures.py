@@ -29,6 +29,10 @@ PRUSAGE_SIZE = 504
 LWPSINFO_SIZE = 128
 PSINFO_SIZE = 416
 LWPNAME_SIZE = 32
+# The kernel's stride of lusage and lpsinfo entries for an LP64 reader:
+# LSPAN(), round16(sizeof) + 16 (usr/src/uts/common/fs/proc/prvnops.c).
+PRUSAGE_SPAN = 528
+LWPSINFO_SPAN = 144
 
 # prusage_t: offset of each timestruc_t (procfs.h order).
 PRUSAGE_TIMES = {
@@ -141,7 +145,7 @@ def _write(path, data):
 
 
 def write_process(root, pid, proc, lwps, exited=None, zombies=(),
-                  usage_entsize=PRUSAGE_SIZE, lpsinfo_entsize=LWPSINFO_SIZE):
+                  usage_entsize=PRUSAGE_SPAN, lpsinfo_entsize=LWPSINFO_SPAN):
     """Write /proc/PID of a process.
 
     ``proc``: psinfo dict (pid, nlwp, nzomb filled in when absent).

@@ -11,6 +11,7 @@ import ctypes
 import errno
 import os
 import platform
+import re
 import shutil
 import struct
 import subprocess
@@ -343,19 +344,55 @@ def test_kernel_accepts_the_layout_and_group_format():
 
 # -- illumos: fake libcpc and libc ---------------------------------------------
 
-ILLUMOS_CPC = ("cpc_open", "cpc_close", "cpc_seterrhndlr", "cpc_set_create", "cpc_set_destroy",
+ILLUMOS_CPC = ("cpc_open", "cpc_close", "cpc_seterrhndlr", "cpc_cciname", "cpc_walk_events_all",
+               "cpc_walk_generic_events_all", "cpc_set_create", "cpc_set_destroy",
                "cpc_set_add_request", "cpc_buf_create", "cpc_buf_destroy", "cpc_bind_cpu",
                "cpc_set_sample", "cpc_buf_get", "cpc_unbind")
 HANDLE = 0x1000
+
+# What cpc_cciname and the two event walks give on each CPU family, as
+# illumos-gate's back ends build them (usr/src/uts/intel/pcbe/core_pcbe.c
+# core_pcbe_init, opteron_pcbe.c opt_pcbe_init): written from those
+# sources, not recorded on the CPUs -- there was no illumos machine.
+CPUS = {
+    # Skylake-SP: architectural events whose CPUID bit is clear, the fixed
+    # counters, and the generic names of the first two
+    "intel": ("Intel Arch PerfMon v4 on Family 6 Model 85",
+              ("cpu_clk_unhalted.thread_p", "inst_retired.any_p", "cpu_clk_unhalted.ref_p",
+               "longest_lat_cache.reference", "longest_lat_cache.miss",
+               "br_inst_retired.all_branches", "br_misp_retired.all_branches",
+               "instr_retired.any", "cpu_clk_unhalted.thread", "cpu_clk_unhalted.ref",
+               "PAPI_tot_cyc", "PAPI_tot_ins")),
+    # CPUID leaf 0xA sets the LLC bits: those two are not listed
+    "intel-no-llc": ("Intel Arch PerfMon v2 on Family 6 Model 28",
+                     ("cpu_clk_unhalted.thread_p", "inst_retired.any_p", "cpu_clk_unhalted.ref_p",
+                      "br_inst_retired.all_branches", "br_misp_retired.all_branches",
+                      "PAPI_tot_cyc", "PAPI_tot_ins")),
+    # an illumos that still had GENERICEVENTS_FAM6_NHM: both names, one event
+    "intel-nehalem-table": ("Intel Arch PerfMon v3 on Family 6 Model 44",
+                            ("cpu_clk_unhalted.thread_p", "longest_lat_cache.miss",
+                             "PAPI_l3_tcm", "PAPI_l3_tca", "PAPI_tot_cyc")),
+    "core2": ("Core Microarchitecture", ("cpu_clk_unhalted", "l2_rqsts", "PAPI_l2_tcm",
+                                         "PAPI_tot_cyc")),
+    "amd-10h": ("AMD Family 10h", ("BU_cpu_clk_unhalted", "L3_miss", "L3_read_req",
+                                   "PAPI_tot_cyc", "PAPI_l3_tcm", "PAPI_l3_tcr")),
+    "zen2": ("AMD Family 17h", ("LsNotHaltedCyc", "ExRetInstr", "ExRetBrn", "PAPI_br_cn",
+                                "PAPI_br_ins", "PAPI_tot_cyc", "PAPI_tot_ins", "PAPI_tlb_dm")),
+    "hygon": ("Hygon Family 18h", ("LsNotHaltedCyc", "PAPI_tot_cyc", "PAPI_tot_ins")),
+    "opteron": ("AMD Opteron & Athlon64", ("BU_cpu_clk_unhalted", "DC_miss", "PAPI_tot_cyc",
+                                           "PAPI_l2_dcm")),
+}
 
 
 class FakeLibs:
     """libcpc.so.1 and libc.so.1 stand-ins: plain functions (ctypes sets
     argtypes on them), calls recorded with the calling thread's name."""
 
-    def __init__(self, events=("PAPI_tot_cyc", "PAPI_l3_tcm"), psets=None, fail=None,
-                 open_errno=None, privileged=True):
-        self.events, self.psets = events, psets or {}
+    def __init__(self, cpu="intel", psets=None, fail=None, open_errno=None, privileged=True,
+                 refuse=()):
+        self.cciname, self.events = CPUS[cpu]
+        self.refuse = refuse            # events listed but refused by cpc_set_add_request
+        self.psets = psets or {}
         self.fail = fail or {}          # call name -> (errno, libcpc subcode or None)
         self.open_errno, self.privileged = open_errno, privileged
         self.calls, self.lock = [], threading.Lock()
@@ -405,13 +442,26 @@ class FakeLibs:
         self.handler = handler
         return 0
 
+    def _cpc_cciname(self, handle):
+        return self.cciname.encode()
+
+    def _cpc_walk_events_all(self, handle, arg, action):
+        for event in self.events:
+            if not event.startswith("PAPI"):
+                action(arg, event.encode())
+
+    def _cpc_walk_generic_events_all(self, handle, arg, action):
+        for event in self.events:
+            if event.startswith("PAPI"):
+                action(arg, event.encode())
+
     def _cpc_set_create(self, handle):
         made = self._new()
         self.requests[made] = []
         return made
 
     def _cpc_set_add_request(self, handle, cpc_set, event, preset, flags, nattrs, attrs):
-        if event.decode() not in self.events:
+        if event.decode() not in self.events or event.decode() in self.refuse:
             self.handler(b"cpc_set_add_request", 1, b"Unknown event\n", None)
             ctypes.set_errno(errno.EINVAL)
             return -1
@@ -434,7 +484,7 @@ class FakeLibs:
     def _cpc_buf_get(self, handle, buf, index, value):
         cpc_set = self.buf_set[buf]
         event = self.requests[cpc_set][index]
-        per_sample = 1000 if event == "PAPI_tot_cyc" else 7
+        per_sample = 1000 if event == cpc.CYCLE_EVENT else 7
         value._obj.value = per_sample * (self.set_cpu[cpc_set] + 1) * self.samples[cpc_set]
         return 0
 
@@ -450,15 +500,18 @@ def test_cpu_counters_make_cpustats_calls_in_order():
     libs = FakeLibs(psets={2: 5})
     counters = cpc.CpuCounters([2], lib=libs.lib())
     main = threading.current_thread().name
-    assert [(name, args) for who, name, args in libs.calls if who == main] == [
-        ("cpc_open", (2,)), ("cpc_seterrhndlr", (HANDLE, libs.handler))]
+    assert [name for who, name, args in libs.calls if who == main] == [
+        "cpc_open", "cpc_seterrhndlr", "cpc_cciname", "cpc_walk_events_all",
+        "cpc_walk_generic_events_all"]
+    assert libs.calls[1][2] == (HANDLE, libs.handler)
     lwp = "tumbler-cpc-2"
     s, b = 0x2001, 0x2002
     bind = [("pset_assign", (cpc.PS_QUERY, 2, "ptr")),
             ("pset_bind", (5, cpc.P_LWPID, cpc.P_MYID, None)),
             ("cpc_set_create", (HANDLE,)),
             ("cpc_set_add_request", (HANDLE, s, b"PAPI_tot_cyc", 0, cpc.CPC_COUNT_USER, 0, None)),
-            ("cpc_set_add_request", (HANDLE, s, b"PAPI_l3_tcm", 0, cpc.CPC_COUNT_USER, 0, None)),
+            ("cpc_set_add_request", (HANDLE, s, b"longest_lat_cache.miss", 0, cpc.CPC_COUNT_USER,
+                                     0, None)),
             ("cpc_buf_create", (HANDLE, s)),
             ("cpc_bind_cpu", (HANDLE, 2, s, 0))]
     assert [(name, args) for who, name, args in libs.calls if who == lwp] == bind
@@ -486,22 +539,45 @@ def test_each_cpu_is_counted_by_its_own_lwp():
         assert names[-3:] == ["cpc_unbind", "cpc_buf_destroy", "cpc_set_destroy"]
 
 
-def test_intel_without_papi_l3_uses_the_architectural_llc_miss_event(capfd):
-    libs = FakeLibs(events=("PAPI_tot_cyc", "longest_lat_cache.miss"))
+@pytest.mark.parametrize("cpu, event", [
+    ("intel", "longest_lat_cache.miss"),
+    ("intel-nehalem-table", "longest_lat_cache.miss"),   # PAPI_l3_tcm: the same event
+    ("amd-10h", "PAPI_l3_tcm"),
+])
+def test_the_llc_miss_event_is_chosen_per_cpu_family_and_said(cpu, event):
+    libs = FakeLibs(cpu=cpu)
     with cpc.CpuCounters([1], lib=libs.lib()) as counters:
         assert counters.read() == {1: (14, 2000)}
-    tried = [args[2] for _, name, args in libs.calls if name == "cpc_set_add_request"]
-    assert tried == [b"PAPI_tot_cyc", b"PAPI_l3_tcm", b"longest_lat_cache.miss"]
-    assert capfd.readouterr().err == ""                # libcpc's complaint was caught
+    added = [args[2] for _, name, args in libs.calls if name == "cpc_set_add_request"]
+    assert added == [b"PAPI_tot_cyc", event.encode()]         # nothing tried and refused
+    assert counters.note == "LLC misses counted as %s, cycles as PAPI_tot_cyc (%s)" % (
+        event, CPUS[cpu][0])
 
 
-def test_cpu_without_an_llc_miss_event_is_unsupported_and_binds_nothing():
-    libs = FakeLibs(events=("PAPI_tot_cyc",))           # AMD Zen
-    with pytest.raises(Unsupported, match="no hardware counters.*LLC miss.*PAPI_l3_tcm"):
+@pytest.mark.parametrize("cpu, reason", [
+    ("intel-no-llc", "does not have the architectural LLC-miss event longest_lat_cache.miss"),
+    ("core2", "Intel Core microarchitecture CPUs have no LLC-miss event"),
+    ("zen2", r"Zen CPUs \(AMD Family 17h\) have no LLC-miss event in libcpc"),
+    ("hygon", r"Zen CPUs \(Hygon Family 18h\)"),
+    ("opteron", "knows no LLC-miss event for AMD Opteron & Athlon64"),
+])
+def test_a_cpu_without_an_llc_miss_event_says_so_and_binds_nothing(cpu, reason):
+    libs = FakeLibs(cpu=cpu)
+    with pytest.raises(Unsupported, match="^no hardware counters: .*" + reason) as caught:
         cpc.CpuCounters([0], lib=libs.lib())
+    assert "\n" not in str(caught.value)
     names = libs.names()
-    assert "cpc_bind_cpu" not in names
-    assert names[-2:] == ["cpc_set_destroy", "cpc_close"]
+    assert "cpc_set_create" not in names and "cpc_bind_cpu" not in names
+    assert names[-1] == "cpc_close"
+    assert re.search(reason, cpc.probe_support(lib=FakeLibs(cpu=cpu).lib()))
+
+
+def test_an_event_listed_but_refused_is_an_error_not_a_silent_other_choice(capfd):
+    libs = FakeLibs(refuse=("longest_lat_cache.miss",))
+    with pytest.raises(PlatformError, match="CPU 0: cpc_set_add_request.*Unknown event"):
+        cpc.CpuCounters([0], lib=libs.lib())
+    assert capfd.readouterr().err == ""                # libcpc's complaint was caught
+    assert libs.names()[-1] == "cpc_close"
 
 
 @pytest.mark.parametrize("fail, raised, text", [
@@ -523,6 +599,17 @@ def test_errors_are_mapped(fail, raised, text):
         expected = cpc.PSET_PRIVILEGE if "pset_bind" in fail else cpc.CPU_PRIVILEGE
         assert caught.value.privilege == expected
     assert libs.names()[-1] == "cpc_close"
+
+
+def test_pset_bind_while_resource_pools_are_enabled_is_one_clear_line():
+    # pset_bind returns ENOTSUP while pools are enabled
+    # (usr/src/uts/common/syscall/pset.c, pset_bind: pool_state == POOL_ENABLED)
+    libs = FakeLibs(psets={1: 4}, fail={"pset_bind": (errno.ENOTSUP, None)})
+    with pytest.raises(Unsupported) as caught:
+        cpc.CpuCounters([1], lib=libs.lib())
+    assert str(caught.value) == ("resource pools are enabled: use poolbind or disable pools "
+                                 "(`pooladm -d`, or `svcadm disable pools`)")
+    assert "cpc_bind_cpu" not in libs.names() and libs.names()[-1] == "cpc_close"
 
 
 def test_a_failing_cpu_unbinds_the_ones_already_bound():
@@ -568,7 +655,7 @@ def test_illumos_probe_binds_nothing():
     assert "cpc_bind_cpu" not in libs.names()
     assert libs.names()[-2:] == ["cpc_close", "priv_ineffect"]
     assert "cpc_cpu" in cpc.probe_support(lib=FakeLibs(privileged=False).lib())
-    assert "LLC miss" in cpc.probe_support(lib=FakeLibs(events=("PAPI_tot_cyc",)).lib())
+    assert "no LLC-miss event" in cpc.probe_support(lib=FakeLibs(cpu="zen2").lib())
     assert cpc.probe_support(lib=FakeLibs(open_errno=errno.ENOSYS).lib()).startswith(
         "no hardware counters")
 

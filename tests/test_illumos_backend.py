@@ -2,12 +2,17 @@
 
 import ctypes
 import errno
+import json
+import os
 import struct
 
 import pytest
 
 import illumos_fixtures as fx
+from test_counters import FakeLibs
+from tumbler.platform.illumos import counters as cpc
 from tumbler.platform.illumos import kstat
+from tumbler.platform.illumos import pset
 from tumbler.platform.illumos import structs
 from tumbler.platform.base import (AccessDenied, NoSuchProcess, PlatformError, ThreadTimes,
                                    Unmovable, Unsupported)
@@ -42,6 +47,9 @@ def test_struct_sizes_match_procfs_h():
     assert structs.LWPSINFO.size == fx.LWPSINFO_SIZE == 128
     assert structs.PSINFO_SIZE == fx.PSINFO_SIZE == 416
     assert structs.PRHEADER.size == 16
+    # LSPAN(): round16(sizeof) + 16, never the struct size
+    assert (structs.lspan(structs.PRUSAGE.size), structs.lspan(structs.LWPSINFO.size)) == (
+        fx.PRUSAGE_SPAN, fx.LWPSINFO_SPAN)
 
 
 def test_kstat_structs_match_kstat_h():
@@ -339,16 +347,18 @@ def _named(name, data_type, value):
 
 
 class FakeLibKstat:
-    """kstat_open/read/data_lookup/close over a chain built in memory."""
+    """kstat_open/read/data_lookup/close over a chain built in memory;
+    entries are (module, instance, fields[, name, crtime])."""
 
     def __init__(self, entries):
         self.keep = []
         self.named = {}
         previous = None
         self.headers = []
-        for module, instance, fields in reversed(entries):
-            header = kstat.Kstat(ks_module=module, ks_instance=instance,
-                                 ks_type=kstat.KSTAT_TYPE_NAMED)
+        for module, instance, fields, *more in reversed(entries):
+            name, crtime = more or (b"", 0)
+            header = kstat.Kstat(ks_module=module, ks_instance=instance, ks_name=name,
+                                 ks_crtime=crtime, ks_type=kstat.KSTAT_TYPE_NAMED)
             if previous is not None:
                 header.ks_next = ctypes.pointer(previous)
             self.named[(module, instance)] = {n: _named(n, t, v) for n, (t, v) in fields.items()}
@@ -408,6 +418,8 @@ class FakeLibc:
         self.default = set(cpus).difference(*self.psets.values())
         self.next_id = max(self.psets, default=0) + 1
         self.bound = {}             # (pid, lwpid) -> pset
+        self.cpu_bound = {}         # cpu -> who is processor-bound to it
+        self.sticky = set()         # CPUs whose bindings unbind_cpu cannot lift
         self.calls = []
         self.fail = {}
 
@@ -435,17 +447,32 @@ class FakeLibc:
         return owner
 
     def pset_destroy(self, pset):
+        """cpupart_destroy: unbind the set's LWPs, then move its CPUs out one
+        by one, giving up (EBUSY) at one an LWP is processor-bound to."""
         self._maybe_fail("pset_destroy", pset)
         if pset not in self.psets:
             raise OSError(errno.EINVAL, "no such set")
-        self.default |= self.psets.pop(pset)
         for key in [k for k, v in self.bound.items() if v == pset]:
             del self.bound[key]
+        for cpu in sorted(self.psets[pset]):
+            if self.cpu_bound.get(cpu):
+                raise OSError(errno.EBUSY, "CPU %d has bound threads" % cpu)
+            self.psets[pset].discard(cpu)
+            self.default.add(cpu)
+        del self.psets[pset]
+
+    def unbind_cpu(self, cpu):
+        self._maybe_fail("unbind_cpu", cpu)
+        if cpu not in self.sticky:
+            self.cpu_bound.pop(cpu, None)
 
     def pset_bind_lwp(self, pset, lwpid, pid):
         self._maybe_fail("pset_bind_lwp", (pset, lwpid))
         if pset != -1 and pset not in self.psets:
             raise OSError(errno.EINVAL, "no such set")
+        target = self.default if pset == -1 else self.psets[pset]
+        if any((pid, lwpid) in who and cpu not in target for cpu, who in self.cpu_bound.items()):
+            raise OSError(errno.EBUSY, "bound to a CPU outside the set")  # cpupart_movable_thread
         old = self.bound.get((pid, lwpid), -1)
         if pset == -1:
             self.bound.pop((pid, lwpid), None)
@@ -677,8 +704,9 @@ class FakeCDLL:
     def __init__(self):
         self.sets = {-1: [0, 2, 3], 4: [1]}
         self.info_calls = 0
+        self.unbound = []
         for name in ("pset_create", "pset_destroy", "pset_assign", "pset_bind_lwp",
-                     "pset_info"):
+                     "pset_info", "processor_bind"):
             bound = getattr(self, name)
             # a plain function object, like a ctypes function, takes argtypes
             setattr(self, name, lambda *args, _bound=bound: _bound(*args))
@@ -707,6 +735,10 @@ class FakeCDLL:
         old._obj.value = 4
         return 0
 
+    def processor_bind(self, idtype, ident, bind, old):
+        self.unbound.append((idtype, ident, bind, old))
+        return 0 if ident in self.sets[-1] else self._fail(errno.EINVAL)
+
     def pset_info(self, pset, kind, count, cpus):
         self.info_calls += 1
         members = self.sets[pset]
@@ -733,6 +765,11 @@ def test_ctypes_libc_wrapper_marshals_arguments_and_errno():
         libc.pset_bind_lwp(6, 3, 1)
     assert gone.value.errno == errno.ESRCH
     libc.pset_destroy(4)
+    libc.unbind_cpu(2)
+    assert cdll.unbound == [(14, 2, -1, None)]          # P_CPUID, PBIND_NONE: pbind -U 2
+    with pytest.raises(OSError) as offline:
+        libc.unbind_cpu(9)
+    assert offline.value.errno == errno.EINVAL
     cdll.priv_ineffect = lambda name: int(name == b"sys_res_config")
     assert libc.has_privilege("sys_res_config") and not libc.has_privilege("proc_owner")
 
@@ -780,7 +817,7 @@ def test_libc_without_pset_bind_lwp_still_loads_and_refuses_before_any_change(bo
     full = FakeCDLL()
     cdll = types.SimpleNamespace(**{name: getattr(full, name) for name in
                                     ("pset_create", "pset_destroy", "pset_assign",
-                                     "pset_info")})
+                                     "pset_info", "processor_bind")})
     libc = PsetLibc(cdll)
     assert libc.can_bind_lwp is False
     assert libc.pset_info(-1) == frozenset({0, 2, 3})   # the rest still works
@@ -950,22 +987,177 @@ def test_pset_id_reused_by_someone_else_survives_restore(bound_tree, tmp_path, i
     assert libc.psets == {}
 
 
-def test_state_records_each_sets_cpus_and_the_bound_processes(bound_tree):
+def pset_kstats(tree, created):
+    """Add the ``unix:<id>:pset`` kstats of sets {id: creation hrtime ns} to
+    the tree's ``kstat -p`` text (crtime as kstat prints it: s.nnnnnnnnn)."""
+    with open(str(tree / "kstat"), "a") as f:
+        for pset_id, ns in created.items():
+            prefix = "unix:%d:pset:" % pset_id
+            f.write(prefix + "class\tmisc\n" + prefix + "crtime\t%d.%09d\n"
+                    % divmod(ns, S) + prefix + "ncpus\t4\n")
+
+
+def test_state_records_each_sets_creation_time_cpus_and_the_bound_processes(bound_tree):
     libc = FakeLibc()
+    # what kstat_create stamps on the sets pset_create makes (and the
+    # default partition's, and another kstat of the same module and instance)
+    pset_kstats(bound_tree, {0: 30 * S + 5, 1: 7200 * S + 123, 2: 7200 * S + 456})
+    with open(str(bound_tree / "kstat"), "a") as f:
+        f.write("unix:1:callout:crtime\t99.000000001\n")
     binder = backend(bound_tree, libc=libc).binder("pset")
     binder.setup(DOMAINS)
     binder.save(PID, 1)
     assert binder.resources() == {"psets": [1, 2],
+                                  "pset_created": {"1": 7200 * S + 123, "2": 7200 * S + 456},
                                   "pset_cpus": {"1": [0, 1, 2, 3], "2": [8, 9, 10, 11]},
                                   "pids": [PID]}
 
 
-def test_lwps_bound_to_walks_every_process(bound_tree):
+def test_a_reused_id_with_the_same_cpus_and_nothing_bound_is_told_by_its_creation_time(
+        bound_tree, tmp_path, illumos_boot, monkeypatch, capsys):
+    """The dead tumbler's set 8 (made at 7200 s) was destroyed; an admin's
+    new set got id 8 and the same CPUs, and nothing is bound to it yet: its
+    CPUs and its LWPs pass, its creation time does not.  Through the
+    command (`tumbler restore`), which merges the state files' resources."""
+    from tumbler.commands import restore as restore_command
+    fx.write_process(str(bound_tree), PID, {"start_ns": PROC_START}, [lwp(1), lwp(2)])
+    libc = FakeLibc(psets={8: {0, 1, 2, 3}})
+    states = tmp_path / "state"
+    states.mkdir()
+
+    def restore(created_now):
+        pset_kstats(bound_tree, {8: created_now})
+        be = backend(bound_tree, libc=libc)
+        monkeypatch.setattr(restore_command, "open_backend", lambda platform, root: be)
+        stale = write_state(states, [(1, -1), (2, -1)], psets=[8], pids=[PID],
+                            pset_cpus={8: {0, 1, 2, 3}})
+        data = json.loads(open(stale.path).read())
+        data["resources"]["pset_created"] = {"8": 7200 * S + 123}
+        open(stale.path, "w").write(json.dumps(data))
+        return restore_command.run_restore([], directory=str(states))
+
+    assert restore(9000 * S) == 0
+    assert libc.psets == {8: {0, 1, 2, 3}} and "pset_destroy" not in libc.names()
+    assert restore(7200 * S + 123) == 0                 # the dead tumbler's own set
+    assert libc.psets == {} and "removed 1 resources left by tumbler" in capsys.readouterr().out
+
+
+def test_pset_creation_times_through_libkstat_and_kstat_p(monkeypatch):
+    lib = FakeLibKstat([(b"unix", 0, {}, b"pset", 30 * S), (b"unix", 3, {}, b"pset", 71 * S + 9),
+                        (b"unix", 3, {}, b"callout", 5), (b"cpu_info", 3, {}, b"pset", 1)])
+    assert kstat.LibKstat(lib).creation_times(b"unix", b"pset") == {0: 30 * S, 3: 71 * S + 9}
+    assert lib.closed
+    seen = []
+
+    def runner(argv, **kwargs):
+        seen.append(argv)
+        return type("Done", (), {"returncode": 0, "stderr": "", "stdout":
+                                 "unix:3:pset:crtime\t71.000000009\n"
+                                 "unix:4:pset:crtime\t8.5\n"})()
+    command = kstat.run_kstat_command
+    monkeypatch.setattr(kstat, "LibKstat", lambda: (_ for _ in ()).throw(OSError("no lib")))
+    monkeypatch.setattr(kstat, "run_kstat_command",
+                        lambda selector, name: command(runner, selector=selector, name=name))
+    assert kstat.read_system_pset_created() == {3: 71 * S + 9, 4: 8 * S + 500_000_000}
+    assert seen == [["kstat", "-p", "unix::pset:crtime"]]
+
+
+def test_bound_lwps_walks_every_process(bound_tree):
     fx.write_process(str(bound_tree), 777, {}, [lwp(1, bindpset=7), lwp(2)],
                      zombies=[{"lwpid": 3}])
     (bound_tree / "proc" / "self").mkdir()
-    assert backend(bound_tree).lwps_bound_to(7) == [(777, 1), (PID, 2)]
-    assert backend(bound_tree).lwps_bound_to(9) == []
+    assert backend(bound_tree).bound_lwps() == [(777, 1, 7, -1), (PID, 2, 7, -1),
+                                                (PID, 3, -1, 5)]
+
+
+# -- set teardown: EBUSY while a CPU of the set has a processor-bound LWP ---------
+
+def test_ebusy_at_teardown_is_retried_after_the_cpus_bindings_are_removed(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)                                       # sets 1 and 2
+    # LWP 3 bound itself to CPU 2, in set 1, after tumbler put it there
+    fx.write_process(str(bound_tree), PID, {}, [lwp(1), lwp(3, bindpset=1, bindpro=2)])
+    libc.cpu_bound = {2: {(PID, 3)}}
+    notices = binder.close()
+    assert [c for c in libc.calls if c[0] in ("pset_destroy", "unbind_cpu")] == [
+        ("pset_destroy", 1), ("unbind_cpu", 2), ("unbind_cpu", 3),   # 0, 1 already out
+        ("pset_destroy", 1), ("pset_destroy", 2)]
+    assert libc.psets == {} and binder.sets == [] and libc.default == set(range(15))
+    assert notices == ["processor set 1 could not be destroyed while LWPs were bound to its "
+                       "CPUs: removed the processor binding of LWP %d/3 (CPU 2)" % PID]
+
+
+def test_a_set_that_stays_busy_is_kept_and_named_never_left_unsaid(bound_tree):
+    libc = FakeLibc()
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    libc.cpu_bound, libc.sticky = {9: {"a kernel thread"}}, {9}
+    with pytest.raises(PlatformError, match=r"processor set 2 still has a thread bound to a "
+                                            r"CPU of it.*`pbind -Q`.*processor sets 2 were "
+                                            r"left behind; remove them with `psrset -d 2`"):
+        binder.close()
+    assert libc.names().count("pset_destroy") == 1 + pset.DESTROY_ATTEMPTS
+    assert binder.sets == [2] and 1 not in libc.psets and 2 in libc.psets
+    assert binder.resources()["psets"] == [2]           # the state file keeps it
+    libc.sticky.clear()
+    assert binder.close() == []                         # a retry finishes the job
+    assert libc.psets == {}
+
+
+class CountingCpc(FakeLibs):
+    """libcpc whose CPU bindings are processor bindings in ``kernel`` (a
+    FakeLibc): cpc_bind_cpu processor-binds the counting LWP."""
+
+    def __init__(self, kernel, log, **kwargs):
+        super().__init__(psets={cpu: s for s, cpus in kernel.psets.items() for cpu in cpus},
+                         **kwargs)
+        self.kernel, self.log = kernel, log
+
+    def _cpc_bind_cpu(self, handle, cpu, cpc_set, flags):
+        self.kernel.cpu_bound.setdefault(cpu, set()).add("tumbler-cpc")
+        return super()._cpc_bind_cpu(handle, cpu, cpc_set, flags)
+
+    def _cpc_unbind(self, handle, cpc_set):
+        self.kernel.cpu_bound.pop(self.set_cpu[cpc_set], None)
+        self.log.append("cpc_unbind")
+        return 0
+
+
+def test_counters_are_closed_before_the_sets_are_destroyed(bound_tree):
+    """_finish_shared (commands/run.py) hands programs back after closing
+    the counters: the counting LWPs' CPU bindings would make pset_destroy
+    refuse the sets."""
+    from tumbler.commands import run
+    libc, log = FakeLibc(), []
+    binder = backend(bound_tree, libc=libc).binder("pset")
+    binder.setup(DOMAINS)
+    counters = cpc.CpuCounters([0, 8], lib=CountingCpc(libc, log).lib())
+    assert set(libc.cpu_bound) == {0, 8}
+
+    class Program:
+        observers, journal = [], None
+
+        def restore_all(self):
+            log.append("sets destroyed")
+            return len(binder.close())
+
+        def own_cpu_seconds(self):
+            return 0.0
+
+    class Sharing:
+        def close(self):
+            counters.close()
+
+    class Waiter:
+        def close(self):
+            pass
+
+    failed = run._finish_shared([(PID, Program())], Sharing(), Waiter(), {"quiet": True},
+                                0.0, 0.0, "exited", None)
+    assert failed == 0 and log == ["cpc_unbind", "cpc_unbind", "sets destroyed"]
+    assert libc.names().count("pset_destroy") == 2 and "unbind_cpu" not in libc.names()
+    assert libc.psets == {}
 
 
 # -- LWPs born into tumbler's sets (lwp_create copies t_bind_pset) -------------
@@ -1136,3 +1328,57 @@ def test_root_state_and_socket_live_in_var_run_on_illumos():
     from tumbler.state.paths import run_dir
     assert run_dir("sunos5") == "/var/run"
     assert run_dir("linux") == "/run"
+
+
+# -- the service on illumos picks the processor-set binder -------------------------
+
+def test_the_service_binds_with_processor_sets_on_illumos(tmp_path, monkeypatch, illumos_boot):
+    """A rule selects a process of an illumos fixture tree: the service asks
+    the backend for its default binder (pset; it asked for affinity, which
+    illumos refuses, and so managed nothing), binds the LWPs into sets, and
+    hands them back when it stops -- destroying the sets, after removing a
+    processor binding one LWP made meanwhile (said in the log; that LWP
+    could not be moved back while bound, which is said too)."""
+    from tumbler.service import loop
+    from tumbler.service.config import load_service_config
+    root = tmp_path / "root"
+    fx.write_kstat(str(root), fx.machine(2, 1, 4, 1))             # 2 sockets of 4 CPUs
+    lwps = [lwp(tid, utime_ns=tid * S, rtime_ns=40 * S, sname="O", onpro=tid % 8)
+            for tid in range(1, 5)]
+    fx.write_process(str(root), PID, {"fname": "app", "psargs": "./app", "nlwp": 4,
+                                      "start_ns": PROC_START, "uid": os.geteuid()}, lwps)
+    libc = FakeLibc(cpus=range(8))
+    be = IllumosBackend(str(root), libc=libc)
+    monkeypatch.setattr(loop, "open_backend", lambda name, root: be)
+    monkeypatch.setenv("TUMBLER_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "tumbler.yaml").write_text(
+        "programs:\n  - name: apps\n    match: {comm: app}\n    domains: 0-2/4-6\n")
+    lines = []
+    service = loop.Service(load_service_config(str(tmp_path / "tumbler.yaml")),
+                           str(tmp_path / "tumbler.yaml"),
+                           lambda priority, message: lines.append((priority, message)))
+    facts = be.process_facts(PID)
+    service._manage(PID, be.process(PID).start, facts, service.config.rules[0])
+    assert list(service.programs) == [PID], lines
+    controller = service.programs[PID].controller
+    assert controller.binder.kind == "pset"
+    assert sorted(libc.psets.values(), key=min) == [{0, 1, 2}, {4, 5, 6}]
+    controller.tick(0.0)                                      # a round binds the LWPs
+    assert set(libc.bound.values()) <= set(libc.psets) and libc.bound
+    # LWP 3 binds itself to CPU 5 of the second set
+    second = next(s for s, cpus in libc.psets.items() if 5 in cpus)
+    fx.write_process(str(root), PID, {"fname": "app", "psargs": "./app", "nlwp": 4,
+                                      "start_ns": PROC_START, "uid": os.geteuid()},
+                     [dict(row, bindpset=libc.bound.get((PID, row["lwpid"]), -1),
+                           bindpro=5 if row["lwpid"] == 3 else -1) for row in lwps])
+    libc.cpu_bound = {5: {(PID, 3)}}
+    # LWP 3 cannot leave the set while bound to CPU 5 (EBUSY): it is reported,
+    # and goes to the default set -- its own -- when its set is destroyed
+    assert service.stop() == 1
+    assert libc.psets == {} and libc.bound == {}
+    assert ("unbind_cpu", 5) in libc.calls
+    warnings = [m for p, m in lines if p == loop.WARNING]
+    assert len(warnings) == 2 and "pbind -u %d/3" % PID in warnings[0]
+    assert warnings[1] == ("processor set %d could not be destroyed while LWPs were bound to "
+                           "its CPUs: removed the processor binding of LWP %d/3 (CPU 5)"
+                           % (second, PID))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from d_model import split_script
 from tumbler.tracing import parse as pp
 from tumbler.tracing import session as probe
 from tumbler.errors import TumblerError, UsageError
@@ -274,12 +275,15 @@ def test_d_scripts_print_what_the_parser_reads(name):
 
 def test_d_probe_names():
     lock = d("locktime")
-    # LCK's system calls (lwpsys.c, lwp_sobj.c), and the sleep..wakeup span
-    for p in ("syscall::lwp_park:entry", "syscall::lwp_mutex_timedlock:entry",
-              "syscall::lwp_rwlock_sys:entry", "sched:::sleep", "sched:::wakeup",
-              "sched:::on-cpu"):
-        assert p + "\n" in lock
-    assert "plockstat" not in lock.split("*/", 1)[1]
+    code = lock.split("*/", 1)[1]
+    # LCK as restore_mstate() charges it: sleeps begun in LMS_USER_LOCK
+    # (msacct.h: 6), from sched:::sleep to the first enqueue, counted on-cpu
+    for p in ("sched:::sleep", "sched:::enqueue", "sched:::on-cpu", "proc:::lwp-exit"):
+        assert "\n" + p in code
+    assert "inline int LMS_USER_LOCK = 6;" in code
+    assert "curthread->t_mstate == LMS_USER_LOCK" in code
+    for absent in ("plockstat", "sched:::wakeup", "syscall::"):
+        assert absent not in code
     runq = d("runqlat")
     assert "sched:::enqueue" in runq and "sched:::on-cpu" in runq
     assert "args[1]->pr_pid == $target" in runq and "args[0]->pr_lwpid" in runq
@@ -411,12 +415,13 @@ def test_check_tool_dtrace(monkeypatch):
     assert "dtrace not found" in one_line(info)
     monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
     monkeypatch.setattr(probe.os, "geteuid", lambda: 100)
-    monkeypatch.setattr(probe, "_illumos_missing_privileges",
-                        lambda kinds: ["dtrace_kernel"] if "latency" in kinds else [])
+    missing = ["dtrace_kernel"]
+    monkeypatch.setattr(probe, "_illumos_missing_privileges", lambda: missing)
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("illumos", {"latency"})
+        probe.check_tool("illumos")
     assert "dtrace_kernel" in one_line(info)
-    assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
+    missing = []
+    assert probe.check_tool("illumos") == "/usr/sbin/dtrace"
 
 
 def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
@@ -425,12 +430,12 @@ def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
     monkeypatch.setattr(probe.os, "geteuid", lambda: 0)         # root, all the same
     monkeypatch.setattr(zone, "zone_name", lambda: "web1")
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("illumos", {"locks"})
+        probe.check_tool("illumos")
     message = one_line(info)
     assert "dtrace_kernel" in message and "web1" in message and "global zone" in message
     assert "run as root" not in message
     monkeypatch.setattr(zone, "zone_name", lambda: "global")
-    assert probe.check_tool("illumos", {"locks"}) == "/usr/sbin/dtrace"
+    assert probe.check_tool("illumos") == "/usr/sbin/dtrace"
 
 
 # -- session arguments ----------------------------------------------------------
@@ -462,7 +467,6 @@ def test_session_rejects_bad_arguments():
 # been declared or assigned" (illumos-gate usr/src/lib/libdtrace/common/
 # dt_cook.c, dt_cook_var).  No dtrace runs here, so this is checked statically.
 
-_D_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _SELF_DECLARATION = re.compile(r"^\s*self\s+[\w\s*]*?\b(\w+)\s*(?:\[[^\]]*\])?\s*$", re.S)
 _SELF_READ = re.compile(r"self->(\w+)")
 _SELF_ASSIGNED = re.compile(r"self->(\w+)\s*(?:\[[^\]]*\])?\s*(?:=(?!=)|[-+*/%&|^]=|\+\+|--)"
@@ -472,27 +476,10 @@ _SELF_ASSIGNED = re.compile(r"self->(\w+)\s*(?:\[[^\]]*\])?\s*(?:=(?!=)|[-+*/%&|
 def d_program(text):
     """(thread-locals declared at top level, [(predicate, body)] in program
     order) of a D script; clauses are ``probe-spec [/predicate/] { body }``."""
-    text = "\n".join(line for line in _D_COMMENT.sub(" ", text).splitlines()
-                     if not line.lstrip().startswith("#"))
-    declared, clauses = set(), []
-    head_start, i = 0, 0
-    while i < len(text):
-        if text[i] == ";":                      # a top-level declaration
-            m = _SELF_DECLARATION.match(text[head_start:i])
-            if m:
-                declared.add(m.group(1))
-            head_start = i + 1
-        elif text[i] == "{":
-            depth, j = 1, i + 1
-            while depth:
-                depth += {"{": 1, "}": -1}.get(text[j], 0)
-                j += 1
-            head = text[head_start:i]
-            predicate = head[head.index("/") + 1:head.rindex("/")] if "/" in head else ""
-            clauses.append((predicate, text[i + 1:j - 1]))
-            head_start = i = j
-            continue
-        i += 1
+    declarations, heads, _ = split_script(text)
+    declared = {m.group(1) for m in map(_SELF_DECLARATION.match, declarations) if m}
+    clauses = [(head[head.index("/") + 1:head.rindex("/")] if "/" in head else "", body)
+               for head, body in heads]
     return declared, clauses
 
 

@@ -10,27 +10,41 @@
  *   PERIOD_MS  print the cumulative aggregations every PERIOD_MS
  *              milliseconds (10 ms granularity).
  *
- * What LCK is: the kernel switches an LWP to the LMS_USER_LOCK microstate
- * in the system calls that block on user-level synchronisation --
- * lwp_park() (usr/src/uts/common/syscall/lwpsys.c), lwp_mutex_timedlock()
- * and lwp_rwlock_lock() (usr/src/uts/common/syscall/lwp_sobj.c) -- and the
- * time it then sleeps, until it is woken and put on a run queue, is LCK.
- * libc parks in lwp_park() for contended process-private mutexes and
- * rwlocks, and ALSO for condition variables (cond_sleep_queue() in
- * usr/src/lib/libc/port/threads/synch.c), so LCK -- and ns= below --
- * includes time waiting on a condition variable, not just lock contention.
- * The wait for a CPU after the wakeup is LAT (runqlat.d), not LCK.
+ * What LCK is (usr/src/uts/common/os/msacct.c): a system call that
+ * blocks on user-level synchronisation first switches the LWP to the
+ * LMS_USER_LOCK microstate -- lwp_park() (usr/src/uts/common/syscall/
+ * lwpsys.c), lwp_mutex_timedlock(), lwp_rwlock_lock() and lwp_cond_wait()
+ * (usr/src/uts/common/syscall/lwp_sobj.c) do.  When it then sleeps,
+ * new_mstate(LMS_SLEEP) remembers that state, and restore_mstate(), as the
+ * LWP goes back on a CPU, charges the sleep to it: from new_mstate(LMS_SLEEP)
+ * to t_waitrq, the moment the LWP was put on a run queue.  The rest, until
+ * it runs, is LAT (runqlat.d); time in LMS_USER_LOCK while still running
+ * is SYS.  libc parks in lwp_park() for contended process-private mutexes,
+ * rwlocks and condition variables (cond_sleep_queue() in usr/src/lib/libc/
+ * port/threads/synch.c), and calls lwp_cond_wait() for process-shared
+ * condition variables and for those used with priority-inheritance,
+ * priority-ceiling or process-shared mutexes (cond_sleep_kernel()), so LCK
+ * -- and ns= below -- includes time waiting on condition variables, not
+ * just lock contention.  Semaphores (lwp_sema_timedwait()) are SLP.
  *
- * How: self->locktime_in marks an LWP inside lwp_park (subcode 0, park),
- * lwp_mutex_timedlock or lwp_rwlock_sys (subcodes 0 and 1, rdlock and
- * wrlock); sched:::sleep in such a call starts a wait, sched:::wakeup
- * (args[0] the LWP, fired by the waker, also for a timeout or a signal)
- * ends it, and sched:::on-cpu, in the thread itself, adds it to the
- * totals.  A sleep whose wakeup was not seen is dropped, not counted up
- * to on-cpu (that would add the CPU wait).  Unlike plockstat(8)'s
- * mutex-block/mutex-blocked, whose time ends when the thread runs again
- * and so includes its wait for a CPU, and which does not see condition
- * variables, this is the figure prstat -mL shows as LCK.
+ * How: the same two moments.  sched:::sleep fires in the LWP just before
+ * new_mstate(LMS_SLEEP) in every way to sleep (cv_block() in usr/src/uts/
+ * common/os/condvar.c, lwp_block() in lwp_sobj.c, turnstile_block() in
+ * usr/src/uts/common/os/turnstile.c); a sleep is counted when the LWP is in
+ * LMS_USER_LOCK then (curthread->t_mstate, which is what the kernel
+ * remembers).  sched:::enqueue (args[0] the LWP, fired by whoever made it
+ * runnable) fires in setbackdq()/setfrontdq() (usr/src/uts/common/disp/
+ * disp.c) right after they set t_waitrq; only the first enqueue after the
+ * sleep counts, as only the first sets t_waitrq (a priority change while
+ * queued dequeues and enqueues it again).  sched:::on-cpu, in the LWP
+ * itself, adds the sleep to the totals.  sched:::wakeup is not used: it
+ * does not fire for every way out of such a sleep -- a timeout or a signal
+ * ends a process-shared lock's sleep through setrun() and lwp_unsleep()
+ * (lwp_sobj.c), a priority-inheritance mutex's through turnstile_unsleep(),
+ * neither of which fires it, while the enqueue fires on every path.
+ * Unlike plockstat(8)'s mutex-block/mutex-blocked, whose time ends when the
+ * thread runs again and so includes its wait for a CPU, and which does not
+ * see condition variables, this is the figure prstat -mL shows as LCK.
  *
  * Fields: ns = user-lock sleep in nanoseconds, count = such sleeps.
  *
@@ -51,7 +65,8 @@
  * tumbler-probe locktime period
  * ^C
  *
- * Needs root or the dtrace_kernel privilege (the sched provider), which a
+ * Needs root or the dtrace_kernel privilege (args[] of the LWP another
+ * thread enqueues, curthread->t_mstate: see probes/README.md), which a
  * non-global zone cannot have.  Not yet run on an illumos machine: checked
  * only against the illumos-gate sources named above.
  */
@@ -61,64 +76,42 @@
 #pragma D option aggrate=20hz
 #pragma D option dynvarsize=8m
 
+/* usr/src/uts/common/sys/msacct.h */
+inline int LMS_USER_LOCK = 6;
+
 dtrace:::BEGIN
 {
 	printf("tumbler-probe locktime ready\n");
 }
 
-syscall::lwp_park:entry
-/pid == $target && arg0 == 0/
-{
-	self->locktime_in = 1;
-}
-
-syscall::lwp_mutex_timedlock:entry
-/pid == $target/
-{
-	self->locktime_in = 1;
-}
-
-syscall::lwp_rwlock_sys:entry
-/pid == $target && arg0 <= 1/
-{
-	self->locktime_in = 1;
-}
-
-syscall::lwp_park:return,
-syscall::lwp_mutex_timedlock:return,
-syscall::lwp_rwlock_sys:return
-/self->locktime_in/
-{
-	self->locktime_in = 0;
-}
-
 sched:::sleep
-/self->locktime_in/
+/pid == $target && curthread->t_mstate == LMS_USER_LOCK/
 {
 	locktime_ts[tid] = timestamp;
-	locktime_woke[tid] = 0;
+	locktime_queued[tid] = 0;
 }
 
-sched:::wakeup
-/args[1]->pr_pid == $target && locktime_ts[args[0]->pr_lwpid]/
+sched:::enqueue
+/args[1]->pr_pid == $target && locktime_ts[args[0]->pr_lwpid] &&
+    locktime_queued[args[0]->pr_lwpid] == 0/
 {
-	locktime_woke[args[0]->pr_lwpid] = timestamp;
+	locktime_queued[args[0]->pr_lwpid] = timestamp;
 }
 
 sched:::on-cpu
-/pid == $target && locktime_ts[tid] && locktime_woke[tid]/
+/pid == $target && locktime_queued[tid]/
 {
-	@lock_ns[pid, tid] = sum(locktime_woke[tid] - locktime_ts[tid]);
+	@lock_ns[pid, tid] = sum(locktime_queued[tid] - locktime_ts[tid]);
 	@lock_count[pid, tid] = count();
 }
 
-/* the sleep is over (counted above, or its wakeup missed), or the LWP exits */
+/* the sleep is over (counted above), or the LWP exits */
 sched:::on-cpu,
 proc:::lwp-exit
 /pid == $target && locktime_ts[tid]/
 {
 	locktime_ts[tid] = 0;
-	locktime_woke[tid] = 0;
+	locktime_queued[tid] = 0;
 }
 
 profile:::tick-10ms

@@ -13,7 +13,12 @@
  * sched:::on-cpu fires in the thread going on a CPU; self->last holds the
  * CPU it ran on before, plus one (0 = not seen yet), so a thread's first
  * on-cpu after the start is not a migration.  A migration is counted when
- * the thread runs on its new CPU.
+ * the thread runs on its new CPU.  proc:::lwp-exit, which fires in the
+ * exiting LWP itself (lwp_exit() in usr/src/uts/common/os/lwp.c, and
+ * proc_exit() in exit.c for the last one), frees self->last: a thread-local
+ * is dynamic variable space until it is assigned 0, and a program that
+ * keeps creating short-lived threads would otherwise fill dynvarsize and
+ * make dtrace drop data ("dynamic variable drops").
  *
  * CPU domains: dom[cpu] = domain index + 1.  A migration counts in
  * @cross_domain when both CPUs have a domain and the domains differ.  As
@@ -37,7 +42,8 @@
  * tumbler-probe migrations period
  * ^C
  *
- * Needs root or the dtrace_kernel privilege (the sched provider).
+ * Needs root or the dtrace_kernel privilege, as tumbler asks for it for
+ * every script (see probes/README.md).
  */
 
 #pragma D option quiet
@@ -78,6 +84,12 @@ sched:::on-cpu
 /pid == $target/
 {
 	self->last = cpu + 1;
+}
+
+proc:::lwp-exit
+/pid == $target/
+{
+	self->last = 0;
 }
 
 profile:::tick-10ms

@@ -43,7 +43,9 @@
  * tumbler-probe runqlat period
  * ^C
  *
- * Needs root or the dtrace_kernel privilege (the sched provider).
+ * Needs root or the dtrace_kernel privilege: the sched provider is at the
+ * dtrace_user level, but args[] of another thread (enqueue, dequeue) is
+ * kernel memory of that thread (see probes/README.md).
  */
 
 #pragma D option quiet

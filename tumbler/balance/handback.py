@@ -43,7 +43,8 @@ class HandBack:
                 self.journal.drop(thread.pid, thread.tid)
         failed += self._sweep()
         try:
-            self.binder.close()
+            for notice in self.binder.close() or ():
+                self.warn(notice)
         except Exception as exc:
             failed += 1
             self.warn(str(exc))

@@ -1371,7 +1371,7 @@ def _make_setup(ctx, options, policies, command, together=(), background=()):
     if settings["probe"]:
         from ..tracing import session as probe
         from ..observers.probes import check_tracing
-        check_tracing(backend.name, probe.KINDS)     # one clear line if it cannot
+        check_tracing(backend.name)     # one clear line if it cannot
         probe_kinds = tuple(probe.KINDS)
     choice = choose_domains(backend.topology(), backend.own_allowed(),
                             settings["level"], settings["domains"])

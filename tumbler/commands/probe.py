@@ -301,7 +301,7 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
     try:
         infos = [check_process(backend, pid) for pid in pids]
         choice = domain_choice(backend, list(pids), level, domains_text)
-        check_tracing(platform, kinds)
+        check_tracing(platform)
         waiter = SignalWaiter()
         try:
             with probe.ProbeSession(platform, period_ms=PERIOD_MS) as session:

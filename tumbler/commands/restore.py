@@ -147,10 +147,15 @@ def run_restore(pids, platform=None, directory=None):
 
 
 def _merge_resources(into, resources):
+    """Add one state file's resources to its tumbler's: lists joined, and
+    mappings (what the binder recorded per resource, e.g. a processor set's
+    CPUs and creation time) merged, so the binder's checks see them."""
     for name, items in (resources or {}).items():
         if isinstance(items, list):
             known = into.setdefault(name, [])
             known += [item for item in items if item not in known]
+        elif isinstance(items, dict):
+            into.setdefault(name, {}).update(items)
 
 
 def _owners_on_disk(directory):

@@ -22,8 +22,6 @@ from ..errors import EXIT_FAILURE, TumblerError, UsageError
 # the observers -- is imported where it is used: ``exec`` starts its
 # command before it needs them (see run_exec).
 
-DEFAULT_BINDER = {"linux": "affinity", "illumos": "pset"}
-
 #: When this module was loaded: the summary's start if the process's own
 #: start time cannot be read.
 _LOADED = time.monotonic()
@@ -99,8 +97,7 @@ def _binder(backend, settings):
     if not _moves_threads(settings):
         from ..platform.base import NullBinder
         return NullBinder()
-    kind = settings["binder"] or DEFAULT_BINDER[backend.name]
-    return backend.binder(kind)
+    return backend.binder(settings["binder"])       # None: the platform's default
 
 
 def _journals(settings):
@@ -225,7 +222,7 @@ def run_attach(settings, pids):
     for pid in pids:
         info = check_target(backend, pid, settings["force"])
         if _moves_threads(settings):
-            backend.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[backend.name])
+            backend.check_can_bind(info, settings["binder"])
     journal = _journal(backend, settings)
     summary_out = _summary_file(settings)
     waiter = SignalWaiter()         # from here on a stop signal ends the run cleanly
@@ -264,18 +261,18 @@ def run_attach(settings, pids):
     return EXIT_FAILURE if failed else 0
 
 
-def check_space_sharing(settings, backend_name):
+def check_space_sharing(settings, backend):
     """``--share space`` with what it cannot work with is a usage error
     before anything changes."""
     if settings["probe"]:
         raise UsageError("--probe traces one balancing run; with --share space, trace a "
                          "program with `tumbler probe -p PID`")
-    binder = settings["binder"] or DEFAULT_BINDER[backend_name]
+    binder = settings["binder"] or backend.default_binder
     if binder != "affinity" and _moves_threads(settings):
         raise UsageError("--share space binds with --binder affinity only (%s sets would have "
                          "to trade CPUs between programs)%s"
                          % (binder, "; illumos has no affinity binder yet"
-                            if backend_name == "illumos" else ""))
+                            if backend.name == "illumos" else ""))
 
 
 def run_space_shared(settings, pids):
@@ -289,11 +286,11 @@ def run_space_shared(settings, pids):
     from ..platform.priority import raise_priority
     raise_priority()
     first = _open_backend(settings)
-    check_space_sharing(settings, first.name)
+    check_space_sharing(settings, first)
     for pid in pids:
         info = check_target(first, pid, settings["force"])
         if _moves_threads(settings):
-            first.check_can_bind(info, settings["binder"] or DEFAULT_BINDER[first.name])
+            first.check_can_bind(info, settings["binder"])
     summary_out = _summary_file(settings)
     waiter = SignalWaiter()
     programs, journals, observers = [], [], []
@@ -367,11 +364,13 @@ def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, rea
                    summary_out):
     """Hand every program back and report each (``_finish`` for one)."""
     failed = 0
+    # Counters first: a CPU's counting LWP is bound to it, and a set with a
+    # bound CPU cannot be destroyed (platform/illumos/pset.py).
+    sharing.close()
     for _, controller in programs:
         failed += controller.restore_all()
         for observer in controller.observers:
             observer.close()
-    sharing.close()
     waiter.close()
     if failed and programs[0][1].journal is not None:
         print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"

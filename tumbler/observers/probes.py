@@ -61,12 +61,12 @@ def domain_of_cpu(domains):
     return {cpu: domain.index for domain in domains for cpu in domain.cpus}
 
 
-def check_tracing(platform_name, kinds):
+def check_tracing(platform_name):
     """Fail now, in one line, if the tracing tool or the privilege it needs
     is missing (mounting tracefs first when root can); returns the tool."""
     if platform_name == "linux" and shutil.which("bpftrace"):
         probe.ensure_tracefs()
-    return probe.check_tool(platform_name, kinds)
+    return probe.check_tool(platform_name)
 
 
 def thread_key(pid, tid):
@@ -104,7 +104,7 @@ class ProbeObserver(Observer):
         anything is changed, so a missing tool stops the run cleanly."""
         if self.platform_name is None:
             self.platform_name = probe.current_platform()
-        check_tracing(self.platform_name, self.kinds)
+        check_tracing(self.platform_name)
 
     def start(self, controller):
         """Start tracing the controller's targets (call once they are added)."""

@@ -198,7 +198,9 @@ class Binder:
         raise NotImplementedError
 
     def close(self):
-        """Remove whatever setup() created (cgroups, processor sets)."""
+        """Remove whatever setup() created (cgroups, processor sets).
+        Returns lines worth telling the user (what it had to change to get
+        there), or None."""
 
     def resources(self):
         """What ``setup`` created, for the state file (JSON-serialisable):
@@ -246,6 +248,10 @@ class NullBinder(Binder):
 
 class Backend:
     name = "?"
+    #: The binder kind used where none is named: ``binder(None)``, as
+    #: ``binder: None`` in the configuration means the platform's default
+    #: (tumbler/config.py).
+    default_binder = None
 
     def __init__(self, root="/"):
         self.root = root
@@ -390,7 +396,8 @@ class Backend:
         new process to look for."""
         return None
 
-    def binder(self, kind):
+    def binder(self, kind=None):
+        """A Binder of ``kind``; None: ``default_binder``."""
         raise NotImplementedError
 
     def remove_orphans(self, known_pids):
@@ -401,8 +408,9 @@ class Backend:
         (the platform's binders leave nothing a state file does not list)."""
         return iter(())
 
-    def check_can_bind(self, info, binder_kind):
-        """Raise AccessDenied now if binding ``info``'s threads will be refused."""
+    def check_can_bind(self, info, binder_kind=None):
+        """Raise AccessDenied now if binding ``info``'s threads with a binder
+        of ``binder_kind`` (None: ``default_binder``) will be refused."""
 
     def check_thread(self, pid, tid):
         """Raise NoSuchProcess unless ``tid`` still names the thread of

@@ -372,7 +372,7 @@ class Service:
         policy = self._policy(rule)
         journal = None
         try:
-            binder = backend.binder("affinity") if policy.moves_threads else NullBinder()
+            binder = backend.binder() if policy.moves_threads else NullBinder()
             if policy.moves_threads:
                 journal = Journal(backend, warn=lambda m: self.log(WARNING, m))
                 refused = journal.try_claim(pid, allowed)

@@ -175,13 +175,17 @@ def ensure_tracefs():
     return target
 
 
-def _illumos_missing_privileges(kinds):
-    """Privileges the process lacks for ``kinds``, per ppriv(1); [] if unknown."""
-    # -p PID needs dtrace_proc; every script uses the sched provider
-    # (dtrace_kernel), locktime.d the syscall provider too (dtrace_user).
+def _illumos_missing_privileges():
+    """Privileges the process lacks for the probe scripts, per ppriv(1); []
+    if unknown."""
+    # -p PID needs dtrace_proc.  The sched and proc providers are registered
+    # at the dtrace_user level (usr/src/uts/common/dtrace/sdt_subr.c,
+    # sdt_providers), but every script reads kernel data of other threads
+    # -- args[] of an LWP another thread enqueues, dequeues or wakes, and
+    # curthread->t_mstate -- which needs dtrace_kernel (without it DTrace
+    # refuses loads from kernel memory); dtrace_kernel includes what
+    # dtrace_user allows (dtrace_cred2priv, usr/src/uts/common/dtrace/dtrace.c).
     need = {"dtrace_proc", "dtrace_kernel"}
-    if "locks" in kinds:
-        need.add("dtrace_user")
     ppriv = shutil.which("ppriv") or "/usr/bin/ppriv"
     try:
         out = subprocess.run([ppriv, str(os.getpid())], stdout=subprocess.PIPE,
@@ -199,7 +203,7 @@ def _illumos_missing_privileges(kinds):
     return []
 
 
-def check_tool(platform_name, kinds=KINDS):
+def check_tool(platform_name):
     """Return the tracing tool's path, or raise TumblerError saying, in one
     line, what is missing and how to get it."""
     _check_platform(platform_name)
@@ -229,9 +233,10 @@ def check_tool(platform_name, kinds=KINDS):
     zone = zones.nonglobal_zone()
     if zone is not None:
         raise TumblerError(zones.prohibited(
-            "dtrace_kernel", zone, "DTrace's sched provider (every probe script)"))
+            "dtrace_kernel", zone,
+            "the probe scripts (they read other threads' kernel data through DTrace)"))
     if os.geteuid() != 0:
-        missing = _illumos_missing_privileges(kinds)
+        missing = _illumos_missing_privileges()
         if missing:
             raise TumblerError(
                 "dtrace needs root or the privileges %s (usermod -K "
@@ -492,7 +497,7 @@ class ProbeSession:
 
         if self.platform == "linux":
             ensure_tracefs()
-        tool = check_tool(self.platform, kinds)
+        tool = check_tool(self.platform)
         scripts = [SCRIPT_OF_KIND[k] for k in KINDS if k in kinds]
         workdir = private_tempdir("tumbler-probe-")
         try:

@@ -54,9 +54,9 @@ from ...escape import printable
 from . import kstat as kstat
 from . import pset as pset
 from . import zone as zones
-from .structs import (PBIND_NONE, PS_NONE, SSYS, Truncated, parse_lpsinfo,
-                               parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
-                               PSINFO_SIZE)
+from .structs import (PBIND_NONE, PRHEADER, PRUSAGE, PS_NONE, SSYS, Truncated, lspan,
+                      parse_lpsinfo, parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
+                      PSINFO_SIZE)
 from ..base import (STAT_COLUMNS, AccessDenied, Backend, NoSuchProcess, PlatformError,
                    ProcessFacts, ProcessInfo, Sample, ThreadTimes, Topology, Unsupported)
 
@@ -68,11 +68,12 @@ READ_PRIVILEGE = "read access to /proc (PRIV_PROC_OWNER for another user's proce
 
 _LWPNAME_SIZE = 32              # THREAD_NAME_MAX
 _NAME_RECHECK_NS = 1_000_000_000
-_FIRST_READ_SIZE = 16 + 32 * 504
+_FIRST_READ_SIZE = PRHEADER.size + 32 * lspan(PRUSAGE.size)    # 32 LWPs
 
 
 class IllumosBackend(Backend):
     name = "illumos"
+    default_binder = "pset"
 
     def __init__(self, root="/", libc=None, kstat_reader=None, pg_reader=None):
         super().__init__(root)
@@ -202,7 +203,7 @@ class IllumosBackend(Backend):
             raise PlatformError("pset_info: %s" % (exc.strerror or exc)) from None
         return (cpus & online) or online
 
-    def check_can_bind(self, info, binder_kind):
+    def check_can_bind(self, info, binder_kind=None):
         """Fail early, before anything changes, if binding will be refused."""
         libc = self._binder_libc(binder_kind)
         pset.require_bind_lwp(libc)
@@ -221,12 +222,13 @@ class IllumosBackend(Backend):
             raise AccessDenied("process %d belongs to uid %d, tumbler runs as uid %d"
                                % (info.pid, info.uid, os.geteuid()), "PRIV_PROC_OWNER")
 
-    def binder(self, kind):
+    def binder(self, kind=None):
         self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding,
-                                       self.lwps_bound_to)
+                                       self.bound_lwps, self.pset_created)
         return self._binder
 
     def _binder_libc(self, kind):
+        kind = kind or self.default_binder
         if kind in ("affinity", "cpuset"):
             raise Unsupported("--binder %s is a Linux binder; on illumos use --binder pset"
                               % kind)
@@ -251,11 +253,12 @@ class IllumosBackend(Backend):
             raise NoSuchProcess(pid, tid)
         return parse_lwpsinfo(data)
 
-    def lwps_bound_to(self, pset_id):
-        """(pid, lwpid) of every live LWP of every process bound to processor
-        set ``pset_id``.  A walk of /proc (lpsinfo is readable by everyone),
-        made only when a dead tumbler's sets are removed; processes that
-        vanish or cannot be parsed meanwhile are skipped."""
+    def bound_lwps(self):
+        """(pid, lwpid, pr_bindpset, pr_bindpro) of every live LWP of every
+        process that is bound to a processor set or to a processor.  A walk
+        of /proc (lpsinfo is readable by everyone), made only when processor
+        sets are destroyed; processes that vanish or cannot be parsed
+        meanwhile are skipped."""
         found = []
         for name in os.listdir(self.proc):
             if not name.isdigit():
@@ -271,9 +274,20 @@ class IllumosBackend(Backend):
                     size = exc.needed + exc.needed // 4
                 except (OSError, ValueError, struct.error):
                     break
-            found += [(int(name), lwp.lwpid) for lwp in lwps
-                      if lwp.bindpset == pset_id and lwp.sname != "Z"]
+            found += [(int(name), lwp.lwpid, lwp.bindpset, lwp.bindpro) for lwp in lwps
+                      if (lwp.bindpset != PS_NONE or lwp.bindpro != PBIND_NONE)
+                      and lwp.sname != "Z"]
         return sorted(found)
+
+    def pset_created(self):
+        """``{processor set id: creation time (hrtime ns)}``, from the sets'
+        ``unix:<id>:pset`` kstats (``kstat.read_system_pset_created``);
+        OSError if they cannot be read."""
+        if self._live:
+            return kstat.read_system_pset_created()
+        with open(os.path.join(self.root, "kstat")) as f:
+            return kstat.pset_created_from_text(
+                kstat.read_kstat_text(f.read(), module="unix", name="pset"))
 
     def _lwp_binding(self, pid, tid):
         info = self.lwp_info(pid, tid)

@@ -39,16 +39,32 @@ follow from the sources, for whoever drives this:
 * both requests count user mode only (CPC_COUNT_USER), as on Linux: the
   kernel's and the idle loop's work on the CPU is not the program's.
 
-Events: ``PAPI_tot_cyc`` is a generic event of every x86 back end;
-``PAPI_l3_tcm`` (total L3 misses) is generic on AMD family 10h and
-Nehalem-class Intel; other Intel CPUs name the architectural LLC-miss
-event ``longest_lat_cache.miss``.  AMD Zen back ends name no LLC-miss
-event in the core PMU (their PAPI tables stop at TLB misses), so there
-this raises Unsupported.  Sources: usr/src/man/man3cpc/generic_events.3cpc,
-usr/src/uts/intel/pcbe/core_pcbe.c (``cmn_generic_events``,
-``GENERICEVENTS_FAM6_NHM``, ``ARCH_EVENTS_COMMON``),
-usr/src/uts/intel/pcbe/opteron_pcbe.c (``AMD_FAMILY_10h_generic_events``,
-``family_17h_zen1_papi_events`` ...).
+Events (``choose_events``): cycles are ``PAPI_tot_cyc``, a generic event
+of every x86 back end.  The LLC-miss event depends on the CPU family, which
+libcpc names (``cpc_cciname``: the back end's ``pcbe_impl_name``), and is
+taken only if the back end lists it (``cpc_walk_events_all`` and
+``cpc_walk_generic_events_all``):
+
+* Intel with architectural performance monitoring ("Intel Arch PerfMon vN
+  on Family F Model M", core_pcbe.c ``core_pcbe_init``):
+  ``longest_lat_cache.miss``, the architectural event (``ARCH_EVENTS_COMMON``),
+  listed only where CPUID leaf 0xA says the CPU has it.  Not ``PAPI_l3_tcm``:
+  only the Nehalem-to-Skylake table (``GENERICEVENTS_FAM6_NHM``) named it,
+  for the same event (0x2e, umask 0x41), and illumos has dropped that table
+  since (the review of issue 31: change 10212; the copy of core_pcbe.c read
+  here still has it), so no current Intel CPU offers it;
+* Intel Core microarchitecture (family 6 models 15, 23, 29: "Core
+  Microarchitecture"): no LLC-miss event in its table;
+* AMD family 10h ("AMD Family 10h", opteron_pcbe.c): ``PAPI_l3_tcm``
+  (``AMD_FAMILY_10h_generic_events``: ``L3_miss``, all cores);
+* AMD Zen and Hygon (families 17h, 18h, 19h, 1ah): none -- their generic
+  tables (``family_17h_zen1_papi_events`` ... ``family_1ah_zen5_papi_events``)
+  have no ``PAPI_l3_tcm``, and tumbler picks no model-specific event from
+  the rest; families 0fh and 11h have no L3;
+* any other CPU: none tumbler knows of.
+
+Where there is none, ``CpuCounters`` and ``probe_support`` say so in one
+line, naming the CPU; where there is one, ``CpuCounters.note`` says which.
 
 Verified only by reading illumos-gate (no illumos machine here; the fake
 libraries of tests/test_counters.py check the calls, not the ABI):
@@ -68,13 +84,16 @@ P_MYID -1 (usr/src/uts/common/sys/types.h); processor_bind across sets
 (illumos threads are 1:1), which the one-LWP-per-CPU design relies on.
 """
 
+import collections
 import ctypes
 import errno
 import os
 import queue
+import re
 import threading
 
 from ..base import AccessDenied, PlatformError, Unsupported
+from .pset import POOLS_MESSAGE
 
 CPC_VER_CURRENT = 2
 CPC_COUNT_USER = 0x2
@@ -82,8 +101,9 @@ CPC_PBIND_FAILED = 10
 PS_NONE, PS_QUERY = -1, -2
 P_LWPID, P_MYID = 8, -1
 
-CYCLE_EVENTS = ("PAPI_tot_cyc",)
-MISS_EVENTS = ("PAPI_l3_tcm", "longest_lat_cache.miss")
+CYCLE_EVENT = "PAPI_tot_cyc"
+INTEL_LLC_MISS = "longest_lat_cache.miss"
+AMD_10H_LLC_MISS = "PAPI_l3_tcm"
 
 CPU_PRIVILEGE = "PRIV_CPC_CPU (cpc_cpu)"
 PSET_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
@@ -95,6 +115,7 @@ REPLY_TIMEOUT = 10.0        # seconds a counting LWP may take to answer
 
 _ERRHNDLR = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                              ctypes.c_void_p)
+_EVENT_WALKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
 
 
 class LibCpc:
@@ -112,6 +133,9 @@ class LibCpc:
         p, u, i, u64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
         self._declare(self.cpc, "cpc_open", [i], p)
         self._declare(self.cpc, "cpc_close", [p], i)
+        self._declare(self.cpc, "cpc_cciname", [p], ctypes.c_char_p)
+        self._declare(self.cpc, "cpc_walk_events_all", [p, p, _EVENT_WALKER], None)
+        self._declare(self.cpc, "cpc_walk_generic_events_all", [p, p, _EVENT_WALKER], None)
         self._declare(self.cpc, "cpc_seterrhndlr", [p, _ERRHNDLR], i)
         self._declare(self.cpc, "cpc_set_create", [p], p)
         self._declare(self.cpc, "cpc_set_destroy", [p, p], i)
@@ -160,6 +184,19 @@ class LibCpc:
 
     def close(self, handle):
         self.cpc.cpc_close(handle)
+
+    def cciname(self, handle):
+        """The CPU's performance counter implementation name, e.g. "Intel
+        Arch PerfMon v4 on Family 6 Model 85"."""
+        return (self.cpc.cpc_cciname(handle) or b"").decode("ascii", "replace")
+
+    def event_names(self, handle):
+        """Every event this CPU's back end names, generic (PAPI_*) or not."""
+        names = set()
+        walker = _EVENT_WALKER(lambda arg, event: names.add(event.decode("ascii", "replace")))
+        self.cpc.cpc_walk_events_all(handle, None, walker)
+        self.cpc.cpc_walk_generic_events_all(handle, None, walker)
+        return frozenset(names)
 
     def set_create(self, handle):
         made = self.cpc.cpc_set_create(handle)
@@ -256,16 +293,43 @@ def _bind_error(exc, cpu):
     return _mapped(exc, cpu, unsupported=unsupported)
 
 
-def _choose(lib, handle, cpc_set, names, what):
-    """Add the first of ``names`` this CPU's back end knows; its index."""
-    for name in names:
-        try:
-            return lib.add_request(handle, cpc_set, name)
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
-    raise Unsupported("%s: this CPU names no %s event (tried %s)"
-                      % (NO_COUNTERS, what, ", ".join(names)))
+def llc_miss_event(cciname, events):
+    """(event, None) -- the LLC-miss event of the CPU libcpc calls
+    ``cciname`` whose back end lists ``events`` -- or (None, why there is
+    none), per CPU family (module doc)."""
+    family = re.search(r"\bFamily ([0-9a-f]+)h\b", cciname)
+    if cciname.startswith("Intel Arch PerfMon"):
+        if INTEL_LLC_MISS in events:
+            return INTEL_LLC_MISS, None
+        return None, ("this Intel CPU (%s) does not have the architectural LLC-miss event "
+                      "%s (CPUID leaf 0xA)" % (cciname, INTEL_LLC_MISS))
+    if cciname == "Core Microarchitecture":
+        return None, "Intel Core microarchitecture CPUs have no LLC-miss event in libcpc"
+    if cciname.startswith("AMD") and family and family.group(1) == "10":
+        if AMD_10H_LLC_MISS in events:
+            return AMD_10H_LLC_MISS, None
+        return None, "this AMD family 10h CPU does not list %s" % AMD_10H_LLC_MISS
+    if family and int(family.group(1), 16) >= 0x17:
+        return None, ("Zen CPUs (%s) have no LLC-miss event in libcpc: no PAPI_l3_tcm in "
+                      "their tables, and tumbler picks no model-specific event" % cciname)
+    return None, "tumbler knows no LLC-miss event for %s" % (cciname or "this CPU")
+
+
+CounterEvents = collections.namedtuple("CounterEvents", "cycles misses cpu")
+
+
+def choose_events(lib, handle):
+    """CounterEvents: the cycle and LLC-miss events of this CPU, and its
+    name (cpc_cciname); Unsupported, saying why, where it has none."""
+    cciname = lib.cciname(handle)
+    events = lib.event_names(handle)
+    if CYCLE_EVENT not in events:
+        raise Unsupported("%s: this CPU (%s) does not list %s"
+                          % (NO_COUNTERS, cciname or "?", CYCLE_EVENT))
+    misses, why = llc_miss_event(cciname, events)
+    if misses is None:
+        raise Unsupported("%s: %s" % (NO_COUNTERS, why))
+    return CounterEvents(CYCLE_EVENT, misses, cciname)
 
 
 def _open(lib):
@@ -283,8 +347,8 @@ class _CpuLwp:
 
     STOP = object()
 
-    def __init__(self, lib, handle, cpu):
-        self.lib, self.handle, self.cpu = lib, handle, cpu
+    def __init__(self, lib, handle, cpu, events):
+        self.lib, self.handle, self.cpu, self.events = lib, handle, cpu, events
         self.requests, self.replies = queue.SimpleQueue(), queue.SimpleQueue()
         self.thread = threading.Thread(target=self._run, name="tumbler-cpc-%d" % cpu,
                                        daemon=True)
@@ -317,11 +381,13 @@ class _CpuLwp:
                 if pset != PS_NONE:
                     lib.bind_self_to_pset(pset)
             except OSError as exc:
+                if exc.errno == errno.ENOTSUP:      # pset_bind, pools enabled (pset.c)
+                    raise Unsupported(POOLS_MESSAGE) from None
                 raise _mapped(exc, cpu, privilege=PSET_PRIVILEGE) from None
             try:
                 cpc_set = lib.set_create(handle)
-                cycles = _choose(lib, handle, cpc_set, CYCLE_EVENTS, "cycle")
-                misses = _choose(lib, handle, cpc_set, MISS_EVENTS, "LLC miss")
+                cycles = lib.add_request(handle, cpc_set, self.events.cycles)
+                misses = lib.add_request(handle, cpc_set, self.events.misses)
                 buf = lib.buf_create(handle, cpc_set)
             except OSError as exc:
                 raise _mapped(exc, cpu) from None
@@ -368,8 +434,12 @@ class CpuCounters:
         self.lwps = {}
         self._token = 0
         try:
+            self.events = choose_events(self.lib, self.handle)
+            #: One line on what is counted, for whoever reports it.
+            self.note = "LLC misses counted as %s, cycles as %s (%s)" % (
+                self.events.misses, self.events.cycles, self.events.cpu)
             for cpu in sorted(cpus):
-                self.lwps[cpu] = _CpuLwp(self.lib, self.handle, cpu)
+                self.lwps[cpu] = _CpuLwp(self.lib, self.handle, cpu, self.events)
         except BaseException:
             self.close()
             raise
@@ -421,7 +491,8 @@ def probe_support(lib=None):
     """None if CpuCounters can work here, else the one-line reason; cached
     unless ``lib`` is given.  It binds nothing -- a CPU binding would stop
     every per-LWP counter on the system -- so it checks libcpc, the two
-    events and the cpc_cpu privilege only."""
+    events (``choose_events``, and that a set takes them) and the cpc_cpu
+    privilege only."""
     global _support
     if lib is None and _support is not _UNKNOWN:
         return _support
@@ -430,10 +501,11 @@ def probe_support(lib=None):
         cpc = lib if lib is not None else load_libcpc()
         handle = _open(cpc)
         try:
+            events = choose_events(cpc, handle)
             cpc_set = cpc.set_create(handle)
             try:
-                _choose(cpc, handle, cpc_set, CYCLE_EVENTS, "cycle")
-                _choose(cpc, handle, cpc_set, MISS_EVENTS, "LLC miss")
+                cpc.add_request(handle, cpc_set, events.cycles)
+                cpc.add_request(handle, cpc_set, events.misses)
             finally:
                 cpc.set_destroy(handle, cpc_set)
         except OSError as exc:

@@ -36,7 +36,7 @@ Three sources, all returning ``{cpuid: {field: value}}``:
 * ``run_kstat_command`` runs ``kstat -p cpu_info:::`` when libkstat cannot
   be loaded.
 
-Struct layouts (usr/src/uts/common/sys/kstat.h, usr/src/head/kstat.h), LP64:
+Struct layouts (usr/src/uts/common/sys/kstat.h, usr/src/lib/libkstat/kstat.h), LP64:
 ``kstat_ctl_t`` is ``{kid_t kc_chain_id; kstat_t *kc_chain; int kc_kd}``;
 ``kstat_t`` begins ``{hrtime_t ks_crtime; kstat_t *ks_next; kid_t ks_kid;
 char ks_module[31]; uchar_t ks_resv; int ks_instance; char ks_name[31];
@@ -66,8 +66,9 @@ _INTEGER = re.compile(r"-?[0-9]+\Z")
 
 # -- kstat -p text -------------------------------------------------------------
 
-def read_kstat_text(text, module="cpu_info"):
-    """``{instance: {statistic: value}}`` for ``module`` from ``kstat -p`` output.
+def read_kstat_text(text, module="cpu_info", name=None):
+    """``{instance: {statistic: value}}`` for ``module`` (and kstats called
+    ``name``, if given) from ``kstat -p`` output.
 
     Integers become ints; everything else (strings, the float ``crtime``)
     stays text.  Lines of other modules and malformed lines are ignored.
@@ -80,16 +81,19 @@ def read_kstat_text(text, module="cpu_info"):
         parts = key.split(":", 2)
         if len(parts) != 3 or parts[0] != module or not _INTEGER.match(parts[1]):
             continue
-        statistic = parts[2].rpartition(":")[2]
+        kstat_name, _, statistic = parts[2].rpartition(":")
+        if name is not None and kstat_name != name:
+            continue
         value = value.strip()
         result.setdefault(int(parts[1]), {})[statistic] = (
             int(value) if _INTEGER.match(value) else value)
     return result
 
 
-def run_kstat_command(runner=subprocess.run, selector="cpu_info:::"):
+def run_kstat_command(runner=subprocess.run, selector="cpu_info:::", name=None):
     """``{instance: {statistic: value}}`` from ``kstat -p SELECTOR`` (its
-    module is the selector's first field); OSError on failure."""
+    module is the selector's first field; kstats called ``name`` only, if
+    given); OSError on failure."""
     command = "kstat -p %s" % selector
     try:
         done = runner(["kstat", "-p", selector], capture_output=True, text=True,
@@ -98,7 +102,7 @@ def run_kstat_command(runner=subprocess.run, selector="cpu_info:::"):
         raise OSError(errno.ETIMEDOUT, "%s timed out" % command) from None
     if done.returncode != 0:
         raise OSError(errno.EIO, "%s failed: %s" % (command, done.stderr.strip()))
-    return read_kstat_text(done.stdout, module=selector.split(":", 1)[0])
+    return read_kstat_text(done.stdout, module=selector.split(":", 1)[0], name=name)
 
 
 # -- libkstat ----------------------------------------------------------------
@@ -130,7 +134,7 @@ Kstat._fields_ = [
 
 
 class KstatCtl(ctypes.Structure):
-    """kstat_ctl_t (usr/src/head/kstat.h)."""
+    """kstat_ctl_t (usr/src/lib/libkstat/kstat.h)."""
 
     _fields_ = [
         ("kc_chain_id", ctypes.c_int),
@@ -192,6 +196,25 @@ class LibKstat:
         finally:
             self.lib.kstat_close(control)
 
+    def creation_times(self, module, name):
+        """``{instance: ks_crtime}`` (hrtime ns) of the kstats ``module``:*:``name``,
+        from the chain's headers alone."""
+        control = self.lib.kstat_open()
+        if not control:
+            code = ctypes.get_errno() or errno.EIO
+            raise OSError(code, "kstat_open failed")
+        try:
+            result = {}
+            entry = control.contents.kc_chain
+            while entry:
+                header = entry.contents
+                if header.ks_module == module and header.ks_name == name:
+                    result[header.ks_instance] = header.ks_crtime
+                entry = header.ks_next
+            return result
+        finally:
+            self.lib.kstat_close(control)
+
     def _walk(self, control, module, fields, name):
         result = {}
         entry = control.contents.kc_chain
@@ -237,8 +260,10 @@ def _read_system(module, fields):
 
 #: ``cpu:<id>:sys`` fields of per-CPU time (usr/src/uts/common/os/cpu.c,
 #: ``cpu_sys_stats_ks_data_template``): user, kernel and idle nanoseconds
-#: partition the CPU's time; ``cpu_nsec_intr`` overlaps them (interrupt
-#: threads' time is charged to what they interrupted), so it is not added.
+#: partition the CPU's time; ``cpu_nsec_intr`` overlaps them: the time an
+#: interrupt took is taken out of the state it interrupted (user, idle) and
+#: added to kernel time (``get_cpu_mstate``, usr/src/uts/i86pc/os/machdep.c),
+#: so ``cpu_nsec_kernel`` already holds it and it is not added.
 CPU_SYS_FIELDS = ("cpu_nsec_idle", "cpu_nsec_user", "cpu_nsec_kernel")
 
 
@@ -263,6 +288,33 @@ def cpu_times_from_sys(stats):
         except (KeyError, ValueError, TypeError):
             continue
     return times
+
+
+def read_system_pset_created():
+    """``{processor set id: its creation time (hrtime ns)}`` of the running
+    system.  Each set gets a ``unix:<id>:pset`` kstat when it is created
+    (``cpupart_kstat_create`` from ``cpupart_create``, usr/src/uts/common/
+    disp/cpupart.c), deleted with the set, and ``kstat_create`` stamps it
+    with ``ks_crtime = gethrtime()`` (usr/src/uts/common/os/kstat_fr.c): a
+    set id reused for a new set comes with another creation time.
+    libkstat, else ``kstat -p``; OSError if neither answers."""
+    try:
+        reader = LibKstat()
+    except (OSError, AttributeError):
+        return pset_created_from_text(
+            run_kstat_command(selector="unix::pset:crtime", name="pset"))
+    return reader.creation_times(b"unix", b"pset")
+
+
+def pset_created_from_text(values):
+    """``read_system_pset_created`` from ``kstat -p`` values: ``crtime`` is
+    printed as seconds with nine decimals, read back exactly in ns."""
+    created = {}
+    for instance, fields in values.items():
+        seconds, _, fraction = str(fields.get("crtime", "")).partition(".")
+        if seconds.isdigit() and (fraction.isdigit() or not fraction):
+            created[instance] = int(seconds) * 1_000_000_000 + int((fraction + "0" * 9)[:9])
+    return created
 
 
 def read_boot_time():

@@ -36,9 +36,12 @@ Errors, as the kernel returns them (pset.c, cpupart.c, policy.c):
              pset_bind_lwp (``pset_bind_thread``): another user's LWP
              without PRIV_PROC_OWNER, or an LWP whose current set has
              PSET_NOESCAPE -- the default set always has it
-             (``cpupart_initialize_default``) -- without PRIV_SYS_RES_CONFIG;
-* ENOTSUP -- pset_create/assign/destroy while resource pools are enabled
-             (sets belong to poolcfg/pooladm); never from pset_bind_lwp,
+             (``cpupart_initialize_default``) -- without PRIV_SYS_RES_BIND
+             or PRIV_SYS_RES_CONFIG (``secpolicy_pbind``,
+             usr/src/uts/common/os/policy.c);
+* ENOTSUP -- pset_create/assign/destroy, and pset_bind (which counters.py
+             uses), while resource pools are enabled (sets belong to
+             poolcfg/pooladm): ``POOLS_MESSAGE``; never from pset_bind_lwp,
              which does not look at the pool state;
 * EBUSY   -- pset_assign: last CPU of its set, or CPUs with bound threads;
              pset_bind_lwp: the LWP is bound to a CPU outside the set;
@@ -51,6 +54,23 @@ still bound to the set (``cpupart_unbind_threads``) to the *default* set,
 so first ``close`` sends the LWPs of managed processes still there -- born
 into a set by inheriting their creator's binding -- to their process's
 original set (``origin_of``); pset_destroy then only unbinds what is left.
+
+pset_destroy fails with EBUSY while an LWP is *processor*-bound to one of
+the set's CPUs: ``cpupart_destroy`` moves the CPUs out with
+``cpupart_move_cpu(cp, &cp_default, 0)``, which unbinds only soft-bound
+threads (``cpu_unbind(cpu, B_FALSE)``; processor_bind(2) binds hard) and
+gives up with EBUSY after five looks at a CPU that still has bound threads
+(usr/src/uts/common/disp/cpupart.c).  Such an LWP is one of the set's own
+(a CPU binding needs the CPU's set: ``cpu_bind_thread``): a managed program
+that bound an LWP to a CPU itself, or tumbler's own counting LWPs
+(``cpc_bind_cpu`` processor-binds its caller; counters.py), which is why
+whoever holds counters closes them before the binder.  An EBUSY is retried
+after removing the processor bindings on the set's remaining CPUs
+(``processor_bind(P_CPUID, cpu, PBIND_NONE)``, pbind -U: ``cpu_unbind(cpu,
+B_TRUE)`` in usr/src/uts/common/syscall/processor_bind.c); ``close``
+returns one line naming the LWPs whose binding went.  A set that still
+cannot be destroyed is kept in ``sets`` (and the state file), and the error
+names it with the ``psrset -d`` to run: never left without a word.
 """
 
 import ctypes
@@ -62,7 +82,13 @@ from . import zone as zones
 from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
 PS_NONE = -1
+PBIND_NONE = -1
+P_CPUID = 14                    # usr/src/uts/common/sys/procset.h, idtype_t
 CONFIG_PRIVILEGE = "PRIV_SYS_RES_CONFIG"
+#: pset_destroy tries per set: after an EBUSY the CPUs' processor bindings
+#: are removed; a set busy still after that holds a binding tumbler cannot
+#: lift (a kernel thread's), or one made again at once.
+DESTROY_ATTEMPTS = 3
 
 NO_BIND_LWP_MESSAGE = (
     "this libc has no pset_bind_lwp (a private libc interface), the only call that "
@@ -70,9 +96,10 @@ NO_BIND_LWP_MESSAGE = (
     "pset_bind(2) bind single LWPs of the calling process only, so --binder pset "
     "cannot run here")
 
-POOLS_MESSAGE = ("resource pools are enabled (pooladm): tumbler cannot create processor "
-                 "sets while pools own them; disable pools with `pooladm -d` "
-                 "(or `svcadm disable pools`) and try again")
+#: ENOTSUP from the pset calls that change sets or bind to them while
+#: resource pools are enabled (pset.c: ``pool_state == POOL_ENABLED``).
+POOLS_MESSAGE = ("resource pools are enabled: use poolbind or disable pools (`pooladm -d`, "
+                 "or `svcadm disable pools`)")
 LAST_CPU_MESSAGE = ("the default processor set must keep at least one CPU for the rest "
                     "of the system; %s")
 
@@ -92,6 +119,7 @@ class PsetLibc:
         self._declare("pset_destroy", [ctypes.c_int])
         self._declare("pset_assign", [ctypes.c_int, ctypes.c_int, int_p])
         self._declare("pset_info", [ctypes.c_int, int_p, ctypes.POINTER(ctypes.c_uint), int_p])
+        self._declare("processor_bind", [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_p])
         # Private (SUNWprivate_1.1): a libc may lack it; the binder checks
         # can_bind_lwp before it changes anything.
         self.can_bind_lwp = self._declare(
@@ -137,6 +165,12 @@ class PsetLibc:
                     "pset_bind_lwp(%d, %d, %d)" % (pset, lwpid, pid))
         return old.value
 
+    def unbind_cpu(self, cpu):
+        """Remove the processor binding of every LWP bound to ``cpu``
+        (``pbind -U cpu``)."""
+        self._check(self.lib.processor_bind(P_CPUID, cpu, PBIND_NONE, None),
+                    "processor_bind(P_CPUID, %d, PBIND_NONE)" % cpu)
+
     def has_privilege(self, name):
         """Whether ``name`` (e.g. "sys_res_config") is in our effective set,
         by priv_ineffect(3C); True when libc cannot tell."""
@@ -180,16 +214,20 @@ def load_libc():
 class PsetBinder(Binder):
     """Binder of kind ``pset``.  ``lwp_binding(pid, tid)`` returns the LWP's
     (pr_bindpset, pr_bindpro) and raises NoSuchProcess if it is gone;
-    ``lwps_bound_to(pset)`` lists (pid, lwpid) of every LWP bound to a set."""
+    ``bound_lwps()`` lists (pid, lwpid, pr_bindpset, pr_bindpro) of every
+    LWP bound to a set or a processor; ``pset_created()`` gives each set's
+    creation time, ``{id: hrtime ns}`` (OSError if it cannot)."""
 
     kind = "pset"
 
-    def __init__(self, libc, lwp_binding, lwps_bound_to):
+    def __init__(self, libc, lwp_binding, bound_lwps, pset_created):
         self.libc = libc
         self.lwp_binding = lwp_binding
-        self.lwps_bound_to = lwps_bound_to
+        self.bound_lwps = bound_lwps
+        self.pset_created = pset_created
         self.sets = []          # processor set ids created, index = domain
         self.domains = []
+        self.created = {}       # set id -> its creation time, where it could be read
         self.pids = set()       # processes whose LWPs were saved
         self.origins = {}       # pid -> processor sets its LWPs had before tumbler
 
@@ -212,6 +250,7 @@ class PsetBinder(Binder):
             self._destroy_all(quiet=True)
             raise
         self.domains = domains
+        self.created = {s: t for s, t in self._creation_times().items() if s in self.sets}
 
     def save(self, pid, tid):
         """The LWP's binding before tumbler.  An LWP already in one of our
@@ -244,8 +283,10 @@ class PsetBinder(Binder):
             self._bind(pid, tid, PS_NONE)   # the saved set was destroyed meanwhile
 
     def close(self):
+        """Destroy the sets; returns what is worth telling: the processor
+        bindings removed so that a set could go (module doc)."""
         self._return_inherited()
-        self._destroy_all()
+        return self._destroy_all()
 
     def leftover_placement(self, pid, tid, state):
         """For ``tumbler restore``: where an LWP the state does not list
@@ -258,8 +299,7 @@ class PsetBinder(Binder):
         bindpset, bindpro = self.lwp_binding(pid, tid)
         if bindpset == PS_NONE or bindpset not in (resources.get("psets") or ()):
             return None
-        recorded = (resources.get("pset_cpus") or {}).get(str(bindpset))
-        if recorded is not None and self._cpus_of(bindpset) != frozenset(recorded):
+        if not self._same_set(bindpset, resources):
             return None             # the id was reused: someone else's set
         origins = {r["saved"].get("bindpset", PS_NONE) for r in state.get("threads", ())
                    if isinstance(r.get("saved"), dict)}
@@ -269,10 +309,11 @@ class PsetBinder(Binder):
 
     def resources(self):
         """What this binder created, for the state file: the set ids, each
-        set's CPUs and the processes whose LWPs it saved (and may have
-        bound), so that a later ``remove_leftovers`` can tell its sets from
-        sets that got the same ids after it died."""
+        set's creation time and CPUs and the processes whose LWPs it saved
+        (and may have bound), so that a later ``remove_leftovers`` can tell
+        its sets from sets that got the same ids after it died."""
         return {"psets": list(self.sets),
+                "pset_created": {str(s): t for s, t in self.created.items()},
                 "pset_cpus": {str(s): sorted(d) for s, d in zip(self.sets, self.domains)},
                 "pids": sorted(self.pids)}
 
@@ -287,20 +328,25 @@ class PsetBinder(Binder):
         Set ids are reused: ``cpupart_create`` takes the lowest free id
         (``cpupart_destroy`` lowers ``cp_id_next``; usr/src/uts/common/disp/
         cpupart.c), so after the crash an administrator's new set may carry
-        the dead tumbler's id.  A set is destroyed only if it still has the
-        CPUs the state recorded for it (state files from before that record
-        skip this check) and no LWP of a process the dead tumbler did not
-        manage is bound to it; anything else is left alone.  pset_destroy
-        unbinds the LWPs still bound to a set (to the default set)."""
+        the dead tumbler's id.  A set is destroyed only if it is the one the
+        dead tumbler made (``_same_set``: its creation time, else its CPUs)
+        and no LWP of a process the dead tumbler did not manage is bound to
+        it; anything else is left alone.  pset_destroy unbinds the LWPs
+        still bound to a set (to the default set).
+
+        What remains: between that check and pset_destroy (one system call
+        later) a privileged process could destroy the set and create
+        another that gets the same id; no call destroys a set only if it is
+        a given one, nor holds sets steady for a caller (``pool_lock`` is
+        the kernel's own), so that window cannot be closed here."""
         destroyed, left, first_error = [], [], None
         resources = resources or {}
-        recorded_cpus = resources.get("pset_cpus") or {}
         managed = set(resources.get("pids") or ())
         for pset in resources.get("psets", []):
             if not isinstance(pset, int) or pset == PS_NONE or pset in self.sets:
                 continue
             try:
-                if not self._still_ours(pset, recorded_cpus.get(str(pset)), managed):
+                if not self._still_ours(pset, resources, managed):
                     continue
                 self.libc.pset_destroy(pset)
                 destroyed.append("processor set %d" % pset)
@@ -330,7 +376,7 @@ class PsetBinder(Binder):
         not restored) go to their process's origin; pset_destroy would
         send them all to the default set.  Failures are left to it."""
         for pset in self.sets:
-            for pid, tid in self.lwps_bound_to(pset):
+            for pid, tid in self._lwps_in(pset):
                 target = origin_of(self.origins.get(pid, ()))
                 if pid not in self.pids or target == PS_NONE:
                     continue        # pset_destroy puts it in the default set
@@ -339,12 +385,34 @@ class PsetBinder(Binder):
                 except OSError:
                     continue
 
-    def _still_ours(self, pset, recorded_cpus, managed):
-        """Is set ``pset`` still the one a dead tumbler made (see
-        ``remove_leftovers``)?  OSError (EINVAL: the set is gone) passes."""
-        if recorded_cpus is not None and self.libc.pset_info(pset) != frozenset(recorded_cpus):
-            return False
-        return all(pid in managed for pid, _ in self.lwps_bound_to(pset))
+    def _still_ours(self, pset, resources, managed):
+        """Is set ``pset`` still the one a dead tumbler made, with only its
+        processes' LWPs in it (see ``remove_leftovers``)?"""
+        return (self._same_set(pset, resources)
+                and all(pid in managed for pid, _ in self._lwps_in(pset)))
+
+    def _same_set(self, pset, resources):
+        """Is set ``pset`` the one the state's ``resources`` recorded, not a
+        new set that got its id?  By its creation time where the state
+        recorded one and the kstats answer -- a new set has another -- else
+        by its CPUs (state files from before either record pass)."""
+        created = (resources.get("pset_created") or {}).get(str(pset))
+        if created is not None:
+            now = self._creation_times().get(pset)
+            if now is not None:
+                return now == created
+        recorded = (resources.get("pset_cpus") or {}).get(str(pset))
+        return recorded is None or self._cpus_of(pset) == frozenset(recorded)
+
+    def _creation_times(self):
+        """``pset_created()``, {} where the kstats cannot be read."""
+        try:
+            return self.pset_created()
+        except OSError:
+            return {}
+
+    def _lwps_in(self, pset):
+        return [(pid, tid) for pid, tid, bindpset, _ in self.bound_lwps() if bindpset == pset]
 
     def _check_domains(self, domains):
         if not domains or not all(domains):
@@ -378,10 +446,11 @@ class PsetBinder(Binder):
             raise _bind_error(exc, pid, tid, pset) from None
 
     def _destroy_all(self, quiet=False):
-        left, first_error = [], None
+        """Destroy every set; the notices of ``_destroy``."""
+        left, first_error, notices = [], None, []
         for pset in self.sets:
             try:
-                self.libc.pset_destroy(pset)
+                self._destroy(pset, notices)
             except OSError as exc:
                 if exc.errno == errno.EINVAL:      # already destroyed by someone
                     continue
@@ -390,6 +459,33 @@ class PsetBinder(Binder):
         self.sets, self.domains = left, []
         if first_error is not None and not quiet:
             raise _destroy_error(first_error, left)
+        return notices
+
+    def _destroy(self, pset, notices):
+        """pset_destroy, retried after an EBUSY once the processor bindings
+        on the set's CPUs are removed (module doc); OSError if it fails."""
+        for attempt in range(DESTROY_ATTEMPTS):
+            try:
+                self.libc.pset_destroy(pset)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EBUSY or attempt == DESTROY_ATTEMPTS - 1:
+                    raise
+            # pset_destroy unbound the set's LWPs before it gave up: what
+            # holds it now is a processor binding on a CPU still in it
+            cpus = self.libc.pset_info(pset)
+            bound = sorted((pid, tid, cpu) for pid, tid, _, cpu in self.bound_lwps()
+                           if cpu in cpus)
+            for cpu in sorted(cpus):
+                try:
+                    self.libc.unbind_cpu(cpu)
+                except OSError:
+                    continue            # the retry says whether it mattered
+            if bound:
+                notices.append(
+                    "processor set %d could not be destroyed while LWPs were bound to its "
+                    "CPUs: removed the processor binding of %s" % (pset, ", ".join(
+                        "LWP %d/%d (CPU %d)" % lwp for lwp in bound)))
 
 
 def origin_of(bindpsets):
@@ -429,10 +525,10 @@ def _bind_error(exc, pid, tid, pset):
         if zone is not None:
             return _config_denied("moving LWPs between processor sets", zone)
         return AccessDenied(
-            "binding LWP %d of process %d to a processor set needs %s to move it out "
-            "of the default set (which never lets LWPs escape without it), and "
-            "PRIV_PROC_OWNER for another user's process" % (tid, pid, CONFIG_PRIVILEGE),
-            CONFIG_PRIVILEGE)
+            "binding LWP %d of process %d to a processor set needs PRIV_SYS_RES_BIND or %s "
+            "to move it out of the default set (which never lets LWPs escape without "
+            "one), and PRIV_PROC_OWNER for another user's process"
+            % (tid, pid, CONFIG_PRIVILEGE), CONFIG_PRIVILEGE)
     if code == errno.EBUSY:
         return Unmovable(tid, "it is bound to a processor outside processor set %d "
                          "(unbind it with `pbind -u %d/%d`)" % (pset, pid, tid))
@@ -467,4 +563,8 @@ def _destroy_error(exc, left):
         return AccessDenied("%s: %s" % (denied, hint), CONFIG_PRIVILEGE)
     if exc.errno == errno.ENOTSUP:
         return Unsupported("%s; %s" % (POOLS_MESSAGE, hint))
+    if exc.errno == errno.EBUSY:
+        return PlatformError("pset_destroy: processor set %d still has a thread bound to a CPU "
+                             "of it after %d tries (see `pbind -Q`); %s"
+                             % (left[0], DESTROY_ATTEMPTS, hint))
     return PlatformError("pset_destroy: %s; %s" % (exc.strerror or exc, hint))

@@ -11,8 +11,11 @@ for LP64 readers (amd64, sparcv9): /proc hands a 32-bit reader the
 
 ``/proc/PID/lusage`` and ``/proc/PID/lpsinfo`` start with ``prheader_t``
 ``{long pr_nent; long pr_entsize}``, then ``pr_nent`` entries, each
-``pr_entsize`` bytes apart (``LSPAN()``: the struct size rounded up to 8).
-The stride is read from the header, never assumed.
+``pr_entsize`` bytes apart: ``LSPAN()``, ``round16(sizeof (type)) + 16``
+for an LP64 reader (usr/src/uts/common/fs/proc/prvnops.c: larger than the
+struct on purpose, so that no reader uses the struct size), 528 for
+``prusage_t`` and 144 for ``lwpsinfo_t``.  The stride is read from the
+header, never assumed.
 
 ``prusage_t`` (504 bytes; ``lusage`` entries and ``lwp/LWPID/lwpusage``)::
 
@@ -80,6 +83,12 @@ PRUSAGE = struct.Struct("=ii" + "qq" * 20 + "Q" * 22)
 LWPSINFO = struct.Struct("=iiQQcccchbbiHHqqqq8s16siiii16x")
 PSINFO_HEAD = struct.Struct("=iiiiiiiiiiQQQQQHH4xqqqqqq16s80siiQQc3xiiiiiii")
 PSINFO_SIZE = PSINFO_HEAD.size + LWPSINFO.size
+
+
+def lspan(size):
+    """The stride the kernel gives entries of ``size`` bytes in the table
+    files, for an LP64 reader (``LSPAN()``, prvnops.c)."""
+    return (size + 15) // 16 * 16 + 16
 
 # prusage_t up to and including pr_wtime: lwpid, pad, then 13 timestrucs
 # (tstamp, create, term, rtime, utime, stime, ttime, tftime, dftime,

@@ -7,8 +7,9 @@ the other brands).  Two of them are what tumbler needs:
 
 * ``sys_res_config`` -- creating, changing and destroying processor sets
   (``secpolicy_pset``), so ``--binder pset`` cannot work in a zone;
-* ``dtrace_kernel`` -- DTrace's ``sched`` provider, which every probe
-  script uses.
+* ``dtrace_kernel`` -- reading other threads' kernel data in DTrace, as
+  every probe script does (the ``sched`` provider itself is registered at
+  the ``dtrace_user`` level: probes/README.md).
 
 So "run as root" is the wrong advice there: root in a zone does not have
 them either.  ``zone_name()`` says where we are; ``GLOBAL`` is the global

@@ -146,6 +146,7 @@ _sched_getcpu = None         # libc's sched_getcpu, loaded on first use
 
 class LinuxBackend(Backend):
     name = "linux"
+    default_binder = "affinity"
     counts_voluntary_switches = True
 
     def __init__(self, root="/"):
@@ -732,7 +733,7 @@ class LinuxBackend(Backend):
     def topology(self):
         return read_topology(self.sys)
 
-    def check_can_bind(self, info, binder_kind):
+    def check_can_bind(self, info, binder_kind=None):
         """Fail early, before anything changes, if binding will be refused."""
         if os.geteuid() == 0:
             return
@@ -764,7 +765,8 @@ class LinuxBackend(Backend):
                 error = str(exc)
             yield owner, [("cgroups", path) for path in removed], error
 
-    def binder(self, kind):
+    def binder(self, kind=None):
+        kind = kind or self.default_binder
         if kind == "affinity":
             return AffinityBinder(self)
         if kind == "cpuset":
