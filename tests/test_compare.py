@@ -120,7 +120,7 @@ def test_report_structure_and_numbers():
     for row in data["results"]:
         assert set(row) == {"policy", "runs", "statuses", "wall_s", "elapsed_s",
                             "agent_cpu_s", "speedup_vs_default", "elapsed_speedup_vs_default",
-                            "probe"}
+                            "probe", "verdict"}
         assert row["probe"] is None                        # not asked for
         assert set(row["wall_s"]) == {"mean", "median", "min", "max", "cv"}
     assert by_policy["default"]["wall_s"]["mean"] == 5.0
@@ -131,6 +131,15 @@ def test_report_structure_and_numbers():
     assert by_policy["tumbler"]["agent_cpu_s"] == pytest.approx(0.06)
     assert by_policy["pinned"]["elapsed_s"] is None       # one run printed no elapsed_s
     assert by_policy["pinned"]["elapsed_speedup_vs_default"] is None
+    assert by_policy["default"]["verdict"] is None
+    # Pairs (4.0, 2.0) and (6.0, 3.0): ratio 0.5 each, [min, max] at 50%.
+    assert by_policy["tumbler"]["verdict"] == {
+        "pairs": 2, "ratio_median": 0.5, "ratio_low": 0.5, "ratio_high": 0.5,
+        "confidence": 0.5, "verdict": "faster"}
+    assert by_policy["pinned"]["verdict"]["ratio_median"] == pytest.approx((5 / 4 + 5 / 6) / 2)
+    assert by_policy["pinned"]["verdict"]["verdict"] == "no difference"
+    assert "  tumbler: faster, median 0.500, 50% interval 0.500-0.500 over 2 pairs" \
+        in format_table(data)
     assert [(r["run"], r["policy"]) for r in data["run_results"]] == \
         run_order(["default", "pinned", "tumbler"], 2)
     json.dumps(data)                                       # serialisable as is
@@ -653,3 +662,33 @@ def test_two_programs_together_alone_default_and_space_shared(workloads, two_cpu
         assert spread["stdev"] >= 0 and spread["max_over_min"] >= 1
     assert default["agent_cpu_s"] is None
     assert space["agent_cpu_s"] is not None                # own_cpu_s of the summary
+
+
+# -- the verdict against default ---------------------------------------------------
+
+def test_median_interval_is_the_sign_tests():
+    from tumbler.commands.compare import median_interval
+    # n = 10 at 95%: the 2nd smallest and 2nd largest, P = 1 - 2 * 11/1024.
+    low, high, reached = median_interval([0.9, 1.01, 0.95, 1.0, 0.97, 0.99, 1.02, 0.98, 0.96, 1.1])
+    assert (low, high) == (0.95, 1.02)
+    assert reached == pytest.approx(1 - 2 * 11 / 1024)
+    # Too few pairs for 95%: [min, max] and the level it reaches.
+    assert median_interval([1.0, 1.2, 1.1]) == (1.0, 1.2, 0.75)
+    assert median_interval([1.0]) == (1.0, 1.0, 0.0)
+
+
+def test_paired_verdict_pairs_runs_by_number():
+    from tumbler.commands.compare import RunResult, paired_verdict
+    default = [RunResult(run, "default", 0, wall) for run, wall in
+               enumerate([10.0, 10.4, 9.8, 10.1, 10.2, 9.9, 10.0], 1)]
+    slower = [RunResult(r.run, "auto", 0, r.wall_s * 1.03) for r in default]
+    same = [RunResult(r.run, "auto", 0, r.wall_s * f) for r, f in
+            zip(default, (1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01))]
+    faster = [RunResult(r.run, "auto", 0, r.wall_s * 0.8) for r in default[:6]]
+    v = paired_verdict(default, slower)
+    assert v["verdict"] == "slower" and v["pairs"] == 7
+    assert v["ratio_median"] == pytest.approx(1.03) and v["ratio_low"] > 1
+    assert paired_verdict(default, same)["verdict"] == "no difference"
+    v = paired_verdict(default, faster)
+    assert v["verdict"] == "faster" and v["pairs"] == 6 and v["confidence"] > 0.95
+    assert paired_verdict(default, []) is None

@@ -1,26 +1,34 @@
 """The auto and speed policies: when speed balancing engages, and what it pins."""
 
 from tumbler.engine import Domain
-from tumbler.engine.policy import (ENGAGED_INTERVAL_MS, JUDGE_INTERVAL_MS, WATCH_INTERVAL_MS,
-                                   ThreadView, make_policy)
+from tumbler.engine.policy import (ENGAGED_INTERVAL_MS, JUDGE_INTERVAL_MS,
+                                   SYNC_SWITCHES_PER_CPU_S, WATCH_INTERVAL_MS, ThreadView,
+                                   make_policy)
 from tumbler.engine.speed import SpeedParams
 
 WALL = 100_000_000      # a 100 ms round
 ONE_DOMAIN = [Domain(0, {0, 1})]
 
 
-def spinner(tid, speed, cpu=None, domain=0, sleeps=0.0):
-    """A thread that never leaves the run queue and got ``speed`` of a CPU."""
+#: Context switches per CPU-second as measured here (engine/policy.py):
+#: a thread that yields at barriers beside a waiting thread, one that only
+#: computes or spins (the scheduler's slice).
+YIELDING, COMPUTING = 1300.0, 130.0
+
+
+def spinner(tid, speed, cpu=None, domain=0, sleeps=0.0, switches=YIELDING):
+    """A thread that never leaves the run queue and got ``speed`` of a CPU;
+    by default one that yields at barriers (``switches`` per CPU-second)."""
     return ThreadView(tid=tid, load=speed, domain=domain, pinned_cpu=cpu,
                       exec_ns=int(speed * WALL), wall_ns=WALL, runnable=1.0,
-                      sleeps_per_s=sleeps)
+                      sleeps_per_s=sleeps, switches_per_cpu_s=switches)
 
 
 def auto():
     return make_policy("auto", speed=SpeedParams(jitter=False), seed=1)
 
 
-def test_three_spinners_on_two_cores_engage_speed_balancing():
+def test_three_yielders_on_two_cores_engage_speed_balancing():
     decision = auto().decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
     assert decision.engaged == [0]
     assert "speed" in decision.notes[0] and "3 runnable threads on 2 cores" in decision.notes[0]
@@ -51,23 +59,56 @@ def test_no_more_runnable_threads_than_cores_or_equal_speeds_means_os():
     assert auto().decide(four, ONE_DOMAIN).engaged == []
 
 
-def test_unknown_sleep_behaviour_engages_at_once_and_sleepers_are_let_go():
+def test_threads_that_only_compute_are_left_to_the_os():
+    """The kernel shares CPU-bound threads fairly over seconds: 3 threads of
+    independent work on 2 cores, speeds 0.5/0.5/1.0 over one round, are not
+    pinned -- nor are spinners, which look the same from outside."""
+    threads = [spinner(1, 0.5, switches=COMPUTING), spinner(2, 0.5, switches=COMPUTING),
+               spinner(3, 1.0, switches=COMPUTING)]
+    decision = auto().decide(threads, ONE_DOMAIN)
+    assert decision.engaged == [] and decision.pins == {}
+    assert decision.interval_ms == WATCH_INTERVAL_MS
+    assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores"
+    # Just under the evidence threshold: still the OS's.
+    near = [t._replace(switches_per_cpu_s=SYNC_SWITCHES_PER_CPU_S - 1) for t in threads]
+    assert auto().decide(near, ONE_DOMAIN).engaged == []
+    # --policy speed pins them all the same.
+    speed = make_policy("speed", speed=SpeedParams(jitter=False), seed=1)
+    assert sorted(speed.decide(threads, ONE_DOMAIN).pins) == [1, 2, 3]
+
+
+def test_unknown_switching_is_judged_before_anything_is_pinned():
     policy = auto()
-    unknown = [spinner(1, 0.5, sleeps=None), spinner(2, 0.5, sleeps=None),
-               spinner(3, 1.0, sleeps=None)]
+    unknown = [spinner(1, 0.5, sleeps=None, switches=None),
+               spinner(2, 0.5, sleeps=None, switches=None),
+               spinner(3, 1.0, sleeps=None, switches=None)]
     first = policy.decide(unknown, ONE_DOMAIN)
-    assert first.engaged == [0] and sorted(first.pins) == [1, 2, 3]
-    # 0.3 s later the readings say they block at barriers: handed back.
-    pinned = [t._replace(pinned_cpu=first.pins[t.tid], sleeps_per_s=20.0) for t in unknown]
-    later = policy.decide(pinned, ONE_DOMAIN)
-    assert later.engaged == []
-    assert later.pins == {1: None, 2: None, 3: None}
+    assert first.engaged == [] and first.pins == {}
+    assert first.interval_ms == JUDGE_INTERVAL_MS
+    # 0.3 s later the readings say they yield: engaged.
+    known = [t._replace(sleeps_per_s=0.0, switches_per_cpu_s=YIELDING) for t in unknown]
+    later = policy.decide(known, ONE_DOMAIN)
+    assert later.engaged == [0] and sorted(later.pins) == [1, 2, 3]
+
+
+def test_engaged_domain_lets_go_when_the_yielding_stops():
+    policy = auto()
+    first = policy.decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)], ONE_DOMAIN)
+    pins = dict(first.pins)
+    # Pinned, a yielder alone on its core switches less: a quarter of the
+    # threshold keeps it engaged (hysteresis) ...
+    still = [spinner(t, 0.66, pins[t], switches=SYNC_SWITCHES_PER_CPU_S / 3) for t in (1, 2, 3)]
+    assert policy.decide(still, ONE_DOMAIN).engaged == [0]
+    # ... below it the threads only compute now: handed back to the OS.
+    done = [spinner(t, 0.66, pins[t], switches=COMPUTING) for t in (1, 2, 3)]
+    released = policy.decide(done, ONE_DOMAIN)
+    assert released.engaged == [] and released.pins == {1: None, 2: None, 3: None}
 
 
 def test_crowded_domain_not_yet_judged_is_watched_closely():
     # Equal speeds (the OS shares fairly for now): not engaged, but whether
     # they sleep is still unknown -- rounds come faster than the calm watch.
-    threads = [spinner(t, 2 / 3, sleeps=None) for t in (1, 2, 3)]
+    threads = [spinner(t, 2 / 3, sleeps=None, switches=None) for t in (1, 2, 3)]
     decision = auto().decide(threads, ONE_DOMAIN)
     assert decision.engaged == []
     assert decision.interval_ms == JUDGE_INTERVAL_MS < WATCH_INTERVAL_MS
@@ -76,7 +117,8 @@ def test_crowded_domain_not_yet_judged_is_watched_closely():
     for calm in ([spinner(1, 0.5, sleeps=20.0), spinner(2, 0.5, sleeps=20.0),
                   spinner(3, 1.0, sleeps=20.0)],
                  [spinner(1, 1.0, sleeps=None), spinner(2, 1.0, sleeps=None)],
-                 [spinner(t, 0.5, sleeps=None) for t in (1, 2, 3, 4)]):
+                 [spinner(t, 0.5, sleeps=None) for t in (1, 2, 3, 4)],
+                 [spinner(t, 2 / 3, switches=COMPUTING) for t in (1, 2, 3)]):
         assert auto().decide(calm, ONE_DOMAIN).interval_ms == WATCH_INTERVAL_MS
 
 

@@ -210,8 +210,9 @@ def test_quiet_decision_is_what_decide_decides(name):
 def test_auto_is_never_quiet_while_engaged():
     policy = make_policy("auto")
     domains = [Domain(0, frozenset({0, 1}))]
-    # Three always-runnable threads on 2 cores at unequal speeds: engaged.
-    views = [ThreadView(tid, 0.66, 0, frozenset({0}), None, share, 100 * MS, 1.0, None)
+    # Three always-runnable threads on 2 cores at unequal speeds, yielding
+    # at barriers (1,300 switches per CPU-second): engaged.
+    views = [ThreadView(tid, 0.66, 0, frozenset({0}), None, share, 100 * MS, 1.0, 0.0, 1300.0)
              for tid, share in ((1, 50 * MS), (2, 50 * MS), (3, 100 * MS))]
     assert policy.decide(views, domains).engaged == [0]
     calm = window.WindowSummary((0.5,), 0.0, 0.0, (3,), (0,), 0)

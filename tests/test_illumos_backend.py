@@ -1382,3 +1382,15 @@ def test_the_service_binds_with_processor_sets_on_illumos(tmp_path, monkeypatch,
     assert warnings[1] == ("processor set %d could not be destroyed while LWPs were bound to "
                            "its CPUs: removed the processor binding of LWP %d/3 (CPU 5)"
                            % (second, PID))
+
+
+def test_context_switches_from_lwpusage(tree):
+    """pr_vctx and pr_ictx of lwp/LWPID/lwpusage, as the fixture packs them
+    at their procfs.h offsets (392, 400)."""
+    fx.write_process(str(tree), PID, {}, [lwp(1, vctx=12, ictx=3400), lwp(2)])
+    b = backend(tree)
+    assert b.counts_context_switches
+    assert b.context_switches(PID, 1) == (12, 3400)
+    assert b.context_switches(PID, 2) == (0, 0)
+    with pytest.raises(NoSuchProcess):
+        b.context_switches(PID, 9)

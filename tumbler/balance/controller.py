@@ -331,6 +331,13 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._next_step = None          # next speed balancing step between rounds
         self._scanned = now             # last look for new threads
 
+    def resume(self):
+        """A full round at the next tick: the service woke this program
+        from parking (service/loop.py); the quiet rounds' roster and the
+        due times from before may no longer hold."""
+        self._leave_quiet()
+        self._next_round = time.monotonic()
+
     def tick(self, slack=0.0):
         """Do the one thing due now, if any -- a round, a speed balancing
         step, or a look for new threads -- and return the monotonic time

@@ -8,14 +8,20 @@ from ..engine.policy import RUNNABLE_SHARE, ThreadView
 from ..platform.base import NoSuchProcess
 
 
-#: Span over which voluntary context switches are counted (see _sleeps_per_second).
+#: Span over which context switches are counted (see _switch_rates).
 SWITCH_WINDOW_NS = 2_000_000_000
 #: Shortest span over which a thread may be judged not to sleep.
 SWITCH_MIN_SPAN_NS = 300_000_000
-#: Voluntary context switches are read at most this often per thread; in
-#: between, the last rate stands (speed balancing rounds come every 20 ms,
-#: and a /proc status read costs more than the rest of a thread's round).
+#: Context switches are read at most this often per thread; in between,
+#: the last rates stand (speed balancing rounds come every 20 ms, and a
+#: /proc status read costs more than the rest of a thread's round).
 SWITCH_READ_NS = 100_000_000
+#: CPU time a thread must have run over the span for its switches per
+#: CPU-second to mean anything.
+SWITCH_MIN_RUN_NS = 50_000_000
+
+
+_UNKNOWN = (None, None)
 
 
 class SpeedSteps:
@@ -80,25 +86,34 @@ class SpeedSteps:
         return {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
 
     def _views(self, threads, crowded):
-        """The policy's view of each thread: loads, last-round speed, sleeping.
+        """The policy's view of each thread: loads, last-round speed,
+        sleeping and switching.
 
-        How often a thread sleeps is read (a /proc read per thread) only for
-        the always-runnable threads of crowded domains.
+        How often a thread sleeps and switches is read (a /proc read per
+        thread) only for the always-runnable threads of crowded domains.
         """
         # tuple.__new__: a named tuple's own __new__ is a Python call.
         new = tuple.__new__
-        return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
-                                 t.exec_ns, t.wall_ns, t.runnable,
-                                 self._sleeps_if_crowded(t, crowded) if crowded else None))
-                for t in threads]
+        views = []
+        for t in threads:
+            rates = self._rates_if_crowded(t, crowded) if crowded else _UNKNOWN
+            views.append(new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
+                                          t.exec_ns, t.wall_ns, t.runnable) + rates))
+        return views
 
-    def _sleeps_if_crowded(self, thread, crowded):
+    def _rates_if_crowded(self, thread, crowded):
         if thread.domain in crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:
-            return self._sleeps_per_second(thread)
-        return None
+            return self._switch_rates(thread)
+        return _UNKNOWN
 
-    def _sleeps_per_second(self, thread):
-        """Voluntary context switches per second over the last 2 s or more.
+    def _switch_rates(self, thread):
+        """(voluntary switches per second, switches per CPU-second) over the
+        last 2 s or more: how often the thread blocks, and how often it
+        is switched at all for each second of CPU it gets -- a thread that
+        only computes (or spins) is switched at the scheduler's slice,
+        every few ms, one that calls sched_yield at barriers while another
+        thread waits for its CPU is switched at every yield
+        (engine/policy.py, SYNC_SWITCHES_PER_CPU_S).
 
         Longer than the load window: a thread blocking at barriers between
         long phases may not block within any one 500 ms.
@@ -107,27 +122,31 @@ class SpeedSteps:
         most every ``SWITCH_READ_NS``, since it costs a /proc status read;
         None until the readings span ``SWITCH_MIN_SPAN_NS`` (0.3 s).
         """
-        if not self.backend.counts_voluntary_switches:
-            return None
+        if not self.backend.counts_context_switches:
+            return _UNKNOWN
         now = thread.prev_wall          # this round's sample
         switches = thread.switches
         if switches and now - switches[-1][0] < SWITCH_READ_NS:
-            return thread.sleeps_per_s
+            return thread.sleeps_per_s, thread.switch_rate
         try:
-            count = self.backend.voluntary_switches(thread.pid, thread.tid)
+            voluntary, involuntary = self.backend.context_switches(thread.pid, thread.tid)
         except NoSuchProcess:
-            return None
+            return _UNKNOWN
         if switches is None:
             switches = thread.switches = deque()
-        switches.append((now, count))
+        switches.append((now, voluntary, voluntary + involuntary, thread.prev_run))
         while len(switches) > 2 and now - switches[1][0] >= SWITCH_WINDOW_NS:
             switches.popleft()
-        if now - switches[0][0] < SWITCH_MIN_SPAN_NS:
-            rate = None         # too short to tell a spinner from a sleeper
+        first = switches[0]
+        if now - first[0] < SWITCH_MIN_SPAN_NS:
+            sleeps = rate = None        # too short to tell a spinner from a sleeper
         else:
-            rate = (count - switches[0][1]) * 1e9 / (now - switches[0][0])
-        thread.sleeps_per_s = rate
-        return rate
+            sleeps = (voluntary - first[1]) * 1e9 / (now - first[0])
+            ran = thread.prev_run - first[3]
+            rate = ((voluntary + involuntary - first[2]) * 1e9 / ran
+                    if ran >= SWITCH_MIN_RUN_NS else None)
+        thread.sleeps_per_s, thread.switch_rate = sleeps, rate
+        return sleeps, rate
 
     def _pin(self, by_tid, pins):
         """Apply speed balancing's pins: a CPU, or None for the whole domain.

@@ -18,7 +18,7 @@ class TrackedThread:
     __slots__ = ("pid", "tid", "start", "name", "allowed", "eligible", "first", "prev_wall",
                  "prev_run", "exec_ns", "wall_ns", "load", "cpu", "runnable", "domain",
                  "saved", "migrations", "unmovable", "pinned_cpu", "bound_mask", "touched",
-                 "switches", "sleeps_per_s")
+                 "switches", "sleeps_per_s", "switch_rate")
 
     def __init__(self, pid, tid, start, name, allowed, eligible, first, prev_wall=0,
                  prev_run=0, domain=None):
@@ -43,8 +43,9 @@ class TrackedThread:
         self.pinned_cpu = None          # speed balancing pinned it to this CPU
         self.bound_mask = None          # the mask tumbler last set
         self.touched = False            # tumbler has set its mask (children may carry it)
-        self.switches = None            # deque of (wall_ns, voluntary switches) at rounds
-        self.sleeps_per_s = None        # rate from the last reading of them
+        self.switches = None            # deque of (wall_ns, voluntary, all switches, run_ns)
+        self.sleeps_per_s = None        # voluntary switches per second, last reading
+        self.switch_rate = None         # switches per CPU-second, last reading
 
     def __repr__(self):
         return "TrackedThread(pid=%d, tid=%d, name=%r, domain=%r, load=%r)" % (

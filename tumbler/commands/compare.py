@@ -125,6 +125,16 @@ standard deviation / mean, 0 for a single run), the same for ``elapsed_s``
 when every run printed it, mean agent CPU, and the speedup vs default =
 default's mean / this policy's mean: above 1 is faster than default.
 
+A *verdict* against the OS default, from the runs paired as they were
+interleaved (run k of the policy with run k of ``default``): the median
+of the per-pair ratios policy wall / default wall and a distribution-free
+confidence interval of that median (order statistics of the ratios, the
+sign test's: 95% where there are 6 pairs or more, the level [min, max]
+reaches with fewer, stated).  ``faster`` if the whole interval is below
+1, ``slower`` if above, ``no difference`` if it holds 1 -- with 5 pairs
+or fewer an interval is wide, and a 2% gain or loss is found only with
+more pairs (``--runs``).
+
 ``--json`` prints one object (keys stable for scripts)::
 
     command        CMD as a list of strings
@@ -141,6 +151,11 @@ default's mean / this policy's mean: above 1 is faster than default.
       agent_cpu_s                 mean agent CPU seconds, or null
       speedup_vs_default          default's mean wall / this mean wall, or null
       elapsed_speedup_vs_default  the same on elapsed_s, or null
+      verdict                     against default, from the paired runs:
+                                  {pairs, ratio_median, ratio_low,
+                                  ratio_high, confidence, verdict: faster,
+                                  no difference or slower}, or null
+                                  (default itself, or no pairs)
       probe                       --probe: {runs traced, and the means of
                                   lock_s, lock_waits, runq_s, runq_waits,
                                   runq_mean_ms, migrations, cross_domain},
@@ -259,6 +274,45 @@ def summarize(values: Sequence[float]) -> Optional[dict]:
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
     return {"mean": mean, "median": statistics.median(values), "min": min(values),
             "max": max(values), "cv": spread / mean if mean > 0 else 0.0}
+
+
+#: Confidence of the verdict's interval, where the pairs allow it.
+VERDICT_CONFIDENCE = 0.95
+
+
+def median_interval(values, confidence=VERDICT_CONFIDENCE):
+    """(low, high, confidence reached) of a distribution-free interval for
+    the median of ``values``: the k-th smallest and k-th largest, k the
+    largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2 -- the
+    sign test's interval.  With too few values for ``confidence`` (n < 6
+    at 95%), [min, max] and the confidence it does reach, 1 - 2^(1-n)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    tail, k = 0.0, 0
+    while k < n // 2:
+        nxt = tail + math.comb(n, k) / 2 ** n       # P(Binomial(n, 1/2) == k)
+        if nxt > (1 - confidence) / 2:
+            break
+        tail, k = nxt, k + 1
+    if k == 0:                  # even [min, max] misses the level asked
+        return ordered[0], ordered[-1], 1 - 2.0 ** (1 - n)
+    return ordered[k - 1], ordered[n - k], 1 - 2 * tail
+
+
+def paired_verdict(default_runs, runs) -> Optional[dict]:
+    """The verdict of the module doc for ``runs`` of a policy against
+    ``default_runs`` (RunResults that exited 0), paired by run number;
+    None without pairs."""
+    default_wall = {r.run: r.wall_s for r in default_runs}
+    ratios = [r.wall_s / default_wall[r.run] for r in runs
+              if default_wall.get(r.run, 0) > 0]
+    if not ratios:
+        return None
+    low, high, reached = median_interval(ratios)
+    verdict = "faster" if high < 1 else "slower" if low > 1 else "no difference"
+    return {"pairs": len(ratios), "ratio_median": statistics.median(ratios),
+            "ratio_low": low, "ratio_high": high, "confidence": reached,
+            "verdict": verdict}
 
 
 def speedup(default_mean: Optional[float], mean: Optional[float]) -> Optional[float]:
@@ -1101,10 +1155,13 @@ def report(setup, policies, runs, results, failed):
             "probe": _probe_means(done) if setup.probe_kinds else None,
         }
     default = summaries.get("default")
-    for summary in summaries.values():
+    default_done = [r for r in results if r.policy == "default" and r.ok]
+    for policy, summary in summaries.items():
         for key, measure in (("speedup_vs_default", "wall_s"),
                              ("elapsed_speedup_vs_default", "elapsed_s")):
             summary[key] = speedup(_mean(default, measure), _mean(summary, measure))
+        summary["verdict"] = None if policy == "default" else paired_verdict(
+            default_done, [r for r in results if r.policy == policy and r.ok])
     if setup.together:
         _add_slowdowns(summaries, results, len(setup.programs))
     # Keys of --together and --background appear only when they are given.
@@ -1223,6 +1280,14 @@ def format_table(data) -> List[str]:
             _cell(row["speedup_vs_default"], "%.2f", 8),
             _cell(row["elapsed_speedup_vs_default"], "%.2f", 9),
             _cell(row["agent_cpu_s"], "%.3f", 8)))
+    verdicts = [row for row in data["results"] if row.get("verdict")]
+    if verdicts:
+        lines += ["", "against default, paired runs (policy wall / default wall):"]
+        for row in verdicts:
+            v = row["verdict"]
+            lines.append("  %s: %s, median %.3f, %.0f%% interval %.3f-%.3f over %d pair%s" % (
+                row["policy"], v["verdict"], v["ratio_median"], 100 * v["confidence"],
+                v["ratio_low"], v["ratio_high"], v["pairs"], "" if v["pairs"] == 1 else "s"))
     if any(row.get("probe") for row in data["results"]):
         lines += ["", "probes, mean per run (traced from the command's start):",
                   "%-*s %6s  %10s %9s  %12s %9s  %10s %12s" % (

@@ -136,10 +136,11 @@ def status_command(as_json, socket_path):
                   ", ".join(reply.get("rules", [])) or "none"))
     if not reply["programs"]:
         return
-    click.echo("%7s  %-15s %-12s %-8s %-18s %-18s %8s %6s" % (
-        "PID", "NAME", "RULE", "POLICY", "DOMAINS", "LOAD", "MOVES/M", "SPEED"))
+    click.echo("%7s  %-15s %-12s %-8s %-18s %-18s %8s %6s  %s" % (
+        "PID", "NAME", "RULE", "POLICY", "DOMAINS", "LOAD", "MOVES/M", "SPEED", "STATE"))
     for p in reply["programs"]:
-        click.echo("%7d  %-15s %-12s %-8s %-18s %-18s %8.1f %6s" % (
+        click.echo("%7d  %-15s %-12s %-8s %-18s %-18s %8.1f %6s  %s" % (
             p["pid"], p["name"][:15], p["rule"][:12], p["policy"], "/".join(p["domains"]),
             " ".join("%.2f" % x for x in p["domain_load"]) or "-", p["moves_per_min"],
-            "on" if p["speed"] else "off"))
+            "on" if p["speed"] else "off",
+            "parked: " + p["parked"] if p.get("parked") else "balancing"))

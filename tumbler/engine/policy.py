@@ -19,7 +19,8 @@ Policies:
              crowded.
 ``observe``  measures and logs like ``tumbler``, never moves.
 ``auto``     (default) wave grouping across domains when there are two or
-             more, and speed balancing inside a domain only while it pays:
+             more, and speed balancing inside a domain only where there is
+             evidence it beats the OS (issue 27; BENCHMARKS.md):
 
              1. *Candidates* are the domain's threads that stay runnable:
                 runnable share (CPU time + run-queue wait) / wall time of at
@@ -29,23 +30,36 @@ Policies:
                 barriers leaves the run queue, and the OS's own balancer
                 already moves its co-runners to the idle core; pinning it
                 would only take that freedom away.  Sleeping is counted
-                over 0.3 to 2 s; until 0.3 s of readings exist a runnable
-                thread counts as not sleeping, so that speed balancing
-                engages within ~0.15 s of the threads starting (as the
-                paper's speedbalancer pins at once) and lets go of a
-                thread as soon as it is found to block (4.).
+                over 0.3 to 2 s; until 0.3 s of readings exist a thread is
+                not judged (rounds come every ``JUDGE_INTERVAL_MS``).
              2. Speed balancing *engages* when the domain has more
                 candidates than cores, not a multiple of them (the OS
-                shares a multiple evenly), and their speeds differ: the slowest
-                candidate's speed is below ``threshold`` (0.9) times the
-                mean (3 spinning threads on 2 cores: 0.5, 0.5, 1.0).  Equal
-                speeds mean the OS has already shared the cores fairly.
+                shares a multiple evenly), their speeds differ (the
+                slowest below ``threshold``, 0.9, times the mean: 3 busy
+                threads on 2 cores run at 0.5, 0.5, 1.0 over a round), and
+                they *synchronise where it can be seen*: on average
+                ``SYNC_SWITCHES_PER_CPU_S`` (800) context switches or more
+                per CPU-second, as threads that sched_yield at barriers
+                beside a waiting thread are (one switch per yield: 1,300
+                to 2,700 here), where threads that only compute, or spin
+                without a system call, are switched at the scheduler's
+                slice (80 to 150 here, ~330 at most with a 3 ms slice).
+                Without that evidence the OS is left alone: today's Linux
+                shares CPU-bound threads fairly over seconds, which is all
+                a program that meets at no barrier (or only rarely) needs,
+                and pinning cost such a program 2-3.5% (an OpenMP kernel
+                of independent work, 43 core changes a second).  Threads
+                that spin at barriers with no system call look exactly
+                like threads that compute, so they get no speed balancing
+                under ``auto``; ``--policy speed`` gives it to them.
              3. It *stays engaged* while there are more candidates than
-                cores and not a multiple of them -- balanced speeds are
+                cores and not a multiple of them, and the switching stays
+                above a quarter of the threshold (a yielder pinned alone
+                on a core has no one to yield to) -- balanced speeds are
                 then its own doing -- and *disengages* (threads handed back
                 to the OS, bound to the whole domain) when they are no more
                 than the cores, or a multiple of them (the OS then shares
-                the cores evenly itself).
+                the cores evenly itself), or the switching stops.
              4. A candidate that starts sleeping is unpinned at the next
                 full round.  While a domain is engaged, full rounds come
                 every ``ENGAGED_INTERVAL_MS`` (200 ms) at most; in
@@ -90,6 +104,13 @@ from .variation import VariationTable
 RUNNABLE_SHARE = 0.9
 #: Voluntary context switches per second from which a thread counts as sleeping.
 SLEEPS_PER_SECOND = 1.0
+#: Context switches per CPU-second of a crowded domain's candidates (mean)
+#: from which they count as synchronising at barriers by sched_yield: the
+#: evidence speed balancing needs under ``auto`` (module doc, 2.).  Measured
+#: here (Linux 6.18, 2 CPUs, 3 threads): CPU-bound and spin-barrier threads
+#: 120-160, yield barriers of 100 ms phases 400-1,900 (mean 1,300), of
+#: 10 ms phases 1,700-3,800; a 3 ms scheduler slice allows ~330.
+SYNC_SWITCHES_PER_CPU_S = 800.0
 #: Round interval of ``auto`` on a single domain while speed balancing is idle.
 WATCH_INTERVAL_MS = 200
 #: Round interval of ``auto`` while a crowded domain's threads are being
@@ -122,6 +143,7 @@ class ThreadView:
     wall_ns: int = 0                # length of the last round
     runnable: float | None = None
     sleeps_per_s: float | None = None   # None: not measured
+    switches_per_cpu_s: float | None = None     # all context switches per CPU-second
 
 
 class Decision:
@@ -418,20 +440,21 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
     def _judging(runnable, domains, assignment):
         """Whether some domain has more ``runnable`` threads (runnable share
         of at least RUNNABLE_SHARE) than cores, not a multiple, of which some
-        have not been watched long enough to say whether they sleep."""
+        have not been watched long enough to say whether they sleep or
+        synchronise."""
         for domain in domains:
             members = [t for t in runnable if assignment.get(t.tid) == domain.index]
             cores = len(domain.cpus)
             if len(members) > cores and len(members) % cores \
-                    and any(t.sleeps_per_s is None for t in members):
+                    and any(t.sleeps_per_s is None or t.switches_per_cpu_s is None
+                            for t in members):
                 return True
         return False
 
     @staticmethod
     def _not_sleeping(thread):
         # Not known yet (fewer than 0.3 s of readings) counts as not
-        # sleeping: pinning at once and letting go of a thread found to
-        # block costs less than leaving the cores unshared meanwhile.
+        # sleeping; engaging waits for the switching to be known anyway.
         return thread.sleeps_per_s is None or thread.sleeps_per_s < SLEEPS_PER_SECOND
 
     def _engagement(self, domain, candidates, was_engaged):
@@ -442,16 +465,33 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             # number of threads and every thread the same share: nothing
             # for speed balancing to fix, and its rounds would only cost.
             return None
+        switching = _mean_switching(candidates)
+        if switching is None:
+            return None             # not known yet: judged at the next rounds
         if was_engaged:
-            return "%d runnable threads on %d cores" % (len(candidates), cores)
+            if switching < SYNC_SWITCHES_PER_CPU_S / 4:
+                return None         # they stopped yielding: the OS shares them
+            return "%d runnable threads on %d cores, %.0f switches per CPU-second" % (
+                len(candidates), cores, switching)
+        if switching < SYNC_SWITCHES_PER_CPU_S:
+            return None             # no sign of barriers: the OS shares them fairly
         speeds = [thread_speed(t.exec_ns, t.wall_ns) for t in candidates if t.wall_ns > 0]
         if len(speeds) < len(candidates):
             return None
         mean = sum(speeds) / len(speeds)
         if mean <= 0 or min(speeds) >= self.speed_params.threshold * mean:
             return None
-        return "%d runnable threads on %d cores, speeds %.2f-%.2f" % (
-            len(candidates), cores, min(speeds), max(speeds))
+        return "%d runnable threads on %d cores, speeds %.2f-%.2f, %.0f switches per " \
+               "CPU-second" % (len(candidates), cores, min(speeds), max(speeds), switching)
+
+
+def _mean_switching(threads):
+    """The mean switches per CPU-second of ``threads``, None if any is
+    not known yet."""
+    rates = [t.switches_per_cpu_s for t in threads]
+    if not rates or None in rates:
+        return None
+    return sum(rates) / len(rates)
 
 
 def _os_note(runnable, threads, domain):

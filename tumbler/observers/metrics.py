@@ -18,6 +18,8 @@ METRICS = (
     ("tumbler_uptime_seconds", "gauge", "Seconds since the service started."),
     ("tumbler_cpu_seconds_total", "counter", "CPU time the service itself used."),
     ("tumbler_programs", "gauge", "Programs the service manages."),
+    ("tumbler_programs_parked", "gauge",
+     "Of them, parked: too little CPU to imbalance a domain, not sampled."),
     ("tumbler_program_threads", "gauge", "Threads of a managed program."),
     ("tumbler_program_domain_load_cpus", "gauge",
      "Load of a program's threads on one domain, in CPUs (over the load window)."),
@@ -50,6 +52,8 @@ def format_metrics(status):
     samples["tumbler_uptime_seconds"].append(("", status["uptime_s"]))
     samples["tumbler_cpu_seconds_total"].append(("", status["own_cpu_s"]))
     samples["tumbler_programs"].append(("", len(status["programs"])))
+    samples["tumbler_programs_parked"].append(
+        ("", sum(1 for p in status["programs"] if p.get("parked"))))
     for program in status["programs"]:
         who = [("pid", program["pid"]), ("name", program["name"]), ("rule", program["rule"])]
         labels = _labels(who)

@@ -300,15 +300,19 @@ class Backend:
     def allowed_cpus(self, pid, tid):
         raise NotImplementedError
 
-    #: Whether ``voluntary_switches`` answers (speed balancing then tells
-    #: threads that sleep at barriers from spinners; without it, it judges
-    #: by run-queue share alone).
-    counts_voluntary_switches = False
+    #: Whether ``context_switches`` answers.  Speed balancing then tells
+    #: threads that sleep at barriers (voluntary switches) from those that
+    #: yield at them (involuntary ones, many per CPU-second) and from
+    #: threads that only compute or spin (few); without it, ``auto`` never
+    #: engages speed balancing -- it has no evidence it would help.
+    counts_context_switches = False
 
-    def voluntary_switches(self, pid, tid):
-        """How often the thread blocked (voluntary context switches) since
-        it started; see ``counts_voluntary_switches``."""
-        raise Unsupported("voluntary context switches are not counted on %s" % self.name)
+    def context_switches(self, pid, tid):
+        """(voluntary, involuntary) context switches of the thread since it
+        started: how often it blocked, and how often it left a CPU still
+        runnable (preempted, or sched_yield with another thread waiting);
+        see ``counts_context_switches``."""
+        raise Unsupported("context switches are not counted on %s" % self.name)
 
     def thread_name(self, pid, tid):
         """The thread's current name (threads often rename themselves after
@@ -331,6 +335,13 @@ class Backend:
         """ProcessFacts of ``pid`` (service rules); NoSuchProcess if gone.
         ``cmdline`` is None where reading it may stall (``cmdline``)."""
         raise Unsupported("this platform cannot describe processes for rules")
+
+    def process_cpu_ns(self, pid):
+        """CPU time of the whole process so far (user + system, every
+        thread), in ns, from one per-process figure: what the service
+        reads of a parked program at each scan.  NoSuchProcess if gone.
+        Default: from ``process_facts``."""
+        return self.process_facts(pid).cpu_ns
 
     def cmdline(self, pid):
         """The command line of ``pid``, arguments joined by spaces,

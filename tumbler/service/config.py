@@ -9,6 +9,7 @@ drop-ins ``/etc/tumbler/conf.d/*.yaml`` (tumbler.yaml(5)).
       metrics_file: /var/lib/prometheus/node-exporter/tumbler.prom   # optional
       max_programs: 64          # programs managed at once, all rules together
       max_threads: 16384        # their threads, all together
+      park_below: 0.1           # CPUs; default: tolerance x smallest domain (loop.py)
     balancing:                  # the keys of a tumbler --config file
       tolerance: 0.10
     programs:                   # rules, first match wins
@@ -23,6 +24,7 @@ drop-ins ``/etc/tumbler/conf.d/*.yaml`` (tumbler.yaml(5)).
         weight: 1.0             # its share under space sharing (> 0)
         max_programs: 8         # programs of this rule at once (default: the service's)
         max_threads: 4096       # threads of one program (default: the service's)
+        park_below: 0.05        # CPUs below which it is parked (default: the service's)
     sharing:                    # how the managed programs share the CPUs
       mode: time                # time (all on every CPU) or space (CPUs of their own)
       policy: equal-qos         # space: equal-qos or max-qos
@@ -65,8 +67,9 @@ DEFAULT_SHARING = {"mode": "time", "policy": EQUAL_QOS, "tolerance": DEFAULT_TOL
 
 MATCH_KEYS = ("comm", "cmdline", "user", "cgroup", "zone", "project")
 RULE_KEYS = ("name", "match", "min_threads", "min_cpu", "domains", "level", "policy",
-             "override", "weight", "max_programs", "max_threads")
-SERVICE_KEYS = ("scan_interval", "socket", "metrics_file", "max_programs", "max_threads")
+             "override", "weight", "max_programs", "max_threads", "park_below")
+SERVICE_KEYS = ("scan_interval", "socket", "metrics_file", "max_programs", "max_threads",
+                "park_below")
 #: Match keys any user can make a process meet: a rule with no other is
 #: one any user can opt into (``service --check`` says so).
 USER_CHOSEN_KEYS = ("comm", "cmdline")
@@ -78,12 +81,13 @@ class Rule:
 
     __slots__ = ("name", "comm", "cmdline", "user", "cgroup", "zone", "project",
                  "min_threads", "min_cpu", "domains", "level", "policy", "override",
-                 "weight", "max_programs", "max_threads", "source")
+                 "weight", "max_programs", "max_threads", "park_below", "source")
 
     def __init__(self, name, source, comm=None, cmdline=None, user=None, cgroup=None,
                  zone=None, project=None, min_threads=DEFAULT_MIN_THREADS,
                  min_cpu=DEFAULT_MIN_CPU, domains=None, level="auto", policy="auto",
-                 override=False, weight=1.0, max_programs=None, max_threads=None):
+                 override=False, weight=1.0, max_programs=None, max_threads=None,
+                 park_below=None):
         self.name = name
         self.source = source            # the file it came from
         self.comm = comm                # Pattern (service/pattern.py), matched in full
@@ -101,6 +105,7 @@ class Rule:
         self.weight = weight            # space sharing's weight
         self.max_programs = max_programs    # None: the service's cap only
         self.max_threads = max_threads      # per program; None: the service's cap only
+        self.park_below = park_below        # CPUs; None: the service's (loop.py)
 
     def anyone_can_opt_in(self):
         """Whether only keys any user controls select processes (a name,
@@ -143,7 +148,8 @@ class ServiceConfig:
 
     def __init__(self, files=(), scan_interval=DEFAULT_SCAN_INTERVAL_S, socket=DEFAULT_SOCKET,
                  metrics_file=None, balancing=None, rules=(), sharing=None,
-                 max_programs=DEFAULT_MAX_PROGRAMS, max_threads=DEFAULT_MAX_THREADS):
+                 max_programs=DEFAULT_MAX_PROGRAMS, max_threads=DEFAULT_MAX_THREADS,
+                 park_below=None):
         self.files = list(files)
         self.sharing = dict(DEFAULT_SHARING, **(sharing or {}))   # SHARING_KEYS -> value
         self.scan_interval = scan_interval
@@ -151,6 +157,7 @@ class ServiceConfig:
         self.metrics_file = metrics_file
         self.max_programs = max_programs
         self.max_threads = max_threads
+        self.park_below = park_below    # CPUs; None: each program's own (loop.py)
         self.balancing = balancing      # tumbler.config.Config
         self.rules = list(rules)
 
@@ -208,6 +215,8 @@ def _merge(file, data, merged, balancing, rules, resolve_user):
     for key in ("max_programs", "max_threads"):
         if key in service:
             setattr(merged, key, integer_in(service[key], "service." + key, 1, 1 << 22))
+    if "park_below" in service:
+        merged.park_below = number_in(service["park_below"], "service.park_below", 0.0, 1 << 16)
     for key in ("socket", "metrics_file"):
         if key in service:
             value = service[key]
@@ -302,6 +311,8 @@ def _rule(file, entry, key, resolve_user):
     for what in ("max_programs", "max_threads"):
         if what in entry:
             values[what] = integer_in(entry[what], "%s.%s" % (key, what), 1, 1 << 22)
+    if "park_below" in entry:
+        values["park_below"] = number_in(entry["park_below"], key + ".park_below", 0.0, 1 << 16)
     return Rule(name, file, **values)
 
 

@@ -8,16 +8,28 @@ The loop, each turn:
 2. every ``scan_interval``: look at every process (``scan``) -- a new one
    that a rule selects, with enough threads and, over one scan interval,
    enough CPU, becomes a managed *program*;
-3. every program: whatever its controller has due (a round, a speed step,
-   a look for new threads: ``Controller.tick``), quiet rounds included; a
-   program whose process exited, or whose balancing failed, is handed back
-   and dropped;
+3. every program not parked: whatever its controller has due (a round, a
+   speed step, a look for new threads: ``Controller.tick``), quiet rounds
+   included; a program whose process exited, or whose balancing failed, is
+   handed back and dropped;
 4. control socket requests (``status``), the metrics file;
 5. sleep until the next thing due, a signal or a request.
 
 Each program has its own controller, backend, binder and journal (state
 file), so it gets every restore guarantee ``tumbler -p`` has, and one
 program's failure or exit never touches another's threads.
+
+Parked programs (issue 29).  A program using too little CPU to make any
+of its domains busier than the tolerance allows -- less than ``park_below``
+CPUs between two scans, by default the tolerance times its smallest
+domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
+``min_cpu`` -- cannot be imbalanced enough to matter: it is *parked*.  Its
+controller is not ticked (no per-thread read, no round); once per scan
+one per-process figure is read (``Backend.process_cpu_ns``: utime + stime
+of /proc/PID/stat, or psinfo's pr_time), and the first scan that sees it
+rise wakes it for a full round at once.  Its threads stay where they are,
+still recorded: every exit and ``tumbler restore`` put them back as any
+other's.  ``status`` and the metrics show who is parked and why.
 
 What a program must be to be managed (checked once, at the scan that first
 sees it; a process refused is not looked at again until its PID names
@@ -108,7 +120,8 @@ class Log:
 class Program:
     """A managed program: its controller and what the status reports."""
 
-    __slots__ = ("pid", "name", "rule", "controller", "journal", "since", "wake")
+    __slots__ = ("pid", "name", "rule", "controller", "journal", "since", "wake", "parked",
+                 "cpu_mark")
 
     def __init__(self, pid, name, rule, controller, journal):
         self.pid = pid
@@ -118,6 +131,8 @@ class Program:
         self.journal = journal
         self.since = time.monotonic()
         self.wake = self.since
+        self.parked = None          # why it is parked (text), or None
+        self.cpu_mark = None        # (monotonic s, process CPU ns) at the last scan
 
     def status(self):
         c = self.controller
@@ -132,6 +147,7 @@ class Program:
                 "threads": len(c.threads), "moves": c.stats.migrations,
                 "moves_per_min": round(c.stats.migrations / minutes, 2),
                 "pins": c.stats.pins,
+                "parked": self.parked,
                 "speed": bool(decision is not None and decision.engaged),
                 "intervals": c.stats.intervals, "quiet_intervals": c.stats.quiet}
 
@@ -180,6 +196,8 @@ class Service:
             if self.sharing is not None:
                 wake = min(wake, self.sharing.tick(time.monotonic()))
             for program in list(self.programs.values()):
+                if program.parked:
+                    continue
                 if program.wake <= time.monotonic() + SLACK_S:
                     self._tick(program)
                 if program.pid in self.programs:
@@ -247,6 +265,8 @@ class Service:
         for table in (self.declined, self.candidates, self.unselected, self.capped):
             for pid in [p for p in table if p not in alive]:
                 del table[pid]
+        for program in list(self.programs.values()):
+            self._check_parking(program, now)
         waiting = len(self.capped)
         for index, pid in enumerate(pids):
             if stop is not None and index % 64 == 0 and stop():
@@ -315,6 +335,44 @@ class Service:
             self.capped[pid] = start
             return
         self._manage(pid, start, facts, rule)
+
+    def _check_parking(self, program, now):
+        """Park or wake ``program`` by its CPU use since the last scan (the
+        module doc); a program that exited is left to its next tick."""
+        try:
+            cpu_ns = program.controller.backend.process_cpu_ns(program.pid)
+        except PlatformError:
+            if program.parked:
+                program.parked = None       # its tick finds it gone and drops it
+                program.wake = now
+            return
+        mark, program.cpu_mark = program.cpu_mark, (now, cpu_ns)
+        if mark is None or now <= mark[0]:
+            return
+        used = (cpu_ns - mark[1]) / 1e9 / (now - mark[0])
+        below = self._park_below(program)
+        if used < below:
+            if not program.parked:
+                program.parked = "%.3f CPUs used, below %.3f (%s)" % (
+                    used, below, "park_below" if program.rule.park_below is not None
+                    or self.config.park_below is not None else
+                    "tolerance x smallest domain, min_cpu")
+        elif program.parked:
+            program.parked = None
+            program.controller.resume()
+            program.wake = now
+
+    def _park_below(self, program):
+        """CPUs below which ``program`` is parked (the module doc)."""
+        rule = program.rule
+        if rule.park_below is not None:
+            return rule.park_below
+        if self.config.park_below is not None:
+            return self.config.park_below
+        controller = program.controller
+        smallest = min(d.capacity for d in controller.domains)
+        below = controller.policy.tolerance * smallest
+        return max(below, rule.min_cpu)
 
     def _thread_cap(self, rule, exclude=None):
         """Threads a program of ``rule`` may have: its rule's cap, and what

@@ -69,6 +69,9 @@ READ_PRIVILEGE = "read access to /proc (PRIV_PROC_OWNER for another user's proce
 _LWPNAME_SIZE = 32              # THREAD_NAME_MAX
 _NAME_RECHECK_NS = 1_000_000_000
 _FIRST_READ_SIZE = PRHEADER.size + 32 * lspan(PRUSAGE.size)    # 32 LWPs
+#: Index of pr_vctx among PRUSAGE's fields (2 ints, 40 timestruc halves,
+#: then pr_minf majf nswap inblk oublk msnd mrcv sigs vctx ictx ...).
+_PR_VCTX = 2 + 40 + 8
 
 
 class IllumosBackend(Backend):
@@ -288,6 +291,22 @@ class IllumosBackend(Backend):
         with open(os.path.join(self.root, "kstat")) as f:
             return kstat.pset_created_from_text(
                 kstat.read_kstat_text(f.read(), module="unix", name="pset"))
+
+    counts_context_switches = True
+
+    def context_switches(self, pid, tid):
+        """``pr_vctx`` and ``pr_ictx`` of the LWP's ``lwpusage`` (prusage_t,
+        offsets 392 and 400: structs.py; ``pr_ictx`` counts preemptions and
+        yields alike, as Linux's nonvoluntary switches)."""
+        path = "%s/%d/lwp/%d/lwpusage" % (self.proc, pid, tid)
+        try:
+            data = _read_file(path, PRUSAGE.size)
+        except OSError as exc:
+            raise _read_error(exc, path, pid, tid) from None
+        if len(data) < PRUSAGE.size:
+            raise NoSuchProcess(pid, tid)
+        fields = PRUSAGE.unpack_from(data)
+        return fields[_PR_VCTX], fields[_PR_VCTX + 1]
 
     def _lwp_binding(self, pid, tid):
         info = self.lwp_info(pid, tid)

@@ -147,7 +147,7 @@ _sched_getcpu = None         # libc's sched_getcpu, loaded on first use
 class LinuxBackend(Backend):
     name = "linux"
     default_binder = "affinity"
-    counts_voluntary_switches = True
+    counts_context_switches = True
 
     def __init__(self, root="/"):
         super().__init__(root)
@@ -158,6 +158,7 @@ class LinuxBackend(Backend):
         self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
         self._cpu_stat_fd = None    # /proc/stat, for cpu_times
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
+        self._proc_stat_fds = {}    # pid -> open fd of /proc/PID/stat (process_cpu_ns)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
         self._relist = set()        # pids whose next sample must list their threads
         self._loadavg_fd = None     # /proc/loadavg, for newest_pid
@@ -315,7 +316,7 @@ class LinuxBackend(Backend):
             self.forget(*key)
         self._sampled_tids.clear()
         self._relist.clear()
-        for pid in set(self._stat_fds) | set(self._task_fds):
+        for pid in set(self._stat_fds) | set(self._task_fds) | set(self._proc_stat_fds):
             self._close_process_files(pid)
         if self._loadavg_fd is not None:
             os.close(self._loadavg_fd)
@@ -326,7 +327,7 @@ class LinuxBackend(Backend):
 
     def _close_process_files(self, pid):
         """Close the per-process fds (stat, task directory); forget its state."""
-        for fds in (self._stat_fds, self._task_fds):
+        for fds in (self._stat_fds, self._task_fds, self._proc_stat_fds):
             fd = fds.pop(pid, None)
             if fd is not None:
                 os.close(fd)
@@ -536,13 +537,16 @@ class LinuxBackend(Backend):
         except NoSuchProcess:
             raise NoSuchProcess(pid, tid) from None
 
-    def voluntary_switches(self, pid, tid):
-        """voluntary_ctxt_switches of a thread: how often it blocked."""
+    def context_switches(self, pid, tid):
+        """voluntary_ctxt_switches and nonvoluntary_ctxt_switches of a
+        thread's status (sched_yield counts as nonvoluntary when it hands
+        the CPU to another thread: the task stays runnable)."""
         try:
             status = _read_status("%s/%d/task/%d/status" % (self.proc, pid, tid))
         except OSError as exc:
             raise thread_error(exc, pid, tid)
-        return int(status.get("voluntary_ctxt_switches", 0))
+        return (int(status.get("voluntary_ctxt_switches", 0)),
+                int(status.get("nonvoluntary_ctxt_switches", 0)))
 
     def children(self, pid, tids=None):
         """See Backend.children: ``/proc/PID/task/TID/children`` (kernels
@@ -584,6 +588,26 @@ class LinuxBackend(Backend):
             threads=int(fields[_STAT_NUM_THREADS]), cpu_ns=ticks * _NS_PER_TICK,
             cgroup=_cgroup_path(cgroups),
             is_kernel=bool(int(fields[_STAT_FLAGS]) & PF_KTHREAD))
+
+    def process_cpu_ns(self, pid):
+        """utime + stime of /proc/PID/stat (the kernel sums the threads),
+        through an fd kept open on it: bound to the process, so a reused
+        PID reads as gone."""
+        fd = self._proc_stat_fds.get(pid)
+        try:
+            if fd is None:
+                fd = self._proc_stat_fds[pid] = os.open("%s/%d/stat" % (self.proc, pid),
+                                                        os.O_RDONLY | os.O_CLOEXEC)
+            data = os.pread(fd, 4096, 0)
+        except OSError:
+            data = b""
+        if not data:
+            fd = self._proc_stat_fds.pop(pid, None)
+            if fd is not None:
+                os.close(fd)
+            raise NoSuchProcess(pid)
+        fields = parse_stat(data.decode(errors="replace"))[1]
+        return (int(fields[_STAT_UTIME]) + int(fields[_STAT_STIME])) * _NS_PER_TICK
 
     def cmdline(self, pid):
         """/proc/PID/cmdline, its first MAX_CMDLINE bytes."""
