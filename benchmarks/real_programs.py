@@ -1,114 +1,411 @@
-"""Real multithreaded programs, not written here: alone against
-``tumbler exec`` (issue 15).
+"""Real multithreaded programs, alone against ``tumbler exec`` (issues 15
+and 27).
 
-    apt-get install -y pigz zstd xz-utils          # Debian packages
-    .venv/bin/pip install numpy                    # PyPI (OpenBLAS inside)
-    .venv/bin/python benchmarks/real_programs.py [--runs N] [--only NAME,...] [--settle]
+    sh benchmarks/suite.sh [OPTIONS]        # installs what is missing, then runs this
+    .venv/bin/python benchmarks/real_programs.py [OPTIONS]
 
-Each program runs N times alone and N times as ``tumbler exec -q -- PROG``
-(default policy and domains), in interleaved pairs (alone, tumbler, alone,
-tumbler, ...; the order inside a pair alternates), timed by wall clock
-from the outside: tumbler's own start and exit are included.  Prints per
-program the median wall time of each and the ratio alone/tumbler per
-pair (above 1: faster under tumbler), median and range.  Input data is
-made once in a temporary directory (deterministic, compressible text).
+The programs (``--list`` prints them with their commands), each sized to
+run 2-10 s alone on a 2-CPU VM:
+
+* OpenMP, each at threads = cores and threads > cores (half as many again:
+  3 on 2 CPUs), with ``OMP_WAIT_POLICY`` active and passive: ImageMagick's
+  ``convert`` (Debian builds it with OpenMP) blurring a picture, and two
+  kernels of ``benchmarks/kernels/`` built here with ``gcc -O2 -fopenmp``:
+  ``ep`` (independent equal work, one barrier at the end, like NAS EP) and
+  ``stencil`` (a Jacobi sweep loop, a barrier every few ms, like NAS MG);
+* pigz, zstd and xz compressing generated text, numpy's matrix product
+  (OpenBLAS), and ``goroutines`` (``benchmarks/kernels/goroutines.go``,
+  built with ``go build``): Go's runtime and its own threads.
+
+Each program runs alone and as ``tumbler [--tumbler-args] exec -q -- PROG``
+(default policy and domains unless --tumbler-args says otherwise), in
+interleaved pairs (alone, tumbler, alone, tumbler, ...; the order inside a
+pair alternates), timed by wall clock from the outside: tumbler's own start
+and exit are included.  One untimed run first warms the page cache.
+
+Pairs: with --runs N, N per program.  Otherwise as many as the median
+ratio's 95% interval needs (6), then more while that interval is wider
+than --ci-width, up to --max-runs: a program whose runs spread by more than
+10% gets pairs until its interval is narrow or the cap is reached.
+
+The interval is distribution-free, from the sign test: the median ratio
+lies between the k-th smallest and the k-th largest of n ratios with
+probability 1 - 2 P(B < k), B ~ Binomial(n, 1/2), whatever their
+distribution; k is the largest that keeps this at 95% or more, and the
+exact level is printed.  Pairs are assumed independent, which the
+interleaving serves.
+
+Prints per program: pairs; median wall time alone and under tumbler; the
+per-pair ratio tumbler/alone (below 1: faster under tumbler), median and
+range; its 95% interval; tumbler's thread moves per second (cross-domain
+migrations plus speed balancing's core changes) and its own CPU seconds,
+medians over the tumbler runs, from its ``--summary-json``.  ``--json
+FILE`` writes the same, one record per program, with every run's figures.
 """
 
 import argparse
+import itertools
+import json
+import math
 import os
+import random
+import re
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple, Optional
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TUMBLER = os.path.join(REPO, ".venv", "bin", "tumbler")
-PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(HERE, "kernels")
+# The tumbler of the interpreter that runs this script (the repository's
+# venv), so that ``PYTHONPATH=TREE`` measures a work tree's tumbler.
+TUMBLER = os.path.join(os.path.dirname(sys.executable), "tumbler")
+
+CORES = os.cpu_count()
+# Half as many threads again as cores: the 3 threads on 2 CPUs of issue 27.
+OVERSUBSCRIBED = CORES + (CORES + 1) // 2
+
+LEVEL = 0.95                   # of the median ratio's interval
+HOG_CPU = 1                    # --background-hog's CPU
 
 MATMUL = ("import numpy as n; a = n.random.default_rng(1).random((2500, 2500)); "
-          "[a @ a for _ in range(6)]")
+          "[a @ a for _ in range(10)]")
 
 
-def programs(data):
-    """name -> (argv, what it needs installed)."""
-    return {
-        "pigz": (["pigz", "-p", "2", "-6", "-c", data], "pigz"),
-        "zstd": (["zstd", "-T2", "-15", "-c", "-q", data], "zstd"),
-        "xz": (["xz", "-T2", "-2", "-c", data], "xz"),
-        "numpy-matmul": ([PYTHON, "-c", MATMUL], None),
+class Program(NamedTuple):
+    """A command; an argument ``{NAME}`` is replaced by input NAME's path
+    (see Inputs).  ``module``: a Python module the command imports."""
+    argv: list
+    env: dict = {}
+    module: Optional[str] = None
+
+
+def programs():
+    """name -> Program, in the order they run."""
+    table = {
+        # The text four times over: once is about a second's work for pigz.
+        "pigz": Program(["pigz", "-p", str(CORES), "-9", "-c", *["{text}"] * 4]),
+        "zstd": Program(["zstd", "-T%d" % CORES, "-15", "-c", "-q", "{text}"]),
+        "xz": Program(["xz", "-T%d" % CORES, "-1", "-c", "{text}"]),
+        "numpy-matmul": Program([sys.executable, "-c", MATMUL], module="numpy"),
+        "go-goroutines": Program(["{goroutines}", "110", "256"]),
     }
+    for kind, argv in (("im-blur", ["convert", "{image}", "-blur", "0x30", "null:"]),
+                       ("omp-ep", ["{ep}", "550"]),
+                       ("omp-stencil", ["{stencil}", "2048", "1500"])):
+        for threads in (CORES, OVERSUBSCRIBED):
+            for wait in ("active", "passive"):
+                table["%s-t%d-%s" % (kind, threads, wait)] = Program(
+                    argv, {"OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": wait})
+    return table
 
 
-def available(argv, tool):
-    if tool is not None:
-        return shutil.which(tool) is not None
-    return subprocess.call([PYTHON, "-c", "import numpy"], stderr=subprocess.DEVNULL) == 0
+class Missing(Exception):
+    """Something a program needs is not installed (the message says what)."""
 
 
-def make_data(directory, megabytes=128):
-    """Compressible, deterministic text (words of a small vocabulary)."""
-    path = os.path.join(directory, "input.txt")
+def run_quietly(argv):
+    """Run a preparation step; Missing with its error output if it fails."""
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise Missing("%s failed: %s" % (argv[0], done.stderr.strip()[-300:]))
+
+
+def make_text(path, megabytes=64):
+    """Compressible, deterministic text: lines of 16 words drawn from 65,536
+    (about 3:1 for the compressors, which find no long repeats in it)."""
     words = [("%x" % (i * 2654435761 % 2 ** 32)).encode() for i in range(1 << 16)]
+    rng = random.Random(1)
     with open(path, "wb") as f:
-        state, written = 12345, 0
+        written = 0
         while written < megabytes << 20:
-            line = []
-            for _ in range(16):
-                state = (state * 1103515245 + 12345) % 2 ** 31
-                line.append(words[state % len(words)])
-            chunk = b" ".join(line) + b"\n"
+            picked = rng.choices(words, k=16 * 4096)
+            chunk = b"\n".join(b" ".join(picked[i:i + 16])
+                               for i in range(0, len(picked), 16)) + b"\n"
             f.write(chunk)
             written += len(chunk)
-    return path
 
 
-def wall(argv):
+def make_image(path):
+    """A tall colour picture: ImageMagick 6 gives its blur of R rows fewer
+    threads than OMP_NUM_THREADS until R reaches 8,192
+    (GetMagickNumberThreads in its thread-private.h; 2,000 rows got one
+    thread), so 9,000 rows."""
+    version = subprocess.run(["convert", "-version"], capture_output=True, text=True)
+    if "OpenMP" not in version.stdout:
+        raise Missing("convert -version lists no OpenMP: not ImageMagick built with it")
+    run_quietly(["convert", "-size", "800x9000", "-seed", "1", "plasma:red-blue",
+                 "-type", "TrueColor", "miff:" + path])
+
+
+def build_openmp(name):
+    def build(path):
+        run_quietly(["gcc", "-O2", "-fopenmp", "-o", path,
+                     os.path.join(KERNELS, name + ".c"), "-lm"])
+    return build
+
+
+def build_go(path):
+    run_quietly(["go", "build", "-o", path, os.path.join(KERNELS, "goroutines.go")])
+
+
+#: input name -> (the command it needs, the function that makes it at a path)
+INPUTS = {
+    "text": (None, make_text),
+    "image": ("convert", make_image),
+    "ep": ("gcc", build_openmp("ep")),
+    "stencil": ("gcc", build_openmp("stencil")),
+    "goroutines": ("go", build_go),
+}
+PLACEHOLDER = re.compile(r"^\{(\w+)\}$")
+
+
+class Inputs:
+    """Inputs made once, when a chosen program first needs them, in a
+    temporary directory."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.made = {}              # name -> path, or the Missing it raised
+
+    def path(self, name):
+        if name not in self.made:
+            tool, make = INPUTS[name]
+            path = os.path.join(self.directory, name)
+            try:
+                if tool is not None and shutil.which(tool) is None:
+                    raise Missing("%s is not installed" % tool)
+                make(path)
+                self.made[name] = path
+            except Missing as missing:
+                self.made[name] = missing
+        if isinstance(self.made[name], Missing):
+            raise self.made[name]
+        return self.made[name]
+
+    def command(self, program):
+        """The program's argv, its inputs made; Missing if it cannot run here."""
+        if not PLACEHOLDER.match(program.argv[0]) and shutil.which(program.argv[0]) is None:
+            raise Missing("%s is not installed" % program.argv[0])
+        if program.module is not None and subprocess.call(
+                [sys.executable, "-c", "import " + program.module],
+                stderr=subprocess.DEVNULL) != 0:
+            raise Missing("Python module %s is not installed" % program.module)
+        argv = []
+        for arg in program.argv:
+            match = PLACEHOLDER.match(arg)
+            argv.append(self.path(match.group(1)) if match else arg)
+        return argv
+
+
+def median_interval(values, level=LEVEL):
+    """(low, high, exact level) of the sign test's interval for the median
+    of values, the narrowest at `level` or above; None when there are too
+    few values for `level` (fewer than 6 at 95%)."""
+    ordered, n = sorted(values), len(values)
+    found, below = None, 0.0            # below: P(B <= k)
+    for k in range(n // 2):
+        below += math.comb(n, k) / 2 ** n
+        if 1 - 2 * below < level:
+            break
+        found = (ordered[k], ordered[n - 1 - k], 1 - 2 * below)
+    return found
+
+
+FEWEST_PAIRS = next(n for n in itertools.count(1) if median_interval([0.0] * n))
+
+
+def enough_pairs(ratios, args):
+    """--runs pairs; without it, the adaptive rule of the module docstring."""
+    if args.runs is not None:
+        return len(ratios) >= args.runs
+    interval = median_interval(ratios)
+    return len(ratios) >= args.max_runs or (
+        interval is not None and interval[1] - interval[0] <= args.ci_width)
+
+
+def wall(argv, env):
     start = time.perf_counter()
-    status = subprocess.call(argv, stdout=subprocess.DEVNULL)
+    status = subprocess.call(argv, stdout=subprocess.DEVNULL, env=env)
     took = time.perf_counter() - start
     if status != 0:
         sys.exit("real_programs.py: %s exited with %d" % (" ".join(argv), status))
     return took
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--only", default=None, help="comma-separated program names")
+def read_summary(path):
+    """(moves per second, own CPU s) from tumbler's --summary-json (keys of
+    tumbler/observers/summary.py's summary_record)."""
+    with open(path) as f:
+        summary = json.load(f)
+    os.remove(path)             # so that a run that writes none cannot pass for one
+    moves = summary["migrations"] + summary["core_changes"]
+    rate = moves / summary["wall_s"] if summary["wall_s"] > 0 else 0.0
+    return rate, summary["own_cpu_s"]
+
+
+def measure(argv, env, args, scratch):
+    """Interleaved pairs until enough_pairs; the program's record."""
+    summary_path = os.path.join(scratch, "summary.json")
+    managed_argv = [TUMBLER, *shlex.split(args.tumbler_args), "exec", "-q",
+                    "--summary-json", summary_path, "--", *argv]
+    alone, managed, rates, cpus = [], [], [], []
+    wall(argv, env)                              # warm the page cache and the binary
+    while not enough_pairs([t / a for a, t in zip(alone, managed)], args):
+        order = [(alone, argv), (managed, managed_argv)]
+        for times, command in (order if len(alone) % 2 == 0 else order[::-1]):
+            if args.settle:
+                wall(argv, env)                  # untimed: see --settle
+            times.append(wall(command, env))
+            if times is managed:
+                rate, cpu = read_summary(summary_path)
+                rates.append(rate)
+                cpus.append(cpu)
+    ratios = [t / a for a, t in zip(alone, managed)]
+    interval = median_interval(ratios)
+    return {
+        "pairs": len(ratios),
+        "alone_median_s": statistics.median(alone),
+        "tumbler_median_s": statistics.median(managed),
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "ratio_ci": None if interval is None else list(interval[:2]),
+        "ratio_ci_level": None if interval is None else interval[2],
+        "moves_per_s_median": statistics.median(rates),
+        "tumbler_cpu_s_median": statistics.median(cpus),
+        "alone_s": alone, "tumbler_s": managed, "ratios": ratios,
+        "moves_per_s": rates, "tumbler_cpu_s": cpus,
+    }
+
+
+def start_hog():
+    """A busy loop pinned to HOG_CPU at nice 0: other work beside the program."""
+    def pin():
+        os.sched_setaffinity(0, {HOG_CPU})
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+
+
+def chosen_programs(only):
+    """Names picked by --only: a name, or its family (``omp-ep`` is every
+    omp-ep-...)."""
+    table = programs()
+    if only is None:
+        return table
+    picked = {}
+    for want in only.split(","):
+        family = {name: p for name, p in table.items()
+                  if name == want or name.startswith(want + "-")}
+        if not family:
+            sys.exit("real_programs.py: no program %r (--list shows them)" % want)
+        picked.update(family)
+    return {name: p for name, p in table.items() if name in picked}
+
+
+def print_row(name, r):
+    interval = ("n/a (<%d pairs)" % FEWEST_PAIRS if r["ratio_ci"] is None
+                else "%.3f-%.3f (%.1f%%)" % (*r["ratio_ci"], 100 * r["ratio_ci_level"]))
+    print("%-24s %5d %8.3f %8.3f %7.3f %13s %22s %7.1f %7.3f"
+          % (name, r["pairs"], r["alone_median_s"], r["tumbler_median_s"], r["ratio_median"],
+             "%.3f-%.3f" % (r["ratio_min"], r["ratio_max"]), interval,
+             r["moves_per_s_median"], r["tumbler_cpu_s_median"]))
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Programs: see --list; the rules for the pairs and the interval: the "
+               "docstring of benchmarks/real_programs.py and benchmarks/README.md.")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="exactly N pairs per program (default: adaptive, see "
+                             "--ci-width)")
+    parser.add_argument("--ci-width", type=float, default=0.05,
+                        help="without --runs: add pairs until the median ratio's 95%% "
+                             "interval is at most this wide (default 0.05)")
+    parser.add_argument("--max-runs", type=int, default=24,
+                        help="without --runs: at most this many pairs (default 24)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated program names or families (im-blur, omp-ep, "
+                             "omp-stencil, ...)")
+    parser.add_argument("--list", action="store_true", help="print the programs and exit")
+    parser.add_argument("--tumbler-args", default="", metavar="ARGS",
+                        help="tumbler options before exec, e.g. \"--policy speed\" or "
+                             "\"--domains 0/1\"")
+    parser.add_argument("--background-hog", action="store_true",
+                        help="a busy loop pinned to CPU %d at nice 0 from the first run "
+                             "to the last (the program beside other work)" % HOG_CPU)
+    parser.add_argument("--json", metavar="FILE", default=None,
+                        help="also write the results as JSON, one record per program")
     parser.add_argument("--settle", action="store_true",
                         help="run the program once, untimed, before every timed run: on "
                              "this VM a numpy run alternates between ~1.87 s and ~2.2 s "
                              "(system time 0.07 s / 0.6 s) from one run to the next, "
                              "whatever runs it, which would make any order of pairs unfair")
     args = parser.parse_args()
+    if args.runs is not None and args.runs < 1 or args.max_runs < 1:
+        parser.error("--runs and --max-runs take a positive count")
+    return args
+
+
+def main():
+    args = parse_args()
+    chosen = chosen_programs(args.only)
+    if args.list:
+        for name, program in chosen.items():
+            env = " ".join("%s=%s" % item for item in program.env.items())
+            print("%-24s %s" % (name, " ".join(filter(None, [env, *program.argv]))))
+        return
+    if not os.path.exists(TUMBLER):
+        sys.exit("real_programs.py: no %s: run this with the venv's python "
+                 "(.venv/bin/python), or through benchmarks/suite.sh" % TUMBLER)
+    tumbler_args = shlex.split(args.tumbler_args)
+    header = {"cpus": CORES, "kernel": os.uname().release,
+              "load_average_start": os.getloadavg()[0], "tumbler_args": tumbler_args,
+              "background_hog_cpu": HOG_CPU if args.background_hog else None,
+              "runs": args.runs, "ci_width": args.ci_width, "max_runs": args.max_runs,
+              "settle": args.settle, "ratio_ci_method": "sign test"}
+    print("load average %.2f at start; %d CPUs; tumbler %s; pairs: %s%s"
+          % (header["load_average_start"], CORES, " ".join(tumbler_args) or "(defaults)",
+             args.runs if args.runs is not None
+             else "%d to %d, until the interval is <= %.3f wide"
+             % (FEWEST_PAIRS, args.max_runs, args.ci_width),
+             "; hog on CPU %d" % HOG_CPU if args.background_hog else ""))
+    print("%-24s %5s %8s %8s %7s %13s %22s %7s %7s"
+          % ("program", "pairs", "alone s", "tumbl s", "ratio", "min-max",
+             "95% CI (sign test)", "moves/s", "cpu s"))
+    records = []
+    hog = None
     with tempfile.TemporaryDirectory(prefix="tumbler-real-") as directory:
-        data = make_data(directory)
-        chosen = programs(data)
-        if args.only:
-            chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
-        print("load average %.2f at start; %d CPUs; %d pairs each"
-              % (os.getloadavg()[0], os.cpu_count(), args.runs))
-        print("%-14s %12s %12s %22s" % ("program", "alone s", "tumbler s",
-                                         "ratio alone/tumbler"))
-        for name, (argv, tool) in chosen.items():
-            if not available(argv, tool):
-                print("%-14s not installed (see the module docstring)" % name)
-                continue
-            wall(argv)                          # warm the page cache and the binary
-            alone, managed = [], []
-            for i in range(args.runs):
-                order = [(alone, argv), (managed, [TUMBLER, "exec", "-q", "--", *argv])]
-                for times, command in (order if i % 2 == 0 else order[::-1]):
-                    if args.settle:
-                        wall(argv)              # untimed: see --settle
-                    times.append(wall(command))
-            ratios = sorted(a / t for a, t in zip(alone, managed))
-            print("%-14s %12.3f %12.3f %10.3f (%.3f .. %.3f)"
-                  % (name, statistics.median(alone), statistics.median(managed),
-                     statistics.median(ratios), ratios[0], ratios[-1]))
-        print("load average %.2f at end" % os.getloadavg()[0])
+        inputs = Inputs(directory)
+        try:
+            for name, program in chosen.items():
+                try:
+                    argv = inputs.command(program)
+                except Missing as missing:
+                    print("%-24s not run: %s (sh benchmarks/suite.sh installs what is "
+                          "missing)" % (name, missing))
+                    records.append({"program": name, "missing": str(missing)})
+                    continue
+                if args.background_hog and hog is None:
+                    hog = start_hog()
+                record = measure(argv, {**os.environ, **program.env}, args, directory)
+                print_row(name, record)
+                sys.stdout.flush()
+                records.append({"program": name, "command": program.argv, "env": program.env,
+                                **record})
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+    header["load_average_end"] = os.getloadavg()[0]
+    print("load average %.2f at end" % header["load_average_end"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**header, "programs": records}, f, indent=1)
 
 
 if __name__ == "__main__":

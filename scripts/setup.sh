@@ -19,17 +19,8 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyth
 command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
 command -v bpftrace >/dev/null 2>&1 || need_apt="$need_apt bpftrace"
 command -v man >/dev/null 2>&1 || need_apt="$need_apt man-db"
-if [ -n "$need_apt" ]; then
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        # shellcheck disable=SC2086
-        apt-get install -y -qq --no-install-recommends $need_apt >/dev/null
-    else
-        echo "setup: please install:$need_apt" >&2
-        exit 1
-    fi
-fi
+# shellcheck disable=SC2086
+sh scripts/apt-install.sh $need_apt
 
 if [ "$(id -u)" -eq 0 ] && [ -d /sys/kernel/tracing ] && \
    ! grep -q ' /sys/kernel/tracing tracefs ' /proc/mounts; then
