@@ -4,7 +4,10 @@ Pure tests: recorded bpftrace output and hand-written DTrace output from
 tests/data/probes/ (see its README.md); no tracing tool is run.
 """
 
+import os
 import re
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -323,6 +326,38 @@ def test_with_prelude_needs_exactly_one_mark(tmp_path):
     p.write_text("BEGIN { }\n")
     with pytest.raises(TumblerError, match="TUMBLER-PRELUDE"):
         probe._with_prelude("linux", p, "@x[1] = 1;")
+
+
+# -- threads asleep in a lock wait: what /proc shows -----------------------------
+
+def write_task(root, pid, tid, syscall, state):
+    base = root / "proc" / str(pid) / "task" / str(tid)
+    base.mkdir(parents=True)
+    (base / "syscall").write_text(syscall + "\n")
+    (base / "stat").write_text("%d (w) %s 1 1 1 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 3 0 "
+                               "5000 0 0\n" % (tid, state))
+
+
+def test_lock_waiters_read_syscall_and_state(tmp_path, monkeypatch):
+    from tumbler.platform.linux.backend import LinuxBackend
+    monkeypatch.setattr(os, "uname", lambda: types.SimpleNamespace(machine="x86_64"))
+    rest = "0x0 0x0 0x0 0x0 0x7ffd 0x7f12"
+    write_task(tmp_path, 9, 10, "202 0x5568 0x80 0x2 " + rest, "S")     # FUTEX_WAIT_PRIVATE
+    write_task(tmp_path, 9, 11, "202 0x5568 0x189 0x0 " + rest, "S")    # WAIT_BITSET|PRIVATE|RT
+    write_task(tmp_path, 9, 12, "202 0x5568 0x81 0x1 " + rest, "S")     # FUTEX_WAKE: no wait
+    write_task(tmp_path, 9, 13, "449 0x7f00 0x1 0x0 " + rest, "S")      # futex_waitv
+    write_task(tmp_path, 9, 14, "202 0x5568 0x80 0x2 " + rest, "R")     # woken, not yet back
+    write_task(tmp_path, 9, 15, "230 0x0 0x0 0x7ffd " + rest, "S")      # clock_nanosleep
+    write_task(tmp_path, 9, 16, "running", "R")
+    write_task(tmp_path, 9, 17, "202 0x5568 0x86 0x0 " + rest, "D")     # LOCK_PI, in D
+    backend = LinuxBackend(str(tmp_path))
+    before = time.monotonic_ns()
+    found = backend.lock_waiters(9, range(10, 19))           # 18: gone
+    assert sorted(found) == [10, 11, 13, 17]
+    assert all(before <= ns <= time.monotonic_ns() for ns in found.values())
+    # another machine's numbers: aarch64's futex is 98
+    monkeypatch.setattr(os, "uname", lambda: types.SimpleNamespace(machine="aarch64"))
+    assert sorted(backend.lock_waiters(9, range(10, 19))) == [13]
 
 
 # -- finding scripts ------------------------------------------------------------
