@@ -52,7 +52,7 @@ needs_bpftrace = pytest.mark.skipif(NO_BPFTRACE is not None, reason=NO_BPFTRACE 
 ROW_KEYS = {"tid", "name", "usr", "sys", "lck", "lat"} | set(probe.FIELDS)
 TOTAL_KEYS = {"threads", "usr", "sys", "lck", "lat", "mean_runq_ns", "migrations_per_s",
               "cross_domain_per_s"} | set(probe.FIELDS)
-RECORD_KEYS = {"platform", "kinds", "duration_s", "ended", "level", "domains",
+RECORD_KEYS = {"platform", "kinds", "duration_s", "traced_s", "ended", "level", "domains",
                "lost_events", "processes"}
 
 
@@ -150,9 +150,11 @@ def test_probe_all_on_contended_locks_json(locks_workload):
     # Each domain is one CPU: every migration crosses domains.
     for row in proc["threads"]:
         assert row["cross_domain"] == row["migrations"], row
-        # LCK is lock time as a share of the window (the JSON rounds both).
-        share = row["lock_ns"] * 100 / (record["duration_s"] * 1e9)
+        # LCK is lock time as a share of the window its values cover (the
+        # JSON rounds both), and never above 100%.
+        share = row["lock_ns"] * 100 / (record["traced_s"]["locks"] * 1e9)
         assert abs(row["lck"] - share) < 0.01 + share * 1e-3, row
+        assert row["lck"] <= 100 and row["lat"] <= 100, row
 
 
 @needs_bpftrace
