@@ -19,6 +19,8 @@ import pytest
 
 from conftest import REPO, WAIT_LIMIT_S, wait_for_threads, wait_until
 from conftest import run_in_process as run
+from tumbler.tracing import check as probe_check
+from tumbler.tracing import parse
 from tumbler.tracing import session as probe
 from tumbler.commands.main import main
 from tumbler.balance.controller import Controller
@@ -28,7 +30,7 @@ from tumbler.engine.policy import TumblerPolicy
 from tumbler.errors import UsageError
 from tumbler.platform import open_backend
 from tumbler.observers.probes import ProbeObserver
-from tumbler.commands.probe import probe_command
+from tumbler.commands.probe import check_lines, probe_command
 
 if "probe" not in main.commands:
     main.add_command(probe_command)
@@ -206,9 +208,110 @@ def test_probe_locks_text_shows_untraced_columns_as_dashes(locks_workload):
 
 
 @needs_bpftrace
+def test_probe_check_agrees_with_the_kernel_and_the_controls(lockwait):
+    """``--check``: every thread's LAT against its schedstat run delay over
+    the same window, and LCK of two control threads of tumbler's own (one
+    blocked on a lock from before the trace to after it, one asleep in
+    read(2)); lockwait's threads blocked from before the trace show 100%,
+    the one that never takes a lock 0%."""
+    status, out, err = run("probe", "all", "-p", str(lockwait.pid), "--duration", "1",
+                           "--check", "--json")
+    assert status == 0, err
+    record = json.loads(out)
+    assert set(record) == RECORD_KEYS | {"check"}
+    (proc,) = record["processes"]                    # tumbler's own is not shown
+    rows = {row["tid"]: row for row in proc["threads"]}
+    for name in ("held", "cond", "waitv"):
+        assert rows[lockwait.tids[name]]["lck"] == 100.0, rows[lockwait.tids[name]]
+    assert rows[lockwait.tids["never"]]["lck"] == 0.0
+    check = record["check"]
+    assert check["ok"], check
+    assert check["tolerance"] == {"relative": 0.05, "window_percent": 0.5, "per_wait_ns": 25000}
+    lat = {f["thread"] for f in check["figures"] if f["what"] == "LAT"}
+    assert lat == set(rows)
+    controls = {f["thread"]: f for f in check["figures"] if f["what"] == "LCK"}
+    assert controls["blocked"]["probe"] == controls["blocked"]["kernel"] == 100.0
+    assert controls["asleep"]["probe"] == controls["asleep"]["kernel"] == 0.0
+
+
+@needs_bpftrace
+def test_probe_check_failing_is_status_1_and_one_line(lockwait, monkeypatch):
+    # a tolerance no measurement meets: every figure that is not exactly
+    # the kernel's disagrees
+    monkeypatch.setattr(probe_check, "RELATIVE_TOLERANCE", 0.0)
+    monkeypatch.setattr(probe_check, "WINDOW_TOLERANCE", -1.0)
+    monkeypatch.setattr(probe_check, "PER_WAIT_NS", 0)
+    status, out, err = run("probe", "all", "-p", str(lockwait.pid), "--duration", "0.5",
+                           "--check")
+    assert status == 1
+    assert err.startswith("tumbler: probe check: ") and err.count("\n") == 1, err
+    assert "disagree with the kernel's" in err
+    lines = out.splitlines()
+    start = lines.index(next(l for l in lines if l.startswith("check against the kernel")))
+    assert "within 0% of its figure or -1% of the window, LAT 0 us" in lines[start]
+    assert any("control thread blocked" in l for l in lines[start:])
+    assert "DISAGREES" in out and lines[-1].endswith("figures disagree")
+
+
+def test_probe_check_on_illumos_against_lwpusage(tmp_path):
+    """illumos keeps LCK and LAT itself (pr_ltime, pr_wtime): --check
+    compares each LWP's probe figures with their change between the
+    window's two samples, over the LWP's own elapsed time (pr_rtime)."""
+    import illumos_fixtures as fx
+    from tumbler.commands.probe import Window, probe_record
+    from tumbler.commands.stat import Snapshot
+    from tumbler.platform.illumos.backend import IllumosBackend
+    S = fx.NANOSEC
+
+    def lwps(elapsed, lck, lat):
+        return [{"lwpid": lwpid, "create_ns": 500 * S + lwpid, "rtime_ns": 100 * S + elapsed,
+                 "ltime_ns": lck[i], "wtime_ns": lat[i], "sname": "S"}
+                for i, lwpid in enumerate((1, 2, 3))]
+
+    fx.write_kstat(str(tmp_path), fx.machine(1, 1, 2, 1))
+    backend = IllumosBackend(str(tmp_path))
+    fx.write_process(str(tmp_path), 4242, {"fname": "worker"},
+                     lwps(0, (0, 7 * S, 3 * S), (S, 2 * S, 0)))
+    before = backend.sample(4242)
+    # 2 s later: LWP 2 blocked on locks 1 s of them and waited 0.5 s for a
+    # CPU; LWP 3 blocked 2 s; LWP 1 waited 0.1 s
+    fx.write_process(str(tmp_path), 4242, {"fname": "worker"},
+                     lwps(2 * S, (0, 8 * S, 5 * S), (S + S // 10, 2 * S + S // 2, 0)))
+    after = backend.sample(4242)
+    # what the DTrace scripts printed over the same 2 s: LWP 3's lock time
+    # is 10% short
+    stream = parse.ProbeStream("dtrace")
+    for line in ("tumbler-probe locktime ready", "tumbler-probe runqlat ready",
+                 "locktime pid=4242 tid=2 ns=%d count=4" % (S * 99 // 100),
+                 "locktime pid=4242 tid=3 ns=%d count=1" % (S * 18 // 10),
+                 "tumbler-probe locktime period",
+                 "runqlat pid=4242 tid=1 ns=%d count=3" % (S // 10),
+                 "runqlat pid=4242 tid=2 ns=%d count=9" % (S // 2),
+                 "tumbler-probe runqlat period"):
+        stream.feed(line)
+    window = Window({4242: Snapshot(before, None)}, {4242: Snapshot(after, None)},
+                    stream.values(), {"locks": 2.0, "latency": 2.0}, 2.0, "duration")
+    info = types.SimpleNamespace(pid=4242, name="worker")
+    choice = types.SimpleNamespace(level="explicit", domains=[frozenset({0, 1})])
+    record = probe_record("illumos", ("locks", "latency"), [info], window, choice, 0,
+                          check=True)
+    figures = {(f["what"], f["thread"]): (f["probe"], f["kernel"], f["ok"])
+               for f in record["check"]["figures"]}
+    assert figures == {
+        ("LAT", 1): (5.0, 5.0, True), ("LCK", 1): (0.0, 0.0, True),
+        ("LAT", 2): (25.0, 25.0, True), ("LCK", 2): (49.5, 50.0, True),
+        ("LAT", 3): (0.0, 0.0, True), ("LCK", 3): (90.0, 100.0, False),
+    }
+    assert record["check"]["ok"] is False
+    text = "\n".join(check_lines(record["check"]))
+    assert "LCK PID 4242 TID 3" in text and "DISAGREES" in text
+    assert text.endswith("1 of 6 figures disagree")
+
+
+@needs_bpftrace
 def test_signal_ends_the_window_and_prints_what_was_traced(locks_workload):
     code = ("from tumbler.commands.main import main, entry_point; "
-            "from tumbler.commands.probe import probe_command; "
+            "from tumbler.commands.probe import check_lines, probe_command; "
             "'probe' in main.commands or main.add_command(probe_command); entry_point()")
     cmd = subprocess.Popen([sys.executable, "-c", code, "probe", "locks", "-p",
                             str(locks_workload.pid), "--duration", "600", "--json"],

@@ -21,20 +21,27 @@ then a totals line per process.  Columns of kinds not traced show ``-``.
 The window ends early on SIGINT/SIGTERM/SIGHUP/SIGQUIT (the results so far
 are printed) and when every target has exited.
 
+``--check`` compares LAT (and on illumos LCK) with the kernel's own
+figures for the same threads and window, and LCK with two control threads
+of known lock time on Linux (``tracing.check``); a figure outside the
+tolerance makes the exit status 1.
+
 Without the tracing tool or the privilege it needs, one line says which and
 how to get it, and the exit status is 1 (``tumbler.probe.check_tool``).
 ``--json`` keys are documented in ``probe_record``.
 """
 
 import json
+import os
 import time
 
 import click
 
+from ..tracing import check as probe_check
 from ..tracing import session as probe
 from ..config import LEVEL_CHOICES
 from ..cpulist import format_cpulist
-from ..errors import UsageError
+from ..errors import TumblerError, UsageError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess
 from ..observers.probes import FIELDS_OF_KIND, check_tracing
@@ -79,11 +86,14 @@ class Window:
     ended: str
 
 
-def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waiter):
-    """Trace ``pids`` for ``duration_s`` (a Window)."""
+def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waiter,
+                 sampled=None):
+    """Trace ``pids`` for ``duration_s`` (a Window).  ``sampled`` lists the
+    processes to sample (default ``pids``)."""
+    sampled = pids if sampled is None else sampled
     session.start(pids, kinds, domain_of_cpu)
     first, first_spans = session.next_reading()
-    starts = {pid: snapshot(backend, pid) for pid in pids}
+    starts = {pid: snapshot(backend, pid) for pid in sampled}
     t0 = time.monotonic()
     deadline = t0 + duration_s
     ended = "duration"
@@ -92,7 +102,7 @@ def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waite
         if signals:
             ended = "signal %d" % signals[0]
             break
-        if not any(target_alive(backend, pid) for pid in pids):
+        if not any(target_alive(backend, pid) for pid in sampled):
             ended = "targets exited"
             break
         left = deadline - time.monotonic()
@@ -101,7 +111,7 @@ def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waite
         waiter.sleep(min(POLL_S, left))
     last, last_spans = session.next_reading()
     ends = {}
-    for pid in pids:
+    for pid in sampled:
         try:
             ends[pid] = snapshot(backend, pid)
         except NoSuchProcess:
@@ -192,7 +202,18 @@ def process_totals(rows, traced_s):
     return totals
 
 
-def probe_record(platform, kinds, infos, window, choice, lost_events):
+def check_record(figures):
+    """``check`` of the JSON record: the tolerance, every compared figure
+    (``what``, ``pid``, ``thread``, ``probe``, ``kernel``, ``ok``) and ``ok``."""
+    return {"tolerance": {"relative": probe_check.RELATIVE_TOLERANCE,
+                          "window_percent": probe_check.WINDOW_TOLERANCE,
+                          "per_wait_ns": probe_check.PER_WAIT_NS},
+            "figures": [f._asdict() for f in figures],
+            "ok": all(f.ok for f in figures)}
+
+
+def probe_record(platform, kinds, infos, window, choice, lost_events, check=False,
+                 controls=None):
     """The command's result as a JSON-ready dict.  Keys (stable):
 
     ``platform``, ``kinds`` (traced), ``duration_s`` (the window, seconds),
@@ -201,7 +222,8 @@ def probe_record(platform, kinds, infos, window, choice, lost_events):
     "signal N" or "targets exited"), ``level`` and ``domains`` (CPU lists by
     index), ``lost_events`` (events the tool dropped), ``processes``: one
     per -p, with ``pid``, ``name``, ``exited`` (during the window),
-    ``threads`` and ``totals``.
+    ``threads`` and ``totals``; with ``--check``, ``check``
+    (``check_record``).
 
     A thread: ``tid``, ``name``, ``usr``, ``sys`` (% of the window, null if
     it exited before the end), ``lock_ns``, ``lock_count``, ``lck`` (% of
@@ -210,19 +232,31 @@ def probe_record(platform, kinds, infos, window, choice, lost_events):
     ``totals``: the same summed over the threads (percentages are then % of
     one CPU), plus ``threads``, ``mean_runq_ns``, ``migrations_per_s``,
     ``cross_domain_per_s``.
+
+    ``controls`` (``check`` on Linux): the LockControls traced with the
+    targets.
     """
-    processes = []
+    processes, figures = [], []
     for info in infos:
         rows = process_rows(info.pid, window, kinds, platform)
         processes.append({"pid": info.pid, "name": info.name,
                           "exited": window.ends[info.pid] is None,
                           "threads": rows, "totals": process_totals(rows, window.traced_s)})
-    return {"platform": platform, "kinds": [k for k in probe.KINDS if k in kinds],
-            "duration_s": round(window.window_s, 3),
-            "traced_s": {k: round(v, 3) for k, v in window.traced_s.items()},
-            "ended": window.ended, "level": choice.level,
-            "domains": [format_cpulist(cpus) for cpus in choice.domains],
-            "lost_events": lost_events, "processes": processes}
+        if check and window.ends[info.pid] is not None:
+            figures += probe_check.kernel_figures(info.pid, rows, window.starts[info.pid].sample,
+                                                  window.ends[info.pid].sample,
+                                                  window.traced_s.get("latency"))
+    record = {"platform": platform, "kinds": [k for k in probe.KINDS if k in kinds],
+              "duration_s": round(window.window_s, 3),
+              "traced_s": {k: round(v, 3) for k, v in window.traced_s.items()},
+              "ended": window.ended, "level": choice.level,
+              "domains": [format_cpulist(cpus) for cpus in choice.domains],
+              "lost_events": lost_events, "processes": processes}
+    if check:
+        if controls is not None and "locks" in window.traced_s:
+            figures += controls.figures(window.values, window.traced_s["locks"] * 1e9)
+        record["check"] = check_record(figures)
+    return record
 
 
 # -- text ------------------------------------------------------------------------
@@ -274,6 +308,33 @@ def format_record(record):
                 format_cell(row["lat"]), format_count(row["migrations"]),
                 format_count(row["cross_domain"])))
         lines.append(totals_line(proc["totals"]))
+    if "check" in record:
+        lines.append("")
+        lines.extend(check_lines(record["check"]))
+    return lines
+
+
+def check_lines(check):
+    """The ``--check`` section: one line per figure, then the verdict."""
+    tol = check["tolerance"]
+    lines = ["check against the kernel (agree: within %g%% of its figure or %g%% of "
+             "the window, LAT %g us more per wait):"
+             % (tol["relative"] * 100, tol["window_percent"], tol["per_wait_ns"] / 1000)]
+    for f in check["figures"]:
+        if isinstance(f["thread"], int):
+            who, against = "PID %d TID %d" % (f["pid"], f["thread"]), "kernel"
+        else:
+            who, against = "control thread %s" % f["thread"], "known"
+        lines.append("  %s %-28s probe %6.2f%%  %s %6.2f%%  %s" % (
+            f["what"], who, f["probe"], against, f["kernel"],
+            "agrees" if f["ok"] else "DISAGREES"))
+    bad = sum(1 for f in check["figures"] if not f["ok"])
+    if not check["figures"]:
+        lines.append("  nothing to compare (no thread traced over the whole window)")
+    elif bad:
+        lines.append("  %d of %d figures disagree" % (bad, len(check["figures"])))
+    else:
+        lines.append("  all %d figures agree" % len(check["figures"]))
     return lines
 
 
@@ -314,9 +375,11 @@ def validate_duration(duration):
               help="Topology level of the domains behind XDOM (default auto).")
 @click.option("--domains", "domains_text", metavar="LIST", default=None,
               help="Explicit domains behind XDOM: CPU lists separated by '/'.")
+@click.option("--check", "check", is_flag=True,
+              help="Compare with the kernel's own accounting (exit status 1 if they disagree).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
-def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
+def probe_command(ctx, kind, pids, duration, level, domains_text, check, as_json):
     """Trace lock waits, run-queue latency and migrations per thread."""
     kinds = probe.KINDS if kind == "all" else (kind,)
     if duration is None:
@@ -332,17 +395,27 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
         infos = [check_process(backend, pid) for pid in pids]
         choice = domain_choice(backend, list(pids), level, domains_text)
         check_tracing(platform, kinds)
+        # Linux keeps no lock time of its own: the check traces two threads
+        # of ours whose lock time is known (not on illumos, where LCK has
+        # the kernel's microstate to meet, and dtrace -p would stop us).
+        controls = (probe_check.LockControls()
+                    if check and platform == "linux" and "locks" in kinds else None)
+        traced = list(pids) + ([os.getpid()] if controls is not None else [])
         waiter = SignalWaiter()
         try:
+            if controls is not None:
+                controls.start(backend)
             with probe.ProbeSession(platform, period_ms=PERIOD_MS, backend=backend) as session:
-                window = trace_window(backend, session, list(pids), kinds,
-                                      cpu_domain_map(choice), duration, waiter)
+                window = trace_window(backend, session, traced, kinds, cpu_domain_map(choice),
+                                      duration, waiter, sampled=list(pids))
                 lost = session.lost_events
         finally:
+            if controls is not None:
+                controls.stop()
             waiter.close()
     finally:
         backend.close()
-    record = probe_record(platform, kinds, infos, window, choice, lost)
+    record = probe_record(platform, kinds, infos, window, choice, lost, check, controls)
     if as_json:
         click.echo(json.dumps(record, indent=2))
     else:
@@ -352,3 +425,7 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
     if lost:
         click.echo("tumbler: warning: %s lost %d events: the counts are low"
                    % ("bpftrace" if platform == "linux" else "dtrace", lost), err=True)
+    if check and not record["check"]["ok"]:
+        bad = [f for f in record["check"]["figures"] if not f["ok"]]
+        raise TumblerError("probe check: %d of %d figures disagree with the kernel's"
+                           % (len(bad), len(record["check"]["figures"])))
