@@ -353,18 +353,23 @@ def bpftrace_children(pid):
 # -- ProbeObserver without tracing: its arithmetic ----------------------------------------
 
 class ScriptedSession:
-    """Stands in for ProbeSession: returns given cumulative snapshots."""
+    """Stands in for ProbeSession: returns given cumulative snapshots, the
+    scripts printing every 0.1 s."""
 
     def __init__(self, snaps, final):
         self.snaps, self.final = list(snaps), final
         self.started_with = None
         self.stopped = self.killed = False
+        self.prints = 0
 
     def start(self, pids, kinds, domain_of_cpu):
         self.started_with = (list(pids), tuple(kinds), dict(domain_of_cpu))
 
-    def snapshot(self):
-        return self.snaps.pop(0)
+    def reading(self):
+        if not self.stopped:
+            self.prints += 1
+        return (self.final if self.stopped else self.snaps.pop(0),
+                {kind: (0, self.prints * 100_000_000) for kind in self.started_with[1]})
 
     def stop(self):
         self.stopped = True
@@ -409,6 +414,7 @@ def test_observer_keeps_interval_deltas_and_totals(monkeypatch):
     first = observer.log_fields(controller)                  # before write_round
     observer.write_round(controller, None, [])               # same round: no new reading
     assert first["probe"]["lock_ns"] == 100 and first["probe"]["migrations"] == 2
+    assert first["probe"]["traced_s"] == {"locks": 0.1, "latency": 0.1, "migrations": 0.1}
     assert first["probe"]["per_thread"] == {"50:51": {"lock_ns": 100, "lock_count": 1,
                                                       "migrations": 2, "cross_domain": 1}}
     controller.stats.intervals = 2
@@ -438,7 +444,8 @@ def test_observer_only_reports_the_kinds_it_traces(monkeypatch):
     observer.start(controller)
     controller.stats.intervals = 1
     fields = observer.log_fields(controller)["probe"]
-    assert set(fields) == {"interval_s", "migrations", "cross_domain", "per_thread"}
+    assert set(fields) == {"interval_s", "traced_s", "migrations", "cross_domain",
+                           "per_thread"}
     observer.close()
     (line,) = observer.summary_lines()
     assert "lock" not in line and "run-queue" not in line and "3 migrations" in line
@@ -546,6 +553,76 @@ def test_observer_counts_tumbler_moves_as_cross_domain_migrations(duty, two_cpus
     (line,) = observer.summary_lines()
     assert "%d migrations" % sum(moves.values()) in line
     assert "%d cross-domain" % sum(moves.values()) in line
+
+
+@needs_bpftrace
+def test_observer_puts_lock_time_in_the_round_it_happens(lockwait, two_cpus):
+    """--probe while tumbler moves every thread each round: a wait shows in
+    each round it spans, as far as it went -- blocked all round is 100% of
+    the round's traced time, never more -- starting and ending in the
+    rounds where it starts and ends, not in one lump when it ends."""
+    cpu_a, cpu_b = two_cpus
+    backend = open_backend()
+    observer = ProbeObserver(kinds=("locks",))
+    controller = None
+    logged = []
+    try:
+        choice = choose_domains(backend.topology(), {cpu_a, cpu_b}, "auto",
+                                [frozenset([cpu_a]), frozenset([cpu_b])])
+        warnings = []
+        controller = Controller(backend, backend.binder("affinity"),
+                                FlipPolicy(lockwait.tids.values()), choice,
+                                observers=[observer], warn=warnings.append)
+        controller.regroup_hold_ns = 0
+        observer.check()
+        controller.add_target(lockwait.pid)
+        observer.start(controller)
+        session = observer.session
+
+        def rounds(count):
+            for _ in range(count):
+                session.next_reading()          # every round spans a print
+                controller.round()
+                logged.append(observer.log_fields(controller)["probe"])
+
+        rounds(3)
+        lockwait.tell("block late")
+        lockwait.wait_blocked("late")
+        rounds(3)
+        lockwait.tell("release held")
+        lockwait.times("held")
+        rounds(3)
+    finally:
+        observer.close()
+        if controller is not None:
+            controller.restore_all()
+        backend.close()
+    assert warnings == []
+
+    def lock_ns(entry, name):
+        return entry["per_thread"].get("%d:%d" % lockwait.key(name), {}).get("lock_ns", 0)
+
+    rounding = 1e5                  # traced_s is given to 0.1 ms
+    for i, entry in enumerate(logged):
+        span = entry["traced_s"]["locks"] * 1e9
+        assert span > 0
+        for rec in entry["per_thread"].values():
+            assert rec["lock_ns"] <= span + rounding, (i, entry)
+        for name in ("cond", "waitv"):                       # blocked all along
+            assert abs(lock_ns(entry, name) - span) <= rounding, (i, name, entry)
+        assert lock_ns(entry, "never") == 0
+        late, held = lock_ns(entry, "late"), lock_ns(entry, "held")
+        if i < 3:
+            assert late == 0
+        if i in (4, 5, 7, 8):
+            assert abs(late - span) <= rounding, (i, entry)
+        if i < 6:
+            assert abs(held - span) <= rounding, (i, entry)
+        if i in (6,):
+            assert 0 < held < span, (i, entry)          # released in this round
+        if i > 6:
+            assert held == 0, (i, entry)
+    assert 0 < lock_ns(logged[3], "late") < logged[3]["traced_s"]["locks"] * 1e9
 
 
 @needs_bpftrace
