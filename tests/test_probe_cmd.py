@@ -141,14 +141,16 @@ def test_probe_all_on_contended_locks_json(locks_workload):
     workers = [rows["locks-%d" % i] for i in range(4)]
     for row in proc["threads"]:
         assert set(row) == ROW_KEYS
-    # Four threads on two mutexes: most of them block on a lock in 1.5 s.
-    assert sum(1 for row in workers if row["lock_count"] > 0) >= 2, workers
+    # Four threads on two mutexes and a barrier: most of them are blocked
+    # in the 1.5 s (lock_count counts only the waits begun in it: on a busy
+    # machine a thread may wait at the barrier for a slow one all along).
+    assert sum(1 for row in workers if row["lock_ns"] > 0) >= 2, workers
     assert all(row["usr"] is not None and row["lck"] is not None for row in workers)
     totals = proc["totals"]
     assert set(totals) == TOTAL_KEYS and totals["threads"] == len(proc["threads"])
     for field in probe.FIELDS:
         assert totals[field] == sum(row[field] for row in proc["threads"])
-    assert totals["lock_ns"] > 0 and totals["lock_count"] > 0
+    assert totals["lock_ns"] > 0
     # Each domain is one CPU: every migration crosses domains.
     for row in proc["threads"]:
         assert row["cross_domain"] == row["migrations"], row
