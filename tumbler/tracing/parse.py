@@ -64,7 +64,10 @@ FIELDS_OF_SCRIPT = {
 #: Fields measured in time (ns): what no interval may hold more of than it lasted.
 TIME_FIELDS = ("lock_ns", "runq_ns")
 
-#: bpftrace map name -> (script, field).  ``lock_seen`` and ``lock_pre`` are
+#: bpftrace map name -> (script, field), or (script, (field, ...)) for a map
+#: whose values are tuples: fields that must change together, which one
+#: map entry keeps consistent in a print (two maps are read one after the
+#: other while the kernel goes on).  ``lock_seen`` and ``lock_pre`` are
 #: locktime.bt's raw inputs of ``lock_ns`` (see :func:`locks_as_of`), not
 #: record fields.
 MAP_FIELD = {
@@ -74,8 +77,7 @@ MAP_FIELD = {
     "@lock_pre": ("locktime", "lock_pre"),
     "@runq_ns": ("runqlat", "runq_ns"),
     "@runq_count": ("runqlat", "runq_count"),
-    "@migrations": ("migrations", "migrations"),
-    "@cross_domain": ("migrations", "cross_domain"),
+    "@migrations": ("migrations", ("migrations", "cross_domain")),
 }
 
 #: DTrace record: script -> {printed name: field}.
@@ -127,7 +129,7 @@ def parse_bpftrace_line(line):
     Returns one of::
 
         None                                  blank, not JSON, or of no interest
-        ("map", script, field, {(pid, tid): value})
+        ("map", script, {field: {(pid, tid): value}})
         ("marker", script, mark, ns)          mark in MARKS, ns the kernel's
                                               CLOCK_MONOTONIC time or None
         ("attached", nprobes)
@@ -152,15 +154,21 @@ def parse_bpftrace_line(line):
                 continue
             if not isinstance(values, dict):
                 raise ParseError("map %s is not keyed by [pid, tid]" % name)
-            script, fld = MAP_FIELD[name]
+            script, fields = MAP_FIELD[name]
+            width = len(fields) if isinstance(fields, tuple) else None
             out = {}
             for key, value in values.items():
-                if not isinstance(value, int) or isinstance(value, bool):
-                    raise ParseError("map %s has a non-integer value %r" % (name, value))
+                parts = value if width else [value]
+                if (not isinstance(parts, list) or len(parts) != (width or 1)
+                        or not all(isinstance(v, int) and not isinstance(v, bool)
+                                   for v in parts)):
+                    raise ParseError("map %s has a malformed value %r" % (name, value))
                 pid_tid = _parse_key(key)
                 if pid_tid[0] != 0:     # [0, 0] keeps the map printed: skip it
-                    out[pid_tid] = value
-            return ("map", script, fld, out)
+                    out[pid_tid] = parts
+            names = fields if width else (fields,)
+            return ("map", script, {f: {k: v[i] for k, v in out.items()}
+                                    for i, f in enumerate(names)})
         return None
     if kind == "printf" and isinstance(data, str):
         marker = parse_marker(data)
@@ -289,8 +297,8 @@ class ProbeStream:
             return None
         tag = event[0]
         if tag == "map":
-            _, script, fld, values = event
-            self._pending.setdefault(script, {})[fld] = values
+            _, script, fields = event
+            self._pending.setdefault(script, {}).update(fields)
         elif tag == "record":
             _, script, key, values = event
             fields = self._pending.setdefault(script, {})
