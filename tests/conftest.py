@@ -157,6 +157,68 @@ def early_locks(tmp_path_factory):
     return build_workload(tmp_path_factory, "early_locks")
 
 
+@pytest.fixture(scope="session")
+def lockwait_bin(tmp_path_factory):
+    """Path of tests/workloads/lockwait.c built: threads that block on locks
+    when told to, and say when."""
+    return build_workload(tmp_path_factory, "lockwait")
+
+
+class LockWait:
+    """tests/workloads/lockwait running: ``tids`` by thread name, ``tell``
+    it a command, ``times`` of a released thread."""
+
+    NAMES = ("held", "cond", "late", "waitv", "never")
+
+    def __init__(self, path):
+        self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     universal_newlines=True, start_new_session=True)
+        self.pid = self.proc.pid
+        self.tids = {}
+        while len(self.tids) < len(self.NAMES):
+            name, tid = self.proc.stdout.readline().split()
+            self.tids[name] = int(tid)
+
+    def key(self, name):
+        return (self.pid, self.tids[name])
+
+    def tell(self, command):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def times(self, name):
+        """(began, came back) of ``name``'s wait, CLOCK_MONOTONIC ns."""
+        while True:
+            words = self.proc.stdout.readline().split()
+            if len(words) == 3 and words[0] == name and words[1] != "calling":
+                return int(words[1]), int(words[2])
+
+    def wait_blocked(self, *names):
+        from tumbler.platform import open_backend
+        backend = open_backend()
+        tids = [self.tids[n] for n in names]
+        wait_until(lambda: set(backend.lock_waiters(self.pid, tids)) == set(tids),
+                   "%s to block" % ", ".join(names))
+        backend.close()
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def lockwait(lockwait_bin):
+    """lockwait with held, cond and waitv blocked: before any trace starts."""
+    lw = LockWait(lockwait_bin)
+    try:
+        lw.wait_blocked("held", "cond", "waitv")
+        yield lw
+    finally:
+        lw.close()
+
+
 @pytest.fixture
 def two_cpus():
     if len(os.sched_getaffinity(0)) < 2:

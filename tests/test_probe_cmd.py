@@ -19,6 +19,8 @@ import pytest
 
 from conftest import REPO, WAIT_LIMIT_S, wait_for_threads, wait_until
 from conftest import run_in_process as run
+from tumbler.tracing import check as probe_check
+from tumbler.tracing import parse
 from tumbler.tracing import session as probe
 from tumbler.commands.main import main
 from tumbler.balance.controller import Controller
@@ -28,7 +30,7 @@ from tumbler.engine.policy import TumblerPolicy
 from tumbler.errors import UsageError
 from tumbler.platform import open_backend
 from tumbler.observers.probes import ProbeObserver
-from tumbler.commands.probe import probe_command
+from tumbler.commands.probe import check_lines, probe_command
 
 if "probe" not in main.commands:
     main.add_command(probe_command)
@@ -52,7 +54,7 @@ needs_bpftrace = pytest.mark.skipif(NO_BPFTRACE is not None, reason=NO_BPFTRACE 
 ROW_KEYS = {"tid", "name", "usr", "sys", "lck", "lat"} | set(probe.FIELDS)
 TOTAL_KEYS = {"threads", "usr", "sys", "lck", "lat", "mean_runq_ns", "migrations_per_s",
               "cross_domain_per_s"} | set(probe.FIELDS)
-RECORD_KEYS = {"platform", "kinds", "duration_s", "ended", "level", "domains",
+RECORD_KEYS = {"platform", "kinds", "duration_s", "traced_s", "ended", "level", "domains",
                "lost_events", "processes"}
 
 
@@ -139,20 +141,24 @@ def test_probe_all_on_contended_locks_json(locks_workload):
     workers = [rows["locks-%d" % i] for i in range(4)]
     for row in proc["threads"]:
         assert set(row) == ROW_KEYS
-    # Four threads on two mutexes: most of them block on a lock in 1.5 s.
-    assert sum(1 for row in workers if row["lock_count"] > 0) >= 2, workers
+    # Four threads on two mutexes and a barrier: most of them are blocked
+    # in the 1.5 s (lock_count counts only the waits begun in it: on a busy
+    # machine a thread may wait at the barrier for a slow one all along).
+    assert sum(1 for row in workers if row["lock_ns"] > 0) >= 2, workers
     assert all(row["usr"] is not None and row["lck"] is not None for row in workers)
     totals = proc["totals"]
     assert set(totals) == TOTAL_KEYS and totals["threads"] == len(proc["threads"])
     for field in probe.FIELDS:
         assert totals[field] == sum(row[field] for row in proc["threads"])
-    assert totals["lock_ns"] > 0 and totals["lock_count"] > 0
+    assert totals["lock_ns"] > 0
     # Each domain is one CPU: every migration crosses domains.
     for row in proc["threads"]:
         assert row["cross_domain"] == row["migrations"], row
-        # LCK is lock time as a share of the window (the JSON rounds both).
-        share = row["lock_ns"] * 100 / (record["duration_s"] * 1e9)
+        # LCK is lock time as a share of the window its values cover (the
+        # JSON rounds both), and never above 100%.
+        share = row["lock_ns"] * 100 / (record["traced_s"]["locks"] * 1e9)
         assert abs(row["lck"] - share) < 0.01 + share * 1e-3, row
+        assert row["lck"] <= 100 and row["lat"] <= 100, row
 
 
 @needs_bpftrace
@@ -204,9 +210,110 @@ def test_probe_locks_text_shows_untraced_columns_as_dashes(locks_workload):
 
 
 @needs_bpftrace
+def test_probe_check_agrees_with_the_kernel_and_the_controls(lockwait):
+    """``--check``: every thread's LAT against its schedstat run delay over
+    the same window, and LCK of two control threads of tumbler's own (one
+    blocked on a lock from before the trace to after it, one asleep in
+    read(2)); lockwait's threads blocked from before the trace show 100%,
+    the one that never takes a lock 0%."""
+    status, out, err = run("probe", "all", "-p", str(lockwait.pid), "--duration", "1",
+                           "--check", "--json")
+    assert status == 0, err
+    record = json.loads(out)
+    assert set(record) == RECORD_KEYS | {"check"}
+    (proc,) = record["processes"]                    # tumbler's own is not shown
+    rows = {row["tid"]: row for row in proc["threads"]}
+    for name in ("held", "cond", "waitv"):
+        assert rows[lockwait.tids[name]]["lck"] == 100.0, rows[lockwait.tids[name]]
+    assert rows[lockwait.tids["never"]]["lck"] == 0.0
+    check = record["check"]
+    assert check["ok"], check
+    assert check["tolerance"] == {"relative": 0.05, "window_percent": 0.5, "per_wait_ns": 25000}
+    lat = {f["thread"] for f in check["figures"] if f["what"] == "LAT"}
+    assert lat == set(rows)
+    controls = {f["thread"]: f for f in check["figures"] if f["what"] == "LCK"}
+    assert controls["blocked"]["probe"] == controls["blocked"]["kernel"] == 100.0
+    assert controls["asleep"]["probe"] == controls["asleep"]["kernel"] == 0.0
+
+
+@needs_bpftrace
+def test_probe_check_failing_is_status_1_and_one_line(lockwait, monkeypatch):
+    # a tolerance no measurement meets: every figure that is not exactly
+    # the kernel's disagrees
+    monkeypatch.setattr(probe_check, "RELATIVE_TOLERANCE", 0.0)
+    monkeypatch.setattr(probe_check, "WINDOW_TOLERANCE", -1.0)
+    monkeypatch.setattr(probe_check, "PER_WAIT_NS", 0)
+    status, out, err = run("probe", "all", "-p", str(lockwait.pid), "--duration", "0.5",
+                           "--check")
+    assert status == 1
+    assert err.startswith("tumbler: probe check: ") and err.count("\n") == 1, err
+    assert "disagree with the kernel's" in err
+    lines = out.splitlines()
+    start = lines.index(next(l for l in lines if l.startswith("check against the kernel")))
+    assert "within 0% of its figure or -1% of the window, LAT 0 us" in lines[start]
+    assert any("control thread blocked" in l for l in lines[start:])
+    assert "DISAGREES" in out and lines[-1].endswith("figures disagree")
+
+
+def test_probe_check_on_illumos_against_lwpusage(tmp_path):
+    """illumos keeps LCK and LAT itself (pr_ltime, pr_wtime): --check
+    compares each LWP's probe figures with their change between the
+    window's two samples, over the LWP's own elapsed time (pr_rtime)."""
+    import illumos_fixtures as fx
+    from tumbler.commands.probe import Window, probe_record
+    from tumbler.commands.stat import Snapshot
+    from tumbler.platform.illumos.backend import IllumosBackend
+    S = fx.NANOSEC
+
+    def lwps(elapsed, lck, lat):
+        return [{"lwpid": lwpid, "create_ns": 500 * S + lwpid, "rtime_ns": 100 * S + elapsed,
+                 "ltime_ns": lck[i], "wtime_ns": lat[i], "sname": "S"}
+                for i, lwpid in enumerate((1, 2, 3))]
+
+    fx.write_kstat(str(tmp_path), fx.machine(1, 1, 2, 1))
+    backend = IllumosBackend(str(tmp_path))
+    fx.write_process(str(tmp_path), 4242, {"fname": "worker"},
+                     lwps(0, (0, 7 * S, 3 * S), (S, 2 * S, 0)))
+    before = backend.sample(4242)
+    # 2 s later: LWP 2 blocked on locks 1 s of them and waited 0.5 s for a
+    # CPU; LWP 3 blocked 2 s; LWP 1 waited 0.1 s
+    fx.write_process(str(tmp_path), 4242, {"fname": "worker"},
+                     lwps(2 * S, (0, 8 * S, 5 * S), (S + S // 10, 2 * S + S // 2, 0)))
+    after = backend.sample(4242)
+    # what the DTrace scripts printed over the same 2 s: LWP 3's lock time
+    # is 10% short
+    stream = parse.ProbeStream("dtrace")
+    for line in ("tumbler-probe locktime ready", "tumbler-probe runqlat ready",
+                 "locktime pid=4242 tid=2 ns=%d count=4" % (S * 99 // 100),
+                 "locktime pid=4242 tid=3 ns=%d count=1" % (S * 18 // 10),
+                 "tumbler-probe locktime period",
+                 "runqlat pid=4242 tid=1 ns=%d count=3" % (S // 10),
+                 "runqlat pid=4242 tid=2 ns=%d count=9" % (S // 2),
+                 "tumbler-probe runqlat period"):
+        stream.feed(line)
+    window = Window({4242: Snapshot(before, None)}, {4242: Snapshot(after, None)},
+                    stream.values(), {"locks": 2.0, "latency": 2.0}, 2.0, "duration")
+    info = types.SimpleNamespace(pid=4242, name="worker")
+    choice = types.SimpleNamespace(level="explicit", domains=[frozenset({0, 1})])
+    record = probe_record("illumos", ("locks", "latency"), [info], window, choice, 0,
+                          check=True)
+    figures = {(f["what"], f["thread"]): (f["probe"], f["kernel"], f["ok"])
+               for f in record["check"]["figures"]}
+    assert figures == {
+        ("LAT", 1): (5.0, 5.0, True), ("LCK", 1): (0.0, 0.0, True),
+        ("LAT", 2): (25.0, 25.0, True), ("LCK", 2): (49.5, 50.0, True),
+        ("LAT", 3): (0.0, 0.0, True), ("LCK", 3): (90.0, 100.0, False),
+    }
+    assert record["check"]["ok"] is False
+    text = "\n".join(check_lines(record["check"]))
+    assert "LCK PID 4242 TID 3" in text and "DISAGREES" in text
+    assert text.endswith("1 of 6 figures disagree")
+
+
+@needs_bpftrace
 def test_signal_ends_the_window_and_prints_what_was_traced(locks_workload):
     code = ("from tumbler.commands.main import main, entry_point; "
-            "from tumbler.commands.probe import probe_command; "
+            "from tumbler.commands.probe import check_lines, probe_command; "
             "'probe' in main.commands or main.add_command(probe_command); entry_point()")
     cmd = subprocess.Popen([sys.executable, "-c", code, "probe", "locks", "-p",
                             str(locks_workload.pid), "--duration", "600", "--json"],
@@ -248,18 +355,23 @@ def bpftrace_children(pid):
 # -- ProbeObserver without tracing: its arithmetic ----------------------------------------
 
 class ScriptedSession:
-    """Stands in for ProbeSession: returns given cumulative snapshots."""
+    """Stands in for ProbeSession: returns given cumulative snapshots, the
+    scripts printing every 0.1 s."""
 
     def __init__(self, snaps, final):
         self.snaps, self.final = list(snaps), final
         self.started_with = None
         self.stopped = self.killed = False
+        self.prints = 0
 
     def start(self, pids, kinds, domain_of_cpu):
         self.started_with = (list(pids), tuple(kinds), dict(domain_of_cpu))
 
-    def snapshot(self):
-        return self.snaps.pop(0)
+    def reading(self):
+        if not self.stopped:
+            self.prints += 1
+        return (self.final if self.stopped else self.snaps.pop(0),
+                {kind: (0, self.prints * 100_000_000) for kind in self.started_with[1]})
 
     def stop(self):
         self.stopped = True
@@ -304,6 +416,7 @@ def test_observer_keeps_interval_deltas_and_totals(monkeypatch):
     first = observer.log_fields(controller)                  # before write_round
     observer.write_round(controller, None, [])               # same round: no new reading
     assert first["probe"]["lock_ns"] == 100 and first["probe"]["migrations"] == 2
+    assert first["probe"]["traced_s"] == {"locks": 0.1, "latency": 0.1, "migrations": 0.1}
     assert first["probe"]["per_thread"] == {"50:51": {"lock_ns": 100, "lock_count": 1,
                                                       "migrations": 2, "cross_domain": 1}}
     controller.stats.intervals = 2
@@ -333,7 +446,8 @@ def test_observer_only_reports_the_kinds_it_traces(monkeypatch):
     observer.start(controller)
     controller.stats.intervals = 1
     fields = observer.log_fields(controller)["probe"]
-    assert set(fields) == {"interval_s", "migrations", "cross_domain", "per_thread"}
+    assert set(fields) == {"interval_s", "traced_s", "migrations", "cross_domain",
+                           "per_thread"}
     observer.close()
     (line,) = observer.summary_lines()
     assert "lock" not in line and "run-queue" not in line and "3 migrations" in line
@@ -441,6 +555,76 @@ def test_observer_counts_tumbler_moves_as_cross_domain_migrations(duty, two_cpus
     (line,) = observer.summary_lines()
     assert "%d migrations" % sum(moves.values()) in line
     assert "%d cross-domain" % sum(moves.values()) in line
+
+
+@needs_bpftrace
+def test_observer_puts_lock_time_in_the_round_it_happens(lockwait, two_cpus):
+    """--probe while tumbler moves every thread each round: a wait shows in
+    each round it spans, as far as it went -- blocked all round is 100% of
+    the round's traced time, never more -- starting and ending in the
+    rounds where it starts and ends, not in one lump when it ends."""
+    cpu_a, cpu_b = two_cpus
+    backend = open_backend()
+    observer = ProbeObserver(kinds=("locks",))
+    controller = None
+    logged = []
+    try:
+        choice = choose_domains(backend.topology(), {cpu_a, cpu_b}, "auto",
+                                [frozenset([cpu_a]), frozenset([cpu_b])])
+        warnings = []
+        controller = Controller(backend, backend.binder("affinity"),
+                                FlipPolicy(lockwait.tids.values()), choice,
+                                observers=[observer], warn=warnings.append)
+        controller.regroup_hold_ns = 0
+        observer.check()
+        controller.add_target(lockwait.pid)
+        observer.start(controller)
+        session = observer.session
+
+        def rounds(count):
+            for _ in range(count):
+                session.next_reading()          # every round spans a print
+                controller.round()
+                logged.append(observer.log_fields(controller)["probe"])
+
+        rounds(3)
+        lockwait.tell("block late")
+        lockwait.wait_blocked("late")
+        rounds(3)
+        lockwait.tell("release held")
+        lockwait.times("held")
+        rounds(3)
+    finally:
+        observer.close()
+        if controller is not None:
+            controller.restore_all()
+        backend.close()
+    assert warnings == []
+
+    def lock_ns(entry, name):
+        return entry["per_thread"].get("%d:%d" % lockwait.key(name), {}).get("lock_ns", 0)
+
+    rounding = 1e5                  # traced_s is given to 0.1 ms
+    for i, entry in enumerate(logged):
+        span = entry["traced_s"]["locks"] * 1e9
+        assert span > 0
+        for rec in entry["per_thread"].values():
+            assert rec["lock_ns"] <= span + rounding, (i, entry)
+        for name in ("cond", "waitv"):                       # blocked all along
+            assert abs(lock_ns(entry, name) - span) <= rounding, (i, name, entry)
+        assert lock_ns(entry, "never") == 0
+        late, held = lock_ns(entry, "late"), lock_ns(entry, "held")
+        if i < 3:
+            assert late == 0
+        if i in (4, 5, 7, 8):
+            assert abs(late - span) <= rounding, (i, entry)
+        if i < 6:
+            assert abs(held - span) <= rounding, (i, entry)
+        if i in (6,):
+            assert 0 < held < span, (i, entry)          # released in this round
+        if i > 6:
+            assert held == 0, (i, entry)
+    assert 0 < lock_ns(logged[3], "late") < logged[3]["traced_s"]["locks"] * 1e9
 
 
 @needs_bpftrace

@@ -4,7 +4,11 @@ Pure tests: recorded bpftrace output and hand-written DTrace output from
 tests/data/probes/ (see its README.md); no tracing tool is run.
 """
 
+import json
+import os
 import re
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -25,24 +29,59 @@ def read(name):
 
 # -- bpftrace JSON ----------------------------------------------------------
 
+def notes(name):
+    """The recorder's first line: which process and threads are what."""
+    first = read(name).splitlines()[0]
+    assert first.startswith("# ")
+    return json.loads(first[2:])
+
+
+def last_map(name, map_name):
+    """The last print of one map in a recording."""
+    lines = [l for l in read(name).splitlines() if '"%s"' % map_name in l]
+    return json.loads(lines[-1])["data"][map_name]
+
+
+def last_time(name, mark="final"):
+    return int(re.findall(r"tumbler-probe \w+ %s (\d+)" % mark, read(name))[-1])
+
+
 def test_locktime_recording_final_values():
-    snap = pp.parse_output(read("locktime.ndjson"), "json")
-    assert set(snap) == {(14252, 14253), (14252, 14254), (14252, 14255)}
-    assert snap[(14252, 14253)] == dict(pp.empty_record(), lock_ns=240125871, lock_count=15)
-    assert snap[(14252, 14255)]["lock_ns"] == 272069763
-    assert snap[(14252, 14255)]["lock_count"] == 16
-    # The uncontended process (14256) never blocked; the [0, 0] placeholder
-    # that keeps maps printed is not a thread.
-    assert not any(pid in (0, 14256) for pid, _ in snap)
+    text = read("locktime.ndjson")
+    snap = pp.parse_output(text, "json")
+    lw = notes("locktime.ndjson")
+    contended, alone = lw["contended"], lw["alone"]
+    tids = {pid: sorted(t for p, t in snap if p == pid) for pid in (contended, alone)}
+    assert [len(tids[contended]), len(tids[alone])] == [4, 2]
+    # Three threads on one mutex: each blocked a while, in many waits; the
+    # thread that never finds it taken and the main threads never block.
+    for tid in tids[contended][1:]:
+        assert snap[(contended, tid)]["lock_ns"] > 50e6 and snap[(contended, tid)]["lock_count"] > 5
+    assert snap[(contended, contended)]["lock_ns"] == snap[(alone, tids[alone][1])]["lock_ns"] == 0
+    # "late" blocked in the second period and stayed blocked: its wait in
+    # progress counts up to the final print (printed as minus its start).
+    late = snap[(lw["lockwait"], lw["late"])]
+    began = -last_map("locktime.ndjson", "@lock_ns")["%d,%d" % (lw["lockwait"], lw["late"])]
+    assert late == dict(pp.empty_record(), lock_ns=last_time("locktime.ndjson") - began,
+                        lock_count=1)
+    # "held" was blocked before the start and had no event since: nothing
+    # shows it unless the reader says it saw it blocked (see below).
+    assert snap[(lw["lockwait"], lw["held"])]["lock_ns"] == 0
+    # the [0, 0] placeholder that keeps maps printed is not a thread
+    assert not any(pid == 0 for pid, _ in snap)
 
 
 def test_runqlat_recording_two_processes():
     snap = pp.parse_output(read("runqlat.ndjson"), "json")
     totals = pp.process_totals(snap)
-    assert set(totals) == {14271, 14275}
-    crowded, sleepers = totals[14271], totals[14275]
-    assert crowded["runq_ns"] == 539135631 + 535311763 + 522776449
-    assert sleepers["runq_count"] == 1040
+    assert set(totals) == {2953, 2957}
+    crowded, sleepers = totals[2953], totals[2957]
+    # waits in progress (printed as minus their start) count up to the print
+    last, at = last_map("runqlat.ndjson", "@runq_ns"), last_time("runqlat.ndjson")
+    assert any(v < 0 for v in last.values())
+    assert crowded["runq_ns"] == sum(v if v >= 0 else v + at for k, v in last.items()
+                                     if k.startswith("2953,"))
+    assert sleepers["runq_count"] > 400
     # three spinners sharing a CPU wait far longer per wakeup than sleepers
     assert crowded["runq_ns"] / crowded["runq_count"] > 100 * (
         sleepers["runq_ns"] / sleepers["runq_count"])
@@ -52,8 +91,8 @@ def test_runqlat_recording_two_processes():
 def test_migrations_recording_cross_domain():
     snap = pp.parse_output(read("migrations.ndjson"), "json")
     assert snap == {
-        (14293, 14294): dict(pp.empty_record(), migrations=5, cross_domain=5),
-        (14293, 14295): dict(pp.empty_record(), migrations=5, cross_domain=5),
+        (18920, 18921): dict(pp.empty_record(), migrations=5, cross_domain=5),
+        (18920, 18922): dict(pp.empty_record(), migrations=5, cross_domain=5),
     }
 
 
@@ -63,8 +102,12 @@ def test_recorded_streams_have_markers_in_order():
         stream = pp.ProbeStream("json")
         events = [e for e in map(stream.feed, read(name).splitlines()) if e]
         assert events[0][0] == "attached"
-        assert events[1] == ("marker", script, "ready")
-        assert events[-1] == ("marker", script, "final")
+        assert events[1][:3] == ("marker", script, "ready")
+        assert events[-1][:3] == ("marker", script, "final")
+        # every marker says when (CLOCK_MONOTONIC ns), in order
+        times = [e[3] for e in events if e[0] == "marker"]
+        assert times == sorted(times) and times[0] > 0
+        assert stream.spans() == {script: (times[0], times[-1])}
         assert stream.ready == stream.final == {script}
         text = read(name)
         assert stream.periods[script] == text.count(script + " period") + 1 >= 5
@@ -82,13 +125,15 @@ def test_values_change_only_at_markers():
         else:
             # a map alone is not visible until its period's marker
             assert stream.values() == before
-    assert committed[0] == {} and len(committed) == 6
+    text = read("locktime.ndjson")
+    assert committed[0] == {}
+    assert len(committed) == 1 + text.count("locktime period") + text.count("locktime final")
     # cumulative: every committed value is >= the one before
     for older, newer in zip(committed[1:], committed[2:]):
         assert set(older) == set(newer)
         for key, rec in older.items():
             assert all(newer[key][f] >= rec[f] for f in pp.FIELDS)
-        assert newer != older
+    assert committed[-1] != committed[1]
 
 
 def test_truncated_period_is_not_visible():
@@ -98,7 +143,11 @@ def test_truncated_period_is_not_visible():
     # the final maps are there but their marker is cut off
     cut = [l for l in lines if "runqlat final" not in l]
     assert pp.parse_output("\n".join(cut), "json") == complete
-    assert complete != pp.parse_output("\n".join(lines), "json")
+    stream = pp.ProbeStream("json")
+    for line in cut:
+        stream.feed(line)
+    assert stream.spans()["runqlat"][1] == last_time("runqlat.ndjson", "period")
+    assert last_time("runqlat.ndjson", "period") < last_time("runqlat.ndjson")
 
 
 def test_delta_gives_interval_values():
@@ -107,8 +156,9 @@ def test_delta_gives_interval_values():
     first = pp.parse_output("\n".join(lines[:markers[0] + 1]), "json")
     second = pp.parse_output("\n".join(lines[:markers[1] + 1]), "json")
     d = pp.delta(second, first)
-    assert d[(14252, 14253)]["lock_ns"] == 68200599 - 21107306
-    assert d[(14252, 14253)]["lock_count"] == 3
+    key = (notes("locktime.ndjson")["contended"], notes("locktime.ndjson")["contended"] + 1)
+    assert d[key]["lock_ns"] == second[key]["lock_ns"] - first[key]["lock_ns"] > 0
+    assert d[key]["lock_count"] == second[key]["lock_count"] - first[key]["lock_count"]
     # a thread absent before counts from zero; a value that went down
     # (restarted probe) counts from zero too
     assert pp.delta({(1, 2): dict(pp.empty_record(), lock_ns=7)}, {}) == {
@@ -117,10 +167,120 @@ def test_delta_gives_interval_values():
                     {(1, 2): dict(pp.empty_record(), lock_ns=9)})[(1, 2)]["lock_ns"] == 7
 
 
+# -- lock time as it happens ------------------------------------------------------
+
+def test_recorded_wait_in_progress_at_the_start_counts_from_the_start():
+    """"held" was blocked before the probes came and had no event since:
+    once the reader says it saw it asleep in a lock wait after the start,
+    it counts from the start to each print -- 100% of every interval."""
+    lw = notes("locktime.ndjson")
+    key = (lw["lockwait"], lw["held"])
+    stream = pp.ProbeStream("json")
+    stream.expect_blocked({key: lw["checked"]})
+    prev, prev_at = {}, None
+    for line in read("locktime.ndjson").splitlines():
+        event = stream.feed(line)
+        if event and event[0] == "marker" and event[2] != "ready":
+            start, at = stream.spans()["locktime"]
+            now = stream.values()
+            assert now[key]["lock_ns"] == at - start and now[key]["lock_count"] == 1
+            d = pp.delta(now, prev)
+            span = at - (prev_at or start)
+            for rec in d.values():
+                assert rec["lock_ns"] <= span          # nobody above 100% of an interval
+            prev, prev_at = now, at
+
+
+def jline(name, values):
+    return json.dumps({"type": "map", "data": {name: dict(
+        ("%d,%d" % k, v) for k, v in [((0, 0), 0)] + list(values.items()))}})
+
+
+def mark(mark, ns, script="locktime"):
+    return json.dumps({"type": "printf", "data": "tumbler-probe %s %s %d\n" % (script, mark, ns)})
+
+
+def lock_print(stream, at, ns=None, seen=None, pre=None, count=None):
+    for name, values in (("@lock_count", count), ("@lock_ns", ns), ("@lock_seen", seen),
+                         ("@lock_pre", pre)):
+        stream.feed(jline(name, values or {}))
+    stream.feed(mark("period", at))
+    return stream.values()
+
+
+K = (7, 8)
+
+
+def test_a_wait_in_progress_counts_up_to_each_print():
+    stream = pp.ProbeStream("json")
+    stream.feed(mark("ready", 1000))
+    # blocked since 1500, after 200 ns of ended waits: printed as 200 - 1500
+    snap = lock_print(stream, 2000, ns={K: 200 - 1500}, seen={K: 1100}, count={K: 3})
+    assert snap[K]["lock_ns"] == 200 + 500 and snap[K]["lock_count"] == 3
+    snap = lock_print(stream, 3000, ns={K: 200 - 1500}, seen={K: 1100}, count={K: 3})
+    assert snap[K]["lock_ns"] == 200 + 1500
+    # it ended at 3200
+    snap = lock_print(stream, 4000, ns={K: 200 + 1700}, seen={K: 1100}, count={K: 3})
+    assert snap[K]["lock_ns"] == 1900
+
+
+def test_no_interval_holds_more_than_it_lasted_and_values_never_go_down():
+    stream = pp.ProbeStream("json")
+    stream.feed(mark("ready", 1000))
+    # maps read a little after the marker's time: 1100 ns where 1000 passed
+    snap = lock_print(stream, 2000, ns={K: 1100}, seen={K: 1000})
+    assert snap[K]["lock_ns"] == 1000               # capped at the interval
+    snap = lock_print(stream, 3000, ns={K: 1100}, seen={K: 1000})
+    assert snap[K]["lock_ns"] == 1100               # the rest, in the next one
+    snap = lock_print(stream, 4000, ns={K: 1050}, seen={K: 1000})
+    assert snap[K]["lock_ns"] == 1100               # never down
+
+
+def test_reader_seen_waiter_checks():
+    blocked, woke_early, gone, counted = (7, 8), (7, 9), (7, 10), (7, 11)
+    stream = pp.ProbeStream("json")
+    stream.feed(mark("ready", 1000))
+    stream.expect_blocked({blocked: 1200, woke_early: 1200, gone: 1200, counted: 1200})
+    snap = lock_print(stream, 2000, seen={blocked: 0, woke_early: 1150, counted: 0})
+    assert snap[blocked] == dict(pp.empty_record(), lock_ns=1000, lock_count=1)
+    # an event before the reader looked: its wait at the look began after
+    # the start, and the script counts it itself
+    assert snap[woke_early]["lock_ns"] == 0
+    # no longer listed in @lock_seen: it exited
+    assert gone not in snap
+    # woken at 2500: counted up to then; once the script has counted the
+    # wait itself (@lock_pre, at the futex call's return), that stands alone
+    snap = lock_print(stream, 3000, seen={blocked: 2500, woke_early: 1150, counted: 0})
+    assert snap[blocked]["lock_ns"] == 1500
+    snap = lock_print(stream, 4000, seen={blocked: 2500, woke_early: 1150, counted: 3500},
+                      pre={blocked: 1500, counted: 2500}, count={blocked: 1, counted: 1})
+    assert snap[blocked] == dict(pp.empty_record(), lock_ns=1500, lock_count=1)
+    assert snap[counted] == dict(pp.empty_record(), lock_ns=2500, lock_count=1)
+    assert stream._blocked == {}
+
+
+def test_prints_after_the_stop_are_ignored():
+    stream = pp.ProbeStream("json")
+    stream.feed(mark("ready", 1000))
+    lock_print(stream, 2000, ns={K: -1500})
+    stream.stop_at(2500)
+    snap = lock_print(stream, 3000, ns={K: -1500})
+    assert snap[K]["lock_ns"] == 500 and stream.spans() == {"locktime": (1000, 2000)}
+
+
 @pytest.mark.parametrize("key", ["4242,4243", "4242, 4243", "(4242, 4243)"])
 def test_map_key_spellings_of_bpftrace_versions(key):
     line = '{"type": "map", "data": {"@runq_ns": {"0,0": 0, "%s": 12}}}' % key
-    assert pp.parse_bpftrace_line(line) == ("map", "runqlat", "runq_ns", {(4242, 4243): 12})
+    assert pp.parse_bpftrace_line(line) == ("map", "runqlat", {"runq_ns": {(4242, 4243): 12}})
+
+
+def test_a_tuple_map_gives_fields_that_change_together():
+    line = '{"type": "map", "data": {"@migrations": {"0,0": [0,0], "7,8": [31,4]}}}'
+    assert pp.parse_bpftrace_line(line) == (
+        "map", "migrations", {"migrations": {(7, 8): 31}, "cross_domain": {(7, 8): 4}})
+    for bad in ('[31]', '31', '[31,"x"]', '[31,4,5]'):
+        with pytest.raises(pp.ParseError):
+            pp.parse_bpftrace_line('{"type": "map", "data": {"@migrations": {"7,8": %s}}}' % bad)
 
 
 def test_bpftrace_lines_of_no_interest_or_malformed():
@@ -215,13 +375,22 @@ def test_bt_header_and_outputs(name):
     code = text[text.index("*/"):]
     assert code.count("// TUMBLER-PRELUDE") == 1
     assert "interval:ms:$2" in code and "@target[$1] = 1;" in code
-    for mark in pp.MARKS:
-        assert 'printf("tumbler-probe %s %s\\n");' % (name, mark) in code
+    # markers say when (nsecs), "ready" when counting starts, from the
+    # probe declared last (attached last)
+    for mark in ("period", "final"):
+        assert 'printf("tumbler-probe %s %s %%lld\\n", nsecs);' % (name, mark) in code
+    last = code[code.rindex("\n}\n", 0, len(code) - 2):]
+    assert "interval:ms:10\n/@start == 0/" in last
+    assert 'printf("tumbler-probe %s ready %%lld\\n", @start);' % name in last
+    # every clause but task_newtask, the exit cleanup, BEGIN and END waits for @start
+    for head in re.findall(r"^((?:tracepoint|interval)[^{]*)\{", code, re.M):
+        if "task_newtask" not in head and "sched_process_exit" not in head:
+            assert "@start" in head, head
     # every map it prints is one the parser knows, for this script, keyed [pid, tid]
     printed = set(re.findall(r"print\((@\w+)\)", code))
     assert printed == {m for m, (s, _) in pp.MAP_FIELD.items() if s == name}
     for m in printed:
-        assert "%s[0, 0] = sum(0);" % m in code        # placeholder
+        assert any("%s[0, 0] = %s;" % (m, v) in code for v in ("0", "sum(0)", "(0, 0)"))
         assert "clear(%s);" % m in code
     # the example output uses the same map names
     for m in re.findall(r"^ \* (@\w+)\[", head, re.M):
@@ -303,7 +472,11 @@ def test_bpftrace_prelude_lines():
                                    {0: 0, 1: 1})
     assert text == ("@target[20] = 1; @tgid[11] = 10; @tgid[20] = 20; "
                     "@tgid[21] = 20; @dom[0] = 1; @dom[1] = 2;")
-    assert probe._bpftrace_prelude("locktime", (10, 20), {10: [10, 11]}, {0: 0}) == "@target[20] = 1;"
+    # locktime: the threads listed, each also in @lock_seen (a thread that
+    # leaves it has exited)
+    assert probe._bpftrace_prelude("locktime", (10, 20), {10: [10, 11]}, {0: 0}) == (
+        "@target[20] = 1; @lock_seen[10, 10] = 0; @tgid[11] = 10; @lock_seen[10, 11] = 0; "
+        "@tgid[20] = 20;")
     # no thread list (too many threads): still the other processes' main threads
     assert probe._bpftrace_prelude("runqlat", (10, 20), {}, None) == (
         "@target[20] = 1; @tgid[20] = 20;")
@@ -327,6 +500,54 @@ def test_with_prelude_needs_exactly_one_mark(tmp_path):
     p.write_text("BEGIN { }\n")
     with pytest.raises(TumblerError, match="TUMBLER-PRELUDE"):
         probe._with_prelude("linux", p, "@x[1] = 1;")
+
+
+# -- waits in progress at the start: what /proc shows ---------------------------
+
+def test_futex_wait_ops_are_the_ones_locktime_counts():
+    from tumbler.platform.linux import backend as linux
+    text = bt("locktime")
+    ops = {int(op) for op in re.findall(r"\$op == (\d+)", text)}
+    assert ops == linux.FUTEX_WAIT_OPS
+    assert "sys_enter_futex_waitv" in text and linux.FUTEX_WAITV_SYSCALL == 449
+
+
+def write_task(root, pid, tid, syscall, state):
+    base = root / "proc" / str(pid) / "task" / str(tid)
+    base.mkdir(parents=True)
+    (base / "syscall").write_text(syscall + "\n")
+    (base / "stat").write_text("%d (w) %s 1 1 1 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 3 0 "
+                               "5000 0 0\n" % (tid, state))
+
+
+def test_lock_waiters_read_syscall_and_state(tmp_path, monkeypatch):
+    from tumbler.platform.linux.backend import LinuxBackend
+    monkeypatch.setattr(os, "uname", lambda: types.SimpleNamespace(machine="x86_64"))
+    rest = "0x0 0x0 0x0 0x0 0x7ffd 0x7f12"
+    write_task(tmp_path, 9, 10, "202 0x5568 0x80 0x2 " + rest, "S")     # FUTEX_WAIT_PRIVATE
+    write_task(tmp_path, 9, 11, "202 0x5568 0x189 0x0 " + rest, "S")    # WAIT_BITSET|PRIVATE|RT
+    write_task(tmp_path, 9, 12, "202 0x5568 0x81 0x1 " + rest, "S")     # FUTEX_WAKE: no wait
+    write_task(tmp_path, 9, 13, "449 0x7f00 0x1 0x0 " + rest, "S")      # futex_waitv
+    write_task(tmp_path, 9, 14, "202 0x5568 0x80 0x2 " + rest, "R")     # woken, not yet back
+    write_task(tmp_path, 9, 15, "230 0x0 0x0 0x7ffd " + rest, "S")      # clock_nanosleep
+    write_task(tmp_path, 9, 16, "running", "R")
+    write_task(tmp_path, 9, 17, "202 0x5568 0x86 0x0 " + rest, "D")     # LOCK_PI, in D
+    backend = LinuxBackend(str(tmp_path))
+    before = time.monotonic_ns()
+    found = backend.lock_waiters(9, range(10, 19))           # 18: gone
+    assert sorted(found) == [10, 11, 13, 17]
+    assert all(before <= ns <= time.monotonic_ns() for ns in found.values())
+    # another machine's numbers: aarch64's futex is 98
+    monkeypatch.setattr(os, "uname", lambda: types.SimpleNamespace(machine="aarch64"))
+    assert sorted(backend.lock_waiters(9, range(10, 19))) == [13]
+
+
+def test_waitv_lines_go_on_kernels_without_futex_waitv():
+    path = probe.find_script("linux", "locktime")
+    text = probe._with_prelude("linux", path, "", probe.WAITV_MARK)
+    assert "futex_waitv" not in text.split("*/", 1)[1]
+    assert text.count("\n") == path.read_text().count("\n")       # same line numbers
+    assert "tracepoint:syscalls:sys_exit_futex\n/@start" in text
 
 
 # -- finding scripts ------------------------------------------------------------

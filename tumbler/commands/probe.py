@@ -2,12 +2,15 @@
 
 Runs the tracing scripts of ``probes/`` (bpftrace on Linux, DTrace on
 illumos; see ``tumbler.probe``) over one window of ``--duration`` seconds
-and prints one table per process:
+and prints one table per process.  The window runs from the scripts' first
+print after they are attached to their first print once ``--duration`` has
+passed; the backend samples each process right after each of those two
+prints, so the probes and the kernel's own counters cover the same time.
 
 ``USR``, ``SYS``  CPU time in user mode and in the kernel, % of the window,
-                  from backend samples taken when the probes are attached
-                  and when the window ends (as ``tumbler stat``)
-``LCK``           time blocked on user-level locks, % of the window (locks)
+                  from those backend samples (as ``tumbler stat``)
+``LCK``           time blocked on user-level locks, % of the window (locks);
+                  waits in progress count as far as they have gone
 ``LAT``           time runnable but waiting for a CPU, % of the window
                   (latency)
 ``MIGR``          CPU migrations in the window (migrations)
@@ -18,20 +21,27 @@ then a totals line per process.  Columns of kinds not traced show ``-``.
 The window ends early on SIGINT/SIGTERM/SIGHUP/SIGQUIT (the results so far
 are printed) and when every target has exited.
 
+``--check`` compares LAT (and on illumos LCK) with the kernel's own
+figures for the same threads and window, and LCK with two control threads
+of known lock time on Linux (``tracing.check``); a figure outside the
+tolerance makes the exit status 1.
+
 Without the tracing tool or the privilege it needs, one line says which and
 how to get it, and the exit status is 1 (``tumbler.probe.check_tool``).
 ``--json`` keys are documented in ``probe_record``.
 """
 
 import json
+import os
 import time
 
 import click
 
+from ..tracing import check as probe_check
 from ..tracing import session as probe
 from ..config import LEVEL_CHOICES
 from ..cpulist import format_cpulist
-from ..errors import UsageError
+from ..errors import TumblerError, UsageError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess
 from ..observers.probes import FIELDS_OF_KIND, check_tracing
@@ -39,11 +49,12 @@ from .stat import (cpu_domain_map, domain_choice, format_cell, format_domains, s
                       thread_percentages)
 from ..balance.targets import check_process
 from ..balance.waiting import SignalWaiter
+from ..records import record
 
 DEFAULT_DURATION_S = 5.0
-#: The scripts print their totals this often; the command reads only the
-#: final print (at stop), so a long period keeps the tracing cost low.
-PERIOD_MS = 1000
+#: The scripts print their totals this often.  The window starts and ends at
+#: a print, so each end waits up to one period for it.
+PERIOD_MS = 200
 #: How often the window checks for signals and exited targets.
 POLL_S = 0.2
 NAME_WIDTH = 16
@@ -59,13 +70,31 @@ def target_alive(backend, pid):
         return False
 
 
-def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waiter):
-    """Trace ``pids`` for ``duration_s``; returns (starts, ends, window_s,
-    final probe snapshot, why the window ended).  ``ends[pid]`` is None for a
-    process that exited during the window."""
+@record
+class Window:
+    """What ``trace_window`` saw: backend snapshots of each process right
+    after the first and the last print (``ends[pid]`` None if it exited),
+    the probe values in between (``{(pid, tid): record}``), the seconds
+    each kind's values cover (``traced_s``), the window's length
+    (``window_s``: the longest of those) and why the window ended."""
+
+    starts: dict
+    ends: dict
+    values: dict
+    traced_s: dict
+    window_s: float
+    ended: str
+
+
+def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waiter,
+                 sampled=None):
+    """Trace ``pids`` for ``duration_s`` (a Window).  ``sampled`` lists the
+    processes to sample (default ``pids``)."""
+    sampled = pids if sampled is None else sampled
     session.start(pids, kinds, domain_of_cpu)
+    first, first_spans = session.next_reading()
+    starts = {pid: snapshot(backend, pid) for pid in sampled}
     t0 = time.monotonic()
-    starts = {pid: snapshot(backend, pid) for pid in pids}
     deadline = t0 + duration_s
     ended = "duration"
     while True:
@@ -73,32 +102,37 @@ def trace_window(backend, session, pids, kinds, domain_of_cpu, duration_s, waite
         if signals:
             ended = "signal %d" % signals[0]
             break
-        if not any(target_alive(backend, pid) for pid in pids):
+        if not any(target_alive(backend, pid) for pid in sampled):
             ended = "targets exited"
             break
         left = deadline - time.monotonic()
         if left <= 0:
             break
         waiter.sleep(min(POLL_S, left))
+    last, last_spans = session.next_reading()
     ends = {}
-    for pid in pids:
+    for pid in sampled:
         try:
             ends[pid] = snapshot(backend, pid)
         except NoSuchProcess:
             ends[pid] = None
-    window_s = time.monotonic() - t0
-    final = session.stop()
-    return starts, ends, window_s, final, ended
+    session.stop()
+    traced_s = {kind: (last_spans[kind][1] - first_spans[kind][1]) / 1e9
+                for kind in kinds if kind in first_spans and kind in last_spans}
+    window_s = max(traced_s.values()) if traced_s else time.monotonic() - t0
+    return Window(starts, ends, probe.delta(last, first), traced_s, window_s, ended)
 
 
 # -- the numbers -----------------------------------------------------------------
 
-def _share(ns, window_s):
-    return None if ns is None else ns * 100.0 / (window_s * 1e9) if window_s > 0 else 0.0
+def _share(ns, seconds):
+    return None if ns is None or seconds is None else (
+        ns * 100.0 / (seconds * 1e9) if seconds > 0 else 0.0)
 
 
-def _rate(count, window_s):
-    return None if count is None else count / window_s if window_s > 0 else 0.0
+def _rate(count, seconds):
+    return None if count is None or seconds is None else (
+        count / seconds if seconds > 0 else 0.0)
 
 
 def _rounded(value, digits=2):
@@ -109,11 +143,12 @@ def traced_fields(kinds):
     return {f for kind in kinds for f in FIELDS_OF_KIND[kind]}
 
 
-def thread_row(tid, start, end, record, kinds, platform, window_s, elapsed_ns, uptime_ns):
+def thread_row(tid, start, end, record, kinds, platform, traced_s, elapsed_ns, uptime_ns):
     """One thread's row.  ``start``/``end`` are its ThreadTimes in the
     samples at the start and the end of the window (None where absent),
     ``elapsed_ns`` the time between those samples, ``uptime_ns`` the time
-    since boot at the end one (Linux)."""
+    since boot at the end one (Linux); ``traced_s`` the seconds each kind's
+    values cover."""
     traced = traced_fields(kinds)
     known = end or start
     row = {"tid": tid, "name": known.name if known is not None else "?"}
@@ -124,25 +159,25 @@ def thread_row(tid, start, end, record, kinds, platform, window_s, elapsed_ns, u
         row["usr"] = row["sys"] = None
     for field in probe.FIELDS:
         row[field] = record.get(field, 0) if field in traced else None
-    row["lck"] = _rounded(_share(row["lock_ns"], window_s))
-    row["lat"] = _rounded(_share(row["runq_ns"], window_s))
+    row["lck"] = _rounded(_share(row["lock_ns"], traced_s.get("locks")))
+    row["lat"] = _rounded(_share(row["runq_ns"], traced_s.get("latency")))
     return row
 
 
-def process_rows(pid, starts, ends, final, kinds, platform, window_s):
+def process_rows(pid, window, kinds, platform):
     """Rows of every thread of ``pid`` seen by a sample or a probe, by TID."""
-    first = starts[pid].sample
-    last = ends[pid].sample if ends[pid] is not None else None
-    records = probe.by_tid(final, pid)
+    first = window.starts[pid].sample
+    last = window.ends[pid].sample if window.ends[pid] is not None else None
+    records = probe.by_tid(window.values, pid)
     tids = set(first.threads) | set(records) | (set(last.threads) if last else set())
     elapsed_ns = last.wall_ns - first.wall_ns if last is not None else 0
-    uptime_ns = ends[pid].uptime_ns if last is not None else None
+    uptime_ns = window.ends[pid].uptime_ns if last is not None else None
     rows = []
     for tid in sorted(tids):
         end = last.threads.get(tid) if last is not None else None
         rows.append(thread_row(tid, first.threads.get(tid), end,
                                records.get(tid, probe.empty_record()), kinds, platform,
-                               window_s, elapsed_ns, uptime_ns))
+                               window.traced_s, elapsed_ns, uptime_ns))
     return rows
 
 
@@ -151,7 +186,7 @@ def _sum(rows, key):
     return sum(values) if values else None
 
 
-def process_totals(rows, window_s):
+def process_totals(rows, traced_s):
     """Sums over the threads, and the rates behind the totals line."""
     totals = {"threads": len(rows)}
     for key in ("usr", "sys", "lck", "lat"):
@@ -161,20 +196,34 @@ def process_totals(rows, window_s):
     count = totals["runq_count"]
     totals["mean_runq_ns"] = (None if count is None else
                               round(totals["runq_ns"] / count) if count else 0)
-    totals["migrations_per_s"] = _rounded(_rate(totals["migrations"], window_s))
-    totals["cross_domain_per_s"] = _rounded(_rate(totals["cross_domain"], window_s))
+    seconds = traced_s.get("migrations")
+    totals["migrations_per_s"] = _rounded(_rate(totals["migrations"], seconds))
+    totals["cross_domain_per_s"] = _rounded(_rate(totals["cross_domain"], seconds))
     return totals
 
 
-def probe_record(platform, kinds, infos, starts, ends, final, window_s, ended, choice,
-                 lost_events):
+def check_record(figures):
+    """``check`` of the JSON record: the tolerance, every compared figure
+    (``what``, ``pid``, ``thread``, ``probe``, ``kernel``, ``ok``) and ``ok``."""
+    return {"tolerance": {"relative": probe_check.RELATIVE_TOLERANCE,
+                          "window_percent": probe_check.WINDOW_TOLERANCE,
+                          "per_wait_ns": probe_check.PER_WAIT_NS},
+            "figures": [f._asdict() for f in figures],
+            "ok": all(f.ok for f in figures)}
+
+
+def probe_record(platform, kinds, infos, window, choice, lost_events, check=False,
+                 controls=None):
     """The command's result as a JSON-ready dict.  Keys (stable):
 
     ``platform``, ``kinds`` (traced), ``duration_s`` (the window, seconds),
-    ``ended`` ("duration", "signal N" or "targets exited"), ``level`` and
-    ``domains`` (CPU lists by index), ``lost_events`` (events the tool
-    dropped), ``processes``: one per -p, with ``pid``, ``name``, ``exited``
-    (during the window), ``threads`` and ``totals``.
+    ``traced_s`` (per kind, the seconds its values cover: the same window,
+    between two prints of that kind's script), ``ended`` ("duration",
+    "signal N" or "targets exited"), ``level`` and ``domains`` (CPU lists by
+    index), ``lost_events`` (events the tool dropped), ``processes``: one
+    per -p, with ``pid``, ``name``, ``exited`` (during the window),
+    ``threads`` and ``totals``; with ``--check``, ``check``
+    (``check_record``).
 
     A thread: ``tid``, ``name``, ``usr``, ``sys`` (% of the window, null if
     it exited before the end), ``lock_ns``, ``lock_count``, ``lck`` (% of
@@ -183,16 +232,31 @@ def probe_record(platform, kinds, infos, starts, ends, final, window_s, ended, c
     ``totals``: the same summed over the threads (percentages are then % of
     one CPU), plus ``threads``, ``mean_runq_ns``, ``migrations_per_s``,
     ``cross_domain_per_s``.
+
+    ``controls`` (``check`` on Linux): the LockControls traced with the
+    targets.
     """
-    processes = []
+    processes, figures = [], []
     for info in infos:
-        rows = process_rows(info.pid, starts, ends, final, kinds, platform, window_s)
-        processes.append({"pid": info.pid, "name": info.name, "exited": ends[info.pid] is None,
-                          "threads": rows, "totals": process_totals(rows, window_s)})
-    return {"platform": platform, "kinds": [k for k in probe.KINDS if k in kinds],
-            "duration_s": round(window_s, 3), "ended": ended, "level": choice.level,
-            "domains": [format_cpulist(cpus) for cpus in choice.domains],
-            "lost_events": lost_events, "processes": processes}
+        rows = process_rows(info.pid, window, kinds, platform)
+        processes.append({"pid": info.pid, "name": info.name,
+                          "exited": window.ends[info.pid] is None,
+                          "threads": rows, "totals": process_totals(rows, window.traced_s)})
+        if check and window.ends[info.pid] is not None:
+            figures += probe_check.kernel_figures(info.pid, rows, window.starts[info.pid].sample,
+                                                  window.ends[info.pid].sample,
+                                                  window.traced_s.get("latency"))
+    record = {"platform": platform, "kinds": [k for k in probe.KINDS if k in kinds],
+              "duration_s": round(window.window_s, 3),
+              "traced_s": {k: round(v, 3) for k, v in window.traced_s.items()},
+              "ended": window.ended, "level": choice.level,
+              "domains": [format_cpulist(cpus) for cpus in choice.domains],
+              "lost_events": lost_events, "processes": processes}
+    if check:
+        if controls is not None and "locks" in window.traced_s:
+            figures += controls.figures(window.values, window.traced_s["locks"] * 1e9)
+        record["check"] = check_record(figures)
+    return record
 
 
 # -- text ------------------------------------------------------------------------
@@ -210,7 +274,7 @@ def totals_line(totals):
     one CPU."""
     parts = ["USR %s SYS %s" % (format_share(totals["usr"]), format_share(totals["sys"]))]
     if totals["lock_ns"] is not None:
-        parts.append("locks %.3f s blocked (LCK %.1f%%) in %d waits"
+        parts.append("locks %.3f s blocked (LCK %.1f%%), %d waits begun"
                      % (totals["lock_ns"] / 1e9, totals["lck"], totals["lock_count"]))
     if totals["runq_ns"] is not None:
         parts.append("run-queue latency %.3f s (LAT %.1f%%), mean %.3f ms over %d waits"
@@ -244,6 +308,33 @@ def format_record(record):
                 format_cell(row["lat"]), format_count(row["migrations"]),
                 format_count(row["cross_domain"])))
         lines.append(totals_line(proc["totals"]))
+    if "check" in record:
+        lines.append("")
+        lines.extend(check_lines(record["check"]))
+    return lines
+
+
+def check_lines(check):
+    """The ``--check`` section: one line per figure, then the verdict."""
+    tol = check["tolerance"]
+    lines = ["check against the kernel (agree: within %g%% of its figure or %g%% of "
+             "the window, LAT %g us more per wait):"
+             % (tol["relative"] * 100, tol["window_percent"], tol["per_wait_ns"] / 1000)]
+    for f in check["figures"]:
+        if isinstance(f["thread"], int):
+            who, against = "PID %d TID %d" % (f["pid"], f["thread"]), "kernel"
+        else:
+            who, against = "control thread %s" % f["thread"], "known"
+        lines.append("  %s %-28s probe %6.2f%%  %s %6.2f%%  %s" % (
+            f["what"], who, f["probe"], against, f["kernel"],
+            "agrees" if f["ok"] else "DISAGREES"))
+    bad = sum(1 for f in check["figures"] if not f["ok"])
+    if not check["figures"]:
+        lines.append("  nothing to compare (no thread traced over the whole window)")
+    elif bad:
+        lines.append("  %d of %d figures disagree" % (bad, len(check["figures"])))
+    else:
+        lines.append("  all %d figures agree" % len(check["figures"]))
     return lines
 
 
@@ -284,9 +375,11 @@ def validate_duration(duration):
               help="Topology level of the domains behind XDOM (default auto).")
 @click.option("--domains", "domains_text", metavar="LIST", default=None,
               help="Explicit domains behind XDOM: CPU lists separated by '/'.")
+@click.option("--check", "check", is_flag=True,
+              help="Compare with the kernel's own accounting (exit status 1 if they disagree).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
-def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
+def probe_command(ctx, kind, pids, duration, level, domains_text, check, as_json):
     """Trace lock waits, run-queue latency and migrations per thread."""
     kinds = probe.KINDS if kind == "all" else (kind,)
     if duration is None:
@@ -302,19 +395,27 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
         infos = [check_process(backend, pid) for pid in pids]
         choice = domain_choice(backend, list(pids), level, domains_text)
         check_tracing(platform)
+        # Linux keeps no lock time of its own: the check traces two threads
+        # of ours whose lock time is known (not on illumos, where LCK has
+        # the kernel's microstate to meet, and dtrace -p would stop us).
+        controls = (probe_check.LockControls()
+                    if check and platform == "linux" and "locks" in kinds else None)
+        traced = list(pids) + ([os.getpid()] if controls is not None else [])
         waiter = SignalWaiter()
         try:
-            with probe.ProbeSession(platform, period_ms=PERIOD_MS) as session:
-                starts, ends, window_s, final, ended = trace_window(
-                    backend, session, list(pids), kinds, cpu_domain_map(choice), duration,
-                    waiter)
+            if controls is not None:
+                controls.start(backend)
+            with probe.ProbeSession(platform, period_ms=PERIOD_MS, backend=backend) as session:
+                window = trace_window(backend, session, traced, kinds, cpu_domain_map(choice),
+                                      duration, waiter, sampled=list(pids))
                 lost = session.lost_events
         finally:
+            if controls is not None:
+                controls.stop()
             waiter.close()
     finally:
         backend.close()
-    record = probe_record(platform, kinds, infos, starts, ends, final, window_s, ended,
-                          choice, lost)
+    record = probe_record(platform, kinds, infos, window, choice, lost, check, controls)
     if as_json:
         click.echo(json.dumps(record, indent=2))
     else:
@@ -324,3 +425,7 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, as_json):
     if lost:
         click.echo("tumbler: warning: %s lost %d events: the counts are low"
                    % ("bpftrace" if platform == "linux" else "dtrace", lost), err=True)
+    if check and not record["check"]["ok"]:
+        bad = [f for f in record["check"]["figures"] if not f["ok"]]
+        raise TumblerError("probe check: %d of %d figures disagree with the kernel's"
+                           % (len(bad), len(record["check"]["figures"])))

@@ -24,12 +24,19 @@ Life cycle (called by the run):
 ``close()``                  stop tracing (always: also after errors)
 
 The ``probe`` log object (stable keys): ``interval_s`` (seconds since the
-previous reading), the traced fields of ``tumbler.probe.FIELDS`` summed
-over the targets' threads (``lock_ns``, ``lock_count``, ``runq_ns``,
-``runq_count``, ``migrations``, ``cross_domain``), and ``per_thread``:
-``{"PID:TID": {field: value}}`` with only the threads and fields that are
-not zero.  Values lag by up to one period of the scripts (``period_ms``):
-a wait is counted when it ends.
+previous reading), ``traced_s`` (per kind, the seconds the interval's
+values cover: between the scripts' last prints before the two readings),
+the traced fields of ``tumbler.probe.FIELDS`` summed over the targets'
+threads (``lock_ns``, ``lock_count``, ``runq_ns``, ``runq_count``,
+``migrations``, ``cross_domain``), and ``per_thread``: ``{"PID:TID":
+{field: value}}`` with only the threads and fields that are not zero.
+
+Each interval holds what happened in it: lock waits in progress count as
+far as they have gone (a thread blocked through three rounds shows its
+time blocked in each, never more than ``traced_s``), so the lock time a
+regrouping saves or costs shows in the round after it, not when the
+waits end.  Values lag the round by up to one period of the scripts
+(``period_ms``), the time since their last print.
 
 Tracing is an aid, not the job: if the tracing tool dies during a run, the
 observer warns once (through the controller) and balancing goes on.
@@ -92,6 +99,7 @@ class ProbeObserver(Observer):
         self.started = None             # time.monotonic() at start
         self.ended = None               # at the last reading
         self._last = {}                 # cumulative snapshot at the last reading
+        self._last_spans = {}           # its spans (ProbeSession.reading)
         self._last_time = None
         self._round = None              # controller round of the current interval
         self.interval = None            # {"interval_s", fields..., "per_thread"}
@@ -115,7 +123,7 @@ class ProbeObserver(Observer):
                       domain_of_cpu(controller.domains))
         self.session = session
         self.started = self._last_time = self.ended = time.monotonic()
-        self._last = session.snapshot()
+        self._last, self._last_spans = session.reading()
         self._round = controller.stats.intervals
 
     def write_round(self, controller, plan, moves):
@@ -167,7 +175,8 @@ class ProbeObserver(Observer):
         if session is None:
             return
         try:
-            final = session.stop()
+            session.stop()
+            final = session.reading()
         except TumblerError as exc:
             self.failure = self.failure or str(exc)
             final = None
@@ -185,11 +194,11 @@ class ProbeObserver(Observer):
             return
         self._round = controller.stats.intervals
         try:
-            snap = self.session.snapshot()
+            reading = self.session.reading()
         except TumblerError as exc:
             self._give_up(controller, str(exc))
             return
-        self.interval = self._account(snap, time.monotonic(), per_thread=True)
+        self.interval = self._account(reading, time.monotonic(), per_thread=True)
 
     def _give_up(self, controller, why):
         self.failure = why
@@ -198,8 +207,10 @@ class ProbeObserver(Observer):
         session.kill()
         controller.warn("probes stopped, balancing goes on: %s" % why)
 
-    def _account(self, snap, now, per_thread):
-        """Add the change since the last reading to the totals; return it."""
+    def _account(self, reading, now, per_thread):
+        """Add the change since the last reading (a ProbeSession.reading)
+        to the totals; return it."""
+        snap, spans = reading
         change = probe.delta(snap, self._last)
         summed = {}
         threads = {}
@@ -211,9 +222,13 @@ class ProbeObserver(Observer):
         for field in self.fields:
             summed.setdefault(field, 0)
         add_into(self.totals, summed, self.fields)
-        interval = {"interval_s": round(now - self._last_time, 4)}
+        interval = {"interval_s": round(now - self._last_time, 4),
+                    "traced_s": {kind: round((at - self._last_spans.get(kind, (start, start))[1])
+                                             / 1e9, 4)
+                                 for kind, (start, at) in spans.items()}}
         interval.update(summed)
         if per_thread:
             interval["per_thread"] = threads
-        self._last, self._last_time, self.ended = snap, now, now
+        self._last, self._last_spans = snap, spans
+        self._last_time = self.ended = now
         return interval

@@ -314,6 +314,13 @@ class Backend:
         see ``counts_context_switches``."""
         raise Unsupported("context switches are not counted on %s" % self.name)
 
+    def lock_waiters(self, pid, tids):
+        """Which of ``tids`` are asleep in a user-lock wait now (a thread
+        blocked in it since before tracing began shows no event to the
+        probes until it wakes): ``{tid: time.monotonic_ns() after reading
+        it}``.  Default: none found (the OS cannot tell)."""
+        return {}
+
     def thread_name(self, pid, tid):
         """The thread's current name (threads often rename themselves after
         they start), or None where only the name of the last ``sample`` is

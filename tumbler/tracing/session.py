@@ -22,8 +22,15 @@ gives an interval's values, ``process_totals(snap)`` sums per process,
 ``by_tid(snap, pid)`` keeps one process.
 
 Values lag by up to one period (``period_ms``): the scripts print their
-totals every period, and a wait is counted when it ends.  On Linux a thread
-that exits is dropped from the totals.
+totals every period.  The Linux scripts start counting once every
+probe is attached, say when each print was made, and count lock waits and
+run-queue waits as they go (``reading`` gives each kind's span): an
+interval's values hold what happened in it.  Lock waits already in
+progress at the start count from the start: a thread the platform backend
+finds asleep in a lock wait just after the start (``lock_waiters``) and
+the script has seen nothing of since, while it lasts; any other, when it
+ends (``parse.locks_as_of``).  On illumos the DTrace scripts count a wait
+when it ends.  On Linux a thread that exits is dropped from the totals.
 """
 
 import atexit
@@ -37,10 +44,11 @@ import threading
 import time
 from pathlib import Path
 
-from .parse import (FIELDS, KINDS, SCRIPT_OF_KIND, ParseError,
+from .parse import (FIELDS, KIND_OF_SCRIPT, KINDS, SCRIPT_OF_KIND, ParseError,
                                   ProbeStream, by_tid, delta, empty_record,
                                   merge, process_totals)
 from ..errors import TumblerError, UsageError
+from ..platform import NoSuchProcess, PlatformError, open_backend
 from ..safefile import UnsafePath, private_tempdir, read_trusted
 
 __all__ = [
@@ -251,11 +259,13 @@ def _bpftrace_prelude(script, pids, tids_of, domain_of_cpu):
     lines = []
     for pid in pids[1:]:
         lines.append("@target[%d] = 1;" % pid)
-    if script in ("runqlat", "migrations"):
-        for pid in pids:
-            for tid in sorted(set(tids_of.get(pid, ())) | {pid}):
-                if (tid, pid) != (pids[0], pids[0]):   # the script sets that one
-                    lines.append("@tgid[%d] = %d;" % (tid, pid))
+    for pid in pids:
+        for tid in sorted(set(tids_of.get(pid, ())) | {pid}):
+            if (tid, pid) != (pids[0], pids[0]):   # the script sets that one
+                lines.append("@tgid[%d] = %d;" % (tid, pid))
+            if script == "locktime" and tid in tids_of.get(pid, ()):
+                # listed from the start: a thread that leaves @lock_seen has exited
+                lines.append("@lock_seen[%d, %d] = 0;" % (pid, tid))
     if script == "migrations" and domain_of_cpu:
         for cpu, dom in sorted(domain_of_cpu.items()):
             lines.append("@dom[%d] = %d;" % (cpu, dom + 1))
@@ -269,25 +279,38 @@ def _dtrace_prelude(script, domain_of_cpu):
     return ""
 
 
-def _with_prelude(platform_name, path, prelude):
-    """The script's text with ``prelude`` put on its TUMBLER-PRELUDE line, so
-    that line numbers in the tool's error messages stay those of the file."""
+def _with_prelude(platform_name, path, prelude, drop_mark=None):
+    """The script's text with ``prelude`` put on its TUMBLER-PRELUDE line, and
+    the lines that end with ``drop_mark`` emptied, so that line numbers in
+    the tool's error messages stay those of the file."""
     text = path.read_text()
     mark = PRELUDE_MARK[platform_name]
     if text.count(mark) != 1:
         raise TumblerError("probe script %s must hold the line '%s' once"
                            % (path, mark))
+    if drop_mark:
+        text = "\n".join("" if line.endswith(drop_mark) else line
+                         for line in text.split("\n"))
     return text.replace(mark, prelude + " " + mark if prelude else mark)
 
 
-def _linux_threads(pid):
+#: locktime.bt's lines that trace futex_waitv(2), whose tracepoints kernels
+#: before 5.16 lack (a missing tracepoint stops bpftrace from loading).
+WAITV_MARK = "// TUMBLER-WAITV"
+
+
+def _has_futex_waitv():
+    return os.path.isdir(os.path.join(tracefs_dir(), "events", "syscalls",
+                                      "sys_enter_futex_waitv"))
+
+
+def _threads(backend, pid):
     try:
-        return sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
-    except FileNotFoundError:
+        return list(backend.thread_ids(pid))
+    except NoSuchProcess:
         raise TumblerError("no such process: %d" % pid) from None
-    except OSError as e:
-        raise TumblerError("cannot list the threads of process %d: %s"
-                           % (pid, e.strerror)) from None
+    except PlatformError as e:
+        raise TumblerError("cannot list the threads of process %d: %s" % (pid, e)) from None
 
 
 # -- one tracing process -----------------------------------------------------
@@ -306,6 +329,8 @@ class _Child:
         self.env = env
         self.stream = ProbeStream(fmt)
         self.lock = threading.Lock()
+        self.printed = threading.Condition(self.lock)   # notified at each print's marker
+        self.prints = 0             # markers after values (period, final)
         self.ready = threading.Event()      # all scripts ready, or EOF
         self.eof = threading.Event()
         self.stderr = collections.deque(maxlen=40)
@@ -333,16 +358,23 @@ class _Child:
     def _read_stdout(self):
         try:
             for line in self.proc.stdout:
+                received = time.monotonic_ns()
                 with self.lock:
                     try:
-                        self.stream.feed(line)
+                        event = self.stream.feed(line, received)
                     except ParseError as e:
                         self.parse_errors.append(str(e))
+                        event = None
                     if self.scripts <= self.stream.ready:
                         self.ready.set()
+                    if event and event[0] == "marker" and event[2] != "ready":
+                        self.prints += 1
+                        self.printed.notify_all()
         finally:
             self.eof.set()
             self.ready.set()
+            with self.lock:
+                self.printed.notify_all()
 
     def _read_stderr(self):
         for line in self.proc.stderr:
@@ -355,8 +387,29 @@ class _Child:
             return self.scripts <= self.stream.ready
 
     def values(self):
+        """(values, spans) of the stream, read together."""
         with self.lock:
-            return self.stream.values()
+            return self.stream.values(), self.stream.spans()
+
+    def wait_print(self, after, deadline):
+        """Wait until every script has printed more than ``after`` times
+        (the value of ``prints`` before), the tool ended, or ``deadline``
+        (monotonic s) passed; True if printed."""
+        with self.lock:
+            while self.prints < after + len(self.scripts) and not self.eof.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.printed.wait(left)
+            return self.prints >= after + len(self.scripts)
+
+    def stop_at(self, ns):
+        with self.lock:
+            self.stream.stop_at(ns)
+
+    def expect_blocked(self, waiters):
+        with self.lock:
+            self.stream.expect_blocked(waiters)
 
     def error_line(self):
         """The most telling line bpftrace/dtrace wrote to stderr, or ''."""
@@ -444,10 +497,13 @@ class ProbeSession:
             s.start([pid], {"latency", "migrations"}, {0: 0, 1: 0, 2: 1, 3: 1})
             ...
             now = s.snapshot()        # non-blocking, cumulative
+            values, spans = s.next_reading()    # after the scripts' next print
             ...
             final = s.stop()
 
-    ``start`` returns once every probe is attached.  No tracing process
+    ``start`` returns once every probe is attached and counting.  ``backend``
+    (a platform Backend; default: one opened for ``start``) lists the
+    threads and finds those asleep in a lock wait.  No tracing process
     outlives the session: ``stop``, leaving the ``with`` block, an exception
     in ``start``, interpreter exit (atexit) and the death of this process
     (the tools die of SIGPIPE at their next print) all end them.  A session
@@ -455,7 +511,7 @@ class ProbeSession:
     """
 
     def __init__(self, platform_name=None, period_ms=100, ready_timeout=120.0,
-                 stop_timeout=30.0):
+                 stop_timeout=30.0, backend=None):
         self.platform = platform_name or current_platform()
         _check_platform(self.platform)
         if not isinstance(period_ms, int) or period_ms < 10:
@@ -469,6 +525,8 @@ class ProbeSession:
         self._children = []
         self._running = False
         self._final = None
+        self._backend = backend         # None: one is opened for start() only
+        self._tids_of = {}              # threads listed to the scripts
 
     # context manager: always end the children
     def __enter__(self):
@@ -500,27 +558,51 @@ class ProbeSession:
         tool = check_tool(self.platform)
         scripts = [SCRIPT_OF_KIND[k] for k in KINDS if k in kinds]
         workdir = private_tempdir("tumbler-probe-")
+        backend = self._backend or open_backend(self.platform)
         try:
             if self.platform == "linux":
-                self._children = self._linux_children(tool, scripts, workdir)
+                self._children = self._linux_children(backend, tool, scripts, workdir)
             else:
                 self._children = self._illumos_children(tool, scripts, workdir)
             for child in self._children:
                 child.start()
             self._wait_ready()
+            if self.platform == "linux" and "locks" in kinds:
+                self._find_lock_waiters(backend)
         except BaseException:
             self.kill()
             raise
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+            if backend is not self._backend:
+                backend.close()
         self._running = True
         return self
 
-    def _linux_children(self, tool, scripts, workdir):
-        threads = dict((pid, _linux_threads(pid)) for pid in self.pids)
+    def _find_lock_waiters(self, backend):
+        """Tell locktime's reader which listed threads are asleep in a lock
+        wait now that every probe is attached: those the script has seen no
+        event of since its start have been blocked since then (see
+        ``parse.locks_as_of``).  Unlisted threads are never told: nothing
+        would show that they exited."""
+        waiters = {}
+        for pid, tids in self._tids_of.items():
+            try:
+                found = backend.lock_waiters(pid, tids)
+            except PlatformError:
+                continue                # gone: nothing to count
+            waiters.update(((pid, tid), ns) for tid, ns in found.items())
+        for child in self._children:
+            if "locktime" in child.scripts:
+                child.expect_blocked(waiters)
+
+    def _linux_children(self, backend, tool, scripts, workdir):
+        threads = dict((pid, _threads(backend, pid)) for pid in self.pids)
         nthreads = sum(len(t) for t in threads.values())
         # Too many threads make a long BEGIN block: let the scripts learn them.
         tids_of = threads if nthreads <= MAX_PRELUDE_TIDS else {}
+        self._tids_of = tids_of
+        drop = None if _has_futex_waitv() else WAITV_MARK
         env = dict(os.environ)
         keys = BPFTRACE_DEFAULT_MAP_KEYS
         while keys < 4 * nthreads:
@@ -531,7 +613,7 @@ class ProbeSession:
         for script in scripts:
             text = _with_prelude("linux", find_script("linux", script),
                                  _bpftrace_prelude(script, self.pids, tids_of,
-                                                   self.domain_of_cpu))
+                                                   self.domain_of_cpu), drop)
             path = os.path.join(workdir, script + ".bt")
             with open(path, "w") as f:
                 f.write(text)
@@ -587,19 +669,62 @@ class ProbeSession:
                     raise TumblerError(child.describe_failure())
 
     def _values(self):
-        return merge(*(c.values() for c in self._children))
+        values, spans = [], {}
+        for child in self._children:
+            v, s = child.values()
+            values.append(v)
+            for script, (start, at) in s.items():
+                # illumos: one dtrace per process, each with every script
+                first, last = spans.get(script, (start, at))
+                spans[script] = (min(first, start), max(last, at))
+        return merge(*values), {KIND_OF_SCRIPT[script]: span for script, span in spans.items()}
+
+    def reading(self):
+        """(snapshot, spans): :meth:`snapshot` and, for each kind that has
+        printed, ``(start ns, ns of the values)`` on CLOCK_MONOTONIC (the
+        clock of ``time.monotonic_ns``), read together.  The values of a
+        kind hold what happened between those two times; on Linux they
+        include the lock and run-queue waits still in progress then.  Never
+        blocks.
+
+        Raises TumblerError if a tracing process died with an error.
+        """
+        if self._final is not None:
+            return {k: dict(v) for k, v in self._final.items()}, dict(self._final_spans)
+        if not self._children:
+            raise TumblerError("probe session not started")
+        self._check_children()
+        return self._values()
+
+    def next_reading(self, timeout=None):
+        """:meth:`reading` once every tracing process has printed again
+        after this call: values as of a moment after it, for windows that
+        must start or end now (``tumbler probe``).  TumblerError if one
+        has not printed within ``timeout`` s (default: 10 periods + 5 s)."""
+        if not self._children or self._final is not None:
+            return self.reading()
+        if timeout is None:
+            timeout = 10 * self.period_ms / 1000.0 + 5.0
+        deadline = time.monotonic() + timeout
+        with_prints = []
+        for child in self._children:
+            with child.lock:
+                with_prints.append((child, child.prints))
+        for child, before in with_prints:
+            if not child.wait_print(before, deadline):
+                self._check_children()      # died with an error: say so
+                if not child.eof.is_set():
+                    raise TumblerError("%s (%s) printed nothing for %g s"
+                                       % (os.path.basename(child.argv[0]), child.label,
+                                          timeout))
+        return self.reading()
 
     def snapshot(self):
         """``{(pid, tid): record}``, cumulative since start; never blocks.
 
         Raises TumblerError if a tracing process died with an error.
         """
-        if self._final is not None:
-            return {k: dict(v) for k, v in self._final.items()}
-        if not self._children:
-            raise TumblerError("probe session not started")
-        self._check_children()
-        return self._values()
+        return self.reading()[0]
 
     def totals(self):
         """``{pid: record}`` from :meth:`snapshot`."""
@@ -619,14 +744,23 @@ class ProbeSession:
             return {k: dict(v) for k, v in self._final.items()}
         if not self._children:
             raise TumblerError("probe session not started")
+        try:
+            self.next_reading()             # values as of a moment after this call
+        except TumblerError:
+            pass                            # a tool that died: said just below
         failed = [c for c in self._children
                   if c.eof.is_set() and not c.stopping and c.proc.poll() not in (None, 0)]
+        # On SIGINT bpftrace detaches its probes one by one (a few hundred
+        # ms) and goes on printing: waits would then end unseen and go on
+        # counting.  The final values are those of the last print before it.
+        stop_ns = time.monotonic_ns()
         for child in self._children:
+            child.stop_at(stop_ns)
             child.interrupt()
         for child in self._children:
             child.join(self.stop_timeout)
         self._running = False
-        self._final = self._values()
+        self._final, self._final_spans = self._values()
         if failed:
             raise TumblerError(failed[0].describe_failure())
         return {k: dict(v) for k, v in self._final.items()}
@@ -684,8 +818,10 @@ def run_window(pids, kinds, duration_s, domain_of_cpu=None, platform_name=None,
                period_ms=100):
     """Trace ``pids`` for ``duration_s`` seconds; the final ``{(pid, tid): record}``.
 
-    The one-shot behind ``tumbler probe``.  Returns early if every tracing
-    process ends by itself (illumos: the processes exited).
+    A one-shot window from the start (``tumbler probe`` instead takes its
+    window between two prints, ``commands.probe.trace_window``).  Returns
+    early if every tracing process ends by itself (illumos: the processes
+    exited).
     """
     if duration_s <= 0:
         raise UsageError("probe duration must be positive, not %r" % (duration_s,))

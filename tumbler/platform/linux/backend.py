@@ -55,6 +55,18 @@ _STAT_STATE, _STAT_FLAGS, _STAT_UTIME, _STAT_STIME = 0, 6, 11, 12
 _STAT_NUM_THREADS, _STAT_STARTTIME, _STAT_PROCESSOR = 17, 19, 36
 _STAT_STARTCODE, _STAT_ENDCODE, _STAT_STARTSTACK = 23, 24, 25
 
+#: futex(2)'s number in /proc/PID/task/TID/syscall, by machine (the kernel's
+#: syscall tables: arch/x86/entry/syscalls, include/uapi/asm-generic/unistd.h
+#: and the others); futex_waitv(2) has one number everywhere (kernel >= 5.16).
+FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "riscv64": 98, "loongarch64": 98,
+                 "ppc64le": 221, "ppc64": 221, "s390x": 238, "i686": 240, "i386": 240,
+                 "armv7l": 240, "armv6l": 240}
+FUTEX_WAITV_SYSCALL = 449
+#: The futex ops (op & 0x7f) that sleep until woken: FUTEX_WAIT, LOCK_PI,
+#: WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2 -- what probes/linux/locktime.bt
+#: counts as lock waits.
+FUTEX_WAIT_OPS = frozenset((0, 6, 9, 11, 13))
+
 #: process_state re-reads the main thread's stat at least this often while
 #: the threads stay the same (see process_state).
 STATE_READ_NS = 1_000_000_000
@@ -536,6 +548,33 @@ class LinuxBackend(Backend):
             return self._read_stat(files, tid)[0]
         except NoSuchProcess:
             raise NoSuchProcess(pid, tid) from None
+
+    def lock_waiters(self, pid, tids):
+        """See Backend.lock_waiters: a thread asleep (state S or D) whose
+        ``syscall`` file names futex with a waiting op (its 2nd number) or
+        futex_waitv.  The kernel fills that file only for a thread that is
+        not running; ``wchan`` would add nothing (it names the futex wait
+        while the thread sleeps in one).  A futex call of a 32-bit program
+        on a 64-bit kernel carries the 32-bit number and is not found."""
+        futex = FUTEX_SYSCALL.get(os.uname().machine)
+        found = {}
+        for tid in tids:
+            base = "%s/%d/task/%d/" % (self.proc, pid, tid)
+            try:
+                call = _read_path(base + "syscall", 512).split()
+                state = parse_stat(_read_path(base + "stat").decode(errors="replace"))[1][
+                    _STAT_STATE]
+            except (OSError, IndexError):
+                continue                    # gone, or not ours to read
+            try:
+                nr = int(call[0])
+                waits = ((nr == futex and int(call[2], 16) & 0x7f in FUTEX_WAIT_OPS)
+                         or nr == FUTEX_WAITV_SYSCALL)
+            except (IndexError, ValueError):
+                continue                    # "running", or no system call
+            if waits and state in ("S", "D"):
+                found[tid] = time.monotonic_ns()
+        return found
 
     def context_switches(self, pid, tid):
         """voluntary_ctxt_switches and nonvoluntary_ctxt_switches of a
