@@ -512,12 +512,14 @@ def started_ready(procs, command, cpus):
 
 
 def test_threads_born_of_speed_pins_are_put_back(spawner, procs, state, tmp_path, two_cpus):
-    """One domain: speed balancing pins the spinners, and the sleeping
-    threads spawner-0 makes between its spins inherit its pin."""
+    """One domain: speed balancing pins the spinners (``--policy speed``:
+    spinners show auto no evidence), and the sleeping threads spawner-0
+    makes between its spins inherit its pin."""
     both = frozenset(two_cpus)
     target = started_ready(procs, [spawner, "3", "300", "10", "0", "0"], both)
     log = tmp_path / "run.jsonl"
-    tumbler = procs.tumbler("--domains", "%d,%d" % two_cpus, "--duration", "4", "--log",
+    tumbler = procs.tumbler("--policy", "speed", "--domains", "%d,%d" % two_cpus,
+                            "--duration", "4", "--log",
                             str(log), "-p", str(target.pid), state_dir=state)
     status, stderr = finish(tumbler)
     assert status == 0, stderr
@@ -595,14 +597,15 @@ def test_sigkill_then_restore_covers_threads_and_children_born_since(
 def test_sigkill_then_restore_adopts_threads_born_of_a_speed_pin(spawner, procs, state,
                                                                  two_cpus):
     """One domain: killed while spawner-0 was pinned to one CPU by speed
-    balancing, tumbler leaves it there, and the sleepers it makes inherit
-    that single-CPU mask: ``tumbler restore`` puts them back too."""
+    balancing (``--policy speed``), tumbler leaves it there, and the
+    sleepers it makes inherit that single-CPU mask: ``tumbler restore``
+    puts them back too."""
     both = frozenset(two_cpus)
     target = started_ready(procs, [spawner, "3", "100", "30", "0", "0"], both)
     maker = next(t for t, n in thread_names(target.pid).items() if n == "spawner-0")
     for _ in range(20):
-        tumbler = procs.tumbler("--domains", "%d,%d" % two_cpus, "-p", str(target.pid),
-                                state_dir=state)
+        tumbler = procs.tumbler("--policy", "speed", "--domains", "%d,%d" % two_cpus, "-p",
+                                str(target.pid), state_dir=state)
         wait_until(lambda: len(thread_masks(target.pid)[maker]) == 1,
                    what="speed balancing to pin spawner-0")
         tumbler.kill()
