@@ -300,3 +300,26 @@ def test_a_regrouping_is_held_until_the_last_one_is_a_load_window_old():
     # Placed at the first round (never held), then moved every third round.
     moves = [i for i in range(1, 8) if domains[i] != domains[i - 1]]
     assert moves == [3, 6], domains
+
+
+def test_without_switch_counts_auto_leaves_crowded_threads_to_the_os_calmly():
+    """A backend that cannot count context switches gives auto no evidence
+    of barriers: three always-runnable threads on 2 cores are the OS's,
+    and the rounds come at the calm watch, not the 100 ms judging pace
+    (which would never end: the counts never come)."""
+    from tumbler.engine.policy import WATCH_INTERVAL_MS, make_policy
+    backend = ScriptedBackend()
+    assert not backend.counts_context_switches
+    for tid in (101, 102, 103):
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset({0, 1}),), "test")
+    controller = Controller(backend, NullBinder(), make_policy("auto"), choice)
+    controller.add_target(PID)
+    for _ in range(8):      # 0.8 s: 2 CPUs among 3 threads, each waiting the rest
+        backend.now += 100 * MS
+        for tid, share in ((101, 0.5), (102, 0.5), (103, 1.0)):
+            backend.run(tid, share * 100, lat_ms=(1 - share) * 100)
+        decision = controller.round()
+    assert decision.engaged == [] and decision.pins == {}
+    assert decision.interval_ms == WATCH_INTERVAL_MS
+    assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores"

@@ -22,6 +22,10 @@ SWITCH_MIN_RUN_NS = 50_000_000
 
 
 _UNKNOWN = (None, None)
+#: What a backend that cannot count switches gives: known, and no sign of
+#: barriers -- auto leaves such threads to the OS instead of judging them
+#: (and rounding every 100 ms) for ever.
+_NO_EVIDENCE = (0.0, 0.0)
 
 
 class SpeedSteps:
@@ -123,7 +127,7 @@ class SpeedSteps:
         None until the readings span ``SWITCH_MIN_SPAN_NS`` (0.3 s).
         """
         if not self.backend.counts_context_switches:
-            return _UNKNOWN
+            return _NO_EVIDENCE
         now = thread.prev_wall          # this round's sample
         switches = thread.switches
         if switches and now - switches[-1][0] < SWITCH_READ_NS:
