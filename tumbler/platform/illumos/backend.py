@@ -247,14 +247,19 @@ class IllumosBackend(Backend):
 
     def lwp_info(self, pid, tid):
         """LwpInfo of one LWP from /proc/PID/lwp/LWPID/lwpsinfo."""
-        path = "%s/%d/lwp/%d/lwpsinfo" % (self.proc, pid, tid)
+        return parse_lwpsinfo(self._read_lwp(pid, tid, "lwpsinfo", LWPSINFO.size))
+
+    def _read_lwp(self, pid, tid, name, size):
+        """The ``size`` bytes of /proc/PID/lwp/LWPID/NAME; NoSuchProcess if
+        the LWP is gone (or the file is short)."""
+        path = "%s/%d/lwp/%d/%s" % (self.proc, pid, tid, name)
         try:
-            data = _read_file(path, LWPSINFO.size)
+            data = _read_file(path, size)
         except OSError as exc:
             raise _read_error(exc, path, pid, tid) from None
-        if len(data) < LWPSINFO.size:
+        if len(data) < size:
             raise NoSuchProcess(pid, tid)
-        return parse_lwpsinfo(data)
+        return data
 
     def bound_lwps(self):
         """(pid, lwpid, pr_bindpset, pr_bindpro) of every live LWP of every
@@ -298,14 +303,7 @@ class IllumosBackend(Backend):
         """``pr_vctx`` and ``pr_ictx`` of the LWP's ``lwpusage`` (prusage_t,
         offsets 392 and 400: structs.py; ``pr_ictx`` counts preemptions and
         yields alike, as Linux's nonvoluntary switches)."""
-        path = "%s/%d/lwp/%d/lwpusage" % (self.proc, pid, tid)
-        try:
-            data = _read_file(path, PRUSAGE.size)
-        except OSError as exc:
-            raise _read_error(exc, path, pid, tid) from None
-        if len(data) < PRUSAGE.size:
-            raise NoSuchProcess(pid, tid)
-        fields = PRUSAGE.unpack_from(data)
+        fields = PRUSAGE.unpack_from(self._read_lwp(pid, tid, "lwpusage", PRUSAGE.size))
         return fields[_PR_VCTX], fields[_PR_VCTX + 1]
 
     def _lwp_binding(self, pid, tid):
