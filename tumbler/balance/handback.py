@@ -68,6 +68,8 @@ class HandBack:
         for _ in range(SWEEP_PASSES):
             found = 0
             for pid in list(self.targets):
+                if not self._same_process(pid):
+                    continue        # exited, its PID maybe another's: nothing of ours
                 try:
                     tids = self.backend.thread_ids(pid)
                 except NoSuchProcess:
@@ -87,6 +89,19 @@ class HandBack:
             if not found:
                 break
         return failed
+
+    def _same_process(self, pid):
+        """Whether target ``pid`` is still the process tumbler took on: a
+        fresh read of the fd the backend keeps on it (Linux: its main
+        thread's stat, bound to the process, not to the number).  A target
+        that exited leaves its PID to the next process made, any user's,
+        whose threads may well carry a mask equal to one tumbler set (a
+        one-CPU domain's): never hand those "back"."""
+        try:
+            self.backend.process_state(pid, fresh=True)
+        except NoSuchProcess:
+            return False
+        return True
 
     def _put_back_children(self, pid, threads, untracked=()):
         """Hand back the threads of the child processes of ``threads`` (and

@@ -123,8 +123,9 @@ class ThreadTracking:
                 elif parent in targets:
                     forked.add(parent)
         for parent in forked & set(self.targets):
-            self._put_back_children(parent, [t for t in self.threads.values()
-                                             if t.pid == parent and t.touched])
+            if self._same_process(parent):
+                self._put_back_children(parent, [t for t in self.threads.values()
+                                                 if t.pid == parent and t.touched])
 
     def _adopt(self, pid, parent, parent_start):
         """Manage ``pid``, a child of the followed target ``parent``.  It
