@@ -368,17 +368,19 @@ def read_trusted(path, limit):
         return directory.read(name, limit, trusted=True)
 
 
-def private_directory(path):
+def private_directory(path, create=True):
     """The Directory ``path``, the caller's own and not writable by others
     (a state directory), created 0700 -- with any missing parent -- if
-    missing; a link on the way is followed only where the module doc's
-    rules allow."""
+    missing and ``create`` (else FileNotFoundError); a link on the way is
+    followed only where the module doc's rules allow."""
     try:
         directory = open_directory(path)
     except FileNotFoundError:
+        if not create:
+            raise
         path = os.path.abspath(path)
         parent_path, name = os.path.split(path)
-        with private_directory(parent_path) if not _exists(parent_path) \
+        with private_directory(parent_path) if not os.path.lexists(parent_path) \
                 else open_directory(parent_path) as parent:
             try:
                 os.mkdir(name, 0o700, dir_fd=parent.fd)
@@ -395,10 +397,6 @@ def private_directory(path):
         directory.close()
         raise
     return directory
-
-
-def _exists(path):
-    return os.path.lexists(path)
 
 
 def check_directory(path):

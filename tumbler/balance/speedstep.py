@@ -96,14 +96,18 @@ class SpeedSteps:
         How often a thread sleeps and switches is read (a /proc read per
         thread) only for the always-runnable threads of crowded domains.
         """
-        # tuple.__new__: a named tuple's own __new__ is a Python call.
+        # tuple.__new__: a named tuple's own __new__ is a Python call.  One
+        # comprehension, no rates looked up when nothing is crowded: this
+        # runs for every thread every round.
         new = tuple.__new__
-        views = []
-        for t in threads:
-            rates = self._rates_if_crowded(t, crowded) if crowded else _UNKNOWN
-            views.append(new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
-                                          t.exec_ns, t.wall_ns, t.runnable) + rates))
-        return views
+        if not crowded:
+            return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
+                                     t.exec_ns, t.wall_ns, t.runnable, None, None))
+                    for t in threads]
+        rates = self._rates_if_crowded
+        return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
+                                 t.exec_ns, t.wall_ns, t.runnable) + rates(t, crowded))
+                for t in threads]
 
     def _rates_if_crowded(self, thread, crowded):
         if thread.domain in crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:

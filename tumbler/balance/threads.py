@@ -404,10 +404,9 @@ class ThreadTracking:
                     sample = self.backend.sample(pid)
                     # The PID may name another process now (the target
                     # exited since the last round, its PID taken): its
-                    # "new threads" are not ours.  A fresh read of the
-                    # target's own kept stat fd tells; the next round
-                    # then drops it.
-                    if self.backend.process_state(pid, fresh=True)[0]:
+                    # "new threads" are not ours (handback.py,
+                    # _same_process); the next round drops it.
+                    if not self._same_process(pid):
                         continue
                     self._track(sample, place=True)
                 except NoSuchProcess:

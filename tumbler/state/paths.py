@@ -7,7 +7,7 @@ import sys
 
 from .. import safefile
 from ..errors import EXIT_FAILURE, TumblerError
-from ..safefile import UnsafePath, open_directory, private_directory
+from ..safefile import UnsafePath, private_directory
 
 ENV_STATE_DIR = "TUMBLER_STATE_DIR"
 
@@ -46,7 +46,7 @@ def ensure_dir(path):
     (tumbler.safefile: also what makes $TUMBLER_STATE_DIR safe to honour
     as root)."""
     try:
-        private_directory(path).close()
+        directory = private_directory(path)
     except UnsafePath as exc:
         raise StateError("state directory: %s" % exc) from None
     except OSError as exc:
@@ -54,14 +54,16 @@ def ensure_dir(path):
                          % (path, exc.strerror)) from None
     # A state that cannot be written is no crash safety: find out now,
     # before anything is changed or a command started (a full file system
-    # still lets a file be created, not written).
-    probe = os.path.join(path, ".probe.%d" % os.getpid())
-    try:
-        write_atomic(probe, b"{}")
-    except OSError as exc:
-        raise StateError("cannot write in state directory %s: %s"
-                         % (path, exc.strerror)) from None
-    unlink_quietly(probe)
+    # still lets a file be created, not written).  Through the directory
+    # just checked: its path is not walked again.
+    with directory:
+        probe = ".probe.%d" % os.getpid()
+        try:
+            directory.write_atomic(probe, b"{}")
+        except OSError as exc:
+            raise StateError("cannot write in state directory %s: %s"
+                             % (path, exc.strerror)) from None
+        directory.unlink(probe)
     return path
 
 
@@ -70,8 +72,7 @@ def checked_dir(path):
     checks (``tumbler restore`` reads what is there; it creates nothing);
     None if it does not exist."""
     try:
-        open_directory(path).close()        # no creating: None if missing
-        private_directory(path).close()
+        private_directory(path, create=False).close()
     except FileNotFoundError:
         return None
     except UnsafePath as exc:
