@@ -323,3 +323,65 @@ def test_without_switch_counts_auto_leaves_crowded_threads_to_the_os_calmly():
     assert decision.engaged == [] and decision.pins == {}
     assert decision.interval_ms == WATCH_INTERVAL_MS
     assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores"
+
+
+def _oversubscribed(level="explicit", policy="auto"):
+    """Three always-runnable threads on two 1-CPU domains, under ``policy``."""
+    from tumbler.engine.policy import make_policy
+    backend = ScriptedBackend()
+    for tid in (101, 102, 103):
+        backend.run(tid, 0)
+    choice = DomainChoice(level, (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy(policy), choice, dry_run=True)
+    controller.add_target(PID)
+    return backend, controller
+
+
+def _run_rounds(backend, controller, n, shares):
+    """``n`` 100 ms rounds; ``shares``: tid -> (CPU share, run-queue share)."""
+    decisions = []
+    for _ in range(n):
+        backend.now += 100 * MS
+        for tid, (cpu, wait) in shares.items():
+            backend.run(tid, cpu * 100, lat_ms=wait * 100)
+        decisions.append(controller.round())
+    return decisions
+
+
+def test_auto_merges_domains_oversubscribed_unevenly_and_splits_them_when_even():
+    """3 busy threads on two 1-CPU domains stay 2 + 1 under grouping alone;
+    auto merges the domains (the threads go back to the OS, which rotates
+    them), then splits them again once only two stay runnable."""
+    backend, controller = _oversubscribed()
+    crowded = {101: (0.5, 0.5), 102: (0.5, 0.5), 103: (1.0, 0.0)}
+    decisions = _run_rounds(backend, controller, 1, crowded)
+    assert len(controller.domains) == 2         # placed 2 + 1 (or 1 + 2) first
+    decisions = _run_rounds(backend, controller, 6, crowded)
+    merged = [d for d in decisions if "merged" in d.plan.reason]
+    assert len(merged) == 1, [d.plan.reason for d in decisions]
+    assert [d.cpus for d in controller.domains] == [frozenset({0, 1})]
+    assert controller.choice.single         # all the program may use: the OS's
+    assert {t.domain for t in controller.threads.values()} == {0}
+    assert "domains 0 / 1 merged" in controller.choice.note
+    # Stays merged while they stay oversubscribed: no flapping.
+    decisions = _run_rounds(backend, controller, 10, {tid: (0.67, 0.33) for tid in crowded})
+    assert len(controller.domains) == 1
+    assert not any("split" in d.plan.reason for d in decisions)
+    # One goes to sleep: two threads on two CPUs group evenly again.
+    decisions = _run_rounds(backend, controller, 8, {101: (1.0, 0.0), 102: (1.0, 0.0),
+                                                      103: (0.0, 0.0)})
+    assert sum("split" in d.plan.reason for d in decisions) == 1
+    assert [d.cpus for d in controller.domains] == [frozenset({0}), frozenset({1})]
+    busy = [controller.threads[(PID, tid)].domain for tid in (101, 102)]
+    assert sorted(busy) == [0, 1]
+
+
+def test_numa_domains_and_the_tumbler_policy_never_merge():
+    """The speed balancing paper blocks migrations across NUMA nodes; the
+    tumbler policy is wave grouping alone."""
+    for level, policy in (("numa", "auto"), ("package", "auto"), ("explicit", "tumbler")):
+        backend, controller = _oversubscribed(level, policy)
+        decisions = _run_rounds(backend, controller, 12,
+                                {101: (0.5, 0.5), 102: (0.5, 0.5), 103: (1.0, 0.0)})
+        assert len(controller.domains) == 2, (level, policy)
+        assert not any("merged" in d.plan.reason for d in decisions)

@@ -246,3 +246,22 @@ def test_observing_policies_are_those_that_never_move_threads():
     from tumbler.engine.policy import make_policy
     for name in POLICY_CHOICES:
         assert make_policy(name).moves_threads == (name not in OBSERVING_POLICIES), name
+
+
+def test_oversubscribed_unevenly_means_no_grouping_gives_equal_threads_per_core():
+    from tumbler.engine.policy import oversubscribed_unevenly
+
+    def busy(n, **kw):
+        return [spinner(i, 0.5, **kw) for i in range(n)]
+
+    assert oversubscribed_unevenly(busy(3), [1, 1])         # 2 + 1 at best
+    assert not oversubscribed_unevenly(busy(4), [1, 1])     # 2 + 2
+    assert not oversubscribed_unevenly(busy(2), [1, 1])     # not oversubscribed
+    assert oversubscribed_unevenly(busy(5), [2, 2])         # 3 + 2 on 2 + 2 cores
+    assert not oversubscribed_unevenly(busy(6), [2, 2])     # 3 + 3: speed inside each
+    assert not oversubscribed_unevenly(busy(6), [1, 2])     # 2 + 4
+    assert oversubscribed_unevenly(busy(4), [1, 2])
+    # Sleepers and threads that leave the run queue are not counted.
+    assert not oversubscribed_unevenly(busy(2) + busy(1, sleeps=5.0), [1, 1])
+    assert not oversubscribed_unevenly(busy(2) + [spinner(9, 0.5)._replace(runnable=0.5)],
+                                       [1, 1])

@@ -38,15 +38,29 @@ def workers_of(tumbler_pid, timeout=5.0):
     raise AssertionError("spmd workers never appeared")
 
 
-@pytest.mark.parametrize("policy,barrier", [("auto", "yield"), ("speed", "spin")])
+def merged_from(rounds, two_cpus):
+    """The rounds after auto merged the two 1-CPU domains (engine/policy.py,
+    5.): one merge, and every round after it on the one domain."""
+    merges = [i for i, r in enumerate(rounds) if "merged" in r["reason"]]
+    assert len(merges) == 1, [r["reason"] for r in rounds]
+    after = rounds[merges[0]:]
+    assert all(r["domains"] == ["%d-%d" % two_cpus] for r in after), \
+        [r["domains"] for r in after]
+    return after
+
+
+@pytest.mark.parametrize("policy,barrier,sep", [("auto", "yield", ","), ("speed", "spin", ","),
+                                                ("auto", "yield", "/")])
 def test_each_thread_of_three_on_two_cores_gets_time_alone(workloads, two_cpus, tmp_path,
-                                                          policy, barrier):
+                                                          policy, barrier, sep):
+    """One domain of two cores, or (``/``) two 1-CPU domains, which auto
+    merges: three threads on two CPUs can never be grouped evenly."""
     cpus = set(two_cpus)
     log = tmp_path / "run.jsonl"
     spmd = os.path.join(workloads, "spmd")
     alone = {}
     with started(tumbler_cmd("--policy", policy, "--log", str(log), "--domains",
-                             "%d,%d" % two_cpus, "exec", "--", spmd, "-b",
+                             "%d%s%d" % (two_cpus[0], sep, two_cpus[1]), "exec", "--", spmd, "-b",
                              barrier, "-t", "3", "-w", "100", "-p", "40"),
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                  preexec_fn=on_cpus(cpus)) as proc:
@@ -67,6 +81,8 @@ def test_each_thread_of_three_on_two_cores_gets_time_alone(workloads, two_cpus, 
     assert set(alone) == set(workers), alone
     assert all(count >= 3 for count in alone.values()), alone
     rounds = [json.loads(line) for line in open(log)]
+    if sep == "/":
+        rounds = merged_from(rounds, two_cpus)
     if policy == "auto":
         assert any(r["mechanisms"]["0"].startswith("speed:") for r in rounds)
     # Pins happened, and threads took turns instead of ping-ponging: the
@@ -78,7 +94,7 @@ def test_each_thread_of_three_on_two_cores_gets_time_alone(workloads, two_cpus, 
         for p in r["pins"]:
             if p["cpu"] is not None:
                 by_step.setdefault(p["step"], set()).add(p["tid"])
-    assert len(by_step) > len(rounds), "speed steps between rounds pinned nothing"
+    assert set(by_step) - {r["step"] for r in rounds}, "speed steps between rounds pinned nothing"
     moved = [by_step[step] for step in sorted(by_step)]
     total = sum(len(m) for m in moved)
     assert total > 0
@@ -86,26 +102,31 @@ def test_each_thread_of_three_on_two_cores_gets_time_alone(workloads, two_cpus, 
     assert repeats <= 0.1 * total, (repeats, total)
 
 
-@pytest.mark.parametrize("barrier", ["none", "spin"])
+@pytest.mark.parametrize("barrier,sep", [("none", ","), ("spin", ","), ("none", "/")])
 def test_threads_that_only_compute_or_spin_are_left_to_the_os_by_auto(workloads, two_cpus,
-                                                                      tmp_path, barrier):
+                                                                      tmp_path, barrier, sep):
     """Three threads of independent work (one phase: no barrier until the
     end), or spinning at barriers: nothing from outside says pinning would
     beat the kernel's own sharing, so auto pins nothing at all and holds no
-    pin at the end."""
+    pin at the end.  On two 1-CPU domains (``/``) it merges them and hands
+    the threads back to the OS, which rotates them: nothing moves after."""
     log = tmp_path / "run.jsonl"
     summary = tmp_path / "summary.json"
     spmd = os.path.join(workloads, "spmd")
     shape = ["-p", "1", "-w", "1500"] if barrier == "none" else ["-b", "spin", "-p", "20",
                                                                    "-w", "80"]
     result = subprocess.run(tumbler_cmd("--log", str(log), "--summary-json", str(summary),
-                                        "--domains", "%d,%d" % two_cpus, "exec", "--", spmd,
-                                        "-t", "3", *shape),
+                                        "--domains", "%d%s%d" % (two_cpus[0], sep, two_cpus[1]),
+                                        "exec", "--", spmd, "-t", "3", *shape),
                             capture_output=True, text=True, cwd=REPO, timeout=120,
                             preexec_fn=on_cpus(set(two_cpus)))
     assert result.returncode == 0, result.stderr
     rounds = [json.loads(line) for line in open(log)]
     assert len(rounds) >= 5
+    if sep == "/":
+        rounds = merged_from(rounds, two_cpus)
+        assert len(rounds) >= 3
+        assert not any(r["moves"] for r in rounds[1:])
     assert all(r["mechanisms"]["0"].startswith("os") for r in rounds), \
         [r["mechanisms"] for r in rounds]
     assert not any(r["pins"] for r in rounds)
@@ -159,3 +180,41 @@ def test_signal_during_speed_steps_restores_every_mask(workloads, two_cpus):
     assert_no_traceback(stderr)
     assert after == before
     assert "core changes" in stderr
+
+
+def test_merged_domains_hand_threads_back_with_their_own_masks(workloads, two_cpus, tmp_path):
+    """Three busy threads attached on two 1-CPU domains: grouped 2 + 1 at
+    first, then auto merges the domains and every worker has the mask it
+    had before tumbler came, while tumbler runs on; SIGTERM leaves them so."""
+    log = tmp_path / "run.jsonl"
+    spmd = subprocess.Popen([os.path.join(workloads, "spmd"), "-t", "3", "-p", "1",
+                             "-w", "60000"], stdout=subprocess.DEVNULL,
+                            preexec_fn=on_cpus(two_cpus))
+    try:
+        wait_for_threads(spmd.pid, 4)
+        before = thread_masks(spmd.pid)
+        tumbler = subprocess.Popen(tumbler_cmd("--log", str(log), "--domains",
+                                               "%d/%d" % two_cpus, "-p", str(spmd.pid)),
+                                   stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+        def rounds():
+            try:
+                return [json.loads(line) for line in open(log)]
+            except (FileNotFoundError, ValueError):
+                return []
+        wait_until(lambda: any("merged" in r["reason"] for r in rounds()),
+                   "auto to merge the domains")
+        merged = thread_masks(spmd.pid)
+        tumbler.send_signal(signal.SIGTERM)
+        _, stderr = tumbler.communicate(timeout=20)
+        after = thread_masks(spmd.pid)
+    finally:
+        spmd.kill()
+        spmd.wait()
+    assert tumbler.returncode == 0, stderr
+    assert_no_traceback(stderr)
+    placed = [m for r in rounds() if len(r["domains"]) == 2 for m in r["moves"]
+              if m["name"].startswith("spmd-")]
+    assert sorted(m["to"] for m in placed) in ([0, 0, 1], [0, 1, 1]), placed
+    assert merged == before
+    assert after == before

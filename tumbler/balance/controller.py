@@ -58,8 +58,9 @@ import time
 
 from ..cpulist import format_cpulist
 from ..engine.model import Domain
+from ..engine.policy import oversubscribed_unevenly
 from .capacity import CapacityMeter, weighed
-from .domains import DomainChoice
+from .domains import DomainChoice, mergeable
 from .handback import HandBack
 from .placer import Placer
 from .quiet import QuietRound, QuietRounds, Roster
@@ -143,6 +144,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
                                if capacity == "measured" else None)
         self._next_round = None     # monotonic s; set by start_clock
         self._reshaped = False      # reshape() gave new domains: place every thread
+        self._split_choice = None   # the domains merged now (engine/policy.py, 5.)
+        self._merge_changed_ns = None   # sample time of the last merge or split
         binder.setup([d.cpus for d in self.domains])
 
     # -- one round -----------------------------------------------------------
@@ -176,8 +179,17 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         measured = [t for t in self.threads.values()
                     if t.load is not None and not t.unmovable and t.eligible]
         crowded = self._crowded_domains(measured)
-        decision = self.policy.decide(self._views(measured, crowded), self.domains)
+        views = self._views(measured, crowded)
+        merge_note = self._merge_or_split(views, samples)
+        if merge_note:
+            measured = [t for t in self.threads.values()
+                        if t.load is not None and not t.unmovable and t.eligible]
+            crowded = self._crowded_domains(measured)
+            views = self._views(measured, crowded)
+        decision = self.policy.decide(views, self.domains)
         plan = decision.plan
+        if merge_note:
+            plan.reason += "; " + merge_note
         applied, self.placed_between_rounds = self.placed_between_rounds, []
         for thread, _, _ in applied:
             self._refresh_name(thread)      # placed at birth, often renamed since
@@ -194,8 +206,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self.stats.spreads.append(plan.spread_before)
         for observer in self.observers:
             observer.write_round(self, plan, applied)
-        if self.quiet_rounds and not (applied or plan.moves or decision.pins or self.pins_made
-                                      or decision.engaged or self.observers):
+        # Merged domains split again on what full rounds see: none quiet.
+        if self.quiet_rounds and self._split_choice is None and not (
+                applied or plan.moves or decision.pins or self.pins_made
+                or decision.engaged or self.observers):
             self._roster = self._quiet_roster(samples, decision)
         return decision
 
@@ -244,6 +258,40 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._regrouped_ns = now
         return made
 
+    # -- merged domains (engine/policy.py, 5.) ----------------------------------
+
+    def _merge_or_split(self, views, samples):
+        """Merge the domains into one when the program is oversubscribed
+        across them unevenly, split them again once it is not; not before
+        the loads span a load window, then at most once per window (the
+        loads that decide it reach back that far).
+        Returns a note for the round's reason when it did either."""
+        split = self._split_choice or self.choice
+        if not (self.policy.merges_domains and self.moves_threads and mergeable(split)):
+            return None
+        now = samples[0].wall_ns if samples else time.monotonic_ns()
+        if self._merge_changed_ns is None:
+            self._merge_changed_ns = now    # judged once the loads span a window
+        if now - self._merge_changed_ns < self.regroup_hold_ns:
+            return None
+        uneven = oversubscribed_unevenly(views, [len(d) for d in split.domains])
+        if uneven == (self._split_choice is not None):
+            return None
+        self._merge_changed_ns = now
+        if not uneven:
+            self._reshape(split)
+            self._split_choice = None
+            return "domains split again: the grouping can be even"
+        union = frozenset().union(*split.domains)
+        may_use = frozenset().union(*self.base_allowed.values())
+        confined = split.confined or not may_use <= union
+        note = ("domains %s merged: more runnable threads than their %d CPUs, "
+                "and no grouping even" % (" / ".join(format_cpulist(d) for d in split.domains),
+                                          len(union)))
+        self._reshape(DomainChoice(split.level, (union,), note, confined))
+        self._split_choice = split
+        return note
+
     # -- space sharing ---------------------------------------------------------
 
     def reshape(self, domains, confined):
@@ -257,12 +305,18 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         which the regrouping hold never delays, so a program that lost CPUs
         leaves them within one round.  Handed back to the OS when the
         program gets all it may use back as one domain."""
-        old = self.domains
-        self._leave_quiet()
         note = "space sharing: %s %s" % ("CPUs" if confined else "all it may use, CPUs",
                                          " / ".join(format_cpulist(d) for d in domains))
-        self.choice = DomainChoice(self.choice.level, tuple(domains), note, confined)
-        self.domains = [Domain(i, cpus) for i, cpus in enumerate(domains)]
+        level = (self._split_choice or self.choice).level
+        self._split_choice = self._merge_changed_ns = None
+        self._reshape(DomainChoice(level, tuple(domains), note, confined))
+
+    def _reshape(self, choice):
+        """Balance over ``choice``'s domains from now on (see reshape)."""
+        old = self.domains
+        self._leave_quiet()
+        self.choice = choice
+        self.domains = [Domain(i, cpus) for i, cpus in enumerate(choice.domains)]
         self._capacities = Roster.capacities(self.domains)
         self.binder.setup([d.cpus for d in self.domains])
         if self.journal is not None:

@@ -21,6 +21,11 @@ from ..platform.base import LEVELS
 from ..records import record
 
 AUTO_LEVELS = ("package", "numa", "llc")
+#: Levels whose domains have memory of their own: threads moved across them
+#: leave their memory behind, so ``auto`` never merges them (the speed
+#: balancing paper blocks migrations across NUMA nodes, allows them across
+#: caches; engine/policy.py, 5.).
+MEMORY_LEVELS = ("package", "numa")
 
 
 @record
@@ -88,3 +93,10 @@ def _explicit(domains, usable, online):
     if len(result) < 2:
         note += " (a single domain: nothing to group across)"
     return DomainChoice("explicit", tuple(result), note)
+
+
+def mergeable(choice):
+    """Whether ``auto`` may merge ``choice``'s domains into one while the
+    program is oversubscribed across them unevenly: two or more, neither
+    NUMA nodes nor packages."""
+    return len(choice.domains) > 1 and choice.level not in MEMORY_LEVELS

@@ -66,7 +66,20 @@ Policies:
                 between, ``speed_step`` runs speed balancing alone every
                 20 ms (+ jitter) on the pinned threads, which the
                 controller samples alone.
-             5. On a single domain with speed balancing idle, rounds come
+             5. *Domains merge* when the program is oversubscribed across
+                them unevenly: its candidates outnumber all its cores and
+                no grouping gives every domain the same threads per core
+                (3 busy threads on two 1-CPU domains stay 2 + 1 for ever
+                otherwise: the program runs at the pair's speed, 0.5, where
+                the OS alone rotates all three at 0.67).  The controller
+                then balances over one domain of all their CPUs -- handed
+                back to the OS, or speed balancing across them where 2.
+                finds barriers -- and splits them again once the grouping
+                can be even (``oversubscribed_unevenly``).  The speed
+                balancing paper allows migrations across caches and blocks
+                them across NUMA nodes; so does this: domains of the
+                package or numa level never merge (balance/domains.py).
+             6. On a single domain with speed balancing idle, rounds come
                 every ``WATCH_INTERVAL_MS`` (200 ms): there is nothing
                 else to do, and each round costs CPU the program could
                 use.  While a domain has more runnable threads than cores
@@ -191,6 +204,7 @@ class TumblerPolicy:
     name = "tumbler"
     moves_threads = True
     needs_sleep_data = False
+    merges_domains = False      # see AutoPolicy
 
     def __init__(self, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None,
                  speed=None, seed=None):
@@ -372,6 +386,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
 
     name = "auto"
     needs_sleep_data = True
+    merges_domains = True       # module docstring, 5.
 
     def decide(self, threads, domains):
         plan = self.plan(threads, domains)
@@ -483,6 +498,22 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             return None
         return "%d runnable threads on %d cores, speeds %.2f-%.2f, %.0f switches per " \
                "CPU-second" % (len(candidates), cores, min(speeds), max(speeds), switching)
+
+
+def oversubscribed_unevenly(threads, cores):
+    """Whether the always-runnable, not sleeping ``threads`` (auto's
+    candidates, module docstring 1.) outnumber the ``cores`` of all the
+    domains (CPUs per domain) and no grouping gives every domain the same
+    threads per core: domain i would need candidates * cores[i] / total
+    threads, a whole number for every i.  Then some domain holds more
+    threads per core than the program's share, for as long as the threads
+    stay bound to domains (module docstring, 5.)."""
+    total = sum(cores)
+    runnable = sum(1 for t in threads if t.runnable is not None
+                   and t.runnable >= RUNNABLE_SHARE and AutoPolicy._not_sleeping(t))
+    if runnable <= total:
+        return False
+    return any(runnable * c % total for c in cores)
 
 
 def _mean_switching(threads):

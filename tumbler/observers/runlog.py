@@ -26,8 +26,13 @@ Keys of each line (stable; scripts may rely on them):
 ``mechanisms``      per domain index, which mechanism acted and why: ``os``
                     (placement inside the domain left to the OS) or
                     ``speed: ...`` (speed balancing engaged, with the reason)
-``pins``            speed balancing's pins this round: ``{"tid", "name",
-                    "cpu"}``, ``cpu`` null when handed back to the domain
+``pins``            speed balancing's pins since the last line: ``{"tid",
+                    "name", "cpu", "step"}``, ``cpu`` null when handed back
+                    to the domain, ``step`` the number of the speed
+                    balancing step that made it
+``step``            the number of this round's own step (rounds and the
+                    speed steps between them are numbered together, so a
+                    pin of a lower ``step`` was made between rounds)
 """
 
 import json
@@ -92,6 +97,7 @@ class RunLog(Observer):
             record["mechanisms"] = {str(d): note for d, note in sorted(decision.notes.items())}
             record["pins"] = [{"tid": t.tid, "name": t.name, "cpu": cpu, "step": step}
                               for t, cpu, step in controller.pins_made]
+            record["step"] = controller.steps
         for extra in self.extra:
             record.update(extra(controller))
         if self.file is None:
