@@ -13,6 +13,8 @@ run 2-10 s alone on a 2-CPU VM:
   kernels of ``benchmarks/kernels/`` built here with ``gcc -O2 -fopenmp``:
   ``ep`` (independent equal work, one barrier at the end, like NAS EP) and
   ``stencil`` (a Jacobi sweep loop, a barrier every few ms, like NAS MG);
+* the bundled barrier program ``examples/workloads/spmd``, 3 threads on 2
+  CPUs with yield barriers, spin barriers, and none (one 4 s phase);
 * pigz, zstd and xz compressing generated text, numpy's matrix product
   (OpenBLAS), and ``goroutines`` (``benchmarks/kernels/goroutines.go``,
   built with ``go build``): Go's runtime and its own threads.
@@ -94,6 +96,15 @@ def programs():
         "numpy-matmul": Program([sys.executable, "-c", MATMUL], module="numpy"),
         "go-goroutines": Program(["{goroutines}", "110", "256"]),
     }
+    # The bundled barrier program (examples/workloads/spmd.c), 3 threads on 2
+    # CPUs as in the speed balancing paper: phases of 100 ms between
+    # barriers that yield or spin, and one phase of 4 s (no barrier).
+    for barrier, shape in (("yield", ["-p", "40", "-w", "100"]),
+                           ("spin", ["-p", "40", "-w", "100"]),
+                           ("none", ["-p", "1", "-w", "4000"])):
+        table["spmd-%s-t%d" % (barrier, OVERSUBSCRIBED)] = Program(
+            ["{spmd}", "-t", str(OVERSUBSCRIBED), "-b", "spin" if barrier == "none" else barrier,
+             *shape])
     for kind, argv in (("im-blur", ["convert", "{image}", "-blur", "0x30", "null:"]),
                        ("omp-ep", ["{ep}", "550"]),
                        ("omp-stencil", ["{stencil}", "2048", "1500"])):
@@ -149,6 +160,13 @@ def build_openmp(name):
     return build
 
 
+def build_spmd(path):
+    """examples/workloads/spmd, built by its Makefile, copied to ``path``."""
+    workloads = os.path.join(os.path.dirname(HERE), "examples", "workloads")
+    run_quietly(["make", "-s", "-C", workloads, "spmd"])
+    shutil.copy(os.path.join(workloads, "spmd"), path)
+
+
 def build_go(path):
     run_quietly(["go", "build", "-o", path, os.path.join(KERNELS, "goroutines.go")])
 
@@ -160,6 +178,7 @@ INPUTS = {
     "ep": ("gcc", build_openmp("ep")),
     "stencil": ("gcc", build_openmp("stencil")),
     "goroutines": ("go", build_go),
+    "spmd": ("make", build_spmd),
 }
 PLACEHOLDER = re.compile(r"^\{(\w+)\}$")
 
@@ -290,6 +309,24 @@ def start_hog():
     return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
 
 
+BURSTY = """
+import os, random, time
+rng = random.Random(os.getpid())
+while True:
+    end = time.monotonic() + rng.uniform(0.05, 0.25)
+    while time.monotonic() < end:
+        pass
+    time.sleep(rng.uniform(0.05, 0.25))
+"""
+
+
+def start_bursty():
+    """Two neighbours, one per CPU's worth, each busy for 50-250 ms then
+    idle for 50-250 ms (half a CPU each on average), unpinned at nice 0:
+    other work that comes and goes."""
+    return [subprocess.Popen([sys.executable, "-c", BURSTY]) for _ in range(2)]
+
+
 def chosen_programs(only):
     """Names picked by --only: a name, or its family (``omp-ep`` is every
     omp-ep-...)."""
@@ -338,6 +375,9 @@ def parse_args():
     parser.add_argument("--background-hog", action="store_true",
                         help="a busy loop pinned to CPU %d at nice 0 from the first run "
                              "to the last (the program beside other work)" % HOG_CPU)
+    parser.add_argument("--background-bursty", action="store_true",
+                        help="two unpinned neighbours at nice 0, each busy 50-250 ms then "
+                             "idle 50-250 ms, from the first run to the last")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="also write the results as JSON, one record per program")
     parser.add_argument("--settle", action="store_true",
@@ -366,6 +406,7 @@ def main():
     header = {"cpus": CORES, "kernel": os.uname().release,
               "load_average_start": os.getloadavg()[0], "tumbler_args": tumbler_args,
               "background_hog_cpu": HOG_CPU if args.background_hog else None,
+              "background_bursty": args.background_bursty,
               "runs": args.runs, "ci_width": args.ci_width, "max_runs": args.max_runs,
               "settle": args.settle, "ratio_ci_method": "sign test"}
     print("load average %.2f at start; %d CPUs; tumbler %s; pairs: %s%s"
@@ -373,12 +414,14 @@ def main():
              args.runs if args.runs is not None
              else "%d to %d, until the interval is <= %.3f wide"
              % (FEWEST_PAIRS, args.max_runs, args.ci_width),
-             "; hog on CPU %d" % HOG_CPU if args.background_hog else ""))
+             ("; hog on CPU %d" % HOG_CPU if args.background_hog else "")
+             + ("; bursty neighbours" if args.background_bursty else "")))
     print("%-24s %5s %8s %8s %7s %13s %22s %7s %7s"
           % ("program", "pairs", "alone s", "tumbl s", "ratio", "min-max",
              "95% CI (sign test)", "moves/s", "cpu s"))
     records = []
     hog = None
+    neighbours = []
     with tempfile.TemporaryDirectory(prefix="tumbler-real-") as directory:
         inputs = Inputs(directory)
         try:
@@ -392,15 +435,18 @@ def main():
                     continue
                 if args.background_hog and hog is None:
                     hog = start_hog()
+                if args.background_bursty and not neighbours:
+                    neighbours = start_bursty()
                 record = measure(argv, {**os.environ, **program.env}, args, directory)
                 print_row(name, record)
                 sys.stdout.flush()
                 records.append({"program": name, "command": program.argv, "env": program.env,
                                 **record})
         finally:
-            if hog is not None:
-                hog.kill()
-                hog.wait()
+            for process in [hog, *neighbours]:
+                if process is not None:
+                    process.kill()
+                    process.wait()
     header["load_average_end"] = os.getloadavg()[0]
     print("load average %.2f at end" % header["load_average_end"])
     if args.json:

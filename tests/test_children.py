@@ -86,13 +86,20 @@ def test_a_child_forked_after_the_start_is_picked_up(spawner, domains, procs, st
                                                       two_cpus):
     spec, doms = domains
     both = frozenset(two_cpus)
+    # (stderr: not tumbler's pipe, which the orphan would hold open)
     tumbler = procs.tumbler("--domains", spec, "exec", "--", "sh", "-c",
-                            "sleep 1; %s; true" % (SPINNERS % (spawner, 4)), state_dir=state,
-                            preexec_fn=on_cpus(both))
+                            "exec 2>/dev/null; sleep 1; %s; true" % (SPINNERS % (spawner, 30)),
+                            state_dir=state, preexec_fn=on_cpus(both))
     child = spinner_below(tumbler.pid)
     wait_bound(child, doms, count=2)
-    status, stderr = finish(tumbler)
-    assert status == 0, stderr
+    status, stderr = finish(tumbler, signal.SIGTERM)     # forwarded to the shell
+    try:
+        assert status == 128 + signal.SIGTERM, stderr
+        masks = thread_masks(child)                     # runs on, orphaned
+        assert len(masks) == 3
+        assert all(mask == both for mask in masks.values()), masks
+    finally:
+        _kill(child)
 
 
 def test_threads_made_during_start_up_are_placed(spawner, domains, procs, state, two_cpus):
@@ -160,3 +167,82 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _children_of(pid):
+    found = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                found += [int(c) for c in f.read().split()]
+        except FileNotFoundError:
+            continue
+    return found
+
+
+#: sh: wait until the test creates $GO (tumbler is balancing by then).
+WAIT_GO = 'while [ ! -e "$GO" ]; do sleep 0.01; done; '
+
+
+def _balancing(log, go):
+    """Once ``log`` has a round (the shell is bound, orphans are kept),
+    create ``go``."""
+    wait_until(lambda: log.exists() and log.read_text().strip(), what="the first round")
+    go.touch()
+
+
+def _state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_an_orphan_forked_by_a_bound_shell_is_handed_back(spawner, domains, procs, state,
+                                                          two_cpus, tmp_path):
+    """``sh -c 'spawner &'``: the shell, bound by then, forks the spinners
+    in the background and exits at once, before tumbler's next look.  The
+    orphan is re-parented to tumbler (exec keeps the orphans of its
+    command's tree), not to init, and is handed back: it runs on with the
+    CPUs the command had, not the one-CPU mask it was born with."""
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    pidfile, log, go = tmp_path / "orphan.pid", tmp_path / "run.jsonl", tmp_path / "go"
+    tumbler = procs.tumbler("--domains", spec, "--log", str(log), "exec", "--", "env",
+                            "GO=%s" % go, "sh", "-c", "exec 2>/dev/null; " + WAIT_GO
+                            + "%s & echo $! > %s; exit 0" % (SPINNERS % (spawner, 30), pidfile),
+                            state_dir=state, preexec_fn=on_cpus(both))
+    _balancing(log, go)
+    status, stderr = finish(tumbler)
+    child = int(pidfile.read_text())
+    try:
+        assert status == 0, stderr
+        # the shell was bound to one domain before it forked
+        rounds = [json.loads(line) for line in open(log)]
+        assert "sh" in [m["name"] for m in rounds[0]["moves"]], rounds
+        assert all(m["to"] is not None for m in rounds[0]["moves"])
+        masks = thread_masks(child)                 # runs on, orphaned
+        assert len(masks) == 3
+        assert all(mask == both for mask in masks.values()), masks
+    finally:
+        _kill(child)
+
+
+def test_orphans_that_exit_are_reaped(procs, state, domains, two_cpus, tmp_path):
+    """Orphans re-parented to tumbler are waited for while it runs: none is
+    left a zombie (a long command that orphans many short processes would
+    otherwise fill the process table)."""
+    spec, _ = domains
+    log, go = tmp_path / "run.jsonl", tmp_path / "go"
+    tumbler = procs.tumbler("--domains", spec, "--log", str(log), "exec", "--", "env",
+                            "GO=%s" % go, "sh", "-c", WAIT_GO
+                            + "for i in 1 2 3 4 5; do (sleep 1 &); done; exec sleep 5",
+                            state_dir=state, preexec_fn=on_cpus(frozenset(two_cpus)))
+    try:
+        _balancing(log, go)
+        # the five sleeps are re-parented to tumbler at once, and end 1 s later
+        wait_until(lambda: len(_children_of(tumbler.pid)) == 6, what="the orphans")
+        wait_until(lambda: len(_children_of(tumbler.pid)) == 1, what="orphans reaped")
+        leftover = [c for c in _children_of(tumbler.pid) if _state(c) == "Z"]
+        assert leftover == []
+    finally:
+        status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 128 + signal.SIGTERM, stderr

@@ -16,7 +16,7 @@ from tumbler.errors import UsageError
 
 from conftest import thread_masks, wait_for_threads
 
-cli.main.add_command(compare_command)       # as cli.py registers it
+cli.main.add_command(compare_command)       # as commands/main.py's SUBCOMMANDS loads it
 
 
 def invoke(*args):
@@ -227,9 +227,16 @@ def test_real_runs_of_every_policy(workloads, two_cpus):
         run_order(["default", "pinned", "psets", "tumbler"], 2)
     for row in data["results"]:
         assert row["runs"] == 2 and row["statuses"] == [0, 0]
-        assert row["wall_s"]["min"] > 0
+        walls = sorted(r["wall_s"] for r in data["run_results"] if r["policy"] == row["policy"])
+        assert row["wall_s"]["min"] == pytest.approx(walls[0]) and walls[0] > 0
+        assert row["wall_s"]["max"] == pytest.approx(walls[-1])
         assert row["elapsed_s"] is not None          # spmd prints elapsed_s=
-        assert row["speedup_vs_default"] is not None
+        assert row["elapsed_s"]["max"] <= row["wall_s"]["max"]
+    default = data["results"][0]
+    assert default["policy"] == "default" and default["speedup_vs_default"] == 1.0
+    for row in data["results"]:
+        assert row["speedup_vs_default"] == pytest.approx(
+            default["wall_s"]["mean"] / row["wall_s"]["mean"], rel=1e-3)
     by_run = data["run_results"]
     assert all(r["agent_cpu_s"] is None for r in by_run if r["policy"] == "default")
     assert all(r["agent_cpu_s"] is not None for r in by_run if r["policy"] == "tumbler")
@@ -658,8 +665,12 @@ def test_two_programs_together_alone_default_and_space_shared(workloads, two_cpu
         assert row["runs"] == 1
         assert len(row["programs"]) == 2
         assert all(p["slowdown"] > 0 for p in row["programs"])
-        spread = row["slowdown_spread"]
-        assert spread["stdev"] >= 0 and spread["max_over_min"] >= 1
+        # the spread of the row's own slowdowns (population stdev)
+        slowdowns = [p["slowdown"] for p in row["programs"]]
+        mean = sum(slowdowns) / 2
+        assert row["slowdown_spread"] == pytest.approx(
+            {"mean": mean, "stdev": abs(slowdowns[0] - mean),
+             "max_over_min": max(slowdowns) / min(slowdowns)})
     assert default["agent_cpu_s"] is None
     assert space["agent_cpu_s"] is not None                # own_cpu_s of the summary
 

@@ -261,6 +261,8 @@ def test_oversubscribed_unevenly_means_no_grouping_gives_equal_threads_per_core(
     assert not oversubscribed_unevenly(busy(6), [2, 2])     # 3 + 3: speed inside each
     assert not oversubscribed_unevenly(busy(6), [1, 2])     # 2 + 4
     assert oversubscribed_unevenly(busy(4), [1, 2])
+    # Not judged while a runnable thread's sleeping is unknown.
+    assert oversubscribed_unevenly(busy(2) + busy(1, sleeps=None), [1, 1]) is None
     # Sleepers and threads that leave the run queue are not counted.
     assert not oversubscribed_unevenly(busy(2) + busy(1, sleeps=5.0), [1, 1])
     assert not oversubscribed_unevenly(busy(2) + [spinner(9, 0.5)._replace(runnable=0.5)],

@@ -1,6 +1,6 @@
 """The package's layers, read from its import statements (ast, no tool).
 
-Layer order, one way only (ARCHITECTURE.md)::
+Layer order, one way only (the developers' guide; README.md, "Code map")::
 
     commands  ->  service  ->  balance, state, tracing, observers
               ->  engine, platform  ->  errors, cpulist, config, safefile, escape

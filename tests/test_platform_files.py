@@ -157,8 +157,11 @@ def test_plot_draws_a_real_run(workloads, tmp_path, two_cpus):
     lines = [p for p in document.getElementsByTagName("polyline")
              if p.getAttribute("class") == "domain"]
     assert sorted(p.getAttribute("data-domain") for p in lines) == ["%d" % c for c in two_cpus]
+    # (on a loaded machine auto may merge the two domains for a while: a gap)
+    split = [r for r in rounds if len(r["domains"]) == 2]
+    assert len(split) >= len(rounds) / 2
     for line in lines:
-        assert len(line.getAttribute("points").split()) == len(rounds)
+        assert len(line.getAttribute("points").split()) == len(split)
     texts = [t.firstChild.data for t in document.getElementsByTagName("text") if t.firstChild]
     assert "%.1f s" % rounds[-1]["t"] in texts and "%.1f s" % rounds[0]["t"] in texts
     assert document.getElementsByTagName("polygon")         # the tolerance band

@@ -532,17 +532,21 @@ def test_threads_born_of_speed_pins_are_put_back(spawner, procs, state, tmp_path
 
 def test_threads_born_just_before_exit_are_put_back(spawner, domains, procs, state, two_cpus):
     """The main thread, bound to a domain, starts a thread every 50 ms:
-    those born after the last look are found by the last sweep."""
-    spec, _ = domains
+    those born after the last look are found by the last sweep.  Stopped
+    once 20 threads were born under it (however slowly the machine lets the
+    main thread make them), while it goes on making them."""
+    spec, doms = domains
     both = frozenset(two_cpus)
     for _ in range(3):
         target = started_ready(procs, [spawner, "0", "50", "10", "0", "0"], both)
-        tumbler = procs.tumbler("--domains", spec, "--duration", "2", "-p", str(target.pid),
-                                state_dir=state)
-        status, stderr = finish(tumbler)
+        tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+        wait_bound(target.pid, doms)
+        born = set(thread_masks(target.pid))
+        wait_until(lambda: len(set(thread_masks(target.pid)) - born) >= 20,
+                   what="20 threads born under tumbler")
+        status, stderr = finish(tumbler, signal.SIGTERM)
         assert status == 0, stderr
         masks = thread_masks(target.pid)
-        assert len(masks) > 20
         assert all(mask == both for mask in masks.values()), masks
         target.kill()
 

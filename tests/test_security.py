@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from unittest import mock
 
 import pytest
 
@@ -500,6 +501,53 @@ def _reused_pid(spawner, doms, procs, run, err, marker):
     stderr = err.read()
     assert run.returncode == 128 + signal.SIGTERM, stderr     # the command's status
     assert "Traceback" not in stderr, stderr
+
+
+def _take_pid(pid, argv):
+    """Start ``argv`` as PID ``pid`` (ns_last_pid), or skip."""
+    for _ in range(200):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(argv)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    pytest.skip("could not take PID %d: other processes took it first" % pid)
+
+
+def test_a_pid_taken_after_a_failed_read_does_not_answer_for_the_process():
+    """The backend read a process, then a read found it gone (closing the
+    files it kept on it); another process takes the PID.  Asked again, the
+    backend must not read the newcomer as the process it knew -- until told
+    the PID is a new process to read (``forget_process``, as add_target
+    does)."""
+    from tumbler.platform.base import NoSuchProcess
+    from tumbler.platform.linux.backend import LinuxBackend
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("ns_last_pid is not writable here")
+    backend = LinuxBackend()
+    first = subprocess.Popen(["sleep", "30"])
+    try:
+        backend.sample(first.pid)
+        assert backend.process_state(first.pid, fresh=True) == (False, mock.ANY)
+        first.kill()
+        first.wait()
+        with pytest.raises(NoSuchProcess):
+            backend.process_state(first.pid, fresh=True)        # closes what it kept
+        impostor = _take_pid(first.pid, ["sleep", "30"])
+        try:
+            with pytest.raises(NoSuchProcess):
+                backend.process_state(first.pid, fresh=True)
+            backend.forget_process(first.pid)
+            assert backend.process_state(first.pid, fresh=True)[0] is False
+        finally:
+            impostor.kill()
+            impostor.wait()
+    finally:
+        first.kill()
+        first.wait()
+        backend.close()
 
 
 def test_check_thread_tells_an_exited_thread_from_a_live_one():

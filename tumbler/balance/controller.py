@@ -74,6 +74,9 @@ from .threads import ThreadTracking
 #: the programs' cadences fall together and the loop wakes once for them
 #: all (half the default discovery interval; speed steps keep their time).
 SLACK_S = 0.05
+#: Domains merge or split once every round for this many load windows asked
+#: for it (engine/policy.py, 5.; _merge_or_split).
+MERGE_HOLD_WINDOWS = 2
 
 
 class RunStats:
@@ -144,8 +147,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
                                if capacity == "measured" else None)
         self._next_round = None     # monotonic s; set by start_clock
         self._reshaped = False      # reshape() gave new domains: place every thread
+        self._orphans_of = None     # (root, its CPUs) while tumbler keeps orphans
+        self._own_processes = frozenset     # () -> PIDs of tumbler's own children
         self._split_choice = None   # the domains merged now (engine/policy.py, 5.)
-        self._merge_changed_ns = None   # sample time of the last merge or split
+        self._merge_wanted_ns = None    # since when every judgement asked to merge (split)
         binder.setup([d.cpus for d in self.domains])
 
     # -- one round -----------------------------------------------------------
@@ -262,22 +267,30 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
 
     def _merge_or_split(self, views, samples):
         """Merge the domains into one when the program is oversubscribed
-        across them unevenly, split them again once it is not; not before
-        the loads span a load window, then at most once per window (the
-        loads that decide it reach back that far).
+        across them unevenly, split them again once it is not -- once
+        every judgement over MERGE_HOLD_WINDOWS load windows asked for it,
+        so at most once a second (by default) and never on a passing
+        change: the loads that decide it reach back a window, so a thread
+        idle for a moment counts as not runnable for a window after.
         Returns a note for the round's reason when it did either."""
         split = self._split_choice or self.choice
-        if not (self.policy.merges_domains and self.moves_threads and mergeable(split)):
+        # Measured capacity weighs the domains instead (and may leave one
+        # out): merging them would hand threads back to CPUs it found taken.
+        if not (self.policy.merges_domains and self.moves_threads and mergeable(split)
+                and self.capacity_meter is None):
             return None
         now = samples[0].wall_ns if samples else time.monotonic_ns()
-        if self._merge_changed_ns is None:
-            self._merge_changed_ns = now    # judged once the loads span a window
-        if now - self._merge_changed_ns < self.regroup_hold_ns:
-            return None
         uneven = oversubscribed_unevenly(views, [len(d) for d in split.domains])
+        if uneven is None:
+            return None                 # not judged yet: nothing changes
         if uneven == (self._split_choice is not None):
+            self._merge_wanted_ns = None
             return None
-        self._merge_changed_ns = now
+        if self._merge_wanted_ns is None:
+            self._merge_wanted_ns = now
+        if now - self._merge_wanted_ns < MERGE_HOLD_WINDOWS * self.load_window_ns:
+            return None
+        self._merge_wanted_ns = None
         if not uneven:
             self._reshape(split)
             self._split_choice = None
@@ -308,7 +321,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         note = "space sharing: %s %s" % ("CPUs" if confined else "all it may use, CPUs",
                                          " / ".join(format_cpulist(d) for d in domains))
         level = (self._split_choice or self.choice).level
-        self._split_choice = self._merge_changed_ns = None
+        self._split_choice = self._merge_wanted_ns = None
         self._reshape(DomainChoice(level, tuple(domains), note, confined))
 
     def _reshape(self, choice):
@@ -360,6 +373,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             for signum in waiter.take():
                 if signum == signal.SIGCHLD:
                     poll_child = child is not None
+                    self.reap_orphans()
                 if on_signal is None or on_signal(signum):
                     return "signal %d" % signum
             if poll_child:

@@ -4,6 +4,7 @@ with tumbler's masks (new threads of a target are recorded as they are
 found; children are handed back when found -- threads.py,
 ``_look_at_new_processes`` -- and at the end)."""
 
+import os
 
 from ..platform.base import NoSuchProcess
 
@@ -86,6 +87,15 @@ class HandBack:
                         tid for tid, t in zip(tids, threads) if t is None])
                 found += done
                 failed += error
+            if self._orphans_of is not None:
+                try:
+                    orphans = self._orphans(self.backend.children(os.getpid()))
+                except NoSuchProcess:
+                    orphans = []
+                done, error = self._put_back_tree([(pid, self._orphans_of[1])
+                                                   for pid in orphans])
+                found += done
+                failed += error
             if not found:
                 break
         return failed
@@ -122,6 +132,12 @@ class HandBack:
             except NoSuchProcess:
                 children = ()
             todo += [(child, self.base_allowed[pid]) for child in children]
+        return self._put_back_tree(todo)
+
+    def _put_back_tree(self, todo):
+        """Hand back each (process, the CPUs it goes back to) of ``todo``
+        and its descendants, where they carry a mask tumbler set; targets
+        are left to themselves.  Returns (handed back, failed)."""
         done = failed = 0
         seen = set()
         while todo:

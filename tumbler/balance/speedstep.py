@@ -76,10 +76,12 @@ class SpeedSteps:
         return interval_ms
 
     def _crowded_domains(self, threads):
-        """Domains with more always-runnable threads than CPUs.
+        """Domains with more always-runnable threads than CPUs; every domain
+        when the program has more of them than all its domains have CPUs.
 
-        Only there can speed balancing engage, so only there is it worth
-        reading each thread's voluntary context switches.
+        Only there can speed balancing engage, or domains merge
+        (engine/policy.py, 2. and 5.), so only there is it worth reading
+        each thread's voluntary context switches.
         """
         if not self.policy.needs_sleep_data:
             return set()
@@ -87,6 +89,8 @@ class SpeedSteps:
         for thread in threads:
             if (thread.runnable or 0) >= RUNNABLE_SHARE:
                 runnable[thread.domain] = runnable.get(thread.domain, 0) + 1
+        if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains):
+            return {d.index for d in self.domains}
         return {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
 
     def _views(self, threads, crowded):

@@ -62,6 +62,9 @@ class ThreadTracking:
         they are found (``_look_at_new_processes``).  ``start``: its start
         token as the caller knew it -- NoSuchProcess, before anything is
         changed, if ``pid`` names another process now."""
+        # A new process to the backend, whatever had the PID before it
+        # (a target that exited, whose reuse it refuses to read otherwise).
+        self.backend.forget_process(pid)
         sample = self.backend.sample(pid)
         token = self.backend.process(pid).start if children or start is not None else None
         if start is not None and token != start:
@@ -80,6 +83,47 @@ class ThreadTracking:
         if children:
             self._look_at_new_processes()
 
+    def keep_orphans(self, root, allowed, own_processes=frozenset):
+        """``exec``: tumbler started ``root`` (allowed CPUs ``allowed``) and,
+        before anything is bound, is made the parent of every orphan among
+        its descendants (Backend.keep_orphans), so that a process forked
+        by a bound thread whose parent exited before tumbler looked --
+        ``sh -c 'prog &'`` -- is still found: it is handed back to the
+        CPUs ``root`` was allowed, not balanced, and reaped when it exits.
+        ``own_processes()``: the PIDs of tumbler's own children (the
+        probes' tracers), which are neither.  False if the platform
+        cannot."""
+        if not self.backend.keep_orphans():
+            return False
+        self._orphans_of = (root, frozenset(allowed))
+        self._own_processes = own_processes
+        return True
+
+    def _orphans(self, pids):
+        """Of ``pids`` (children of tumbler's), the orphans of the command's
+        tree (keep_orphans)."""
+        if self._orphans_of is None:
+            return []
+        own = self._own_processes()
+        return [pid for pid in pids
+                if pid != self._orphans_of[0] and pid not in self.base_allowed
+                and pid not in own]
+
+    def reap_orphans(self):
+        """Wait for the orphans that exited (SIGCHLD; keep_orphans), which
+        would otherwise stay zombies for as long as tumbler runs."""
+        if self._orphans_of is None:
+            return
+        try:
+            children = self.backend.children(os.getpid())
+        except NoSuchProcess:
+            return
+        for pid in self._orphans(children):
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
     def _look_at_new_processes(self):
         """New processes whose parent is a target: followed ones become
         targets (``_adopt``); the others' children are handed back if born
@@ -90,8 +134,9 @@ class ThreadTracking:
         processes made, not the programs' threads -- and nothing at all is
         read while ``newest_pid`` has not changed, nor when there is
         nothing to do (no followed target, no mask set yet).  A process
-        whose parent exited before it was seen (re-parented to init) is
-        not found."""
+        whose parent exited before it was seen is re-parented: to tumbler
+        under ``exec`` (keep_orphans), which hands it back; otherwise to
+        init or a subreaper, and then it is not found."""
         if not (self.followed or self._bound_masks):
             return
         token = self.backend.newest_pid()
@@ -109,6 +154,9 @@ class ThreadTracking:
             parents[pid] = parent
         self._listed_pids = listed
         me = os.getpid()
+        orphans = self._orphans([pid for pid, parent in parents.items() if parent == me])
+        if orphans:
+            self._put_back_tree([(pid, self._orphans_of[1]) for pid in orphans])
         forked = set()              # targets not followed that made children
         found = True
         while found:                # a grandchild may be listed before its parent

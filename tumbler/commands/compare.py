@@ -839,21 +839,14 @@ def _kill_group(process):
             break
 
 
-_PR_SET_CHILD_SUBREAPER = 36     # include/uapi/linux/prctl.h
-
-
 def _adopt_orphans(adopt):
     """Linux: make compare the subreaper of what it starts (``adopt``) while
     ``Background.stop`` kills the background commands, so their orphans
     can be waited for; then no longer.  Elsewhere, or if refused, they are
     only killed."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(adopt), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    if sys.platform.startswith("linux"):
+        from ..platform.linux.backend import set_child_subreaper
+        set_child_subreaper(adopt)
 
 
 def _ended(process):

@@ -1,5 +1,6 @@
 """Command line: ``tumbler -p PID``, ``tumbler exec -- CMD`` and the
-subcommands (``topology``, ``stat``, ``probe``, ``compare``, ``restore``).
+subcommands (``topology``, ``stat``, ``probe``, ``compare``, ``restore``,
+``service``, ``status``, ``plot``; ``SUBCOMMANDS`` below).
 
 Every error reaches the user as one line on stderr and a documented exit
 status (see tumbler(8), EXIT STATUS): 0 success, 1 runtime failure

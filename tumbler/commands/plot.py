@@ -14,10 +14,12 @@ tumbler does, illumos included).
 
 import json
 import sys
+from collections import Counter
 
 import click
 
 from ..cpulist import parse_cpulist
+from ..engine.grouping import DEFAULT_TOLERANCE     # the tolerance band's default
 from ..errors import EXIT_FAILURE, UsageError, TumblerError
 
 #: Colours of the domain lines, in turn.
@@ -27,8 +29,6 @@ WIDTH, LEFT, RIGHT = 900, 60, 20
 TOP_PANEL = (40, 260)           # y of the first panel's top and bottom
 BOTTOM_PANEL = (310, 430)
 HEIGHT = 480
-#: The tolerance band's default: the engine's (engine/grouping.py).
-DEFAULT_TOLERANCE = 0.10
 
 
 @click.command("plot")
@@ -107,7 +107,11 @@ def _tolerance(rounds):
 def render(rounds, tolerance=None, title=""):
     """The SVG text for ``rounds``."""
     tolerance = _tolerance(rounds) if tolerance is None else tolerance
-    names = rounds[-1]["domains"]
+    # The domains most rounds had: auto merges domains for a while when a
+    # program outnumbers their CPUs, space sharing changes them; rounds
+    # with others leave a gap in the lines.
+    counts = Counter(tuple(r["domains"]) for r in rounds)
+    names = list(max(counts, key=counts.get))
     capacities = [max(len(parse_cpulist(name)), 1) for name in names]
     t0, t1 = rounds[0]["t"], rounds[-1]["t"]
     span = (t1 - t0) or 1.0
@@ -116,7 +120,7 @@ def render(rounds, tolerance=None, title=""):
         return LEFT + (t - t0) / span * (WIDTH - LEFT - RIGHT)
 
     per_cpu = [[load / capacities[i] for i, load in enumerate(r["domain_loads"])]
-               if len(r["domain_loads"]) == len(names) else None for r in rounds]
+               if r["domains"] == names else None for r in rounds]
     top = max([max(v) for v in per_cpu if v] + [1.0]) * 1.1
 
     def y1(value):

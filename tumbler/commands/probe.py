@@ -1,7 +1,7 @@
 """``tumbler probe KIND -p PID``: what sampling cannot see, per thread.
 
 Runs the tracing scripts of ``probes/`` (bpftrace on Linux, DTrace on
-illumos; see ``tumbler.probe``) over one window of ``--duration`` seconds
+illumos; see ``tumbler.tracing``) over one window of ``--duration`` seconds
 and prints one table per process.  The window runs from the scripts' first
 print after they are attached to their first print once ``--duration`` has
 passed; the backend samples each process right after each of those two
@@ -27,7 +27,7 @@ of known lock time on Linux (``tracing.check``); a figure outside the
 tolerance makes the exit status 1.
 
 Without the tracing tool or the privilege it needs, one line says which and
-how to get it, and the exit status is 1 (``tumbler.probe.check_tool``).
+how to get it, and the exit status is 1 (``tumbler.tracing.session.check_tool``).
 ``--json`` keys are documented in ``probe_record``.
 """
 

@@ -473,6 +473,9 @@ def run_exec(settings, command):
             if journal is not None:
                 journal.claim(child.pid, allowed)
                 journal.attach(binder, choice.domains)
+            if controller.moves_threads:    # before anything is bound
+                controller.keep_orphans(child.pid, allowed, lambda: {
+                    pid for observer in observers for pid in observer.processes()})
             controller.add_target(child.pid, allowed,
                                   children=settings["children"] is not False)
             _start_observers(observers, controller)     # --probe: attached on return

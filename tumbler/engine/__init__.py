@@ -12,6 +12,7 @@ a thread; the controller does that with the platform layer.
 * speed.py     -- speed balancing inside a domain.
 * policy.py    -- policy choice: decide, and quiet_verdict for quiet rounds.
 * window.py    -- the sums a quiet round decides on (``_window.c``: in C).
+* share.py     -- space sharing: disjoint CPU sets for several programs.
 """
 
 from .grouping import DEFAULT_TOLERANCE, left_out, place_new, plan_tumbler, spread

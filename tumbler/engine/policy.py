@@ -507,13 +507,17 @@ def oversubscribed_unevenly(threads, cores):
     threads per core: domain i would need candidates * cores[i] / total
     threads, a whole number for every i.  Then some domain holds more
     threads per core than the program's share, for as long as the threads
-    stay bound to domains (module docstring, 5.)."""
+    stay bound to domains (module docstring, 5.).  None -- not judged --
+    while some runnable thread's sleeping is not known yet (a thread that
+    waits for a CPU most of the time may still block at every period)."""
     total = sum(cores)
-    runnable = sum(1 for t in threads if t.runnable is not None
-                   and t.runnable >= RUNNABLE_SHARE and AutoPolicy._not_sleeping(t))
-    if runnable <= total:
+    runnable = [t for t in threads if t.runnable is not None and t.runnable >= RUNNABLE_SHARE]
+    if len(runnable) <= total:
         return False
-    return any(runnable * c % total for c in cores)
+    if any(t.sleeps_per_s is None for t in runnable):
+        return None
+    candidates = sum(1 for t in runnable if t.sleeps_per_s < SLEEPS_PER_SECOND)
+    return candidates > total and any(candidates * c % total for c in cores)
 
 
 def _mean_switching(threads):

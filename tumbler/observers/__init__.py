@@ -21,6 +21,10 @@ class Observer:
     def close(self):
         """Balancing ended (every thread is back): release what is held."""
 
+    def processes(self):
+        """The PIDs of the processes it started (a tracer), running now."""
+        return ()
+
     def summary_lines(self):
         """Lines for the exit summary."""
         return []

@@ -2,7 +2,7 @@
 tumbler balances, and put them in the log and the exit summary.
 
 A ProbeObserver is one of the controller's observers.  It runs the tracing
-scripts of ``probes/`` (``tumbler.probe.ProbeSession``) on the controller's
+scripts of ``probes/`` (``tumbler.tracing.session.ProbeSession``) on the controller's
 targets, with the controller's domains as the CPU-to-domain map, so that
 ``cross_domain`` counts exactly the migrations between the domains tumbler
 balances across -- the ones that cost cache and memory locality, and the
@@ -26,7 +26,7 @@ Life cycle (called by the run):
 The ``probe`` log object (stable keys): ``interval_s`` (seconds since the
 previous reading), ``traced_s`` (per kind, the seconds the interval's
 values cover: between the scripts' last prints before the two readings),
-the traced fields of ``tumbler.probe.FIELDS`` summed over the targets'
+the traced fields of ``tumbler.tracing.parse.FIELDS`` summed over the targets'
 threads (``lock_ns``, ``lock_count``, ``runq_ns``, ``runq_count``,
 ``migrations``, ``cross_domain``), and ``per_thread``: ``{"PID:TID":
 {field: value}}`` with only the threads and fields that are not zero.
@@ -167,6 +167,10 @@ class ProbeObserver(Observer):
         if "runq_ns" in self.totals:
             fields["runq_mean_ms"] = mean_runq_ms(self.totals)
         return {"probe": fields}
+
+    def processes(self):
+        session = self.session
+        return session.tool_pids() if session is not None else ()
 
     def close(self):
         """Stop tracing and take the final totals; never raises, always

@@ -338,6 +338,22 @@ class Backend:
         tumbler's to put back.  Default: none (the OS cannot tell)."""
         return set()
 
+    def forget_process(self, pid):
+        """``pid`` is to be read as a new process from now on: what was kept
+        of an earlier one of that PID (files bound to it, its identity) is
+        dropped.  Until this is called, a process that took the PID of one
+        the backend read must not answer for it (``process_state`` raises
+        NoSuchProcess).  Default: nothing kept."""
+
+    def keep_orphans(self):
+        """Make the calling process the parent of every orphan among its
+        descendants (a process whose parent exits is re-parented to it, not
+        to init), for as long as it runs; True if done.  ``exec`` asks for
+        this so that a process forked by a bound thread whose parent exits
+        before tumbler saw it is still found, and handed back (its mask is
+        tumbler's).  Default: False (the OS cannot)."""
+        return False
+
     def process_facts(self, pid):
         """ProcessFacts of ``pid`` (service rules); NoSuchProcess if gone.
         ``cmdline`` is None where reading it may stall (``cmdline``)."""

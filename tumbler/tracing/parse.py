@@ -1,6 +1,6 @@
 """Parsers for the output of the probe scripts in ``probes/``.
 
-Pure code, no I/O: the runner in ``tumbler.probe`` feeds lines in, tests feed
+Pure code, no I/O: the runner in ``tumbler.tracing.session`` feeds lines in, tests feed
 recorded output.  Two formats carry the same logical content:
 
 * ``json`` -- ``bpftrace -f json`` running ``probes/linux/*.bt``.  One JSON

@@ -765,6 +765,11 @@ class ProbeSession:
             raise TumblerError(failed[0].describe_failure())
         return {k: dict(v) for k, v in self._final.items()}
 
+    def tool_pids(self):
+        """The PIDs of the tracing processes it started and has not reaped."""
+        return [child.proc.pid for child in self._children
+                if child.proc is not None and child.proc.returncode is None]
+
     def kill(self):
         """End every tracing process at once, without the final print."""
         for child in self._children:

@@ -16,9 +16,9 @@ Sampling cost matters (the paper measured 410 us for 64 threads), so:
   keeps a process with thousands of threads within the open-files limit
   (tumbler also raises its soft limit to the hard one at start).
 
-``root`` replaces ``/`` so tests can run on fixture trees.  Only this module
-and ``cpuset`` look at errno: everything leaves as the exceptions of
-``tumbler.platform.base``.
+``root`` replaces ``/`` so tests can run on fixture trees.  OSErrors end
+here and in the other modules of this folder: everything leaves as the
+exceptions of ``tumbler.platform.base``.
 """
 
 import errno
@@ -45,6 +45,7 @@ except ImportError:         # not built (optional): the same steps in Python
 
 PF_KTHREAD = 0x00200000
 CAP_SYS_NICE = 23
+PR_SET_CHILD_SUBREAPER = 36     # include/uapi/linux/prctl.h
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _NS_PER_TICK = 1_000_000_000 // _CLK_TCK
@@ -172,6 +173,7 @@ class LinuxBackend(Backend):
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
         self._proc_stat_fds = {}    # pid -> open fd of /proc/PID/stat (process_cpu_ns)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
+        self._gone = set()          # pids whose process was seen gone (forget_process)
         self._relist = set()        # pids whose next sample must list their threads
         self._loadavg_fd = None     # /proc/loadavg, for newest_pid
         self._schedstat_ok = None   # None: not yet known
@@ -232,6 +234,8 @@ class LinuxBackend(Backend):
         directory (one fstat of a kept-open fd, bound to this process: a
         reused PID cannot answer for it); None if it cannot be told."""
         fd = self._task_fds.get(pid)
+        if pid in self._gone:
+            return None
         try:
             if fd is None:
                 fd = self._task_fds[pid] = os.open("%s/%d/task" % (self.proc, pid),
@@ -252,6 +256,12 @@ class LinuxBackend(Backend):
         # with many threads).  The fd is kept open across rounds; it stays
         # bound to this process, so a reused PID reads as an error, not as
         # another process.
+        if pid in self._gone:
+            # Seen gone: whatever has the PID now is another process, and
+            # may not answer for it (forget_process says when ``pid`` is a
+            # new process to read).  Its start time could not tell: it
+            # counts in clock ticks, and two processes can share one.
+            raise NoSuchProcess(pid)
         fd = self._stat_fds.get(pid)
         try:
             if fd is None:
@@ -262,6 +272,7 @@ class LinuxBackend(Backend):
             data = b""
         if not data:
             self._close_process_files(pid)
+            self._gone.add(pid)
             raise NoSuchProcess(pid)
         fields = parse_stat(data.decode(errors="replace"))[1]
         try:
@@ -328,6 +339,7 @@ class LinuxBackend(Backend):
             self.forget(*key)
         self._sampled_tids.clear()
         self._relist.clear()
+        self._gone.clear()
         for pid in set(self._stat_fds) | set(self._task_fds) | set(self._proc_stat_fds):
             self._close_process_files(pid)
         if self._loadavg_fd is not None:
@@ -344,6 +356,15 @@ class LinuxBackend(Backend):
             if fd is not None:
                 os.close(fd)
         self._states.pop(pid, None)
+
+    def forget_process(self, pid):
+        """See Backend.forget_process."""
+        self._close_process_files(pid)
+        self._gone.discard(pid)
+        for key in [k for k in self._files if k[0] == pid]:
+            self.forget(*key)
+        self._sampled_tids.pop(pid, None)
+        self._relist.discard(pid)
 
     def thread_flags(self, pid, tid):
         files = self._files.get((pid, tid)) or self._open_thread(pid, tid)
@@ -374,8 +395,11 @@ class LinuxBackend(Backend):
         """Times of every thread of ``pid``; ``detail`` adds usr/sys/cpu/state.
 
         Threads that vanish while being read are left out; a process that is
-        gone raises NoSuchProcess.
+        gone raises NoSuchProcess, and so does a PID seen gone (its process
+        exited; forget_process).
         """
+        if pid in self._gone:
+            raise NoSuchProcess(pid)
         last = self._sampled_tids.get(pid)
         if not detail and last and pid not in self._relist \
                 and self.thread_count(pid) == len(last):
@@ -608,6 +632,10 @@ class LinuxBackend(Backend):
     def process_ids(self):
         return [int(name) for name in os.listdir(self.proc) if name.isdigit()]
 
+    def keep_orphans(self):
+        """See Backend.keep_orphans: prctl(PR_SET_CHILD_SUBREAPER)."""
+        return set_child_subreaper(True)
+
     def process_facts(self, pid):
         """/proc/PID/stat (name, threads, CPU time, kernel flag), status
         (real UID) and cgroup; not the command line (``cmdline``: its read
@@ -632,6 +660,8 @@ class LinuxBackend(Backend):
         """utime + stime of /proc/PID/stat (the kernel sums the threads),
         through an fd kept open on it: bound to the process, so a reused
         PID reads as gone."""
+        if pid in self._gone:
+            raise NoSuchProcess(pid)
         fd = self._proc_stat_fds.get(pid)
         try:
             if fd is None:
@@ -641,9 +671,8 @@ class LinuxBackend(Backend):
         except OSError:
             data = b""
         if not data:
-            fd = self._proc_stat_fds.pop(pid, None)
-            if fd is not None:
-                os.close(fd)
+            self._close_process_files(pid)
+            self._gone.add(pid)
             raise NoSuchProcess(pid)
         fields = parse_stat(data.decode(errors="replace"))[1]
         return (int(fields[_STAT_UTIME]) + int(fields[_STAT_STIME])) * _NS_PER_TICK
@@ -838,7 +867,7 @@ class LinuxBackend(Backend):
         raise UsageError("--binder %s is not available on Linux (use affinity or cpuset)" % kind)
 
 
-# -- binders -------------------------------------------------------------------
+# -- the C module's fallback ----------------------------------------------------
 
 def _py_read_columns(task_fd, fds, run, lat):
     """The C module's ``read_columns`` in Python: None unless the process
@@ -858,6 +887,18 @@ def _py_read_columns(task_fd, fds, run, lat):
 
 
 # -- helpers -------------------------------------------------------------------
+
+def set_child_subreaper(on):
+    """prctl(PR_SET_CHILD_SUBREAPER) for the calling process (Linux 3.4 and
+    later): while ``on``, orphans among its descendants are re-parented to
+    it.  True if the kernel took it."""
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0,
+                                                       0) == 0
+    except (OSError, AttributeError):
+        return False
+
 
 def _has_capability(proc, bit):
     try:
