@@ -383,7 +383,7 @@ def test_bt_header_and_outputs(name):
     assert "interval:ms:10\n/@start == 0/" in last
     assert 'printf("tumbler-probe %s ready %%lld\\n", @start);' % name in last
     # every clause but task_newtask, the exit cleanup, BEGIN and END waits for @start
-    for head in re.findall(r"^((?:tracepoint|interval)[^{]*)\{", code, re.M):
+    for head in re.findall(r"^((?:tracepoint|interval|profile)[^{]*)\{", code, re.M):
         if "task_newtask" not in head and "sched_process_exit" not in head:
             assert "@start" in head, head
     # every map it prints is one the parser knows, for this script, keyed [pid, tid]
