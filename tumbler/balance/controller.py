@@ -74,9 +74,13 @@ from .threads import ThreadTracking
 #: the programs' cadences fall together and the loop wakes once for them
 #: all (half the default discovery interval; speed steps keep their time).
 SLACK_S = 0.05
-#: Domains merge or split once every round for this many load windows asked
-#: for it (engine/policy.py, 5.; _merge_or_split).
-MERGE_HOLD_WINDOWS = 2
+#: Domains merge once every round for this many load windows asked for it,
+#: and split after this many (engine/policy.py, 5.; _merge_or_split).
+#: Merging hands threads back to the OS, the safe way, so it comes sooner:
+#: every second 3 busy threads stay 2 + 1 on two 1-CPU domains costs the
+#: pair a third of their speed.
+MERGE_HOLD_WINDOWS = 1
+SPLIT_HOLD_WINDOWS = 2
 
 
 class RunStats:
@@ -268,10 +272,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
     def _merge_or_split(self, views, samples):
         """Merge the domains into one when the program is oversubscribed
         across them unevenly, split them again once it is not -- once
-        every judgement over MERGE_HOLD_WINDOWS load windows asked for it,
-        so at most once a second (by default) and never on a passing
-        change: the loads that decide it reach back a window, so a thread
-        idle for a moment counts as not runnable for a window after.
+        every judgement over MERGE_HOLD_WINDOWS (SPLIT_HOLD_WINDOWS) load
+        windows asked for it, so never on a passing change: the loads that
+        decide it reach back a window, so a thread idle for a moment counts
+        as not runnable for a window after.
         Returns a note for the round's reason when it did either."""
         split = self._split_choice or self.choice
         # Measured capacity weighs the domains instead (and may leave one
@@ -288,7 +292,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             return None
         if self._merge_wanted_ns is None:
             self._merge_wanted_ns = now
-        if now - self._merge_wanted_ns < MERGE_HOLD_WINDOWS * self.load_window_ns:
+        hold = MERGE_HOLD_WINDOWS if uneven else SPLIT_HOLD_WINDOWS
+        if now - self._merge_wanted_ns < hold * self.load_window_ns:
             return None
         self._merge_wanted_ns = None
         if not uneven:
