@@ -38,6 +38,13 @@ def spinner_below(pid):
     return wait_until(find, what="spawner below %d" % pid)
 
 
+def assert_handed_back(spinners, cpus):
+    """The spawner ``spinners`` (main thread + 2) has ``cpus`` on every thread."""
+    masks = thread_masks(spinners)
+    assert len(masks) == 3
+    assert all(mask == cpus for mask in masks.values()), masks
+
+
 def test_exec_balances_a_wrappers_grandchild(spawner, domains, procs, state, two_cpus):
     """``sh -c "sh -c 'spawner; true'; true"``: the spinners two levels
     down are bound across the domains, and handed back at the end."""
@@ -53,9 +60,7 @@ def test_exec_balances_a_wrappers_grandchild(spawner, domains, procs, state, two
     status, stderr = finish(tumbler, signal.SIGTERM)     # forwarded to the outer shell
     try:
         assert status == 128 + signal.SIGTERM, stderr
-        masks = thread_masks(grandchild)                    # runs on, orphaned
-        assert len(masks) == 3
-        assert all(mask == both for mask in masks.values()), masks
+        assert_handed_back(grandchild, both)                # runs on, orphaned
     finally:
         _kill(grandchild)
 
@@ -95,9 +100,7 @@ def test_a_child_forked_after_the_start_is_picked_up(spawner, domains, procs, st
     status, stderr = finish(tumbler, signal.SIGTERM)     # forwarded to the shell
     try:
         assert status == 128 + signal.SIGTERM, stderr
-        masks = thread_masks(child)                     # runs on, orphaned
-        assert len(masks) == 3
-        assert all(mask == both for mask in masks.values()), masks
+        assert_handed_back(child, both)             # runs on, orphaned
     finally:
         _kill(child)
 
@@ -145,13 +148,15 @@ def test_attach_with_children(spawner, domains, procs, state, two_cpus):
     shell = procs.start(["sh", "-c", "%s; true" % (SPINNERS % (spawner, 30))],
                         preexec_fn=on_cpus(both))
     child = spinner_below(shell.pid)
-    tumbler = procs.tumbler("--domains", spec, "--children", "--duration", "30", "-p",
-                            str(shell.pid), state_dir=state)
-    wait_bound(child, doms, count=2)
-    status, stderr = finish(tumbler, signal.SIGINT)
-    assert status == 0, stderr
-    masks = thread_masks(child)
-    assert all(mask == both for mask in masks.values()), masks
+    try:
+        tumbler = procs.tumbler("--domains", spec, "--children", "--duration", "30", "-p",
+                                str(shell.pid), state_dir=state)
+        wait_bound(child, doms, count=2)
+        status, stderr = finish(tumbler, signal.SIGINT)
+        assert status == 0, stderr
+        assert_handed_back(child, both)
+    finally:
+        _kill(child)            # the shell is the fixture's; its child would spin on
 
 
 def _kill(pid):
@@ -219,9 +224,7 @@ def test_an_orphan_forked_by_a_bound_shell_is_handed_back(spawner, domains, proc
         rounds = [json.loads(line) for line in open(log)]
         assert "sh" in [m["name"] for m in rounds[0]["moves"]], rounds
         assert all(m["to"] is not None for m in rounds[0]["moves"])
-        masks = thread_masks(child)                 # runs on, orphaned
-        assert len(masks) == 3
-        assert all(mask == both for mask in masks.values()), masks
+        assert_handed_back(child, both)             # runs on, orphaned
     finally:
         _kill(child)
 

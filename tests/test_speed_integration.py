@@ -38,6 +38,15 @@ def workers_of(tumbler_pid, timeout=5.0):
     raise AssertionError("spmd workers never appeared")
 
 
+def terminated(tumbler, pid):
+    """SIGTERM to ``tumbler``; its stderr, and the masks of ``pid``'s
+    threads once it exited (its status: see the caller)."""
+    tumbler.send_signal(signal.SIGTERM)
+    _, stderr = tumbler.communicate(timeout=20)
+    assert_no_traceback(stderr)
+    return stderr, thread_masks(pid)
+
+
 def merged_from(rounds, two_cpus):
     """The rounds after auto merged the two 1-CPU domains (engine/policy.py,
     5.): one merge, and every round after it on the one domain."""
@@ -170,14 +179,11 @@ def test_signal_during_speed_steps_restores_every_mask(workloads, two_cpus):
                     pinned.add((tid, mask))
             return len(pinned) >= 6          # threads have moved between cores
         wait_until(rotated, "speed balancing to move threads between cores")
-        tumbler.send_signal(signal.SIGTERM)
-        _, stderr = tumbler.communicate(timeout=20)
-        after = thread_masks(spmd.pid)
+        stderr, after = terminated(tumbler, spmd.pid)
     finally:
         spmd.kill()
         spmd.wait()
     assert tumbler.returncode == 0, stderr
-    assert_no_traceback(stderr)
     assert after == before
     assert "core changes" in stderr
 
@@ -205,14 +211,11 @@ def test_merged_domains_hand_threads_back_with_their_own_masks(workloads, two_cp
         wait_until(lambda: any("merged" in r["reason"] for r in rounds()),
                    "auto to merge the domains")
         merged = thread_masks(spmd.pid)
-        tumbler.send_signal(signal.SIGTERM)
-        _, stderr = tumbler.communicate(timeout=20)
-        after = thread_masks(spmd.pid)
+        stderr, after = terminated(tumbler, spmd.pid)
     finally:
         spmd.kill()
         spmd.wait()
     assert tumbler.returncode == 0, stderr
-    assert_no_traceback(stderr)
     placed = [m for r in rounds() if len(r["domains"]) == 2 for m in r["moves"]
               if m["name"].startswith("spmd-")]
     assert sorted(m["to"] for m in placed) in ([0, 0, 1], [0, 1, 1]), placed
