@@ -47,17 +47,6 @@ def check_target(backend, pid, force):
     return check_process(backend, pid, manage=True, force=force)
 
 
-def _raise_file_limit():
-    """One fd per target thread: allow as many as the hard limit does."""
-    import resource
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
-            pass
-
-
 def _moves_threads(settings):
     """Whether this run may move threads (a policy that does, no -n)."""
     return settings["policy"] not in OBSERVING_POLICIES and not settings["dry_run"]
@@ -65,7 +54,8 @@ def _moves_threads(settings):
 
 def _open_backend(settings):
     from ..platform import open_backend
-    _raise_file_limit()
+    from ..platform.limits import raise_file_limit
+    raise_file_limit()
     return open_backend(settings["platform"], settings["root"])
 
 

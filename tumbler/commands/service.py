@@ -51,14 +51,14 @@ def run_service(config_path, socket_path=None, verbose=False, log_path=None):
     from ..service.loop import ERROR, INFO, WARNING, Log, Service
     from ..state import list_states, state_dir
     from ..state.paths import ensure_dir
-    from .run import _raise_file_limit
+    from ..platform.limits import raise_file_limit
     if os.geteuid() != 0:
         raise TumblerError("the service manages other users' programs: it needs root "
                            "(CAP_SYS_NICE and write access to /run)", EXIT_FAILURE)
     config = load_service_config(config_path)
     log = Log()
     raise_priority()
-    _raise_file_limit()
+    raise_file_limit()
     ensure_dir(state_dir())         # full, read-only or foreign: refused now
     # From here on a stop signal is recorded and ends the service cleanly
     # at its first turn, whatever it arrives during.

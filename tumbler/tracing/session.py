@@ -48,7 +48,7 @@ from .parse import (FIELDS, KIND_OF_SCRIPT, KINDS, SCRIPT_OF_KIND, ParseError,
                                   ProbeStream, by_tid, delta, empty_record,
                                   merge, process_totals)
 from ..errors import TumblerError, UsageError
-from ..platform import NoSuchProcess, PlatformError, open_backend
+from ..platform import PLATFORMS, NoSuchProcess, PlatformError, native_platform, open_backend
 from ..safefile import UnsafePath, private_tempdir, read_trusted
 
 __all__ = [
@@ -57,7 +57,6 @@ __all__ = [
     "find_script", "probe_dirs", "process_totals", "run_window",
 ]
 
-PLATFORMS = ("linux", "illumos")
 SCRIPT_NAMES = ("locktime", "runqlat", "migrations")
 EXTENSION = {"linux": ".bt", "illumos": ".d"}
 PRELUDE_MARK = {"linux": "// TUMBLER-PRELUDE", "illumos": "/* TUMBLER-PRELUDE */"}
@@ -80,13 +79,13 @@ _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
 # -- locating scripts --------------------------------------------------------
 
 def current_platform():
-    """``"linux"`` or ``"illumos"``; TumblerError elsewhere."""
-    if sys.platform.startswith("linux"):
-        return "linux"
-    if sys.platform.startswith("sunos"):
-        return "illumos"
-    raise TumblerError("probes need Linux (bpftrace) or illumos (DTrace), "
-                       "not %s" % sys.platform)
+    """``"linux"`` or ``"illumos"`` (platform.native_platform); TumblerError
+    elsewhere."""
+    name = native_platform()
+    if name is None:
+        raise TumblerError("probes need Linux (bpftrace) or illumos (DTrace), "
+                           "not %s" % sys.platform)
+    return name
 
 
 def _check_platform(platform_name):
