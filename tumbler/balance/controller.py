@@ -185,16 +185,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         if self.capacity_meter is not None and len(self.domains) > 1:
             self._weigh(max((s.wall_ns for s in samples), default=None))
         # Threads outside every domain (no eligible domain) are left alone.
-        measured = [t for t in self.threads.values()
-                    if t.load is not None and not t.unmovable and t.eligible]
-        crowded = self._crowded_domains(measured)
-        views = self._views(measured, crowded)
+        measured, views = self._measured_views()
         merge_note = self._merge_or_split(views, samples)
-        if merge_note:
-            measured = [t for t in self.threads.values()
-                        if t.load is not None and not t.unmovable and t.eligible]
-            crowded = self._crowded_domains(measured)
-            views = self._views(measured, crowded)
+        if merge_note:                  # other domains: other eligibility, views
+            measured, views = self._measured_views()
         decision = self.policy.decide(views, self.domains)
         plan = decision.plan
         if merge_note:
@@ -221,6 +215,14 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
                 or decision.engaged or self.observers):
             self._roster = self._quiet_roster(samples, decision)
         return decision
+
+    def _measured_views(self):
+        """The threads the policy decides on -- measured, movable, with a
+        domain they may use (the others are left alone) -- and its views
+        of them."""
+        measured = [t for t in self.threads.values()
+                    if t.load is not None and not t.unmovable and t.eligible]
+        return measured, self._views(measured, self._crowded_domains(measured))
 
     def _weigh(self, now_ns):
         """Measured capacity (balance/capacity.py): each domain weighed by
@@ -269,6 +271,15 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
 
     # -- merged domains (engine/policy.py, 5.) ----------------------------------
 
+    def _may_merge(self):
+        """Whether this run's domains may merge: auto moving threads, domains
+        of a level that may (balance/domains.py), and capacity counted in
+        CPUs -- measured capacity weighs the domains instead (and may leave
+        one out): merging would hand threads back to CPUs it found taken."""
+        return (self.policy.merges_domains and self.moves_threads
+                and self.capacity_meter is None
+                and mergeable(self._split_choice or self.choice))
+
     def _merge_or_split(self, views, samples):
         """Merge the domains into one when the program is oversubscribed
         across them unevenly, split them again once it is not -- once
@@ -277,12 +288,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         decide it reach back a window, so a thread idle for a moment counts
         as not runnable for a window after.
         Returns a note for the round's reason when it did either."""
-        split = self._split_choice or self.choice
-        # Measured capacity weighs the domains instead (and may leave one
-        # out): merging them would hand threads back to CPUs it found taken.
-        if not (self.policy.merges_domains and self.moves_threads and mergeable(split)
-                and self.capacity_meter is None):
+        if not self._may_merge():
             return None
+        split = self._split_choice or self.choice
         now = samples[0].wall_ns if samples else time.monotonic_ns()
         uneven = oversubscribed_unevenly(views, [len(d) for d in split.domains])
         if uneven is None:

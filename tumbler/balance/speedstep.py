@@ -77,7 +77,8 @@ class SpeedSteps:
 
     def _crowded_domains(self, threads):
         """Domains with more always-runnable threads than CPUs; every domain
-        when the program has more of them than all its domains have CPUs.
+        when the program has more of them than all its domains have CPUs and
+        its domains may merge (controller.py, _may_merge).
 
         Only there can speed balancing engage, or domains merge
         (engine/policy.py, 2. and 5.), so only there is it worth reading
@@ -89,7 +90,8 @@ class SpeedSteps:
         for thread in threads:
             if (thread.runnable or 0) >= RUNNABLE_SHARE:
                 runnable[thread.domain] = runnable.get(thread.domain, 0) + 1
-        if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains):
+        if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains) \
+                and self._may_merge():
             return {d.index for d in self.domains}
         return {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
 

@@ -271,8 +271,7 @@ class LinuxBackend(Backend):
         except OSError:
             data = b""
         if not data:
-            self._close_process_files(pid)
-            self._gone.add(pid)
+            self._seen_gone(pid)
             raise NoSuchProcess(pid)
         fields = parse_stat(data.decode(errors="replace"))[1]
         try:
@@ -356,6 +355,12 @@ class LinuxBackend(Backend):
             if fd is not None:
                 os.close(fd)
         self._states.pop(pid, None)
+
+    def _seen_gone(self, pid):
+        """A read found ``pid``'s process gone: drop what is kept of it, and
+        read nothing under its PID until forget_process."""
+        self._close_process_files(pid)
+        self._gone.add(pid)
 
     def forget_process(self, pid):
         """See Backend.forget_process."""
@@ -671,8 +676,7 @@ class LinuxBackend(Backend):
         except OSError:
             data = b""
         if not data:
-            self._close_process_files(pid)
-            self._gone.add(pid)
+            self._seen_gone(pid)
             raise NoSuchProcess(pid)
         fields = parse_stat(data.decode(errors="replace"))[1]
         return (int(fields[_STAT_UTIME]) + int(fields[_STAT_STIME])) * _NS_PER_TICK
