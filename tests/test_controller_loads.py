@@ -281,7 +281,7 @@ def test_a_regrouping_is_held_until_the_last_one_is_a_load_window_old():
         def __init__(self):
             super().__init__(None)
 
-        def decide(self, threads, domains):
+        def decide(self, threads, domains, other=None):
             moves = [Move(t.tid, t.domain, 1 - (t.domain or 0)) for t in threads]
             plan = Plan(moves, {m.tid: m.dst for m in moves}, 0.0, 100, True, [0.0, 0.0],
                         [0.0, 0.0], 0.0, 0.0, "flip")
@@ -390,3 +390,67 @@ def test_numa_domains_and_the_tumbler_policy_never_merge():
                                 {101: (0.5, 0.5), 102: (0.5, 0.5), 103: (1.0, 0.0)})
         assert len(controller.domains) == 2, (level, policy)
         assert not any("merged" in d.plan.reason for d in decisions)
+
+
+class BusyCpusBackend(ScriptedBackend):
+    """ScriptedBackend whose CPUs' busy time (/proc/stat's) the test sets."""
+
+    def __init__(self):
+        super().__init__()
+        self.busy = {0: 0, 1: 0}
+
+    def cpu_times(self):
+        return {cpu: (busy, self.now) for cpu, busy in self.busy.items()}
+
+
+def test_auto_merges_domains_other_work_crowds_and_splits_them_when_it_leaves():
+    """Two busy threads on two 1-CPU domains and a hog on CPU 1: bound, the
+    thread beside the hog gets half a CPU (the OS alone gives all three
+    0.67); auto merges the domains, keeps them merged while the hog runs,
+    and splits them once it has gone (engine/merging.py)."""
+    from tumbler.engine.policy import make_policy
+    backend = BusyCpusBackend()
+    for tid in (101, 102):
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy("auto"), choice, dry_run=True)
+    controller.add_target(PID)
+
+    def rounds(n, hog):
+        decisions = []
+        for _ in range(n):
+            backend.now += 100 * MS
+            merged = len(controller.domains) == 1
+            for tid in (101, 102):
+                thread = controller.threads.get((PID, tid))
+                beside_hog = hog and (merged or (thread is not None and thread.domain == 1))
+                cpu = 0.67 if hog and merged else 0.5 if beside_hog else 1.0
+                backend.run(tid, cpu * 100, lat_ms=(1 - cpu) * 100)
+                if merged:
+                    for each in (0, 1):
+                        backend.busy[each] += round(cpu * 50 * MS)
+                else:
+                    backend.busy[thread.domain if thread else 0] += round(cpu * 100 * MS)
+            if hog:
+                backend.busy[1 if not merged else 0] += round((0.67 if merged else 0.5)
+                                                              * 100 * MS)
+            decisions.append(controller.round())
+        return decisions
+
+    decisions = rounds(1, hog=False)
+    assert sorted(t.domain for t in controller.threads.values()) == [0, 1]
+    decisions = rounds(12, hog=True)
+    merged = [d for d in decisions if "merged" in d.plan.reason]
+    assert len(merged) == 1, [d.plan.reason for d in decisions]
+    assert "other work (0.0 / 0.5 CPU) competes with busy threads" in merged[0].plan.reason
+    assert controller.choice.single and [d.cpus for d in controller.domains] == \
+        [frozenset({0, 1})]
+    # Merged while the hog runs (even though two threads group evenly).
+    decisions = rounds(20, hog=True)
+    assert len(controller.domains) == 1
+    assert not any("split" in d.plan.reason for d in decisions)
+    # The hog goes: split after two load windows, one thread per domain.
+    decisions = rounds(20, hog=False)
+    assert sum("split" in d.plan.reason for d in decisions) == 1
+    assert [d.cpus for d in controller.domains] == [frozenset({0}), frozenset({1})]
+    assert sorted(t.domain for t in controller.threads.values()) == [0, 1]

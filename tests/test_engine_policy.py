@@ -249,7 +249,7 @@ def test_observing_policies_are_those_that_never_move_threads():
 
 
 def test_oversubscribed_unevenly_means_no_grouping_gives_equal_threads_per_core():
-    from tumbler.engine.policy import oversubscribed_unevenly
+    from tumbler.engine.merging import oversubscribed_unevenly
 
     def busy(n, **kw):
         return [spinner(i, 0.5, **kw) for i in range(n)]
@@ -267,3 +267,61 @@ def test_oversubscribed_unevenly_means_no_grouping_gives_equal_threads_per_core(
     assert not oversubscribed_unevenly(busy(2) + busy(1, sleeps=5.0), [1, 1])
     assert not oversubscribed_unevenly(busy(2) + [spinner(9, 0.5)._replace(runnable=0.5)],
                                        [1, 1])
+
+
+def test_other_work_keeps_speed_balancing_out_and_ends_it():
+    """engine/policy.py, 7.: beside other work the domain is the OS's."""
+    yielders = [spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)]
+    decision = auto().decide(yielders, ONE_DOMAIN, [0.5])
+    assert decision.engaged == [] and decision.pins == {}
+    assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores, other work 0.5 CPU"
+    # None measured (0.0, below the dead band): engaged as before.
+    assert auto().decide(yielders, ONE_DOMAIN, [0.0]).engaged == [0]
+    # Engaged, then other work comes: every pin released.
+    policy = auto()
+    pins = policy.decide(yielders, ONE_DOMAIN).pins
+    pinned = [spinner(t, 0.66, pins[t]) for t in (1, 2, 3)]
+    released = policy.decide(pinned, ONE_DOMAIN, [0.3])
+    assert released.engaged == [] and released.pins == {1: None, 2: None, 3: None}
+    # Other work is named only where it kept speed balancing out.
+    two = auto().decide([spinner(1, 1.0), spinner(2, 1.0)], ONE_DOMAIN, [0.5])
+    assert two.notes[0] == "os: 2 runnable of 2 threads on 2 cores"
+
+
+def test_other_work_crowding_a_domain_merges_and_keeps_it_merged():
+    from tumbler.engine.merging import (OTHER_WORK, OVERSUBSCRIBED, crowded_by_other_work,
+                                        merge_wanted, stay_merged)
+    two = [spinner(1, 1.0, domain=0), spinner(2, 0.5, domain=1)]
+    # A hog beside the thread of domain 1 (it got 0.5 of the hog's CPU).
+    assert crowded_by_other_work(two, [1, 1], [0.0, 0.5]) is True
+    assert merge_wanted(two, [1, 1], [0.0, 0.5]) == OTHER_WORK
+    # Other work where the busy thread still runs at full speed (a domain
+    # of 2 CPUs), or spread evenly, slowing every bound thread alike (the
+    # fair share merged, 2 / (2 + 1.4) = 0.59, is no better).
+    full = [spinner(1, 1.0, domain=0), spinner(2, 1.0, domain=1)]
+    assert crowded_by_other_work(full, [1, 2], [0.0, 0.5]) is False
+    alike = [spinner(1, 0.55, domain=0), spinner(2, 0.6, domain=1)]
+    assert crowded_by_other_work(alike, [1, 1], [0.8, 0.6]) is False
+    # Four on two 1-CPU domains, 2 + 2, a hog beside one pair: 0.33 there,
+    # 0.46 merged.
+    four = [spinner(1, 0.5, domain=0), spinner(2, 0.5, domain=0),
+            spinner(3, 0.33, domain=1), spinner(4, 0.33, domain=1)]
+    assert merge_wanted(four, [1, 1], [0.0, 0.3]) == OTHER_WORK
+    assert merge_wanted(two, [1, 1], [0.0, 0.0]) is False
+    assert merge_wanted(two, [1, 1], None) is False
+    # A thread that sleeps or leaves the run queue beside it is no reason.
+    sleeper = [spinner(1, 1.0, domain=0), spinner(2, 0.5, domain=1, sleeps=20.0)]
+    assert crowded_by_other_work(sleeper, [1, 1], [0.0, 0.5]) is False
+    light = [spinner(1, 1.0, domain=0), spinner(2, 0.3, domain=1)._replace(runnable=0.3)]
+    assert merge_wanted(light, [1, 1], [0.0, 0.5]) is False
+    # Not judged while the crowded domain's thread's sleeping is unknown.
+    unknown = [spinner(1, 1.0, domain=0), spinner(2, 0.5, domain=1, sleeps=None)]
+    assert merge_wanted(unknown, [1, 1], [0.0, 0.5]) is None
+    # Oversubscription first, as before.
+    three = [spinner(t, 0.5, domain=t % 2) for t in (1, 2, 3)]
+    assert merge_wanted(three, [1, 1], [0.0, 0.0]) == OVERSUBSCRIBED
+    # Merged: other work anywhere keeps them so; without it the count decides.
+    assert stay_merged(two, [1, 1], 0.7) == OTHER_WORK
+    assert stay_merged(two, [1, 1], 0.0) is False
+    assert stay_merged(three, [1, 1], 0.0) == OVERSUBSCRIBED
+    assert stay_merged(three[:2] + [spinner(3, 0.5, sleeps=None)], [1, 1], None) is None

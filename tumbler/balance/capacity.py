@@ -114,22 +114,12 @@ class CapacityMeter:
         other work shows, 0.0 where the domain is left out, else floats.
         ``loads`` None (a quiet round's check, which plans nothing): the
         domains left out stay so, and none is left out anew."""
-        busy = self._read(wall_ns)
-        if busy is None:
+        held = self.other_work(domains, domain_cpu, wall_ns)
+        if held is None:
             return [len(d.cpus) for d in domains]
-        capacities = []
-        for domain, managed in zip(domains, domain_cpu):
-            cpus = domain.cpus
-            other = other_work(cpus, busy, managed)
-            step = step_of(len(cpus))
-            held = self.other.get(cpus, 0.0)
-            if abs(other - held) >= HYSTERESIS_STEPS * step:
-                held = round(other / step) * step
-                self.other[cpus] = held
-            if held <= 0.0:
-                capacities.append(len(cpus))
-            else:
-                capacities.append(max(step, len(cpus) - held))
+        capacities = [len(domain.cpus) if other <= 0.0
+                      else max(step_of(len(domain.cpus)), len(domain.cpus) - other)
+                      for domain, other in zip(domains, held)]
         if len(domains) > 1 and loads is not None:
             self._leave_out(domains, capacities, wall_ns, left_out(capacities, loads))
         elif self.left_out:
@@ -138,6 +128,31 @@ class CapacityMeter:
                 if state is not None and state.trial_until is None:
                     capacities[index] = 0.0
         return capacities
+
+    def other_work(self, domains, domain_cpu, wall_ns):
+        """CPUs of each of ``domains`` (by index) that other work took over
+        the load window, through the dead band: 0.0 until it takes most of
+        a step, then whole steps (the module docstring); ``domain_cpu``:
+        the CPU the program's threads received there.  None until the
+        readings span half a window, or when they cannot be read.
+
+        auto reads this with ``--capacity cpus`` too: a domain where other
+        work competes with the program's threads is left to the OS
+        (engine/policy.py, 7.)."""
+        busy = self._read(wall_ns)
+        if busy is None:
+            return None
+        result = []
+        for domain, managed in zip(domains, domain_cpu):
+            cpus = domain.cpus
+            other = other_work(cpus, busy, managed)
+            step = step_of(len(cpus))
+            held = self.other.get(cpus, 0.0)
+            if abs(other - held) >= HYSTERESIS_STEPS * step:
+                held = round(other / step) * step
+                self.other[cpus] = held
+            result.append(held)
+        return result
 
     def _leave_out(self, domains, capacities, wall_ns, starved):
         """Set the capacity of the domains to leave out to 0.0 (see the

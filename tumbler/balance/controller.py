@@ -58,7 +58,7 @@ import time
 
 from ..cpulist import format_cpulist
 from ..engine.model import Domain
-from ..engine.policy import oversubscribed_unevenly
+from ..engine.merging import OVERSUBSCRIBED, merge_wanted, stay_merged
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, mergeable
 from .handback import HandBack
@@ -149,6 +149,13 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         # --capacity measured: domains weighed by what other work leaves of them.
         self.capacity_meter = (CapacityMeter(backend, self.load_window_ns, self.warn)
                                if capacity == "measured" else None)
+        # auto leaves domains other work competes for to the OS (engine/
+        # policy.py, 7.): it measures other work with capacity counted in
+        # CPUs too.
+        self.other_meter = self.capacity_meter
+        if self.other_meter is None and policy.merges_domains and self.moves_threads:
+            self.other_meter = CapacityMeter(backend, self.load_window_ns, self.warn)
+        self._other_seen = None     # other work per domain at the last full round
         self._next_round = None     # monotonic s; set by start_clock
         self._reshaped = False      # reshape() gave new domains: place every thread
         self._orphans_of = None     # (root, its CPUs) while tumbler keeps orphans
@@ -182,14 +189,15 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._leave_quiet()
         samples = self.sample_all()
         self.update_loads(samples)
-        if self.capacity_meter is not None and len(self.domains) > 1:
-            self._weigh(max((s.wall_ns for s in samples), default=None))
+        other = self._other_work(max((s.wall_ns for s in samples), default=None))
         # Threads outside every domain (no eligible domain) are left alone.
-        measured, views = self._measured_views()
-        merge_note = self._merge_or_split(views, samples)
+        measured, views = self._measured_views(other)
+        merge_note = self._merge_or_split(views, samples, other)
         if merge_note:                  # other domains: other eligibility, views
-            measured, views = self._measured_views()
-        decision = self.policy.decide(views, self.domains)
+            other = self._held_other()
+            measured, views = self._measured_views(other)
+        self._other_seen = other
+        decision = self.policy.decide(views, self.domains, other)
         plan = decision.plan
         if merge_note:
             plan.reason += "; " + merge_note
@@ -216,30 +224,56 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._roster = self._quiet_roster(samples, decision)
         return decision
 
-    def _measured_views(self):
+    def _measured_views(self, other):
         """The threads the policy decides on -- measured, movable, with a
         domain they may use (the others are left alone) -- and its views
-        of them."""
+        of them (``other``: other work per domain, or None)."""
         measured = [t for t in self.threads.values()
                     if t.load is not None and not t.unmovable and t.eligible]
-        return measured, self._views(measured, self._crowded_domains(measured))
+        return measured, self._views(measured, self._crowded_domains(measured, other))
+
+    def _other_work(self, now_ns):
+        """Other work per domain (CPUs, dead-banded: balance/capacity.py)
+        over the load window, None when it is not measured; with
+        --capacity measured the domains are weighed by it first
+        (``now_ns``: the samples' clock, None if there were none)."""
+        meter = self.other_meter
+        if meter is None:
+            return None
+        if now_ns is None:
+            now_ns = time.monotonic_ns()
+        if self.capacity_meter is not None and len(self.domains) > 1:
+            self._weigh(now_ns)
+        else:
+            meter.other_work(self.domains, self._received(), now_ns)
+        return self._held_other()
+
+    def _held_other(self):
+        """Other work per domain as the meter holds it now (0.0 where not
+        measured yet), None without a meter."""
+        meter = self.other_meter
+        if meter is None:
+            return None
+        return [meter.other.get(d.cpus, 0.0) for d in self.domains]
+
+    def _received(self):
+        """The CPU the program's threads received in each domain over the
+        load window (CPUs, by domain index)."""
+        received = [0.0] * len(self.domains)
+        for thread in self.threads.values():
+            if thread.domain is not None and thread.cpu is not None:
+                received[thread.domain] += thread.cpu
+        return received
 
     def _weigh(self, now_ns):
         """Measured capacity (balance/capacity.py): each domain weighed by
         what other work leaves of its CPUs, from the CPU the program's
         threads received there over the load window (``now_ns``: the
-        samples' clock, None if there were none)."""
-        received = [0.0] * len(self.domains)
-        loads = []
-        for thread in self.threads.values():
-            if thread.domain is not None and thread.cpu is not None:
-                received[thread.domain] += thread.cpu
-            if thread.load is not None and not thread.unmovable and thread.eligible:
-                loads.append(thread.load)
-        if now_ns is None:
-            now_ns = time.monotonic_ns()
+        samples' clock)."""
+        loads = [t.load for t in self.threads.values()
+                 if t.load is not None and not t.unmovable and t.eligible]
         self.domains = weighed(self.domains, self.capacity_meter.update(
-            self.domains, received, now_ns, loads))
+            self.domains, self._received(), now_ns, loads))
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are
@@ -280,40 +314,50 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
                 and self.capacity_meter is None
                 and mergeable(self._split_choice or self.choice))
 
-    def _merge_or_split(self, views, samples):
+    def _merge_or_split(self, views, samples, other):
         """Merge the domains into one when the program is oversubscribed
-        across them unevenly, split them again once it is not -- once
-        every judgement over MERGE_HOLD_WINDOWS (SPLIT_HOLD_WINDOWS) load
-        windows asked for it, so never on a passing change: the loads that
-        decide it reach back a window, so a thread idle for a moment counts
-        as not runnable for a window after.
+        across them unevenly, or other work crowds one (engine/merging.py;
+        ``other``: other work per domain, None if not measured), split them
+        again once neither holds -- once every judgement over
+        MERGE_HOLD_WINDOWS (SPLIT_HOLD_WINDOWS) load windows asked for it,
+        so never on a passing change: the loads that decide it reach back
+        a window, so a thread idle for a moment counts as not runnable for
+        a window after.
         Returns a note for the round's reason when it did either."""
         if not self._may_merge():
             return None
         split = self._split_choice or self.choice
         now = samples[0].wall_ns if samples else time.monotonic_ns()
-        uneven = oversubscribed_unevenly(views, [len(d) for d in split.domains])
-        if uneven is None:
+        cores = [len(d) for d in split.domains]
+        if self._split_choice is None:
+            merged = merge_wanted(views, cores, other)
+        else:
+            merged = stay_merged(views, cores, other[0] if other else None)
+        if merged is None:
             return None                 # not judged yet: nothing changes
-        if uneven == (self._split_choice is not None):
+        if bool(merged) == (self._split_choice is not None):
             self._merge_wanted_ns = None
             return None
         if self._merge_wanted_ns is None:
             self._merge_wanted_ns = now
-        hold = MERGE_HOLD_WINDOWS if uneven else SPLIT_HOLD_WINDOWS
+        hold = MERGE_HOLD_WINDOWS if merged else SPLIT_HOLD_WINDOWS
         if now - self._merge_wanted_ns < hold * self.load_window_ns:
             return None
         self._merge_wanted_ns = None
-        if not uneven:
+        if not merged:
             self._reshape(split)
             self._split_choice = None
-            return "domains split again: the grouping can be even"
+            return "domains split again: the grouping can be even, no other work"
         union = frozenset().union(*split.domains)
         may_use = frozenset().union(*self.base_allowed.values())
         confined = split.confined or not may_use <= union
-        note = ("domains %s merged: more runnable threads than their %d CPUs, "
-                "and no grouping even" % (" / ".join(format_cpulist(d) for d in split.domains),
-                                          len(union)))
+        names = " / ".join(format_cpulist(d) for d in split.domains)
+        if merged == OVERSUBSCRIBED:
+            note = ("domains %s merged: more runnable threads than their %d CPUs, "
+                    "and no grouping even" % (names, len(union)))
+        else:
+            note = ("domains %s merged: other work (%s CPU) competes with busy threads"
+                    % (names, " / ".join("%.1f" % o for o in other)))
         self._reshape(DomainChoice(split.level, (union,), note, confined))
         self._split_choice = split
         return note

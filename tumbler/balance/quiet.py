@@ -173,6 +173,12 @@ class QuietRounds:
             if any(d.measured is not None for d in self.domains):
                 capacities = planned
                 summary = summary._replace(spread=spread(summary.domain_loads, planned))
+        elif self.other_meter is not None and len(self.domains) > 1 and self._may_merge():
+            # Other work that rose (or fell) on a domain may merge them
+            # (engine/merging.py): a full round judges it.
+            if self.other_meter.other_work(self.domains, summary.domain_cpu, now) \
+                    not in (None, self._other_seen):
+                return None
         verdict = self.policy.quiet_verdict(summary, capacities)
         if verdict is None:
             return None

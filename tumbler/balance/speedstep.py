@@ -75,14 +75,16 @@ class SpeedSteps:
         self._pins_between += self._pin({t.tid: t for t in threads}, pins)
         return interval_ms
 
-    def _crowded_domains(self, threads):
+    def _crowded_domains(self, threads, other=None):
         """Domains with more always-runnable threads than CPUs; every domain
-        when the program has more of them than all its domains have CPUs and
-        its domains may merge (controller.py, _may_merge).
+        when the program has more of them than all its domains have CPUs,
+        and those where they and other work (``other``: CPUs per domain,
+        or None) want more than the CPUs, when its domains may merge
+        (controller.py, _may_merge).
 
         Only there can speed balancing engage, or domains merge
-        (engine/policy.py, 2. and 5.), so only there is it worth reading
-        each thread's voluntary context switches.
+        (engine/policy.py, 2., 5. and 7.), so only there is it worth
+        reading each thread's voluntary context switches.
         """
         if not self.policy.needs_sleep_data:
             return set()
@@ -90,10 +92,16 @@ class SpeedSteps:
         for thread in threads:
             if (thread.runnable or 0) >= RUNNABLE_SHARE:
                 runnable[thread.domain] = runnable.get(thread.domain, 0) + 1
-        if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains) \
-                and self._may_merge():
+        crowded = {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
+        if not runnable or not self._may_merge():
+            return crowded
+        if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains):
             return {d.index for d in self.domains}
-        return {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
+        if other:
+            crowded.update(d.index for d, others in zip(self.domains, other)
+                           if others > 0.0 and d.index in runnable
+                           and runnable[d.index] + others > len(d.cpus))
+        return crowded
 
     def _views(self, threads, crowded):
         """The policy's view of each thread: loads, last-round speed,

@@ -75,7 +75,7 @@ Policies:
                 then balances over one domain of all their CPUs -- handed
                 back to the OS, or speed balancing across them where 2.
                 finds barriers -- and splits them again once the grouping
-                can be even (``oversubscribed_unevenly``).  The speed
+                can be even (engine/merging.py).  The speed
                 balancing paper allows migrations across caches and blocks
                 them across NUMA nodes; so does this: domains of the
                 package or numa level never merge (balance/domains.py).
@@ -85,6 +85,21 @@ Policies:
                 use.  While a domain has more runnable threads than cores
                 whose sleeping is not yet known (it takes readings over
                 0.3 s), rounds come every ``JUDGE_INTERVAL_MS`` (100 ms).
+             7. *Other work* -- CPU time of a domain's CPUs that no thread
+                of the program got, measured over the load window through
+                the capacity meter's dead band (balance/capacity.py: 0.1
+                CPU or 5% of the domain, whichever is more) -- leaves a
+                domain to the OS: speed balancing does not engage there
+                (or disengages), and domains merge (5.) where a domain's
+                always-runnable threads with that work want more than its
+                CPUs.  Pinned or bound, a thread cannot leave a CPU other
+                work competes for, and tumbler can neither move that work
+                nor know what it will want next; the OS sees it all.
+                Measured beside a CPU-bound hog on one of two CPUs: speed
+                balancing cost a yield-barrier program 6.6%, binding one
+                of two threads to the hog's CPU 23% (BENCHMARKS.md, issue
+                27).  Read once per full round, with ``--capacity cpus``
+                too; ``--capacity measured`` weighs domains by it instead.
 
 A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole
@@ -220,7 +235,12 @@ class TumblerPolicy:
             plan.interval_ms = self.fixed_interval_ms
         return plan
 
-    def decide(self, threads, domains):
+    def decide(self, threads, domains, other=None):
+        """The round's Decision for ``threads`` (ThreadViews) over
+        ``domains``; ``other``: CPUs of each domain (by index) that work
+        other than the program's takes, through the capacity meter's dead
+        band (balance/capacity.py; 0.0 below it), or None where not
+        measured.  Only auto acts on it (module docstring, 7.)."""
         plan = self.plan(threads, domains)
         return Decision(plan=plan, interval_ms=plan.interval_ms,
                         notes={d.index: "os" for d in domains})
@@ -348,7 +368,7 @@ class SpeedPolicy(_SpeedMixin, TumblerPolicy):
 
     name = "speed"
 
-    def decide(self, threads, domains):
+    def decide(self, threads, domains, other=None):
         plan = self._placement_only(threads, domains)
         assignment = plan.assignment
         pins, notes = {}, {}
@@ -388,7 +408,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
     needs_sleep_data = True
     merges_domains = True       # module docstring, 5.
 
-    def decide(self, threads, domains):
+    def decide(self, threads, domains, other=None):
         plan = self.plan(threads, domains)
         assignment = plan.assignment
         engaged_before = self.__dict__.setdefault("_engaged", set())
@@ -404,13 +424,18 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             index = domain.index
             candidates = [t for t in runnable
                           if assignment.get(t.tid) == index and self._not_sleeping(t)]
-            verdict = self._engagement(domain, candidates, index in engaged_before)
+            others = other[index] if other else 0.0
+            verdict = None if others > 0.0 else \
+                self._engagement(domain, candidates, index in engaged_before)
             candidate_tids = {t.tid for t in candidates} if verdict is not None else ()
             self._release([t for t in pinned if assignment.get(t.tid) == index
                            and t.tid not in candidate_tids], pins)
             if verdict is None:
                 engaged_before.discard(index)
-                notes[index] = _os_note(len(candidates), where.count(index), domain)
+                # Other work is named where it kept speed balancing out (a
+                # crowded domain: never in a quiet round, whose notes match).
+                notes[index] = _os_note(len(candidates), where.count(index), domain,
+                                        others if len(candidates) > len(domain.cpus) else 0.0)
                 continue
             engaged_before.add(domain.index)
             engaged.append(domain.index)
@@ -500,26 +525,6 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                "CPU-second" % (len(candidates), cores, min(speeds), max(speeds), switching)
 
 
-def oversubscribed_unevenly(threads, cores):
-    """Whether the always-runnable, not sleeping ``threads`` (auto's
-    candidates, module docstring 1.) outnumber the ``cores`` of all the
-    domains (CPUs per domain) and no grouping gives every domain the same
-    threads per core: domain i would need candidates * cores[i] / total
-    threads, a whole number for every i.  Then some domain holds more
-    threads per core than the program's share, for as long as the threads
-    stay bound to domains (module docstring, 5.).  None -- not judged --
-    while some runnable thread's sleeping is not known yet (a thread that
-    waits for a CPU most of the time may still block at every period)."""
-    total = sum(cores)
-    runnable = [t for t in threads if t.runnable is not None and t.runnable >= RUNNABLE_SHARE]
-    if len(runnable) <= total:
-        return False
-    if any(t.sleeps_per_s is None for t in runnable):
-        return None
-    candidates = sum(1 for t in runnable if t.sleeps_per_s < SLEEPS_PER_SECOND)
-    return candidates > total and any(candidates * c % total for c in cores)
-
-
 def _mean_switching(threads):
     """The mean switches per CPU-second of ``threads``, None if any is
     not known yet."""
@@ -529,9 +534,12 @@ def _mean_switching(threads):
     return sum(rates) / len(rates)
 
 
-def _os_note(runnable, threads, domain):
+def _os_note(runnable, threads, domain, other=0.0):
     """auto's note for a domain it leaves to the OS (decide and quiet rounds)."""
-    return "os: %d runnable of %d threads on %d cores" % (runnable, threads, len(domain.cpus))
+    note = "os: %d runnable of %d threads on %d cores" % (runnable, threads, len(domain.cpus))
+    if other > 0.0:
+        note += ", other work %.1f CPU" % other
+    return note
 
 
 def make_policy(name, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None,

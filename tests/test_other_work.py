@@ -1,0 +1,64 @@
+"""auto beside other work, on real processes (engine/policy.py, 7.;
+engine/merging.py): a CPU-bound hog on one of two 1-CPU domains makes auto
+hand the program's threads back to the OS, with the default ``--capacity
+cpus``; once the hog has gone the domains split again."""
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, thread_masks, tumbler_cmd
+from test_capacity import hog, linux_root, other_work_reading, other_work_since, rounds_of, split
+from test_reliability import env_for, finish, procs, spawner, state, wait_until  # noqa: F401
+from test_sharing import spinners
+from tumbler.balance.capacity import step_of
+
+
+@linux_root
+def test_a_hog_beside_a_bound_thread_merges_the_domains_until_it_goes(
+        spawner, duty, procs, state, tmp_path, two_cpus):
+    cpu_a, cpu_b = two_cpus
+    both = frozenset(two_cpus)
+    target = spinners(procs, spawner, both, 2)
+    log = tmp_path / "run.jsonl"
+    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--log", str(log),
+                                      "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == (1, 1), timeout=20,
+               what="one spinner bound to each CPU")
+    hogging = hog(procs, duty, cpu_b, 0, 100)
+    wait_until(lambda: any("merged: other work" in r["reason"] for r in rounds_of(log)),
+               timeout=20, what="auto to merge the domains beside the hog")
+    # Handed back: every thread has the mask it had before tumbler came.
+    wait_until(lambda: all(m == both for m in thread_masks(target.pid).values()),
+               timeout=5, what="every thread handed back to both CPUs")
+    merged_at = len(rounds_of(log))
+    hogging.kill()
+    hogging.wait()
+    # The split's premise: no other work to speak of on the CPUs once the
+    # hog has gone (the rest of the suite, or anything else, running there
+    # rightly keeps the domains merged; checked as test_capacity's idle test).
+    before = other_work_reading(target.pid, two_cpus)
+    time.sleep(1.0)
+    other = other_work_since(before, target.pid, two_cpus)
+    idle = other < 0.75 * step_of(2)
+    if idle:
+        wait_until(lambda: any("split again" in r["reason"]
+                               for r in rounds_of(log)[merged_at:]),
+                   timeout=20, what="the domains to split once the hog has gone")
+        wait_until(lambda: split(target.pid, cpu_a, cpu_b) == (1, 1), timeout=20,
+                   what="one spinner bound to each CPU again")
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 0, stderr
+    assert all(m == both for m in thread_masks(target.pid).values())
+    rounds = rounds_of(log)
+    merges = [r for r in rounds if "merged" in r["reason"]]
+    assert len(merges) == 1, [r["reason"] for r in rounds]
+    assert all(r["domains"] == ["%d-%d" % tuple(sorted(two_cpus))]
+               for r in rounds[rounds.index(merges[0]):merged_at]), \
+        [r["domains"] for r in rounds]
+    if not idle:
+        pytest.skip("not an idle machine: other work took %.2f CPU of CPUs %s after the "
+                    "hog; the split was not checked" % (other, "/".join(map(str, two_cpus))))
