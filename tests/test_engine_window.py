@@ -109,6 +109,32 @@ def test_c_and_python_agree_on_random_columns():
         assert c.domain_cpu == pytest.approx(python.domain_cpu, rel=1e-12, abs=1e-15)
 
 
+def test_a_span_per_thread_sums_several_processes_each_over_its_own_window():
+    """The threads of two processes (a wrapper shell and its program), read
+    at different moments: each thread's load over its own process's span,
+    in one summary -- what each would give alone, added up."""
+    shell = [(1 * MS, 0, 1 * MS, 0, 0)]                                 # idle
+    program = [(150 * MS, 0, 50 * MS, 0, 0), (290 * MS, 60 * MS, 100 * MS, 0, 1)]
+    rows = shell + program
+    spans = array("q", [200 * MS, 210 * MS, 210 * MS])
+    capacities = array("i", [1, 1])
+    for summary in both(*columns(rows)[:4], spans, columns(rows)[4], capacities,
+                        RUNNABLE_SHARE):
+        assert summary.threads == (2, 1)
+        # 100 of 210 ms, and (190 + 60) of 210 ms, runnable: capped at 1.
+        assert summary.domain_loads == pytest.approx((100 / 210, 1.0))
+        assert summary.domain_cpu == pytest.approx((100 / 210, 190 / 210))
+        assert summary.thread_cv == pytest.approx(cv([0.0, 100 / 210, 1.0]))
+        assert summary.runnable == (0, 1)
+    # A column of one span is that span.
+    same = array("q", [210 * MS] * 3)
+    for summary in both(*columns(rows)[:4], same, columns(rows)[4], capacities,
+                        RUNNABLE_SHARE):
+        assert summary == window.py_summarize_window(*columns(rows)[:4], 210 * MS,
+                                                     columns(rows)[4], capacities,
+                                                     RUNNABLE_SHARE)
+
+
 @pytest.mark.parametrize("implementation", ["python", "c"])
 def test_bad_arguments_raise(implementation):
     summarize = (window.py_summarize_window if implementation == "python"
@@ -124,6 +150,10 @@ def test_bad_arguments_raise(implementation):
         summarize(run, lat[:1], base_run, base_lat, 10, domain_of, two, 0.9)
     with pytest.raises(ValueError):     # a domain without CPUs
         summarize(run, lat, base_run, base_lat, 10, domain_of, array("i", [1, 0]), 0.9)
+    with pytest.raises(ValueError):     # a span column of another length
+        summarize(run, lat, base_run, base_lat, array("q", [10]), domain_of, two, 0.9)
+    with pytest.raises(ValueError):     # a span that is not positive
+        summarize(run, lat, base_run, base_lat, array("q", [10, 0]), domain_of, two, 0.9)
     if implementation == "c":
         with pytest.raises(TypeError):  # not int64 columns
             summarize(array("d", [1.0, 2.0]), lat, base_run, base_lat, 10, domain_of, two, 0.9)

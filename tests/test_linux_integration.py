@@ -236,6 +236,21 @@ def test_balanced_program_gets_quiet_rounds_and_is_restored(duty, two_cpus):
     assert after == before
 
 
+def test_a_program_behind_a_wrapper_shell_gets_quiet_rounds(duty, two_cpus):
+    """``sh -c 'prog; true'`` makes two targets, the shell and its program:
+    quiet rounds cover both (balance/quiet.py), as they do one."""
+    result = run_tumbler("--domains", "%d/%d" % two_cpus, "exec", "--", "sh", "-c",
+                         "%s 3 30 30 30 30; true" % duty, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert_no_traceback(result.stderr)
+    intervals, quiet = map(int, re.search(r"(\d+) intervals \((\d+) quiet\)",
+                                          result.stderr).groups())
+    threads = int(re.search(r"(\d+) threads seen", result.stderr).group(1))
+    assert threads == 6, result.stderr          # the shell's and the program's 5
+    # As in the test above: a loaded machine makes the odd round a full one.
+    assert intervals >= 15 and quiet >= intervals // 4, result.stderr
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_attach_restores_on_signal(duty, two_cpus, signum):
     cpu_a, cpu_b = two_cpus

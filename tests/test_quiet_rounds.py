@@ -17,7 +17,7 @@ from tumbler.balance.controller import Controller
 from tumbler.balance.quiet import QuietRound
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
-from tumbler.platform.base import NullBinder
+from tumbler.platform.base import NoSuchProcess, NullBinder, Sample, ThreadTimes
 
 
 class ColumnBackend(ScriptedBackend):
@@ -44,13 +44,65 @@ class ColumnBackend(ScriptedBackend):
         return reader
 
 
-def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300, other=None):
+#: The wrapper shell of a process tree (``sh -c prog``): one idle thread.
+SHELL_PID, SHELL_TID = 99, 201
+
+
+class TreeBackend(ColumnBackend):
+    """ColumnBackend with a second process, the program's wrapper shell,
+    each process read at its own moment (a few us apart, varying from
+    round to round, as one pass over /proc reads them): each target's
+    threads are measured over their own window."""
+
+    def __init__(self):
+        super().__init__()
+        self.shell = {SHELL_TID: [SHELL_TID, 3 * MS, 0]}
+
+    def clock(self, pid):
+        return self.now + (pid % 7) * 1000 + (self.now // MS) % 5 * 300
+
+    def _threads_of(self, pid):
+        if pid == SHELL_PID:
+            return self.shell
+        if pid == PID:
+            return self.threads
+        raise NoSuchProcess(pid)
+
+    def thread_ids(self, pid):
+        return sorted(self._threads_of(pid))
+
+    def process_state(self, pid, fresh=False):
+        self._threads_of(pid)
+        return False, None
+
+    def sample(self, pid):
+        return Sample(pid, self.clock(pid), {
+            tid: ThreadTimes(tid, start, "t%d" % tid, run, None, None, lat)
+            for tid, (start, run, lat) in sorted(self._threads_of(pid).items())})
+
+    def columns_reader(self, pid, tids):
+        tids = list(tids)
+
+        def reader(run, lat):
+            threads = self._threads_of(pid)
+            if sorted(threads) != sorted(tids):
+                return None
+            self.column_reads += 1
+            for i, tid in enumerate(tids):
+                _, run[i], lat[i] = threads[tid]
+            return self.clock(pid)
+        return reader
+
+
+def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300, other=None,
+               tree=False):
     """Run ``script`` (a list of (ms, {tid: share}, {tid: wait share}, born,
     gone)) and return every round's decision as plain data, the threads'
     numbers at the end and the run's stats.  ``other``: --capacity
     measured, with other work on the CPUs, a function of the step's
-    number giving {cpu: busy share} (domain i is CPU i)."""
-    backend = ColumnBackend()
+    number giving {cpu: busy share} (domain i is CPU i).  ``tree``: the
+    program has a wrapper shell, a second target (TreeBackend)."""
+    backend = TreeBackend() if tree else ColumnBackend()
     for tid in range(101, 109):
         backend.run(tid, 0)
     choice = DomainChoice("explicit", tuple(frozenset(d) for d in domains), "test")
@@ -58,6 +110,8 @@ def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300, 
                             load_window_ms=window_ms, quiet_rounds=quiet,
                             capacity="cpus" if other is None else "measured")
     controller.add_target(PID)
+    if tree:
+        controller.add_target(SHELL_PID)
     rounds = []
     for step, (ms, busy, waiting, born, gone) in enumerate(script):
         if other is not None:
@@ -203,6 +257,24 @@ def test_policies_decide_alike_quiet_or_not(policy):
         script.append((rng.choice([50, 100, 200]), busy, {}, (), ()))
     quiet = compare(script, policy=policy)
     assert any(quiet)
+
+
+@pytest.mark.parametrize("policy", ["tumbler", "auto"])
+def test_a_process_tree_gets_quiet_rounds_deciding_as_full_ones(policy):
+    """A program behind a wrapper shell (two targets, each read at its own
+    moment): quiet rounds cover both, and decide as full rounds do --
+    through a regrouping, a born and an exited thread."""
+    assignment = run_script(steady(1), False)[0][0]["assignment"]
+    busier = {tid: 0.4 for tid, domain in assignment.items() if domain == 0}
+    script = (steady(6) + [(100, EVEN, {}, (120,), ())] + steady(6)
+              + steady(8, {**EVEN, **busier}) + [(100, EVEN, {}, (), (120,))] + steady(6))
+    quiet = compare(script, policy=policy, tree=True)
+    assert all(quiet[3:6]), quiet
+    assert quiet[6] is False            # the round that sees the new thread
+    assert any(quiet[8:13]) and any(quiet[-4:]), quiet
+    rounds, threads, stats = run_script(steady(8), True, policy=policy, tree=True)
+    assert stats.quiet >= 5
+    assert sorted(rounds[-1]["assignment"]) == list(range(101, 109)) + [SHELL_TID]
 
 
 def test_speed_policy_never_has_quiet_rounds():

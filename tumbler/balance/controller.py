@@ -23,10 +23,11 @@ reads only the threads speed balancing pinned and applies its pins
 (``speed_step``), a fraction of a full round's cost at 20 ms intervals.
 
 Quiet rounds.  Most rounds of a program in its stride change nothing.
-After a full round that moved and pinned nothing, in a run with one target
-and no round observers, the next rounds are *quiet*: decided from two
-columns of every thread's times and a few sums over them, exactly as a full
-round would decide, until something changes (quiet.py).
+After a full round that moved and pinned nothing, in a run with no round
+observers, the next rounds are *quiet*: decided from two columns of every
+thread's times (of every target: a process tree too) and a few sums over
+them, exactly as a full round would decide, until something changes
+(quiet.py).
 
 Whatever ends the run -- the targets exit, ``--duration`` passes, a signal,
 an error -- ``restore_all`` puts every touched thread back the way it was
@@ -143,7 +144,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._tracked = {}          # pid -> TIDs in self.threads
         self.stats = RunStats(started=time.monotonic())
         self.quiet_rounds = quiet_rounds    # False: every round is a full one
-        self._roster = None         # the threads quiet rounds read, while they may
+        self._rosters = None        # the threads quiet rounds read, while they may
         self._regrouped_ns = None   # sample time of the last round that moved threads
         self._capacities = Roster.capacities(self.domains)
         # --capacity measured: domains weighed by what other work leaves of them.
@@ -182,7 +183,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._look_at_new_processes()
         if self._reshaped:
             self._place_unmeasured()
-        if self._roster is not None:
+        if self._rosters is not None:
             decision = self._quiet_round()
             if decision is not None:
                 return decision
@@ -221,7 +222,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         if self.quiet_rounds and self._split_choice is None and not (
                 applied or plan.moves or decision.pins or self.pins_made
                 or decision.engaged or self.observers):
-            self._roster = self._quiet_roster(samples, decision)
+            self._rosters = self._quiet_rosters(samples, decision)
         return decision
 
     def _measured_views(self, other):

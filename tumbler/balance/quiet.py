@@ -1,10 +1,12 @@
 """What quiet rounds keep: which threads they read, and their samples.
 
 A quiet round (controller.py) reads the CPU time and run-queue wait of a
-fixed list of threads -- the *roster*, one target's threads as the full
+fixed list of threads -- a *roster* per target, its threads as the full
 round before left them -- into two ``array('q')`` columns, and sums them
-over the load window (engine/window.py).  Its sample joins the load
-window's history as a ``ColumnSample``, which answers ``threads`` (the
+over the load window (engine/window.py): one target's over one span, the
+targets of a process tree (a wrapper shell and its program, --children)
+each over its own, in one call.  Each roster's sample joins its target's
+load window history as a ``ColumnSample``, which answers ``threads`` (the
 mapping full rounds read) only when a full round asks.
 """
 
@@ -108,62 +110,62 @@ class QuietRound:
 class QuietRounds:
     """Controller's job: rounds decided from two columns and a few sums."""
 
-    def _quiet_roster(self, samples, decision):
-        """The roster for quiet rounds after a full round that changed
-        nothing, or None when the next round must be a full one too."""
-        if len(samples) != 1 or len(self.targets) != 1 or self.placed_between_rounds:
+    def _quiet_rosters(self, samples, decision):
+        """The rosters for quiet rounds after a full round that changed
+        nothing, one per target, or None when the next round must be a
+        full one too."""
+        if not samples or len(samples) != len(self.targets) or self.placed_between_rounds:
             return None
         meter = self.capacity_meter
         if meter is not None and meter.left_out:
             # A domain left out or on trial (balance/capacity.py): only full
             # rounds change that state, so only they run meanwhile.
             return None
-        sample = samples[0]
-        if len(sample.threads) != len(self.threads):
+        if sum(len(sample.threads) for sample in samples) != len(self.threads):
             return None
-        threads = [self.threads.get((sample.pid, tid)) for tid in sample.threads]
-        if None in threads or any(
-                t.load is None or t.runnable is None or t.unmovable or t.pinned_cpu is not None
-                or (t.eligible and (t.domain is None or t.domain not in t.eligible))
-                for t in threads):
-            return None     # (a thread outside every domain is read, counted nowhere)
-        reader = self.backend.columns_reader(sample.pid, list(sample.threads))
-        if reader is None:
-            return None
-        return Roster(sample.pid, threads, reader, decision.plan.assignment)
+        rosters = []
+        for sample in samples:
+            threads = [self.threads.get((sample.pid, tid)) for tid in sample.threads]
+            if None in threads or any(
+                    t.load is None or t.runnable is None or t.unmovable
+                    or t.pinned_cpu is not None
+                    or (t.eligible and (t.domain is None or t.domain not in t.eligible))
+                    for t in threads):
+                return None     # (a thread outside every domain is read, counted nowhere)
+            reader = self.backend.columns_reader(sample.pid, list(sample.threads))
+            if reader is None:
+                return None
+            rosters.append(Roster(sample.pid, threads, reader, decision.plan.assignment))
+        return rosters
 
     def _quiet_round(self):
         """A round from two columns and a few sums; None when a full round
         must be made instead (nothing is changed then)."""
-        roster = self._roster
-        pid = roster.pid
-        try:
-            zombie, image = self.backend.process_state(pid)
-        except NoSuchProcess:
-            return None
-        if zombie or image != self.images.get(pid):
-            return None
-        run, lat = roster.zeros[:], roster.zeros[:]
-        now = roster.reader(run, lat)
-        if now is None:
-            return None
-        history = self.histories[pid]
-        start = self._window_start(history, now, appended=False)
-        base = history[start]
-        if roster.born_by >= base.wall_ns or base.wall_ns >= now:
-            return None         # a thread born since the base: measured from birth
-        columns = roster.base_columns(base)
-        if columns is None:
-            return None
-        summary = summarize_window(run, lat, columns[0], columns[1], now - base.wall_ns,
-                                   roster.domain_of, self._capacities, RUNNABLE_SHARE)
+        rosters = self._rosters
+        if len(rosters) != len(self.targets):
+            return None         # a new process of the tree: a full round places it
+        reads = []
+        for roster in rosters:
+            read = self._read_roster(roster)
+            if read is None:
+                return None
+            reads.append(read)
+        if len(reads) == 1:
+            _, run, lat, now, base, start = reads[0]
+            columns = rosters[0].base_columns(base)
+            summary = summarize_window(run, lat, columns[0], columns[1], now - base.wall_ns,
+                                       rosters[0].domain_of, self._capacities,
+                                       RUNNABLE_SHARE)
+        else:
+            summary = self._tree_summary(reads)
+            now = max(read[3] for read in reads)
         capacities = self._capacities
         meter = self.capacity_meter
         if meter is not None and len(self.domains) > 1:
             # Weighed as the last full round weighed them, if that still
             # holds.  For a full round to weigh: a capacity that moved, or
             # a domain the threads' load now says to leave out.  (No domain
-            # is out or on trial: no roster then, _quiet_roster.)
+            # is out or on trial: no rosters then, _quiet_rosters.)
             planned = [d.capacity for d in self.domains]
             if meter.update(self.domains, summary.domain_cpu, now) != planned:
                 return None
@@ -182,32 +184,76 @@ class QuietRounds:
         verdict = self.policy.quiet_verdict(summary, capacities)
         if verdict is None:
             return None
-        for _ in range(start):
-            history.popleft()
-        history.append(tuple.__new__(ColumnSample, (pid, now, roster, run, lat)))
-        roster.unmeasured = True
+        for roster, run, lat, read_at, _, start in reads:
+            history = self.histories[roster.pid]
+            for _ in range(start):
+                history.popleft()
+            history.append(tuple.__new__(ColumnSample, (roster.pid, read_at, roster, run, lat)))
+            roster.unmeasured = True
         self.pins_made = []
         self._last_decision = decision = tuple.__new__(
-            QuietRound, (verdict[0], summary, roster.assignment, None))
+            QuietRound, (verdict[0], summary, rosters[0].assignment, None))
         self.stats.intervals += 1
         self.stats.quiet += 1
         if not self.choice.single:
             self.stats.spreads.append(verdict[1])
         return decision
 
+    def _read_roster(self, roster):
+        """(roster, run, lat, read at, the window's base sample, samples to
+        drop before it) of one target now, or None if a full round must
+        look at it (gone, exec'd, a thread born or exited, one born since
+        the base)."""
+        pid = roster.pid
+        try:
+            zombie, image = self.backend.process_state(pid)
+        except NoSuchProcess:
+            return None
+        if zombie or image != self.images.get(pid):
+            return None
+        run, lat = roster.zeros[:], roster.zeros[:]
+        now = roster.reader(run, lat)
+        if now is None:
+            return None
+        history = self.histories[pid]
+        start = self._window_start(history, now, appended=False)
+        base = history[start]
+        if roster.born_by >= base.wall_ns or base.wall_ns >= now:
+            return None         # a thread born since the base: measured from birth
+        if roster.base_columns(base) is None:
+            return None
+        return roster, run, lat, now, base, start
+
+    def _tree_summary(self, reads):
+        """The WindowSummary of several targets' rosters read now, each
+        thread over its own target's window span (engine/window.py)."""
+        run, lat, base_run, base_lat, spans = (array("q") for _ in range(5))
+        domain_of = array("i")
+        for roster, roster_run, roster_lat, now, base, _ in reads:
+            columns = roster.base_columns(base)
+            run += roster_run
+            lat += roster_lat
+            base_run += columns[0]
+            base_lat += columns[1]
+            spans += array("q", [now - base.wall_ns]) * len(roster_run)
+            domain_of += roster.domain_of
+        return summarize_window(run, lat, base_run, base_lat, spans, domain_of,
+                                self._capacities, RUNNABLE_SHARE)
+
     def _leave_quiet(self):
-        """End quiet rounds: give every thread of the roster the numbers the
+        """End quiet rounds: give every thread of the rosters the numbers the
         last quiet round would have given it as a full round (load and
         runnable share over the window, CPU time over that round), so that
         what follows sees no difference."""
-        roster, self._roster = self._roster, None
-        if roster is None or not roster.unmeasured:
-            return
-        history = self.histories.get(roster.pid)
-        if history is None or len(history) < 2:
-            return              # the process is gone: nothing to measure
-        before = history[-2].threads
-        for thread in roster.threads:
-            thread.prev_wall = history[-2].wall_ns
-            thread.prev_run = before[thread.tid].run_ns
-        self._measure_threads(history[-1], history[0])
+        rosters, self._rosters = self._rosters, None
+        for roster in rosters or ():
+            if not roster.unmeasured:
+                continue
+            history = self.histories.get(roster.pid)
+            if history is None or len(history) < 2:
+                continue            # the process is gone: nothing to measure
+            before = history[-2].threads
+            for thread in roster.threads:
+                thread.prev_wall = history[-2].wall_ns
+                thread.prev_run = before[thread.tid].run_ns
+            self._measure_threads(history[-1], history[0])

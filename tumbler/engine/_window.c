@@ -17,7 +17,9 @@
  *     run, lat, base_run, base_lat   buffers of int64 ('q'): CPU time and
  *                                    run-queue wait now and at the start of
  *                                    the load window, one entry per thread
- *     span_ns                        the window's length, > 0
+ *     span_ns                        the window's length, > 0: an int, or a
+ *                                    buffer of int64 ('q'), one per thread
+ *                                    (threads of several processes)
  *     domain_of                      buffer of int32 ('i'): each thread's domain,
  *                                    -1 for one that counts nowhere
  *     capacities                     buffer of int32 ('i'): CPUs per domain
@@ -114,8 +116,8 @@ static PyObject *int_tuple(const long *values, int count)
 
 static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t *base_run,
                            const int64_t *base_lat, Py_ssize_t n, double span,
-                           const int32_t *domain_of, const int32_t *capacities,
-                           int domain_count, double share)
+                           const int64_t *spans, const int32_t *domain_of,
+                           const int32_t *capacities, int domain_count, double share)
 {
     exact_sum *sums = PyMem_Calloc(domain_count, sizeof *sums);
     exact_sum *cpu_sums = PyMem_Calloc(domain_count, sizeof *cpu_sums);
@@ -148,15 +150,20 @@ static PyObject *summarize(const int64_t *run, const int64_t *lat, const int64_t
             PyErr_Format(PyExc_ValueError, "summarize_window: domain %d out of range", domain);
             goto done;
         }
-        double wanted = (double)(ran + waited) / span;
+        double over = spans != NULL ? (double)spans[i] : span;
+        if (!(over > 0.0)) {
+            PyErr_SetString(PyExc_ValueError, "summarize_window: span_ns must be positive");
+            goto done;
+        }
+        double wanted = (double)(ran + waited) / over;
         /* demand (window.py, demand): the runnable share of an
            always-runnable thread, else the CPU it got; capped at one CPU */
-        double load = wanted >= share ? wanted : (double)ran / span;
+        double load = wanted >= share ? wanted : (double)ran / over;
         if (load > 1.0)
             load = 1.0;
         loads[counted++] = load;
         add(&sums[domain], load);
-        add(&cpu_sums[domain], (double)ran / span);
+        add(&cpu_sums[domain], (double)ran / over);
         threads[domain]++;
         if (wanted >= share)
             runnable[domain]++;
@@ -202,31 +209,42 @@ done:
 static PyObject *summarize_window(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *objects[6];
-    static const char *names[6] = {"run", "lat", "base_run", "base_lat", "domain_of",
-                                   "capacities"};
-    static const char *formats[6] = {"q", "q", "q", "q", "i", "i"};
-    Py_buffer views[6];
-    long long span_ns;
-    int taken = 0;
+    PyObject *objects[7];
+    static const char *names[7] = {"run", "lat", "base_run", "base_lat", "domain_of",
+                                   "capacities", "span_ns"};
+    static const char *formats[7] = {"q", "q", "q", "q", "i", "i", "q"};
+    Py_buffer views[7];
+    PyObject *span_object;
+    long long span_ns = 0;
+    int taken = 0, columns = 6;
     double share;
     PyObject *answer = NULL;
 
-    if (!PyArg_ParseTuple(args, "OOOOLOOd:summarize_window", &objects[0], &objects[1],
-                          &objects[2], &objects[3], &span_ns, &objects[4], &objects[5],
+    if (!PyArg_ParseTuple(args, "OOOOOOOd:summarize_window", &objects[0], &objects[1],
+                          &objects[2], &objects[3], &span_object, &objects[4], &objects[5],
                           &share))
         return NULL;
-    if (span_ns <= 0) {
-        PyErr_SetString(PyExc_ValueError, "summarize_window: span_ns must be positive");
-        return NULL;
+    /* One span for every thread (one process), or a column of them (the
+       threads of several processes, each over its own window). */
+    if (PyLong_Check(span_object)) {
+        span_ns = PyLong_AsLongLong(span_object);
+        if (span_ns == -1 && PyErr_Occurred())
+            return NULL;
+        if (span_ns <= 0) {
+            PyErr_SetString(PyExc_ValueError, "summarize_window: span_ns must be positive");
+            return NULL;
+        }
+    } else {
+        objects[6] = span_object;
+        columns = 7;
     }
-    for (; taken < 6; taken++)
+    for (; taken < columns; taken++)
         if (get_column(objects[taken], &views[taken], formats[taken], formats[taken][0] == 'q'
                        ? 8 : 4, names[taken]) < 0)
             goto done;
     Py_ssize_t count = views[0].len / 8, domain_count = views[5].len / 4;
-    for (int i = 1; i < 5; i++) {
-        if (views[i].len / views[i].itemsize != count) {
+    for (int i = 1; i < columns; i++) {
+        if (i != 5 && views[i].len / views[i].itemsize != count) {
             PyErr_SetString(PyExc_ValueError, "summarize_window: columns differ in length");
             goto done;
         }
@@ -236,7 +254,8 @@ static PyObject *summarize_window(PyObject *module, PyObject *args)
         goto done;
     }
     answer = summarize(views[0].buf, views[1].buf, views[2].buf, views[3].buf, count,
-                       (double)span_ns, views[4].buf, views[5].buf, (int)domain_count, share);
+                       (double)span_ns, columns == 7 ? views[6].buf : NULL, views[4].buf,
+                       views[5].buf, (int)domain_count, share);
 done:
     while (taken > 0)
         PyBuffer_Release(&views[--taken]);

@@ -84,30 +84,32 @@ def demand(cpu, runnable, runnable_share):
 def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,
                         runnable_share):
     """``summarize_window`` in Python (see the module docstring)."""
-    if span_ns <= 0:
+    spans = [span_ns] * len(run) if isinstance(span_ns, int) else list(span_ns)
+    if any(span <= 0 for span in spans):
         raise ValueError("span_ns must be positive, got %r" % (span_ns,))
-    if not len(run) == len(lat) == len(base_run) == len(base_lat) == len(domain_of):
+    if not len(run) == len(lat) == len(base_run) == len(base_lat) == len(domain_of) \
+            == len(spans):
         raise ValueError("columns differ in length")
     if not capacities or min(capacities) < 1:
         raise ValueError("every domain needs a CPU, got %r" % (list(capacities),))
     domain_count = len(capacities)
     runs = [now - old if now > old else 0 for now, old in zip(run, base_run)]
-    shares = [(r + (now - old if now > old else 0)) / span_ns
-              for r, now, old in zip(runs, lat, base_lat)]
+    shares = [(r + (now - old if now > old else 0)) / span
+              for r, now, old, span in zip(runs, lat, base_lat, spans)]
     loads = []
     sums = [[] for _ in range(domain_count)]
     cpu_sums = [[] for _ in range(domain_count)]
     threads = [0] * domain_count
     runnable = [0] * domain_count
-    for ran, share, domain in zip(runs, shares, domain_of):
+    for ran, share, domain, span in zip(runs, shares, domain_of, spans):
         if domain == OUTSIDE:
             continue
         if not 0 <= domain < domain_count:
             raise ValueError("domain %r out of range" % (domain,))
-        load = demand(ran / span_ns, share, runnable_share)
+        load = demand(ran / span, share, runnable_share)
         loads.append(load)
         sums[domain].append(load)
-        cpu_sums[domain].append(ran / span_ns)
+        cpu_sums[domain].append(ran / span)
         threads[domain] += 1
         if share >= runnable_share:
             runnable[domain] += 1
@@ -120,11 +122,13 @@ def py_summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capaci
 
 def summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,
                      runnable_share):
-    """The WindowSummary of one process over the load window.
+    """The WindowSummary of the threads of one or more processes over the
+    load window.
 
     ``run``/``lat``: CPU time and run-queue wait (ns) of each thread now;
     ``base_run``/``base_lat``: the same at the window's start, ``span_ns``
-    before; ``domain_of``: the index of each thread's domain (OUTSIDE:
+    before (an int; or a column, one per thread: the threads of several
+    processes, each read over its own window); ``domain_of``: the index of each thread's domain (OUTSIDE:
     none, the thread counts nowhere);
     ``capacities``: CPUs per domain.  Sequences of ints (``array('q')``,
     and ``array('i')`` for the last two, for the C module).
