@@ -423,8 +423,10 @@ def test_d_scripts_print_what_the_parser_reads(name):
     assert "dtrace:::BEGIN" in code and "dtrace:::END" in code
     assert "profile:::tick-10ms" in code and "$1 / 10" in code
     assert "#pragma D option quiet" in code
+    # each marker says when it was printed: the values of waits in
+    # progress are taken as of then
     for mark in pp.MARKS:
-        assert 'printf("tumbler-probe %s %s\\n");' % (name, mark) in code
+        assert 'printf("tumbler-probe %s %s %%d\\n", timestamp);' % (name, mark) in code
     formats = re.findall(r'printa\(\s*"([^"]*)\\n",\s*(@\w+),\s*(@\w+)\)', code)
     assert len(formats) == 2, formats                   # tick and END
     for fmt, agg1, agg2 in formats:

@@ -22,15 +22,16 @@ gives an interval's values, ``process_totals(snap)`` sums per process,
 ``by_tid(snap, pid)`` keeps one process.
 
 Values lag by up to one period (``period_ms``): the scripts print their
-totals every period.  The Linux scripts start counting once every
-probe is attached, say when each print was made, and count lock waits and
-run-queue waits as they go (``reading`` gives each kind's span): an
+totals every period.  The scripts say when each print was made and count
+lock waits and run-queue waits as they go (the Linux ones start counting
+once every probe is attached; the illumos ones' values are dtrace's last
+aggregation snapshot, up to 20 ms after the print's time) (``reading`` gives each kind's span): an
 interval's values hold what happened in it.  Lock waits already in
 progress at the start count from the start: a thread the platform backend
 finds asleep in a lock wait just after the start (``lock_waiters``) and
 the script has seen nothing of since, while it lasts; any other, when it
-ends (``parse.locks_as_of``).  On illumos the DTrace scripts count a wait
-when it ends.  On Linux a thread that exits is dropped from the totals.
+ends (``parse.locks_as_of``).  On illumos a lock wait in progress at the
+start is not counted.  On Linux a thread that exits is dropped from the totals.
 """
 
 import atexit
@@ -682,8 +683,8 @@ class ProbeSession:
         """(snapshot, spans): :meth:`snapshot` and, for each kind that has
         printed, ``(start ns, ns of the values)`` on CLOCK_MONOTONIC (the
         clock of ``time.monotonic_ns``), read together.  The values of a
-        kind hold what happened between those two times; on Linux they
-        include the lock and run-queue waits still in progress then.  Never
+        kind hold what happened between those two times, and include the
+        lock and run-queue waits still in progress then.  Never
         blocks.
 
         Raises TumblerError if a tracing process died with an error.
