@@ -330,7 +330,6 @@ class _Child:
         self.stream = ProbeStream(fmt)
         self.lock = threading.Lock()
         self.printed = threading.Condition(self.lock)   # notified at each print's marker
-        self.prints = 0             # markers after values (period, final)
         self.ready = threading.Event()      # all scripts ready, or EOF
         self.eof = threading.Event()
         self.stderr = collections.deque(maxlen=40)
@@ -358,22 +357,24 @@ class _Child:
     def _read_stdout(self):
         try:
             for line in self.proc.stdout:
-                received = time.monotonic_ns()
-                with self.lock:
-                    try:
-                        event = self.stream.feed(line, received)
-                    except ParseError as e:
-                        self.parse_errors.append(str(e))
-                        event = None
-                    if self.scripts <= self.stream.ready:
-                        self.ready.set()
-                    if event and event[0] == "marker" and event[2] != "ready":
-                        self.prints += 1
-                        self.printed.notify_all()
+                self.take_line(line, time.monotonic_ns())
         finally:
             self.eof.set()
             self.ready.set()
             with self.lock:
+                self.printed.notify_all()
+
+    def take_line(self, line, received):
+        """One line of the tool's output, received at ``received`` (ns)."""
+        with self.lock:
+            try:
+                event = self.stream.feed(line, received)
+            except ParseError as e:
+                self.parse_errors.append(str(e))
+                event = None
+            if self.scripts <= self.stream.ready:
+                self.ready.set()
+            if event and event[0] == "marker" and event[2] != "ready":
                 self.printed.notify_all()
 
     def _read_stderr(self):
@@ -391,17 +392,28 @@ class _Child:
         with self.lock:
             return self.stream.values(), self.stream.spans()
 
-    def wait_print(self, after, deadline):
-        """Wait until every script has printed more than ``after`` times
-        (the value of ``prints`` before), the tool ended, or ``deadline``
-        (monotonic s) passed; True if printed."""
+    def _printed_since(self, since_ns):
+        at = self.stream.at_ns
+        return all(at.get(script, -1) >= since_ns for script in self.scripts)
+
+    def wait_print(self, since_ns, deadline):
+        """Wait until the values of every script are as of ``since_ns``
+        (CLOCK_MONOTONIC) or later, the tool ended, or ``deadline``
+        (monotonic s) passed; True if so.
+
+        A print is as of the time its marker says (the scripts read their
+        maps after it), not of when its lines arrive: a print made just
+        before ``since_ns`` can arrive after it, with maps read before
+        what happened up to then (a move tumbler had just seen done was
+        missing from the probe's final values, 1 run in 50).  A print
+        without a time is as of its arrival."""
         with self.lock:
-            while self.prints < after + len(self.scripts) and not self.eof.is_set():
+            while not self._printed_since(since_ns) and not self.eof.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self.printed.wait(left)
-            return self.prints >= after + len(self.scripts)
+            return self._printed_since(since_ns)
 
     def stop_at(self, ns):
         with self.lock:
@@ -706,12 +718,9 @@ class ProbeSession:
         if timeout is None:
             timeout = 10 * self.period_ms / 1000.0 + 5.0
         deadline = time.monotonic() + timeout
-        with_prints = []
+        since_ns = time.monotonic_ns()
         for child in self._children:
-            with child.lock:
-                with_prints.append((child, child.prints))
-        for child, before in with_prints:
-            if not child.wait_print(before, deadline):
+            if not child.wait_print(since_ns, deadline):
                 self._check_children()      # died with an error: say so
                 if not child.eof.is_set():
                     raise TumblerError("%s (%s) printed nothing for %g s"
