@@ -147,14 +147,33 @@ def test_locktime_needs_no_wakeup_probe_and_no_system_call_probe():
         tid: ns for tid, ns in trace.ltime.items() if ns}
 
 
-def test_locktime_counts_a_sleep_only_once_the_lwp_runs():
+def test_locktime_counts_a_sleep_as_it_goes():
+    """A sleep adds -timestamp when it begins and the enqueue's timestamp
+    when it ends: asleep, the value plus the print's time is the sleep so
+    far; ended, the sleep itself, whether or not the LWP has run since."""
     trace = Trace()
     trace.fire(100, "sched:::sleep", tid=2, curthread={"t_mstate": LMS_USER_LOCK})
-    trace.lwp_fires(500, "sched:::enqueue", 2, about=2)
     run = Program(script("locktime"), PID).run(trace.events)
-    assert run.aggregation("@lock_ns") == {}             # queued, not yet on a CPU
+    assert run.aggregation("@lock_ns") == {(PID, 2): -100}     # asleep since 100
+    assert run.aggregation("@lock_count") == {(PID, 2): 1}     # a sleep begun
+    run.run([dict(probe="sched:::enqueue", timestamp=500, pid=OTHER_PID, tid=1, cpu=0,
+                  args=[{"pr_lwpid": 2}, {"pr_pid": PID}])])
+    assert run.aggregation("@lock_ns") == {(PID, 2): 400}      # queued: LAT now
     run.run([dict(probe="sched:::on-cpu", timestamp=900, pid=PID, tid=2, cpu=1)])
-    assert run.aggregation("@lock_ns") == {(PID, 2): 400}
+    assert run.aggregation("@lock_ns") == {(PID, 2): 400} and run.dynamic() == 0
+
+
+def test_runqlat_counts_a_wait_as_it_goes():
+    trace = Trace()
+    trace.lwp_fires(100, "sched:::enqueue", 2, about=2)
+    run = Program(script("runqlat"), PID).run(trace.events)
+    assert run.aggregation("@runq_ns") == {(PID, 2): -100}
+    assert run.aggregation("@runq_count") == {}
+    run.run([dict(probe="sched:::dequeue", timestamp=300, pid=OTHER_PID, tid=1, cpu=0,
+                  args=[{"pr_lwpid": 2}, {"pr_pid": PID}]),
+             dict(probe="sched:::on-cpu", timestamp=310, pid=PID, tid=2, cpu=0)])
+    assert run.aggregation("@runq_ns") == {(PID, 2): 200}
+    assert run.aggregation("@runq_count") == {(PID, 2): 1} and run.dynamic() == 0
 
 
 def test_other_processes_lwps_are_not_counted():
@@ -215,3 +234,128 @@ def test_migrations_counts_moves_and_domain_crossings():
     prelude.run(trace.events)
     assert prelude.aggregation("@migrations") == {(PID, 5): 4}       # 0->1->2, 2->3->0
     assert prelude.aggregation("@cross_domain") == {(PID, 5): 2}     # 1->2 and 3->0
+
+
+# -- as it happens: every print against what the kernel keeps then (issue 32) --
+
+MS = 1_000_000
+
+
+def printa_lines(run, name, field_aggs):
+    """What the tick clause prints: printa of the two aggregations (keys of
+    either, a missing value 0)."""
+    aggs = [run.aggregation(a) for _, a in field_aggs]
+    lines = []
+    for key in sorted(set().union(*aggs)):
+        values = " ".join("%s=%d" % (f, agg.get(key, 0))
+                          for (f, _), agg in zip(field_aggs, aggs))
+        lines.append("%s pid=%d tid=%d %s" % (name, key[0], key[1], values))
+    return lines
+
+
+def traced_prints(trace, prints, start=5 * MS):
+    """Run locktime.d and runqlat.d on ``trace`` and feed what they print
+    at each time of ``prints`` (ns) to a ProbeStream: ``[(at, values)]``."""
+    from tumbler.tracing import parse
+    lock, runq = Program(script("locktime"), PID), Program(script("runqlat"), PID)
+    stream = parse.ProbeStream("dtrace")
+    stream.feed("tumbler-probe locktime ready %d" % start)
+    stream.feed("tumbler-probe runqlat ready %d" % start)
+    out, done = [], 0
+    events = sorted(trace.events, key=lambda e: e["timestamp"])
+    for at in prints:
+        batch = [e for e in events[done:] if e["timestamp"] <= at]
+        done += len(batch)
+        lock.run(batch)
+        runq.run(batch)
+        for line in printa_lines(lock, "locktime", (("ns", "@lock_ns"), ("count", "@lock_count"))):
+            stream.feed(line)
+        stream.feed("tumbler-probe locktime period %d" % at)
+        for line in printa_lines(runq, "runqlat", (("ns", "@runq_ns"), ("count", "@runq_count"))):
+            stream.feed(line)
+        stream.feed("tumbler-probe runqlat period %d" % at)
+        out.append((at, stream.values()))
+    return out
+
+
+def long_waits():
+    """LWP 2 sleeps on a lock from 10 ms to 350 ms (enqueued then, runs at
+    360); LWP 3 waits on a run queue from 50 ms to 250 ms; LWP 4 sleeps on
+    a lock from 120 to 130 ms.  Prints every 100 ms."""
+    trace = Trace()
+    trace.sleep(2, 10 * MS, "lwp_park", LMS_USER_LOCK, 350 * MS, "cv_signal", 360 * MS)
+    trace.lwp_fires(50 * MS, "sched:::enqueue", 3, about=3)
+    trace.lwp_fires(250 * MS, "sched:::dequeue", 3, about=3)
+    trace.fire(250 * MS, "sched:::on-cpu", tid=3)
+    trace.sleep(4, 120 * MS, "lwp_cond_wait", LMS_USER_LOCK, 130 * MS, "lwp_release", 131 * MS)
+    return trace
+
+
+def prgetusage(at, lwp):
+    """pr_ltime and pr_wtime at ``at`` as prgetusage() (usr/src/uts/common/
+    fs/proc/prsubr.c) gives them: the ended sleeps and waits, plus the one
+    in progress (a sleep in the user-lock state up to t_waitrq or now; a
+    wait on a queue since t_waitrq)."""
+    ltime = sum(max(0, min(at, end) - begin) for begin, end in lwp.get("sleeps", ()))
+    wtime = sum(max(0, min(at, end) - begin) for begin, end in lwp.get("queued", ()))
+    return ltime, wtime
+
+
+KERNEL = {2: {"sleeps": [(10 * MS, 350 * MS)], "queued": [(350 * MS, 360 * MS)]},
+          3: {"queued": [(50 * MS, 250 * MS)]},
+          4: {"sleeps": [(120 * MS, 130 * MS)], "queued": [(130 * MS, 131 * MS)]}}
+
+
+def test_waits_show_in_every_print_they_span_never_above_the_interval():
+    """A lock sleep and a run-queue wait that span several prints show, in
+    each interval, the part of them inside it -- what pr_ltime and
+    pr_wtime grew by -- never the whole wait at its end (which made an
+    interval hold more than it lasted)."""
+    from tumbler.tracing import parse
+    prints = traced_prints(long_waits(), [100 * MS, 200 * MS, 300 * MS, 400 * MS])
+    last_at, last = 5 * MS, {}
+    for at, values in prints:
+        span = at - last_at
+        for (pid, tid), rec in parse.delta(values, last).items():
+            assert rec["lock_ns"] <= span and rec["runq_ns"] <= span, (at, tid, rec)
+            was, now = prgetusage(last_at, KERNEL[tid]), prgetusage(at, KERNEL[tid])
+            assert (rec["lock_ns"], rec["runq_ns"]) == (now[0] - was[0], now[1] - was[1]), \
+                (at, tid, rec)
+        last_at, last = at, values
+    # LWP 2: 90 ms, then the whole of the next two intervals, then 50 ms
+    assert [parse.delta(v, p)[(PID, 2)]["lock_ns"] for (_, v), (_, p)
+            in zip(prints[1:], prints)] == [100 * MS, 100 * MS, 50 * MS]
+
+
+def test_probe_check_on_illumos_agrees_over_waits_in_progress(tmp_path):
+    """--check's window, from the print at 100 ms to the one at 400 ms,
+    against the LWPs' lusage read right after each: the waits in progress
+    at both ends count in both the same way."""
+    import types
+    from tumbler.commands.probe import Window, probe_record
+    from tumbler.commands.stat import Snapshot
+    prints = dict(traced_prints(long_waits(), [100 * MS, 200 * MS, 300 * MS, 400 * MS]))
+    fx.write_kstat(str(tmp_path), fx.machine(1, 1, 2, 1))
+    backend = IllumosBackend(str(tmp_path))
+
+    def sample(at):
+        lwps = [{"lwpid": tid, "create_ns": 1, "rtime_ns": at - 1,
+                 "ltime_ns": prgetusage(at, lwp)[0], "wtime_ns": prgetusage(at, lwp)[1],
+                 "sname": "S"} for tid, lwp in sorted(KERNEL.items())]
+        fx.write_process(str(tmp_path), PID, {"fname": "app"}, lwps)
+        return backend.sample(PID)
+
+    from tumbler.tracing import parse
+    before, after = sample(100 * MS), sample(400 * MS)
+    window = Window({PID: Snapshot(before, None)}, {PID: Snapshot(after, None)},
+                    parse.delta(prints[400 * MS], prints[100 * MS]),
+                    {"locks": 0.3, "latency": 0.3}, 0.3, "duration")
+    record = probe_record("illumos", ("locks", "latency"),
+                          [types.SimpleNamespace(pid=PID, name="app")], window,
+                          types.SimpleNamespace(level="explicit", domains=[frozenset({0, 1})]),
+                          0, check=True)
+    figures = {(f["what"], f["thread"]): (f["probe"], f["kernel"], f["ok"])
+               for f in record["check"]["figures"]}
+    assert figures[("LCK", 2)] == (83.33, 83.33, True)       # 250 of 300 ms
+    assert figures[("LAT", 3)][0] == figures[("LAT", 3)][1] == 50.0
+    assert record["check"]["ok"] is True, figures

@@ -423,8 +423,10 @@ def test_d_scripts_print_what_the_parser_reads(name):
     assert "dtrace:::BEGIN" in code and "dtrace:::END" in code
     assert "profile:::tick-10ms" in code and "$1 / 10" in code
     assert "#pragma D option quiet" in code
+    # each marker says when it was printed: the values of waits in
+    # progress are taken as of then
     for mark in pp.MARKS:
-        assert 'printf("tumbler-probe %s %s\\n");' % (name, mark) in code
+        assert 'printf("tumbler-probe %s %s %%d\\n", timestamp);' % (name, mark) in code
     formats = re.findall(r'printa\(\s*"([^"]*)\\n",\s*(@\w+),\s*(@\w+)\)', code)
     assert len(formats) == 2, formats                   # tick and END
     for fmt, agg1, agg2 in formats:
@@ -729,3 +731,42 @@ def test_thread_local_check_catches_a_read_before_any_assignment():
                          ids=lambda p: p.name)
 def test_d_thread_locals_are_declared_before_a_predicate_reads_them(path):
     assert undeclared_thread_locals(path.read_text()) == []
+
+
+# -- a reading after a moment is a print made after it ----------------------------
+
+def test_next_reading_takes_a_print_made_after_the_call_not_one_arriving_after_it():
+    """A print made just before the call can arrive after it, its maps read
+    before what happened up to the call: the wait goes on to the next print
+    made after it (test_probe_cmd's cross-domain count was once 7 of 8:
+    the final values missed a move tumbler had seen done)."""
+    import threading
+    child = probe._Child("migrations", ["bpftrace"], ["migrations"], "json")
+    child.take_line(mark("ready", 1, "migrations"), 1)
+    since = time.monotonic_ns()
+    key = (7, 8)
+
+    def pair_line(n):
+        return json.dumps({"type": "map", "data": {"@migrations": {"0,0": [0, 0],
+                                                                   "7,8": [n, n]}}})
+
+    def tool():
+        time.sleep(0.05)
+        child.take_line(pair_line(7), time.monotonic_ns())
+        child.take_line(mark("period", since - 1_000_000, "migrations"), time.monotonic_ns())
+        time.sleep(0.05)
+        child.take_line(pair_line(8), time.monotonic_ns())
+        child.take_line(mark("period", since + 90_000_000, "migrations"), time.monotonic_ns())
+
+    thread = threading.Thread(target=tool)
+    thread.start()
+    try:
+        assert child.wait_print(since, time.monotonic() + 10)
+        values, spans = child.values()
+    finally:
+        thread.join()
+    assert values[key]["cross_domain"] == 8
+    assert spans["migrations"][1] == since + 90_000_000
+    # a print as of the moment itself will do; none at all times out
+    assert child.wait_print(since + 90_000_000, time.monotonic() + 1)
+    assert not child.wait_print(since + 90_000_001, time.monotonic() + 0.1)

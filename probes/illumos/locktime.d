@@ -37,7 +37,7 @@
  * disp.c) right after they set t_waitrq; only the first enqueue after the
  * sleep counts, as only the first sets t_waitrq (a priority change while
  * queued dequeues and enqueues it again).  sched:::on-cpu, in the LWP
- * itself, adds the sleep to the totals.  sched:::wakeup is not used: it
+ * itself, ends the sleep's bookkeeping.  sched:::wakeup is not used: it
  * does not fire for every way out of such a sleep -- a timeout or a signal
  * ends a process-shared lock's sleep through setrun() and lwp_unsleep()
  * (lwp_sobj.c), a priority-inheritance mutex's through turnstile_unsleep(),
@@ -46,24 +46,42 @@
  * thread runs again and so includes its wait for a CPU, and which does not
  * see condition variables, this is the figure prstat -mL shows as LCK.
  *
- * Fields: ns = user-lock sleep in nanoseconds, count = such sleeps.
+ * Sleeps count as they go, as pr_ltime does (prgetusage() in usr/src/uts/
+ * common/fs/proc/prsubr.c adds the current sleep of an LWP asleep in the
+ * user-lock state): the sleep adds -timestamp to @lock_ns and the enqueue
+ * adds its timestamp, so a value v >= 0 is the sleep time so far and v < 0
+ * means "asleep since -v - (sleep time before)"; the sleep time up to a
+ * moment T (ns, gethrtime(), the clock of timestamp and of CLOCK_MONOTONIC)
+ * is v + T.  Every marker line ends with the timestamp it was printed at.
+ * The values printed are those of dtrace's last aggregation snapshot
+ * (aggrate), taken up to one switchrate period (20 ms here) after the
+ * marker's timestamp: a sleep that begins or ends in between shows that
+ * much early in the print, and the next print puts it right.  A sleep in
+ * progress when tracing starts is not counted (its sched:::sleep was not
+ * seen).
+ *
+ * Fields: ns = user-lock sleep in nanoseconds (as above), count = such
+ * sleeps begun.
  *
  * The aggregations are CUMULATIVE since the start, keyed by [pid, tid]; they
  * are printed every PERIOD_MS and once more at exit, one line per thread in
  * the format below, each time followed by "tumbler-probe locktime period"
  * (or "... final").  A reader gets an interval's values by subtracting two
- * prints.  "tumbler-probe locktime ready" is printed by BEGIN, once every
- * probe is enabled.  The same format comes from runqlat.d and migrations.d,
+ * prints.  "tumbler-probe locktime ready NS" is printed by BEGIN, once every
+ * probe is enabled, with the time counting started.  The same format comes from runqlat.d and migrations.d,
  * which can run in the same dtrace (several -s options, one -p).
  *
  * Example of usage:
  *
  * # dtrace -q -p 4242 -s locktime.d 1000
- * tumbler-probe locktime ready
+ * tumbler-probe locktime ready 25012345678
  * locktime pid=4242 tid=2 ns=1498734201 count=522
- * locktime pid=4242 tid=3 ns=1520003399 count=517
- * tumbler-probe locktime period
+ * locktime pid=4242 tid=3 ns=-26001265799 count=518
+ * tumbler-probe locktime period 27012377812
  * ^C
+ *
+ * Here LWP 3 is asleep now; its sleep time at the print is
+ * -26001265799 + 27012377812 ns = 1.011 s.
  *
  * Needs root or the dtrace_kernel privilege (args[] of the LWP another
  * thread enqueues, curthread->t_mstate: see probes/README.md), which a
@@ -72,16 +90,19 @@
  */
 
 #pragma D option quiet
-#pragma D option switchrate=20hz
-#pragma D option aggrate=20hz
+#pragma D option switchrate=50hz
+#pragma D option aggrate=50hz
 #pragma D option dynvarsize=8m
 
 /* usr/src/uts/common/sys/msacct.h */
 inline int LMS_USER_LOCK = 6;
 
+/* when each LWP's user-lock sleep began (0: not in one); signed for -ts */
+int64_t locktime_ts[int];
+
 dtrace:::BEGIN
 {
-	printf("tumbler-probe locktime ready\n");
+	printf("tumbler-probe locktime ready %d\n", timestamp);
 }
 
 sched:::sleep
@@ -89,20 +110,17 @@ sched:::sleep
 {
 	locktime_ts[tid] = timestamp;
 	locktime_queued[tid] = 0;
+	@lock_ns[pid, tid] = sum(-locktime_ts[tid]);
+	@lock_count[pid, tid] = count();
 }
 
+/* the first enqueue ends the sleep: t_waitrq */
 sched:::enqueue
 /args[1]->pr_pid == $target && locktime_ts[args[0]->pr_lwpid] &&
     locktime_queued[args[0]->pr_lwpid] == 0/
 {
 	locktime_queued[args[0]->pr_lwpid] = timestamp;
-}
-
-sched:::on-cpu
-/pid == $target && locktime_queued[tid]/
-{
-	@lock_ns[pid, tid] = sum(locktime_queued[tid] - locktime_ts[tid]);
-	@lock_count[pid, tid] = count();
+	@lock_ns[args[1]->pr_pid, args[0]->pr_lwpid] = sum(timestamp);
 }
 
 /* the sleep is over (counted above), or the LWP exits */
@@ -119,13 +137,13 @@ profile:::tick-10ms
 {
 	locktime_ticks = 0;
 	printa("locktime pid=%d tid=%d ns=%@d count=%@d\n", @lock_ns, @lock_count);
-	printf("tumbler-probe locktime period\n");
+	printf("tumbler-probe locktime period %d\n", timestamp);
 }
 
 dtrace:::END
 {
 	printa("locktime pid=%d tid=%d ns=%@d count=%@d\n", @lock_ns, @lock_count);
-	printf("tumbler-probe locktime final\n");
+	printf("tumbler-probe locktime final %d\n", timestamp);
 	trunc(@lock_ns);
 	trunc(@lock_count);
 }

@@ -27,19 +27,19 @@
  *
  * The aggregations are CUMULATIVE since the start, keyed by [pid, tid]; they
  * are printed every PERIOD_MS and once more at exit, one line per thread in
- * the format below, each time followed by "tumbler-probe migrations period"
- * (or "... final").  A reader gets an interval's values by subtracting two
- * prints.  "tumbler-probe migrations ready" is printed by BEGIN, once every
- * probe is enabled.  Can run in the same dtrace as locktime.d and runqlat.d
+ * the format below, each time followed by "tumbler-probe migrations period
+ * NS" (or "... final NS"), NS the timestamp it was printed at.  A reader
+ * gets an interval's values by subtracting two prints.  "tumbler-probe
+ * migrations ready NS" is printed by BEGIN, once every probe is enabled.  Can run in the same dtrace as locktime.d and runqlat.d
  * (several -s options, one -p).
  *
  * Example of usage (with the domains of CPUs 0-3 and 4-7 added):
  *
  * # dtrace -q -p 4242 -s migrations.d 1000
- * tumbler-probe migrations ready
+ * tumbler-probe migrations ready 25012345678
  * migrations pid=4242 tid=2 count=31 cross=4
  * migrations pid=4242 tid=3 count=12 cross=0
- * tumbler-probe migrations period
+ * tumbler-probe migrations period 27012377812
  * ^C
  *
  * Needs root or the dtrace_kernel privilege, as tumbler asks for it for
@@ -47,8 +47,8 @@
  */
 
 #pragma D option quiet
-#pragma D option switchrate=20hz
-#pragma D option aggrate=20hz
+#pragma D option switchrate=50hz
+#pragma D option aggrate=50hz
 #pragma D option dynvarsize=8m
 
 int dom[int];
@@ -64,7 +64,7 @@ self int last;
 dtrace:::BEGIN
 {
 	/* TUMBLER-PRELUDE */
-	printf("tumbler-probe migrations ready\n");
+	printf("tumbler-probe migrations ready %d\n", timestamp);
 }
 
 sched:::on-cpu
@@ -98,14 +98,14 @@ profile:::tick-10ms
 	migrations_ticks = 0;
 	printa("migrations pid=%d tid=%d count=%@d cross=%@d\n",
 	    @migrations, @cross_domain);
-	printf("tumbler-probe migrations period\n");
+	printf("tumbler-probe migrations period %d\n", timestamp);
 }
 
 dtrace:::END
 {
 	printa("migrations pid=%d tid=%d count=%@d cross=%@d\n",
 	    @migrations, @cross_domain);
-	printf("tumbler-probe migrations final\n");
+	printf("tumbler-probe migrations final %d\n", timestamp);
 	trunc(@migrations);
 	trunc(@cross_domain);
 }

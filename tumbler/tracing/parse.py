@@ -26,16 +26,17 @@ Every script prints CUMULATIVE values since it started, all of them, then a
 script's values until its marker and only then makes them visible, so a
 snapshot never mixes two prints of one script.
 
-The bpftrace scripts end each marker with the kernel's CLOCK_MONOTONIC ns
-when they printed (``tumbler-probe locktime period 27012377812``; the
-``ready`` one is when counting started), and locktime.bt and runqlat.bt
-print times in a form that includes the waits still in progress (see
+The scripts end each marker with the kernel's CLOCK_MONOTONIC ns when
+they printed (``tumbler-probe locktime period 27012377812``; the ``ready``
+one is when counting started; DTrace's ``timestamp`` is gethrtime(), which
+is illumos's CLOCK_MONOTONIC), and locktime and runqlat print times in a form that includes the waits still in progress (see
 :func:`as_of`, :func:`locks_as_of`).  With those times a stream turns each
 print into the values as of that moment, and keeps every thread's values
 going up by no more than the time between two prints
 (:meth:`ProbeStream._commit`): no interval ever shows a thread blocked or
 waiting for longer than it lasted.
-The DTrace scripts print no time; their values are taken as printed.
+A marker without a time (DTrace scripts before issue 32) leaves the
+values as printed.
 """
 
 import json
@@ -332,7 +333,7 @@ class ProbeStream:
         raw = self._raw.setdefault(script, {})
         raw.update(pending)
         if at_ns is None or start is None:
-            # DTrace: totals of ended waits, as printed
+            # a marker without a time: totals of ended waits, as printed
             self._records[script] = _as_records(raw, FIELDS_OF_SCRIPT[script])
             self.at_ns[script] = at_ns if at_ns is not None else received_ns
             return

@@ -22,15 +22,16 @@ gives an interval's values, ``process_totals(snap)`` sums per process,
 ``by_tid(snap, pid)`` keeps one process.
 
 Values lag by up to one period (``period_ms``): the scripts print their
-totals every period.  The Linux scripts start counting once every
-probe is attached, say when each print was made, and count lock waits and
-run-queue waits as they go (``reading`` gives each kind's span): an
+totals every period.  The scripts say when each print was made and count
+lock waits and run-queue waits as they go (the Linux ones start counting
+once every probe is attached; the illumos ones' values are dtrace's last
+aggregation snapshot, up to 20 ms after the print's time) (``reading`` gives each kind's span): an
 interval's values hold what happened in it.  Lock waits already in
 progress at the start count from the start: a thread the platform backend
 finds asleep in a lock wait just after the start (``lock_waiters``) and
 the script has seen nothing of since, while it lasts; any other, when it
-ends (``parse.locks_as_of``).  On illumos the DTrace scripts count a wait
-when it ends.  On Linux a thread that exits is dropped from the totals.
+ends (``parse.locks_as_of``).  On illumos a lock wait in progress at the
+start is not counted.  On Linux a thread that exits is dropped from the totals.
 """
 
 import atexit
@@ -329,7 +330,6 @@ class _Child:
         self.stream = ProbeStream(fmt)
         self.lock = threading.Lock()
         self.printed = threading.Condition(self.lock)   # notified at each print's marker
-        self.prints = 0             # markers after values (period, final)
         self.ready = threading.Event()      # all scripts ready, or EOF
         self.eof = threading.Event()
         self.stderr = collections.deque(maxlen=40)
@@ -357,22 +357,24 @@ class _Child:
     def _read_stdout(self):
         try:
             for line in self.proc.stdout:
-                received = time.monotonic_ns()
-                with self.lock:
-                    try:
-                        event = self.stream.feed(line, received)
-                    except ParseError as e:
-                        self.parse_errors.append(str(e))
-                        event = None
-                    if self.scripts <= self.stream.ready:
-                        self.ready.set()
-                    if event and event[0] == "marker" and event[2] != "ready":
-                        self.prints += 1
-                        self.printed.notify_all()
+                self.take_line(line, time.monotonic_ns())
         finally:
             self.eof.set()
             self.ready.set()
             with self.lock:
+                self.printed.notify_all()
+
+    def take_line(self, line, received):
+        """One line of the tool's output, received at ``received`` (ns)."""
+        with self.lock:
+            try:
+                event = self.stream.feed(line, received)
+            except ParseError as e:
+                self.parse_errors.append(str(e))
+                event = None
+            if self.scripts <= self.stream.ready:
+                self.ready.set()
+            if event and event[0] == "marker" and event[2] != "ready":
                 self.printed.notify_all()
 
     def _read_stderr(self):
@@ -390,17 +392,28 @@ class _Child:
         with self.lock:
             return self.stream.values(), self.stream.spans()
 
-    def wait_print(self, after, deadline):
-        """Wait until every script has printed more than ``after`` times
-        (the value of ``prints`` before), the tool ended, or ``deadline``
-        (monotonic s) passed; True if printed."""
+    def _printed_since(self, since_ns):
+        at = self.stream.at_ns
+        return all(at.get(script, -1) >= since_ns for script in self.scripts)
+
+    def wait_print(self, since_ns, deadline):
+        """Wait until the values of every script are as of ``since_ns``
+        (CLOCK_MONOTONIC) or later, the tool ended, or ``deadline``
+        (monotonic s) passed; True if so.
+
+        A print is as of the time its marker says (the scripts read their
+        maps after it), not of when its lines arrive: a print made just
+        before ``since_ns`` can arrive after it, with maps read before
+        what happened up to then (a move tumbler had just seen done was
+        missing from the probe's final values, 1 run in 50).  A print
+        without a time is as of its arrival."""
         with self.lock:
-            while self.prints < after + len(self.scripts) and not self.eof.is_set():
+            while not self._printed_since(since_ns) and not self.eof.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self.printed.wait(left)
-            return self.prints >= after + len(self.scripts)
+            return self._printed_since(since_ns)
 
     def stop_at(self, ns):
         with self.lock:
@@ -682,8 +695,8 @@ class ProbeSession:
         """(snapshot, spans): :meth:`snapshot` and, for each kind that has
         printed, ``(start ns, ns of the values)`` on CLOCK_MONOTONIC (the
         clock of ``time.monotonic_ns``), read together.  The values of a
-        kind hold what happened between those two times; on Linux they
-        include the lock and run-queue waits still in progress then.  Never
+        kind hold what happened between those two times, and include the
+        lock and run-queue waits still in progress then.  Never
         blocks.
 
         Raises TumblerError if a tracing process died with an error.
@@ -705,12 +718,9 @@ class ProbeSession:
         if timeout is None:
             timeout = 10 * self.period_ms / 1000.0 + 5.0
         deadline = time.monotonic() + timeout
-        with_prints = []
+        since_ns = time.monotonic_ns()
         for child in self._children:
-            with child.lock:
-                with_prints.append((child, child.prints))
-        for child, before in with_prints:
-            if not child.wait_print(before, deadline):
+            if not child.wait_print(since_ns, deadline):
                 self._check_children()      # died with an error: say so
                 if not child.eof.is_set():
                     raise TumblerError("%s (%s) printed nothing for %g s"
