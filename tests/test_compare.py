@@ -8,10 +8,14 @@ import pytest
 from click.testing import CliRunner
 
 from tumbler.commands import main as cli     # before compare, which builds on the CLI's options
-from tumbler.commands.compare import (RunSetup, RunResult, StaticPlacer, compare_command, format_table,
-                             parse_elapsed, parse_policies, pinned_targets, psets_targets,
-                             own_cpu_of, read_summary, report, run_order, speedup, summarize,
-                             slowdown_spread, split_variant, variant_flags)
+from tumbler.balance.static import StaticPlacer, pinned_targets, psets_targets
+from tumbler.commands.compare import compare_command
+from tumbler.commands.compare.report import format_table, report
+from tumbler.commands.compare.runs import (RunResult, RunSetup, own_cpu_of, parse_elapsed,
+                                           read_summary)
+from tumbler.commands.compare.schedule import run_order
+from tumbler.commands.compare.stats import slowdown_spread, speedup, summarize
+from tumbler.commands.compare.variants import parse_policies, split_variant, variant_flags
 from tumbler.errors import UsageError
 
 from conftest import thread_masks, wait_for_threads
@@ -360,12 +364,13 @@ def test_probe_sees_a_command_that_contends_only_in_its_first_moments(early_lock
 
 
 def test_probe_missing_command_is_127_without_a_gate_left(tmp_path, monkeypatch):
-    from tumbler.commands import compare
+    import tempfile
+    from tumbler.commands.compare.runs import run_once
     setup = _setup()
     setup.command = ["/nonexistent/prog"]
     setup.probe_kinds = ("locks",)
-    monkeypatch.setattr(compare.tempfile, "tempdir", str(tmp_path))
-    result = compare.run_once(setup, "default", 1)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run_once(setup, "default", 1)
     assert result.status == 127
     assert os.listdir(str(tmp_path)) == []
 
@@ -439,9 +444,9 @@ def test_bad_variants_and_combinations_exit_2_with_one_line(tmp_path, args, word
 @pytest.fixture
 def recorded(monkeypatch):
     """The argv of every process compare starts, and every tumbler summary it reads."""
-    from tumbler.commands import compare
+    from tumbler.commands.compare import runs, together
     seen = {"argv": [], "summaries": []}
-    real_popen, real_read = subprocess.Popen, compare.read_summary
+    real_popen, real_read = subprocess.Popen, runs.read_summary
 
     class Recording(real_popen):
         def __init__(self, args, *rest, **options):
@@ -453,8 +458,9 @@ def recorded(monkeypatch):
         seen["summaries"].append(summary)
         return summary
 
-    monkeypatch.setattr(compare.subprocess, "Popen", Recording)
-    monkeypatch.setattr(compare, "read_summary", reading)
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    monkeypatch.setattr(runs, "read_summary", reading)        # a run of CMD
+    monkeypatch.setattr(together, "read_summary", reading)    # --together
     return seen
 
 
@@ -568,7 +574,7 @@ def _program_run(run, policy, first, second, agent=None):
 def test_report_with_together_has_slowdowns_and_their_spread():
     results = [_program_run(1, "alone", 1.0, 2.0), _program_run(1, "default", 2.0, 3.0),
                _program_run(1, "auto", 1.5, 3.0, 0.02)]
-    results[0].wall_s = 3.0                               # alone: one after the other
+    results[0] = results[0]._replace(wall_s=3.0)          # alone: one after the other
     data = report(_together_setup(), ["alone", "default", "auto"], 1, results, None)
     assert data["programs"] == [["prog", "-x"], ["other", "-y"]]
     assert "background" not in data
@@ -678,7 +684,7 @@ def test_two_programs_together_alone_default_and_space_shared(workloads, two_cpu
 # -- the verdict against default ---------------------------------------------------
 
 def test_median_interval_is_the_sign_tests():
-    from tumbler.commands.compare import median_interval
+    from tumbler.commands.compare.stats import median_interval
     # n = 10 at 95%: the 2nd smallest and 2nd largest, P = 1 - 2 * 11/1024.
     low, high, reached = median_interval([0.9, 1.01, 0.95, 1.0, 0.97, 0.99, 1.02, 0.98, 0.96, 1.1])
     assert (low, high) == (0.95, 1.02)
@@ -689,7 +695,8 @@ def test_median_interval_is_the_sign_tests():
 
 
 def test_paired_verdict_pairs_runs_by_number():
-    from tumbler.commands.compare import RunResult, paired_verdict
+    from tumbler.commands.compare.runs import RunResult
+    from tumbler.commands.compare.stats import paired_verdict
     default = [RunResult(run, "default", 0, wall) for run, wall in
                enumerate([10.0, 10.4, 9.8, 10.1, 10.2, 9.9, 10.0], 1)]
     slower = [RunResult(r.run, "auto", 0, r.wall_s * 1.03) for r in default]

@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import time
 
 from tumbler.commands.gate import Gate, check_command
 
@@ -42,3 +43,24 @@ def test_check_command_says_what_exec_would(tmp_path):
     script.chmod(0o644)
     assert check_command(str(script))[0] == 126
     assert check_command(str(tmp_path))[0] == 126
+
+
+def test_a_connected_gate_holds_its_command_until_released(tmp_path):
+    """``connect`` then ``release``, as compare --together releases several
+    programs at once: connected, the command is still held; released, it
+    runs, and ``released`` is when."""
+    marker = tmp_path / "ran"
+    with Gate() as gate:
+        process = subprocess.Popen(gate.argv(["touch", str(marker)]))
+        try:
+            assert gate.connect(lambda: process.poll() is None)
+            time.sleep(0.2)
+            assert process.poll() is None and not marker.exists()
+            before = time.monotonic()
+            assert before <= gate.release() <= time.monotonic()
+            assert process.wait(timeout=30) == 0 and marker.exists()
+            assert gate.opened and gate.open(lambda: False)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()

@@ -132,6 +132,23 @@ def test_no_import_cycle():
     assert not cycles, "\n".join(cycles)
 
 
+#: Packages split into a module per job, and the size none of their modules
+#: may grow past (issue 28: "no module above 550 lines").
+SPLIT_PACKAGES = ("tumbler.commands.compare",)
+MAX_MODULE_LINES = 550
+
+
+@pytest.mark.parametrize("package", SPLIT_PACKAGES)
+def test_split_packages_have_no_module_above_the_limit(package):
+    found = {module: path for module, path in modules().items()
+             if module == package or module.startswith(package + ".")}
+    assert len(found) > 1, "%s is not a package of several modules" % package
+    long = ["%s: %d lines" % (module, count) for module, count in sorted(
+        (module, sum(1 for _ in open(path))) for module, path in found.items())
+        if count > MAX_MODULE_LINES]
+    assert not long, "\n".join(long)
+
+
 def test_the_checker_sees_a_violation(tmp_path):
     """A test over imports that cannot fail is no test: a platform module
     importing the engine, and a cycle, are both found."""

@@ -41,6 +41,7 @@ POLICY_CHOICES = ("auto", "tumbler", "speed", "observe")
 #: ``moves_threads = False``; tests/test_engine_policy.py checks the two
 #: agree): such a run keeps no state and needs no binder.
 OBSERVING_POLICIES = ("observe",)
+
 BINDER_CHOICES = ("affinity", "cpuset", "pset")
 #: How several managed programs share the CPUs (balance/sharing.py).
 SHARE_CHOICES = ("time", "space")
@@ -48,6 +49,15 @@ SHARE_POLICY_CHOICES = ("equal-qos", "max-qos")     # engine.share.POLICIES
 #: A domain's capacity: measured from what other work leaves of its CPUs,
 #: or its CPU count (balance/capacity.py).
 CAPACITY_CHOICES = ("measured", "cpus")
+
+
+def moves_threads(policy, dry_run):
+    """Whether a balancing run of ``policy`` may move threads (a policy
+    that does, no -n): only such a run needs a binder and, on the running
+    system, keeps crash-safe state (``exec``/``-p``, and ``compare``, which
+    waits for that state to know a run has attached)."""
+    return policy not in OBSERVING_POLICIES and not dry_run
+
 
 # Bounds that catch typos (an interval of 50000 s) without second-guessing
 # deliberate choices.

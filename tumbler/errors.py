@@ -9,6 +9,13 @@ EXIT_FAILURE = 1      # runtime failure: unknown PID, missing privilege
 EXIT_USAGE = 2        # bad command line, bad CPU list, bad config
 
 
+def exit_status(returncode):
+    """A child's return code as a shell reports it: 128 + N for a process
+    killed by signal N (Popen's and spawn.Command's ``returncode`` is -N),
+    so that ``exec`` and ``compare`` pass on what the command did."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 class TumblerError(Exception):
     """An error reported as one line on stderr; ``status`` is the exit code."""
 

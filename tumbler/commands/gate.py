@@ -45,7 +45,11 @@ def check_command(name):
 
 class Gate:
     """One FIFO in a private directory; ``argv(command)`` wraps a command
-    in the gate, ``open(alive)`` lets it go, ``close()`` removes the FIFO."""
+    in the gate, ``open(alive)`` lets it go, ``close()`` removes the FIFO.
+
+    ``open`` is ``connect`` then ``release``: several gates are connected
+    first, then released one right after the other, so that programs held
+    at them start at (nearly) the same instant (``compare --together``)."""
 
     def __init__(self):
         self._dir = private_tempdir("tumbler-gate-")
@@ -53,6 +57,7 @@ class Gate:
         os.mkfifo(self.path, 0o600)
         self.opened = False
         self.released = None        # monotonic time of the release, once opened
+        self._fd = None             # the FIFO's write end, once connected
 
     def argv(self, command):
         return ["/bin/sh", "-c", GATE_SCRIPT, self.path, *command]
@@ -64,27 +69,44 @@ class Gate:
         just before the line was written."""
         if self.opened:
             return True
-        while True:
+        if not self.connect(alive):
+            return False
+        self.release()
+        return True
+
+    def connect(self, alive):
+        """Open the FIFO's write end once the shell waits on it, while
+        ``alive()`` is true; whether it was opened.  The write end stays
+        open until ``release`` or ``close``: a shell whose FIFO is closed
+        unwritten reads EOF and runs the command all the same."""
+        while self._fd is None:
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
             except OSError as exc:
                 if exc.errno != errno.ENXIO:    # ENXIO: no reader yet
                     raise
                 if not alive():
                     return False
                 time.sleep(_RETRY_S)
-                continue
-            try:
-                # Read before the write: once written, CMD may run (and
-                # start its own clocks) before this thread is back.
-                self.released = time.monotonic()
-                os.write(fd, b"\n")
-            finally:
-                os.close(fd)
-            self.opened = True
-            return True
+        return True
+
+    def release(self):
+        """Write the line (after ``connect``); returns ``released``."""
+        fd, self._fd = self._fd, None
+        try:
+            # Read before the write: once written, CMD may run (and
+            # start its own clocks) before this thread is back.
+            self.released = time.monotonic()
+            os.write(fd, b"\n")
+        finally:
+            os.close(fd)
+        self.opened = True
+        return self.released
 
     def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self):

@@ -15,8 +15,8 @@ import time
 import _signal as signal
 
 from ..balance.waiting import SignalWaiter
-from ..config import OBSERVING_POLICIES
-from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..config import moves_threads
+from ..errors import EXIT_FAILURE, TumblerError, UsageError, exit_status
 
 # Everything else -- the platform layer, the loop, the engine, the journal,
 # the observers -- is imported where it is used: ``exec`` starts its
@@ -49,7 +49,7 @@ def check_target(backend, pid, force):
 
 def _moves_threads(settings):
     """Whether this run may move threads (a policy that does, no -n)."""
-    return settings["policy"] not in OBSERVING_POLICIES and not settings["dry_run"]
+    return moves_threads(settings["policy"], settings["dry_run"])
 
 
 def _open_backend(settings):
@@ -510,8 +510,7 @@ def run_exec(settings, command):
             waiter.close()
             if child.poll() is None:
                 child.wait()
-    status = child.returncode
-    return 128 - status if status < 0 else status
+    return exit_status(child.returncode)
 
 
 def _checks_machine_first(settings):

@@ -12,6 +12,8 @@ Life cycle (called by the run):
 
 ``check()``                  before anything changes: is tracing possible?
 ``start(controller)``        once the targets are added: start tracing
+                             (``trace(pids, cpu_domains)`` without a
+                             controller, then ``read()`` on one's own cadence)
 ``write_round(controller, plan, moves)``   every round: read the scripts'
                              cumulative totals and keep this interval's
                              deltas, per thread and summed
@@ -118,13 +120,29 @@ class ProbeObserver(Observer):
         """Start tracing the controller's targets (call once they are added)."""
         if self.session is not None or not controller.targets:
             return
+        self.trace(list(controller.targets), domain_of_cpu(controller.domains))
+        self._round = controller.stats.intervals
+
+    def trace(self, pids, cpu_domains):
+        """Start tracing ``pids`` with ``cpu_domains`` (``{cpu: domain
+        index}``) as the CPU-to-domain map: ``start`` without a controller,
+        for ``compare``, which reads (``read``) on its own cadence.  Raises
+        TumblerError, leaving no tracing process, if tracing cannot start."""
         session = probe.ProbeSession(self.platform_name, period_ms=self.period_ms)
-        session.start(list(controller.targets), self.kinds,
-                      domain_of_cpu(controller.domains))
+        try:
+            session.start(pids, self.kinds, cpu_domains)
+            self._last, self._last_spans = session.reading()
+        except BaseException:
+            session.kill()
+            raise
         self.session = session
         self.started = self._last_time = self.ended = time.monotonic()
-        self._last, self._last_spans = session.reading()
-        self._round = controller.stats.intervals
+
+    def read(self):
+        """Add what happened since the last reading to the totals, between
+        rounds (``compare``: a thread that exits leaves the scripts' maps,
+        so they are read often).  Raises TumblerError if tracing failed."""
+        self._account(self.session.reading(), time.monotonic(), per_thread=False)
 
     def write_round(self, controller, plan, moves):
         self._read_for_round(controller)
