@@ -442,7 +442,7 @@ def test_a_weaker_domain_gets_its_share_of_the_load():
 
 
 def test_left_out_when_one_thread_there_gets_less_than_all_get_without_it():
-    from tumbler.engine.grouping import left_out
+    from tumbler.engine.leftout import left_out
     assert left_out([1, 0.1], [1.0] * 4) == {1}         # 0.1 < 1/4
     assert left_out([1, 0.5], [1.0] * 4) == set()       # 0.5 > 1/4
     assert left_out([1, 0.5], [1.0] * 2) == set()       # 0.5 = 1/2: no gain, stays

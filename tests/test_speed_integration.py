@@ -47,6 +47,16 @@ def terminated(tumbler, pid):
     return stderr, thread_masks(pid)
 
 
+def skip_beside_other_work(rounds):
+    """auto leaves a domain other work competes for to the OS (engine/
+    policy.py, 7.): the premise of a test of speed balancing under auto is
+    a machine where nothing else runs on the CPUs (the rest of the suite,
+    or anything else, running there rightly keeps speed balancing out)."""
+    noted = [note for r in rounds for note in r["mechanisms"].values() if "other work" in note]
+    if noted:
+        pytest.skip("not an idle machine: %s" % noted[0])
+
+
 def merged_from(rounds, two_cpus):
     """The rounds after auto merged the two 1-CPU domains (engine/policy.py,
     5.): one merge, and every round after it on the one domain."""
@@ -86,10 +96,12 @@ def test_each_thread_of_three_on_two_cores_gets_time_alone(workloads, two_cpus, 
             time.sleep(0.02)
         out, _ = exited_cleanly(proc, timeout=60)
     assert "workload=spmd" in out
+    rounds = [json.loads(line) for line in open(log)]
+    if policy == "auto":
+        skip_beside_other_work(rounds)
     # Every worker was, at some moment, the only one pinned to its core.
     assert set(alone) == set(workers), alone
     assert all(count >= 3 for count in alone.values()), alone
-    rounds = [json.loads(line) for line in open(log)]
     if sep == "/":
         rounds = merged_from(rounds, two_cpus)
     if policy == "auto":

@@ -52,7 +52,7 @@ manages, a hog -- rounds stay quiet.
 import time
 from collections import deque
 
-from ..engine.grouping import left_out
+from ..engine.leftout import left_out
 from ..engine.model import Domain
 from ..platform.base import PlatformError, Unsupported
 

@@ -360,6 +360,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             note = ("domains %s merged: other work (%s CPU) competes with busy threads"
                     % (names, " / ".join("%.1f" % o for o in other)))
         self._reshape(DomainChoice(split.level, (union,), note, confined))
+        if other and self.other_meter is not None:
+            # What the split domains held until the meter reads the union:
+            # speed balancing must not engage in it for a round meanwhile.
+            self.other_meter.other[union] = sum(other)
         self._split_choice = split
         return note
 

@@ -16,7 +16,8 @@ import math
 from array import array
 
 from ..engine.policy import RUNNABLE_SHARE
-from ..engine.grouping import left_out_of_total, spread
+from ..engine.leftout import left_out_of_total
+from ..engine.grouping import spread
 from ..engine.window import OUTSIDE, summarize_window
 from ..platform.base import NoSuchProcess
 from ..records import record

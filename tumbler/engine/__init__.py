@@ -15,7 +15,8 @@ a thread; the controller does that with the platform layer.
 * share.py     -- space sharing: disjoint CPU sets for several programs.
 """
 
-from .grouping import DEFAULT_TOLERANCE, left_out, place_new, plan_tumbler, spread
+from .grouping import DEFAULT_TOLERANCE, place_new, plan_tumbler, spread
+from .leftout import left_out
 from .mapping import assign_slots, hungarian
 from .model import Domain, Move, Plan, ThreadLoad
 from .variation import DEFAULT_TABLE, VariationTable, cv

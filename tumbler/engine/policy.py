@@ -95,11 +95,9 @@ Policies:
                 CPUs.  Pinned or bound, a thread cannot leave a CPU other
                 work competes for, and tumbler can neither move that work
                 nor know what it will want next; the OS sees it all.
-                Measured beside a CPU-bound hog on one of two CPUs: speed
-                balancing cost a yield-barrier program 6.6%, binding one
-                of two threads to the hog's CPU 23% (BENCHMARKS.md, issue
-                27).  Read once per full round, with ``--capacity cpus``
-                too; ``--capacity measured`` weighs domains by it instead.
+                Beside a CPU-bound hog on one of two CPUs, speed balancing
+                cost a yield-barrier program 6.6%, binding one of two
+                threads to the hog's CPU 23% (BENCHMARKS.md, issue 27).
 
 A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole

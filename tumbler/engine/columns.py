@@ -1,0 +1,156 @@
+"""The threads of one planning round as columns, and their checks
+(grouping.py's input).
+
+grouping.py runs every interval over every thread, so its per-thread work
+is done in C-level passes over one sequence per field (``Columns``); the
+input is checked by such passes too, and only when they find something to
+report thread by thread, to name the first invalid one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from numbers import Real
+from operator import attrgetter
+
+from .model import Domain, ThreadLoad
+
+#: Up to this many domains, per-domain sums take one C-level pass per domain.
+FEW_DOMAINS = 8
+
+TID = attrgetter("tid")
+_LOAD = attrgetter("load")
+DOMAIN = attrgetter("domain")
+_ELIGIBLE = attrgetter("eligible")
+
+
+
+def ordered_domains(domains: Sequence[Domain]) -> list[Domain]:
+    ordered = sorted(domains, key=lambda domain: domain.index)
+    if not ordered:
+        raise ValueError("need at least one domain")
+    indices = [domain.index for domain in ordered]
+    if indices != list(range(len(ordered))):
+        raise ValueError("domain indices must be 0..%d without gaps or repeats, got %r"
+                         % (len(ordered) - 1, indices))
+    for domain in ordered:
+        if not domain.cpus:
+            raise ValueError("domain %d has no CPUs" % domain.index)
+    if not any(domain.capacity > 0 for domain in ordered):
+        raise ValueError("every domain is left out (capacity 0)")
+    return ordered
+
+
+#: The fields a tuple type must start with to be read as columns by zip().
+_LOAD_FIELDS = ("tid", "load", "domain", "eligible")
+_tuple_types_seen: dict[type, bool] = {}
+
+
+class Columns:
+    """The threads of one call as columns (one sequence per field), so that
+    per-thread work can be done in C-level passes over them."""
+
+    __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted")
+
+    def __init__(self, threads: list[ThreadLoad], domain_count: int):
+        if threads and all(map(_starts_with_load_fields, set(map(type, threads)))):
+            # ThreadLoad and the policy's ThreadView: one transposing pass.
+            self.tids, self.raw_loads, self.domains, self.eligibles = \
+                list(zip(*threads))[:4]
+        else:
+            self.tids = list(map(TID, threads))
+            self.raw_loads = list(map(_LOAD, threads))
+            self.domains = list(map(DOMAIN, threads))
+            self.eligibles = list(map(_ELIGIBLE, threads))
+        self.restricted = _some_restricted(self.eligibles, domain_count)
+
+
+def _starts_with_load_fields(kind: type) -> bool:
+    """Whether ``kind`` is a named tuple whose first fields are ThreadLoad's."""
+    known = _tuple_types_seen.get(kind)
+    if known is None:
+        known = (issubclass(kind, tuple)
+                 and tuple(getattr(kind, "_fields", ())[:4]) == _LOAD_FIELDS)
+        _tuple_types_seen[kind] = known
+    return known
+
+
+def _some_restricted(eligibles: list[frozenset | None], domain_count: int) -> bool:
+    """Whether some thread may not use some domain.
+
+    If not, every eligibility check passes -- an ``eligible`` set holding
+    every domain acts exactly as None (the controller always passes sets)
+    -- and the checks are skipped.  Few distinct sets exist, so they are
+    looked at once each.
+    """
+    try:
+        distinct = set(eligibles)
+    except TypeError:                   # unhashable: take the careful path
+        return True
+    distinct.discard(None)
+    return any(not all(domain in eligible for domain in range(domain_count))
+               for eligible in distinct)
+
+
+def checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> list[ThreadLoad]:
+    threads = list(threads)
+    checked_columns(threads, domain_count)
+    return threads
+
+
+def checked_columns(threads: list[ThreadLoad], domain_count: int) -> Columns:
+    """The columns of ``threads``; ValueError names the first invalid thread."""
+    columns = Columns(threads, domain_count)
+    if not _plainly_valid(columns, domain_count):
+        _raise_first_problem(threads, domain_count)
+    return columns
+
+
+def _plainly_valid(columns: Columns, domain_count: int) -> bool:
+    """True if C-level passes show every thread is valid; False means "look
+    closer" (see _raise_first_problem), not necessarily invalid."""
+    try:
+        if len(set(columns.tids)) != len(columns.tids):
+            return False
+        loads = columns.raw_loads
+        # A finite sum means finite loads (an inf or nan makes it inf or nan;
+        # an overflow raises): one pass instead of isfinite per load.
+        if not set(map(type, loads)) <= {float, int} or not math.isfinite(math.fsum(loads)):
+            return False
+        if not set(columns.domains) <= {None, *range(domain_count)}:
+            return False
+        distinct = set(columns.eligibles)
+        distinct.discard(None)
+        return all(any(0 <= d < domain_count for d in eligible) for eligible in distinct)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _raise_first_problem(threads: list[ThreadLoad], domain_count: int) -> None:
+    """Check thread by thread; raise for the first problem found, if any."""
+    seen = set()
+    for thread in threads:
+        if thread.tid in seen:
+            raise ValueError("thread %r appears twice" % (thread.tid,))
+        seen.add(thread.tid)
+        if (isinstance(thread.load, bool) or not isinstance(thread.load, Real)
+                or not math.isfinite(thread.load)):
+            raise ValueError("thread %r: load must be a finite number, got %r"
+                             % (thread.tid, thread.load))
+        if thread.domain is not None and not 0 <= thread.domain < domain_count:
+            raise ValueError("thread %r is on unknown domain %r" % (thread.tid, thread.domain))
+        if not eligible_domains(thread, domain_count):
+            raise ValueError("thread %r is not eligible for any domain (eligible %r)"
+                             % (thread.tid, sorted(thread.eligible)))
+
+
+def eligible_domains(thread: ThreadLoad, domain_count: int) -> list[int]:
+    if thread.eligible is None:
+        return list(range(domain_count))
+    return sorted(d for d in thread.eligible if 0 <= d < domain_count)
+
+
+def effective_load(load: float) -> float:
+    """A negative load is a counter glitch: it weighs nothing."""
+    return max(0.0, float(load))
