@@ -118,7 +118,7 @@ def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
     totals = {}
     for name in ("round", "speed_step", "sample_all", "update_loads", "discover",
                  "_crowded_domains", "_views", "_apply", "_pin", "_quiet_round",
-                 "_leave_quiet", "_quiet_roster"):
+                 "_leave_quiet", "_quiet_rosters"):
         wrap(controller.Controller, name, name, totals)
     for name in ("process_state", "sample", "_steady_sample", "thread_ids", "thread_run_ns"):
         wrap(linux.LinuxBackend, name, "linux." + name, totals)

@@ -63,6 +63,7 @@ from ..engine.merging import OVERSUBSCRIBED, merge_wanted, stay_merged
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, mergeable
 from .handback import HandBack
+from .machine import MachineWatch
 from .placer import Placer
 from .quiet import QuietRound, QuietRounds, Roster
 from .speedstep import SpeedSteps
@@ -161,6 +162,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._reshaped = False      # reshape() gave new domains: place every thread
         self._orphans_of = None     # (root, its CPUs) while tumbler keeps orphans
         self._own_processes = frozenset     # () -> PIDs of tumbler's own children
+        self.machine = MachineWatch(backend, domain_choice)    # CPUs off-line and back
         self._split_choice = None   # the domains merged now (engine/policy.py, 5.)
         self._merge_wanted_ns = None    # since when every judgement asked to merge (split)
         binder.setup([d.cpus for d in self.domains])
@@ -181,6 +183,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         module docstring; returns a QuietRound), else a full one (returns
         the Decision)."""
         self._look_at_new_processes()
+        change = self.machine.replan(frozenset().union(*self.base_allowed.values()))
+        if change is not None:
+            self._follow_machine(*change)
         if self._reshaped:
             self._place_unmeasured()
         if self._rosters is not None:
@@ -367,6 +372,15 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._split_choice = split
         return note
 
+    # -- the machine changed (balance/machine.py) ----------------------------------
+
+    def _follow_machine(self, choice, note):
+        """On-line CPUs changed: balance over ``choice`` (the planned
+        domains cut to them) from now on; merged domains are judged anew."""
+        self._split_choice = self._merge_wanted_ns = None
+        self._reshape(choice)
+        self.warn(note)
+
     # -- space sharing ---------------------------------------------------------
 
     def reshape(self, domains, confined):
@@ -384,7 +398,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
                                          " / ".join(format_cpulist(d) for d in domains))
         level = (self._split_choice or self.choice).level
         self._split_choice = self._merge_wanted_ns = None
-        self._reshape(DomainChoice(level, tuple(domains), note, confined))
+        self.machine.planned = DomainChoice(level, tuple(domains), note, confined)
+        self._reshape(self.machine.planned)
 
     def _reshape(self, choice):
         """Balance over ``choice``'s domains from now on (see reshape)."""

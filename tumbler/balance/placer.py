@@ -154,12 +154,17 @@ class Placer:
 
         An admin or the program itself changed the affinity of a thread
         tumbler had bound: its new mask is now its allowed set, tumbler
-        stops managing it and will not "restore" over that choice.
+        stops managing it and will not "restore" over that choice.  Not
+        so when the kernel moved it off CPUs taken off-line (balance/
+        machine.py): the thread stays tumbler's, to place again.
         """
         if not self.binder.binds_masks or thread.bound_mask is None:
             return False
         current = self.backend.allowed_cpus(thread.pid, thread.tid)
         if current == thread.bound_mask:
+            return False
+        if self.machine.reset_by_kernel(thread.bound_mask):
+            thread.bound_mask = thread.pinned_cpu = None
             return False
         thread.unmovable = True
         thread.allowed = current

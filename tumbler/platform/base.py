@@ -387,6 +387,16 @@ class Backend:
         (balance/capacity.py).  Default: the OS cannot tell."""
         raise Unsupported("this platform cannot read per-CPU busy time")
 
+    def online_cpus(self):
+        """The CPUs on-line now, cheaply: the controller asks every round,
+        to follow CPUs taken off-line and back (balance/machine.py).
+        Default: the topology's (a full topology read); Unsupported where
+        the backend has none."""
+        try:
+            return self.topology().online
+        except NotImplementedError:
+            raise Unsupported("this platform cannot list its on-line CPUs") from None
+
     def current_cpu(self):
         """The CPU the calling thread runs on now, or None if the OS cannot
         say: where measured capacity books tumbler's own CPU time

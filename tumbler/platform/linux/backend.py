@@ -170,6 +170,7 @@ class LinuxBackend(Backend):
         self._sampled_tids = {}     # pid -> TIDs of its last sample
         self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
         self._cpu_stat_fd = None    # /proc/stat, for cpu_times
+        self._online_fd = None      # /sys/devices/system/cpu/online, for online_cpus
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
         self._proc_stat_fds = {}    # pid -> open fd of /proc/PID/stat (process_cpu_ns)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
@@ -344,9 +345,11 @@ class LinuxBackend(Backend):
         if self._loadavg_fd is not None:
             os.close(self._loadavg_fd)
             self._loadavg_fd = None
-        if self._cpu_stat_fd is not None:
-            os.close(self._cpu_stat_fd)
-            self._cpu_stat_fd = None
+        for name in ("_cpu_stat_fd", "_online_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
 
     def _close_process_files(self, pid):
         """Close the per-process fds (stat, task directory); forget its state."""
@@ -691,6 +694,18 @@ class LinuxBackend(Backend):
             raise AccessDenied("cannot read %s/%d/cmdline" % (self.proc, pid),
                                "read access to /proc") from None
         return printable(data.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace"))
+
+    def online_cpus(self):
+        """/sys/devices/system/cpu/online: one pread of a kept fd (sysfs
+        files give their current content at offset 0 each time)."""
+        path = "%s/devices/system/cpu/online" % self.sys
+        try:
+            if self._online_fd is None:
+                self._online_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            text = os.pread(self._online_fd, 4096, 0).decode("ascii").strip()
+            return parse_cpulist(text)
+        except (OSError, UnicodeDecodeError, UsageError):
+            return super().online_cpus()
 
     def cpu_times(self):
         """``cpuN`` lines of /proc/stat (proc(5)): user nice system idle
