@@ -5,6 +5,7 @@ import errno
 import json
 import os
 import struct
+import time
 
 import pytest
 
@@ -1394,3 +1395,39 @@ def test_context_switches_from_lwpusage(tree):
     assert b.context_switches(PID, 2) == (0, 0)
     with pytest.raises(NoSuchProcess):
         b.context_switches(PID, 9)
+
+
+# -- LWPs asleep in a user-lock wait (issue 32) --------------------------------
+
+# usr/src/uts/common/sys/syscall.h and sobject.h
+SYS_LWP_PARK, SYS_NANOSLEEP, SYS_LWP_COND_WAIT = 77, 199, 170
+SYS_LWP_MUTEX_TIMEDLOCK, SYS_LWP_SEMA_TIMEDWAIT, SYS_LWP_RWLOCK_SYS = 210, 211, 212
+SOBJ_MUTEX, SOBJ_CV, SOBJ_USER, SOBJ_USER_PI = 1, 3, 5, 6
+
+
+def test_lock_waiters_are_lwps_asleep_in_a_user_lock_wait(tree):
+    """An LWP asleep (pr_sname 'S') in a system call that sleeps in the
+    LMS_USER_LOCK microstate (pr_syscall), on the object it sleeps on then
+    (pr_stype), is in an LCK sleep now: pr_ltime grows while it lasts."""
+    waiting = [lwp(2, syscall=SYS_LWP_PARK, stype=SOBJ_CV),          # mutex, rwlock, cv
+               lwp(3, syscall=SYS_LWP_COND_WAIT, stype=SOBJ_USER),   # process-shared cv
+               lwp(4, syscall=SYS_LWP_MUTEX_TIMEDLOCK, stype=SOBJ_USER_PI),  # PI mutex
+               lwp(5, syscall=SYS_LWP_RWLOCK_SYS, stype=SOBJ_USER)]  # process-shared rwlock
+    others = [lwp(6, syscall=SYS_LWP_SEMA_TIMEDWAIT, stype=SOBJ_USER),   # a semaphore: SLP
+              lwp(7, syscall=SYS_NANOSLEEP, stype=SOBJ_CV),
+              lwp(8, sname="R", syscall=SYS_LWP_PARK),       # woken: on a run queue
+              lwp(9, sname="O", syscall=SYS_LWP_PARK),       # not asleep yet
+              lwp(10, sname="S", syscall=SYS_LWP_PARK, stype=SOBJ_MUTEX),   # a kernel lock
+              lwp(11, syscall=0, stype=SOBJ_USER),           # not in a system call
+              lwp(12, syscall=SYS_LWP_PARK, stype=SOBJ_CV)]  # not asked about
+    fx.write_process(str(tree), PID, {"fname": "app"}, waiting + others,
+                     zombies=[{"lwpid": 13, "syscall": SYS_LWP_PARK, "stype": SOBJ_CV}])
+    b = backend(tree)
+    before = time.monotonic_ns()
+    found = b.lock_waiters(PID, list(range(2, 12)) + [13])
+    assert sorted(found) == [2, 3, 4, 5]
+    assert all(before <= ns <= time.monotonic_ns() for ns in found.values())
+    assert (b.lwp_info(PID, 4).syscall, b.lwp_info(PID, 4).stype) == (
+        SYS_LWP_MUTEX_TIMEDLOCK, SOBJ_USER_PI)
+    with pytest.raises(NoSuchProcess):
+        b.lock_waiters(PID + 1, [2])

@@ -253,14 +253,22 @@ def printa_lines(run, name, field_aggs):
     return lines
 
 
-def traced_prints(trace, prints, start=5 * MS):
+def traced_prints(trace, prints, start=5 * MS, listed=(), waiters=None):
     """Run locktime.d and runqlat.d on ``trace`` and feed what they print
-    at each time of ``prints`` (ns) to a ProbeStream: ``[(at, values)]``."""
-    from tumbler.tracing import parse
-    lock, runq = Program(script("locktime"), PID), Program(script("runqlat"), PID)
+    at each time of ``prints`` (ns) to a ProbeStream: ``[(at, values)]``.
+    ``listed``: the LWPs ProbeSession lists to locktime.d (its prelude);
+    ``waiters``: those it then finds asleep in a lock wait."""
+    from tumbler.tracing import parse, session
+    lock = Program(session._with_prelude("illumos", PROBES / "locktime.d",
+                                         session._dtrace_prelude("locktime", None, PID, listed)),
+                   PID)
+    runq = Program(script("runqlat"), PID)
+    for program in (lock, runq):
+        program.run([dict(probe="dtrace:::BEGIN", timestamp=start, pid=0, tid=0, cpu=0)])
     stream = parse.ProbeStream("dtrace")
     stream.feed("tumbler-probe locktime ready %d" % start)
     stream.feed("tumbler-probe runqlat ready %d" % start)
+    stream.expect_blocked(waiters or {})
     out, done = [], 0
     events = sorted(trace.events, key=lambda e: e["timestamp"])
     for at in prints:
@@ -268,7 +276,8 @@ def traced_prints(trace, prints, start=5 * MS):
         done += len(batch)
         lock.run(batch)
         runq.run(batch)
-        for line in printa_lines(lock, "locktime", (("ns", "@lock_ns"), ("count", "@lock_count"))):
+        for line in printa_lines(lock, "locktime", (("ns", "@lock_ns"), ("count", "@lock_count"),
+                                                    ("seen", "@lock_seen"))):
             stream.feed(line)
         stream.feed("tumbler-probe locktime period %d" % at)
         for line in printa_lines(runq, "runqlat", (("ns", "@runq_ns"), ("count", "@runq_count"))):
@@ -359,3 +368,117 @@ def test_probe_check_on_illumos_agrees_over_waits_in_progress(tmp_path):
     assert figures[("LCK", 2)] == (83.33, 83.33, True)       # 250 of 300 ms
     assert figures[("LAT", 3)][0] == figures[("LAT", 3)][1] == 50.0
     assert record["check"]["ok"] is True, figures
+
+
+# -- a sleep already in progress when tracing starts (issue 32 item 2) ---------
+
+def waiting_lwps(tmp_path):
+    """/proc as ProbeSession reads it once the probes are on: LWP 2 asleep
+    in lwp_park on its condition variable (an LCK sleep), LWP 3 asleep in
+    nanosleep (SLP), LWP 4 on a CPU."""
+    fx.write_kstat(str(tmp_path), fx.machine(1, 1, 2, 1))
+    fx.write_process(str(tmp_path), PID, {"fname": "app"}, [
+        {"lwpid": 2, "create_ns": 1, "sname": "S", "syscall": 77, "stype": 3},
+        {"lwpid": 3, "create_ns": 1, "sname": "S", "syscall": 199, "stype": 3},
+        {"lwpid": 4, "create_ns": 1, "sname": "O", "syscall": 0}])
+    return IllumosBackend(str(tmp_path))
+
+
+def test_a_sleep_in_progress_at_the_start_counts_from_the_start(tmp_path):
+    """No probe fires for LWP 2, asleep on a lock since before the start,
+    until its enqueue 250 ms after tumbler's check: each interval holds
+    what pr_ltime grew by in it -- 2's sleep from the start to its enqueue,
+    3's nanosleep nothing, 4 its own sleep, seen by the script."""
+    import time
+    from tumbler.tracing import parse
+    backend = waiting_lwps(tmp_path)
+    start = time.monotonic_ns()             # the "ready" line: BEGIN
+    waiters = {(PID, tid): ns for tid, ns in backend.lock_waiters(PID, [2, 3, 4]).items()}
+    assert list(waiters) == [(PID, 2)]
+    t0 = waiters[(PID, 2)]
+    trace = Trace()
+    trace.lwp_fires(t0 + 250 * MS, "sched:::enqueue", 2, about=2)
+    trace.lwp_fires(t0 + 260 * MS, "sched:::dequeue", 2, about=2)
+    trace.fire(t0 + 260 * MS, "sched:::on-cpu", tid=2)
+    trace.lwp_fires(t0 + 150 * MS, "sched:::enqueue", 3, about=3)
+    trace.fire(t0 + 151 * MS, "sched:::on-cpu", tid=3)
+    trace.sleep(4, t0 + 120 * MS, "lwp_cond_wait", LMS_USER_LOCK, t0 + 130 * MS, "lwp_release",
+                t0 + 131 * MS)
+    kernel = {2: {"sleeps": [(start - 50 * MS, t0 + 250 * MS)]}, 3: {},
+              4: {"sleeps": [(t0 + 120 * MS, t0 + 130 * MS)]}}
+    prints = traced_prints(trace, [t0 + n * 100 * MS for n in (1, 2, 3, 4)], start=start,
+                           listed=[2, 3, 4], waiters=waiters)
+    last_at, last = start, {}
+    for at, values in prints:
+        for tid, lwp in kernel.items():
+            rec = parse.delta(values, last).get((PID, tid), {"lock_ns": 0})
+            assert rec["lock_ns"] == prgetusage(at, lwp)[0] - prgetusage(last_at, lwp)[0], \
+                (at - t0, tid, rec)
+        last_at, last = at, values
+    final = prints[-1][1]
+    assert final[(PID, 2)]["lock_ns"] == t0 + 250 * MS - start
+    assert (final[(PID, 2)]["lock_count"], final[(PID, 4)]["lock_count"]) == (1, 1)
+
+
+def test_a_wait_the_script_saw_begin_is_not_counted_from_the_start_too(tmp_path):
+    """An LWP found asleep whose sleep the script saw begin after the start
+    (an event before the check) is counted once, by the script."""
+    from tumbler.tracing import parse
+    backend = waiting_lwps(tmp_path)
+    waiters = {(PID, tid): ns for tid, ns in backend.lock_waiters(PID, [2]).items()}
+    checked = waiters[(PID, 2)]
+    start = checked - 100 * MS
+    trace = Trace()
+    trace.fire(start + 10 * MS, "sched:::sleep", tid=2, curthread={"t_mstate": LMS_USER_LOCK})
+    trace.fire(start + 10 * MS + 1, "sched:::off-cpu", tid=2)
+    trace.lwp_fires(checked + 50 * MS, "sched:::enqueue", 2, about=2)
+    (_, values), = traced_prints(trace, [checked + 100 * MS], start=start, listed=[2],
+                                 waiters=waiters)
+    assert values[(PID, 2)]["lock_ns"] == checked + 40 * MS - start
+    assert values[(PID, 2)]["lock_count"] == 1
+
+
+FAKE_DTRACE = """#!%s
+# Stands for dtrace running locktime.d on a process none of whose LWPs has
+# an event: prints what the script prints then, from its TUMBLER-PRELUDE.
+import re, signal, sys, time
+args = sys.argv[1:]
+text = "".join(open(args[i + 1]).read() for i, a in enumerate(args) if a == "-s")
+open(%r, "w").write(text)
+listed = re.findall(r"locktime_unseen\\[(\\d+), (\\d+)\\] = 1;", text)
+print("tumbler-probe locktime ready %%d" %% time.monotonic_ns(), flush=True)
+done = []
+signal.signal(signal.SIGINT, lambda *a: done.append(1))
+while True:
+    time.sleep(int(args[-1]) / 1000.0)
+    for pid, tid in listed:
+        print("locktime pid=%%s tid=%%s ns=0 count=0 seen=0" %% (pid, tid))
+    print("tumbler-probe locktime %%s %%d" %% ("final" if done else "period",
+                                            time.monotonic_ns()), flush=True)
+    if done:
+        break
+"""
+
+
+def test_probe_session_on_illumos_counts_an_lwp_asleep_since_the_start(tmp_path, monkeypatch):
+    """ProbeSession lists the process's LWPs in locktime.d's prelude, finds
+    those asleep in a lock wait once dtrace is ready, and counts them from
+    the start while the script shows no event of them."""
+    import sys
+    from tumbler.tracing import session as probe
+    backend = waiting_lwps(tmp_path)
+    fake, seen = tmp_path / "dtrace", tmp_path / "scripts.d"
+    fake.write_text(FAKE_DTRACE % (sys.executable, str(seen)))
+    fake.chmod(0o755)
+    monkeypatch.setattr(probe, "check_tool", lambda platform_name: str(fake))
+    with probe.ProbeSession("illumos", period_ms=20, backend=backend) as s:
+        s.start([PID], {"locks"})
+        values, spans = s.next_reading()
+        final = s.stop()
+    assert "locktime_unseen[%d, 2] = 1; @lock_seen[%d, 2] = sum(0);" % (PID, PID) in \
+        seen.read_text()
+    start, at = spans["locks"]
+    assert values[(PID, 2)]["lock_ns"] == at - start > 0
+    assert values[(PID, 3)]["lock_ns"] == values[(PID, 4)]["lock_ns"] == 0
+    assert final[(PID, 2)]["lock_ns"] >= values[(PID, 2)]["lock_ns"]
+    assert final[(PID, 2)]["lock_count"] == 1

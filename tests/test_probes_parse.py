@@ -409,7 +409,7 @@ def test_bt_probe_names():
     assert "args->orig_cpu" in bt("migrations") and "args->dest_cpu" in bt("migrations")
 
 
-SAMPLE_VALUES = {"pid": 4242, "tid": 3, "ns": 1000, "count": 7, "cross": 2}
+SAMPLE_VALUES = {"pid": 4242, "tid": 3, "ns": 1000, "count": 7, "cross": 2, "seen": 5}
 
 
 @pytest.mark.parametrize("name", pp.SCRIPTS)
@@ -427,18 +427,21 @@ def test_d_scripts_print_what_the_parser_reads(name):
     # progress are taken as of then
     for mark in pp.MARKS:
         assert 'printf("tumbler-probe %s %s %%d\\n", timestamp);' % (name, mark) in code
-    formats = re.findall(r'printa\(\s*"([^"]*)\\n",\s*(@\w+),\s*(@\w+)\)', code)
+    formats = re.findall(r'printa\(\s*"([^"]*)\\n",((?:\s*@\w+,?)+)\)', code)
     assert len(formats) == 2, formats                   # tick and END
-    for fmt, agg1, agg2 in formats:
+    for fmt, aggs in formats:
         assert fmt.startswith(name + " pid=%d tid=%d ")
         # fill the format as printa would and parse it back
         line = re.sub(r"(\w+)=%@?d", lambda m: "%s=%d" % (m.group(1), SAMPLE_VALUES[m.group(1)]), fmt)
         event = pp.parse_dtrace_line(line)
         assert event[0] == "record" and event[1] == name and event[2] == (4242, 3)
         fields = pp.FIELDS_OF_SCRIPT[name]
-        assert set(event[3]) == set(fields)
-        assert "%s[pid, tid]" % agg1 in code and "%s[pid, tid]" % agg2 in code
-        assert "trunc(%s);" % agg1 in code and "trunc(%s);" % agg2 in code
+        optional = set(pp.DTRACE_OPTIONAL_NAMES.get(name, {}).values())
+        assert set(fields) <= set(event[3]) <= set(fields) | optional
+        aggs = re.findall(r"@\w+", aggs)
+        assert len(aggs) == fmt.count("%@d")
+        for agg in aggs:
+            assert "%s[pid, tid]" % agg in code and "trunc(%s);" % agg in code
     # the example output in the header parses too
     for line in re.findall(r"^ \* (%s pid=.*)$" % name, head, re.M):
         assert pp.parse_dtrace_line(line)[0] == "record"

@@ -56,12 +56,23 @@
  * The values printed are those of dtrace's last aggregation snapshot
  * (aggrate), taken up to one switchrate period (20 ms here) after the
  * marker's timestamp: a sleep that begins or ends in between shows that
- * much early in the print, and the next print puts it right.  A sleep in
- * progress when tracing starts is not counted (its sched:::sleep was not
- * seen).
+ * much early in the print, and the next print puts it right.
+ *
+ * A sleep in progress when tracing starts shows no sched:::sleep; its end
+ * is its LWP's first event.  tumbler(8) lists the LWPs it knows at the
+ * TUMBLER-PRELUDE mark (locktime_unseen[pid, lwpid] = 1 and a 0 in
+ * @lock_seen); the first sched:::off-cpu of such an LWP (which leaves a
+ * CPU before any sleep) or sched:::enqueue of it (which ends a sleep)
+ * puts its timestamp in @lock_seen.  A reader that saw, in the LWP's
+ * lwpsinfo after the start, the LWP asleep in a user-lock wait, and no
+ * event of it before, knows it has been asleep in that wait since the
+ * start, up to @lock_seen (its enqueue: t_waitrq) or now -- tumbler(8)
+ * counts it so.  Run by hand, with no LWP listed, such a sleep is not
+ * counted.
  *
  * Fields: ns = user-lock sleep in nanoseconds (as above), count = such
- * sleeps begun.
+ * sleeps begun, seen = the first event of a listed LWP (0: none yet; 0
+ * for LWPs not listed).
  *
  * The aggregations are CUMULATIVE since the start, keyed by [pid, tid]; they
  * are printed every PERIOD_MS and once more at exit, one line per thread in
@@ -75,8 +86,8 @@
  *
  * # dtrace -q -p 4242 -s locktime.d 1000
  * tumbler-probe locktime ready 25012345678
- * locktime pid=4242 tid=2 ns=1498734201 count=522
- * locktime pid=4242 tid=3 ns=-26001265799 count=518
+ * locktime pid=4242 tid=2 ns=1498734201 count=522 seen=0
+ * locktime pid=4242 tid=3 ns=-26001265799 count=518 seen=0
  * tumbler-probe locktime period 27012377812
  * ^C
  *
@@ -99,10 +110,34 @@ inline int LMS_USER_LOCK = 6;
 
 /* when each LWP's user-lock sleep began (0: not in one); signed for -ts */
 int64_t locktime_ts[int];
+/* listed LWPs no event has shown yet: [pid, lwpid] */
+int locktime_unseen[int, int];
 
 dtrace:::BEGIN
 {
+	/* TUMBLER-PRELUDE */
 	printf("tumbler-probe locktime ready %d\n", timestamp);
+}
+
+/* a listed LWP's first event: it leaves a CPU, or a sleep of it ends */
+sched:::off-cpu
+/pid == $target && locktime_unseen[pid, tid]/
+{
+	locktime_unseen[pid, tid] = 0;
+	@lock_seen[pid, tid] = sum(timestamp);
+}
+
+sched:::enqueue
+/args[1]->pr_pid == $target && locktime_unseen[args[1]->pr_pid, args[0]->pr_lwpid]/
+{
+	locktime_unseen[args[1]->pr_pid, args[0]->pr_lwpid] = 0;
+	@lock_seen[args[1]->pr_pid, args[0]->pr_lwpid] = sum(timestamp);
+}
+
+proc:::lwp-exit
+/pid == $target && locktime_unseen[pid, tid]/
+{
+	locktime_unseen[pid, tid] = 0;
 }
 
 sched:::sleep
@@ -136,14 +171,17 @@ profile:::tick-10ms
 /++locktime_ticks >= $1 / 10/
 {
 	locktime_ticks = 0;
-	printa("locktime pid=%d tid=%d ns=%@d count=%@d\n", @lock_ns, @lock_count);
+	printa("locktime pid=%d tid=%d ns=%@d count=%@d seen=%@d\n", @lock_ns, @lock_count,
+	    @lock_seen);
 	printf("tumbler-probe locktime period %d\n", timestamp);
 }
 
 dtrace:::END
 {
-	printa("locktime pid=%d tid=%d ns=%@d count=%@d\n", @lock_ns, @lock_count);
+	printa("locktime pid=%d tid=%d ns=%@d count=%@d seen=%@d\n", @lock_ns, @lock_count,
+	    @lock_seen);
 	printf("tumbler-probe locktime final %d\n", timestamp);
 	trunc(@lock_ns);
 	trunc(@lock_count);
+	trunc(@lock_seen);
 }

@@ -14,7 +14,7 @@ recorded output.  Two formats carry the same logical content:
 * ``dtrace`` -- ``dtrace -q`` running ``probes/illumos/*.d``.  One record a
   line, printed by ``printa``::
 
-      locktime pid=4242 tid=3 ns=1520003399 count=517
+      locktime pid=4242 tid=3 ns=1520003399 count=517 seen=25013101442
       runqlat pid=4242 tid=3 ns=331052774 count=84
       migrations pid=4242 tid=3 count=12 cross=4
 
@@ -87,6 +87,9 @@ DTRACE_NAMES = {
     "runqlat": {"ns": "runq_ns", "count": "runq_count"},
     "migrations": {"count": "migrations", "cross": "cross_domain"},
 }
+#: Names a record may hold too: locktime.d's ``seen``, the raw input of
+#: ``lock_ns`` that locktime.bt prints as ``@lock_seen`` (:func:`locks_as_of`).
+DTRACE_OPTIONAL_NAMES = {"locktime": {"seen": "lock_seen"}}
 
 MARKER = "tumbler-probe"
 MARKS = ("ready", "period", "final")
@@ -206,6 +209,8 @@ def parse_dtrace_line(line):
         raise ParseError("%s record needs pid, tid, %s: %r"
                          % (script, ", ".join(sorted(names)), text))
     values = dict((fld, pairs[name]) for name, fld in names.items())
+    values.update((fld, pairs[name]) for name, fld in DTRACE_OPTIONAL_NAMES.get(script, {}).items()
+                  if name in pairs)
     return ("record", script, (pairs["pid"], pairs["tid"]), values)
 
 
@@ -216,8 +221,8 @@ def as_of(value, at_ns):
 
 
 def locks_as_of(raw, at_ns, start_ns, blocked_since_start):
-    """locktime.bt's totals as printed at ``at_ns``: ``{(pid, tid): {"lock_ns",
-    "lock_count"}}``.
+    """locktime.bt's and locktime.d's totals as printed at ``at_ns``:
+    ``{(pid, tid): {"lock_ns", "lock_count"}}``.
 
     ``raw`` holds the printed maps (``{field: {(pid, tid): value}}``).
     ``lock_ns`` is the blocked time of the ended waits, minus the time the
@@ -226,12 +231,14 @@ def locks_as_of(raw, at_ns, start_ns, blocked_since_start):
     script found, at their end, of waits already in progress at the start.
 
     ``blocked_since_start`` (``{(pid, tid): checked_ns}``, updated here)
-    lists threads the reader saw asleep in a futex wait after the start, at
-    ``checked_ns``.  One that ``lock_seen`` shows no event of before then
-    has been blocked since ``start_ns``: it counts as blocked from there up
-    to its first wakeup (``lock_seen``) or the print, until the script
-    counts that wait itself in ``lock_pre``.  One with an earlier event, or
-    gone (no longer in ``lock_seen``), is dropped.
+    lists threads the reader saw asleep in a lock wait after the start, at
+    ``checked_ns`` (Linux: a futex wait; illumos: a user-lock sleep).  One
+    that ``lock_seen`` shows no event of before then has been blocked since
+    ``start_ns``: it counts as blocked from there up to its first event
+    (``lock_seen``: Linux its wakeup, illumos its enqueue) or the print,
+    until the script counts that wait itself in ``lock_pre`` (locktime.bt;
+    locktime.d has none, and ``lock_seen`` ends the wait for good).  One
+    with an earlier event, or gone (no longer in ``lock_seen``), is dropped.
     """
     open_ns, counts = raw.get("lock_ns", {}), raw.get("lock_count", {})
     seen, pre = raw.get("lock_seen", {}), raw.get("lock_pre", {})

@@ -29,9 +29,9 @@ aggregation snapshot, up to 20 ms after the print's time) (``reading`` gives eac
 interval's values hold what happened in it.  Lock waits already in
 progress at the start count from the start: a thread the platform backend
 finds asleep in a lock wait just after the start (``lock_waiters``) and
-the script has seen nothing of since, while it lasts; any other, when it
-ends (``parse.locks_as_of``).  On illumos a lock wait in progress at the
-start is not counted.  On Linux a thread that exits is dropped from the totals.
+the script has seen nothing of since, while it lasts (illumos: up to its
+enqueue, as pr_ltime); on Linux any other when it ends
+(``parse.locks_as_of``).  On Linux a thread that exits is dropped from the totals.
 """
 
 import atexit
@@ -272,10 +272,16 @@ def _bpftrace_prelude(script, pids, tids_of, domain_of_cpu):
     return " ".join(lines)
 
 
-def _dtrace_prelude(script, domain_of_cpu):
+def _dtrace_prelude(script, domain_of_cpu, pid=None, tids=()):
+    """BEGIN-block statements: CPU domains (migrations.d), the known LWPs
+    ``tids`` of process ``pid`` (locktime.d)."""
     if script == "migrations" and domain_of_cpu:
         return " ".join("dom[%d] = %d;" % (cpu, dom + 1)
                         for cpu, dom in sorted(domain_of_cpu.items()))
+    if script == "locktime" and pid is not None:
+        # listed: an LWP asleep since the start is found by its first event
+        return " ".join("locktime_unseen[%d, %d] = 1; @lock_seen[%d, %d] = sum(0);"
+                        % (pid, tid, pid, tid) for tid in sorted(set(tids)))
     return ""
 
 
@@ -575,11 +581,11 @@ class ProbeSession:
             if self.platform == "linux":
                 self._children = self._linux_children(backend, tool, scripts, workdir)
             else:
-                self._children = self._illumos_children(tool, scripts, workdir)
+                self._children = self._illumos_children(backend, tool, scripts, workdir)
             for child in self._children:
                 child.start()
             self._wait_ready()
-            if self.platform == "linux" and "locks" in kinds:
+            if "locks" in kinds:
                 self._find_lock_waiters(backend)
         except BaseException:
             self.kill()
@@ -608,12 +614,16 @@ class ProbeSession:
             if "locktime" in child.scripts:
                 child.expect_blocked(waiters)
 
-    def _linux_children(self, backend, tool, scripts, workdir):
+    def _list_threads(self, backend):
+        """{pid: [tid]} to list to the scripts, and the number of threads."""
         threads = dict((pid, _threads(backend, pid)) for pid in self.pids)
         nthreads = sum(len(t) for t in threads.values())
         # Too many threads make a long BEGIN block: let the scripts learn them.
-        tids_of = threads if nthreads <= MAX_PRELUDE_TIDS else {}
-        self._tids_of = tids_of
+        self._tids_of = threads if nthreads <= MAX_PRELUDE_TIDS else {}
+        return self._tids_of, nthreads
+
+    def _linux_children(self, backend, tool, scripts, workdir):
+        tids_of, nthreads = self._list_threads(backend)
         drop = None if _has_futex_waitv() else WAITV_MARK
         env = dict(os.environ)
         keys = BPFTRACE_DEFAULT_MAP_KEYS
@@ -634,21 +644,23 @@ class ProbeSession:
                                    {path: str(find_script("linux", script))}))
         return children
 
-    def _illumos_children(self, tool, scripts, workdir):
-        paths, sources = [], {}
-        for script in scripts:
-            prelude = _dtrace_prelude(script, self.domain_of_cpu)
-            src = find_script("illumos", script)
-            if prelude:
-                path = os.path.join(workdir, script + ".d")
-                with open(path, "w") as f:
-                    f.write(_with_prelude("illumos", src, prelude))
-                paths.append(path)
-                sources[path] = str(src)
-            else:
-                paths.append(str(src))
+    def _illumos_children(self, backend, tool, scripts, workdir):
+        tids_of = self._list_threads(backend)[0] if "locktime" in scripts else {}
         children = []
         for pid in self.pids:
+            paths, sources = [], {}
+            for script in scripts:
+                prelude = _dtrace_prelude(script, self.domain_of_cpu, pid,
+                                          tids_of.get(pid, ()))
+                src = find_script("illumos", script)
+                if prelude:
+                    path = os.path.join(workdir, "%d-%s.d" % (pid, script))
+                    with open(path, "w") as f:
+                        f.write(_with_prelude("illumos", src, prelude))
+                    paths.append(path)
+                    sources[path] = str(src)
+                else:
+                    paths.append(str(src))
             argv = [tool, "-q", "-p", str(pid)]
             for path in paths:
                 argv += ["-s", path]

@@ -69,6 +69,20 @@ READ_PRIVILEGE = "read access to /proc (PRIV_PROC_OWNER for another user's proce
 _LWPNAME_SIZE = 32              # THREAD_NAME_MAX
 _NAME_RECHECK_NS = 1_000_000_000
 _FIRST_READ_SIZE = PRHEADER.size + 32 * lspan(PRUSAGE.size)    # 32 LWPs
+#: System calls whose sleeps are in the LMS_USER_LOCK microstate, the LCK
+#: column (usr/src/uts/common/sys/syscall.h): each switches the LWP to it
+#: before it blocks -- lwp_park() in usr/src/uts/common/syscall/lwpsys.c,
+#: lwp_cond_wait(), lwp_mutex_timedlock() and lwp_rwlock_lock() (of
+#: lwp_rwlock_sys) in lwp_sobj.c.  lwp_sema_timedwait (211) does not: SLP.
+SYS_LWP_PARK, SYS_LWP_COND_WAIT, SYS_LWP_MUTEX_TIMEDLOCK, SYS_LWP_RWLOCK_SYS = 77, 170, 210, 212
+USER_LOCK_SYSCALLS = frozenset((SYS_LWP_PARK, SYS_LWP_COND_WAIT, SYS_LWP_MUTEX_TIMEDLOCK,
+                                SYS_LWP_RWLOCK_SYS))
+#: The objects those calls sleep on (usr/src/uts/common/sys/sobject.h):
+#: lwp_park() a condition variable (cv_waituntil_sig() on t_delay_cv),
+#: the others lwp_block()'s lwp_sobj_ops (SOBJ_USER) or, for a
+#: priority-inheritance mutex, the turnstile of lwp_sobj_pi_ops (SOBJ_USER_PI).
+SOBJ_CV, SOBJ_USER, SOBJ_USER_PI = 3, 5, 6
+USER_LOCK_SOBJS = frozenset((SOBJ_CV, SOBJ_USER, SOBJ_USER_PI))
 #: Index of pr_vctx among PRUSAGE's fields (2 ints, 40 timestruc halves,
 #: then pr_minf majf nswap inblk oublk msnd mrcv sigs vctx ictx ...).
 _PR_VCTX = 2 + 40 + 8
@@ -305,6 +319,21 @@ class IllumosBackend(Backend):
         yields alike, as Linux's nonvoluntary switches)."""
         fields = PRUSAGE.unpack_from(self._read_lwp(pid, tid, "lwpusage", PRUSAGE.size))
         return fields[_PR_VCTX], fields[_PR_VCTX + 1]
+
+    def lock_waiters(self, pid, tids):
+        """See Backend.lock_waiters: the LWPs of ``tids`` that ``lpsinfo``
+        shows asleep (pr_sname 'S') in one of ``USER_LOCK_SYSCALLS``
+        (pr_syscall) on one of ``USER_LOCK_SOBJS`` (pr_stype): the sleep
+        those calls make after switching to LMS_USER_LOCK, which the
+        kernel charges to pr_ltime as it goes.  The microstate itself
+        (t_mstate, lwp_mstate.ms_prev) is in no /proc file.  One read of
+        ``lpsinfo`` for all of them."""
+        wanted = set(tids)
+        lwps = self._read_table(pid, "lpsinfo", parse_lpsinfo)
+        checked_ns = time.monotonic_ns()
+        return {lwp.lwpid: checked_ns for lwp in lwps
+                if lwp.lwpid in wanted and lwp.sname == "S"
+                and lwp.syscall in USER_LOCK_SYSCALLS and lwp.stype in USER_LOCK_SOBJS}
 
     def _lwp_binding(self, pid, tid):
         info = self.lwp_info(pid, tid)

@@ -42,6 +42,11 @@ the last member of ``psinfo_t``)::
      72 char pr_clname[8]  80 char pr_name[16]  96 processorid_t pr_onpro
     100 pr_bindpro  104 psetid_t pr_bindpset  108 int pr_lgrp  112 filler[4]
 
+``pr_stype`` is the type of the synchronisation object a sleeping LWP
+sleeps on (``SOBJ_TYPE(t->t_sobj_ops)``, usr/src/uts/common/sys/sobject.h),
+``pr_syscall`` the system call it is in (``t->t_sysnum``, 0 if none): both
+set by ``prgetlwpsinfo`` (prsubr.c).
+
 ``pr_name`` is always empty: ``prgetlwpsinfo`` (usr/src/uts/common/fs/proc/
 prsubr.c) zeroes the struct and never sets it, so it is not parsed; thread
 names (pthread_setname_np, illumos RFD 96) live in
@@ -97,7 +102,7 @@ _PRUSAGE_HEAD = struct.Struct("=i4x26q")
 
 LwpUsage = namedtuple("LwpUsage", "lwpid create_ns rtime_ns utime_ns stime_ns ttime_ns "
                       "tftime_ns dftime_ns ltime_ns slptime_ns wtime_ns")
-LwpInfo = namedtuple("LwpInfo", "lwpid sname onpro bindpro bindpset lgrp")
+LwpInfo = namedtuple("LwpInfo", "lwpid sname onpro bindpro bindpset lgrp stype syscall")
 PsInfo = namedtuple("PsInfo", "flag nlwp pid ppid uid start_ns fname nzomb psargs time_ns "
                                 "projid zoneid")
 
@@ -152,7 +157,8 @@ def parse_lwpsinfo(data, offset=0):
     """LwpInfo of the lwpsinfo_t at ``offset``."""
     v = LWPSINFO.unpack_from(data, offset)
     return LwpInfo(lwpid=v[1], sname=v[6].decode("ascii", "replace"),
-                   onpro=v[20], bindpro=v[21], bindpset=v[22], lgrp=v[23])
+                   onpro=v[20], bindpro=v[21], bindpset=v[22], lgrp=v[23],
+                   stype=v[4][0], syscall=v[8])
 
 
 def parse_lpsinfo(data):
