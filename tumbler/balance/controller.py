@@ -403,7 +403,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
 
     def _reshape(self, choice):
         """Balance over ``choice``'s domains from now on (see reshape)."""
-        old = self.domains
+        old, was_single = self.domains, self.choice.single
         self._leave_quiet()
         self.choice = choice
         self.domains = [Domain(i, cpus) for i, cpus in enumerate(choice.domains)]
@@ -413,8 +413,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self.journal.attach(self.binder, [d.cpus for d in self.domains])
         self.policy.domains_changed()
         # A binder of its own sets (cpuset, pset) made them anew: every
-        # thread is bound again.
-        index_of = {d.cpus: d.index for d in self.domains} if self.binder.binds_masks else {}
+        # thread is bound again; so is every thread after a single domain,
+        # which bound none (handed back to the OS).
+        index_of = {d.cpus: d.index for d in self.domains} \
+            if self.binder.binds_masks and not was_single else {}
         for thread in self.threads.values():
             thread.eligible = frozenset(d.index for d in self.domains
                                         if d.cpus & thread.allowed)
