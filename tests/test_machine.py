@@ -21,6 +21,13 @@ from tumbler.platform.base import Binder
 BOTH = frozenset({0, 1})
 
 
+@pytest.fixture
+def every_round(monkeypatch):
+    """Scripted rounds take no time: the on-line CPUs read at every one."""
+    from tumbler.balance import machine
+    monkeypatch.setattr(machine, "CHECK_INTERVAL_S", 0.0)
+
+
 class HotplugBackend(ScriptedBackend):
     """Threads with masks, and CPUs that go off-line and back."""
 
@@ -96,7 +103,7 @@ def split(backend, tids):
     return sorted(sorted(backend.masks.get(tid, BOTH)) for tid in tids)
 
 
-def test_a_cpu_off_line_and_back_is_followed_and_its_threads_stay_tumblers():
+def test_a_cpu_off_line_and_back_is_followed_and_its_threads_stay_tumblers(every_round):
     backend, controller, tids, warnings = hotplug_run()
     busy_rounds(backend, controller, 3, tids)
     assert split(backend, tids) == [[0], [0], [1], [1]]
@@ -121,7 +128,7 @@ def test_a_cpu_off_line_and_back_is_followed_and_its_threads_stay_tumblers():
     assert split(backend, tids) == [[0, 1]] * 4
 
 
-def test_a_reset_seen_before_the_round_that_notices_the_cpu_is_the_kernels():
+def test_a_reset_seen_before_the_round_that_notices_the_cpu_is_the_kernels(every_round):
     """The next bind checks the mask before the round sees the on-line
     CPUs change: the thread is still tumbler's, and placed on-line."""
     backend, controller, tids, warnings = hotplug_run()
@@ -134,7 +141,7 @@ def test_a_reset_seen_before_the_round_that_notices_the_cpu_is_the_kernels():
     assert not any("someone else" in w for w in warnings)
 
 
-def test_an_admins_change_on_cpus_that_stayed_on_line_is_still_left_alone():
+def test_an_admins_change_on_cpus_that_stayed_on_line_is_still_left_alone(every_round):
     backend, controller, tids, warnings = hotplug_run()
     busy_rounds(backend, controller, 3, tids)
     on_zero = [tid for tid in tids if backend.masks[tid] == {0}]

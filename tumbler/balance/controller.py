@@ -163,6 +163,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._orphans_of = None     # (root, its CPUs) while tumbler keeps orphans
         self._own_processes = frozenset     # () -> PIDs of tumbler's own children
         self.machine = MachineWatch(backend, domain_choice)    # CPUs off-line and back
+        self.tell_machine = self.warn   # says how it followed them (the service: once)
         self._split_choice = None   # the domains merged now (engine/policy.py, 5.)
         self._merge_wanted_ns = None    # since when every judgement asked to merge (split)
         binder.setup([d.cpus for d in self.domains])
@@ -379,7 +380,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         domains cut to them) from now on; merged domains are judged anew."""
         self._split_choice = self._merge_wanted_ns = None
         self._reshape(choice)
-        self.warn(note)
+        self.tell_machine(note)
 
     # -- space sharing ---------------------------------------------------------
 

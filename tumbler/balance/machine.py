@@ -18,21 +18,31 @@ CPUs that stayed on-line is still left alone.  What cannot be told apart:
 an admin who changes such a thread's mask during the same hotplug.
 """
 
+import time
+
 from ..cpulist import format_cpulist
 from ..platform.base import PlatformError
 from .domains import DomainChoice
 
 
+#: The on-line CPUs are read at most this often (every round asks; on
+#: illumos the read is a topology's kstats).  A kernel reset found at a
+#: bind reads them at once (reset_by_kernel).
+CHECK_INTERVAL_S = 0.5
+
+
 class MachineWatch:
-    """The on-line CPUs a run has seen, and the domains it follows."""
+    """The on-line CPUs a run has seen, and the domains it follows
+    (``planned``; None where only changes are asked for: the service)."""
 
-    __slots__ = ("backend", "planned", "online", "went_offline")
+    __slots__ = ("backend", "planned", "online", "went_offline", "next_check")
 
-    def __init__(self, backend, planned):
+    def __init__(self, backend, planned=None):
         self.backend = backend
         self.planned = planned          # the DomainChoice to follow, all CPUs on-line
         self.online = self._read()
         self.went_offline = frozenset()     # CPUs seen off-line at some point of the run
+        self.next_check = 0.0           # monotonic s of the next read
 
     def _read(self):
         try:
@@ -40,24 +50,36 @@ class MachineWatch:
         except PlatformError:
             return None                 # the platform cannot tell: nothing followed
 
-    def replan(self, may_use):
-        """(DomainChoice, message) when the on-line CPUs changed since the
-        last look, else None.  ``may_use``: every CPU the program may use."""
+    def changed(self):
+        """What changed since the last look -- "CPU 1 off-line", "CPU 1
+        on-line" -- or None; at most every CHECK_INTERVAL_S (a read of the
+        platform's on-line CPUs: a pread on Linux, a topology on illumos)."""
+        now = time.monotonic()
+        if now < self.next_check:
+            return None
+        self.next_check = now + CHECK_INTERVAL_S
         online = self._read()
         if online is None or self.online is None or online == self.online:
             return None
         gone, back = self.online - online, online - self.online
         self.went_offline |= gone
         self.online = online
-        planned = self.planned
+        return ", ".join(part for part in (
+            "CPU %s off-line" % format_cpulist(gone) if gone else "",
+            "CPU %s on-line" % format_cpulist(back) if back else "") if part)
+
+    def replan(self, may_use):
+        """(DomainChoice, message) when the on-line CPUs changed since the
+        last look, else None.  ``may_use``: every CPU the program may use."""
+        change = self.changed()
+        if change is None:
+            return None
+        online, planned = self.online, self.planned
         domains = tuple(d & online for d in planned.domains if d & online)
         if not domains:
             return None                 # none of its CPUs on-line: nothing to balance over
         union = frozenset().union(*domains)
         confined = planned.confined or not (frozenset(may_use) & online) <= union
-        change = ", ".join(part for part in (
-            "CPU %s off-line" % format_cpulist(gone) if gone else "",
-            "CPU %s on-line" % format_cpulist(back) if back else "") if part)
         note = "%s: domains %s" % (change, " / ".join(format_cpulist(d) for d in domains))
         return DomainChoice(planned.level, domains, note, confined), note
 

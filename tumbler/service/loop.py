@@ -76,6 +76,7 @@ from .. import __version__
 from ..balance.controller import SLACK_S, Controller
 from ..balance.domains import choose_domains
 from ..balance.llc import LlcMeter
+from ..balance.machine import MachineWatch
 from ..balance.sharing import SpaceSharing
 from ..engine.policy import make_policy
 from ..engine.speed import SpeedParams
@@ -173,6 +174,9 @@ class Service:
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
+        # CPUs off-line and back: each program's controller follows them
+        # (balance/machine.py); the service says so once for all of them.
+        self.machine = MachineWatch(self.backend)
         self.sharing = self._sharing(config)        # None: time sharing
 
     # -- the loop ------------------------------------------------------------
@@ -192,6 +196,9 @@ class Service:
             if now >= next_scan:
                 self.scan(stop=lambda: bool(waiter.pending))
                 next_scan = time.monotonic() + self.config.scan_interval
+            change = self.machine.changed()
+            if change is not None:
+                self.log(WARNING, "%s: %d programs re-planned" % (change, len(self.programs)))
             wake = next_scan
             if self.sharing is not None:
                 wake = min(wake, self.sharing.tick(time.monotonic()))
@@ -444,6 +451,7 @@ class Service:
                                     observers=self._observers(pid, facts.comm, rule),
                                     capacity=self.config.balancing.capacity,
                                     **self.config.balancing.loop_options())
+            controller.tell_machine = lambda note: None     # said once for all (run)
             if journal is not None:
                 journal.attach(binder, choice.domains)
             controller.start_clock()
