@@ -194,3 +194,35 @@ def test_a_real_cpu_off_line_and_back_is_followed(spawner, procs, state, tmp_pat
     assert "CPU %d off-line" % cpu_b in stderr and "CPU %d on-line" % cpu_b in stderr, stderr
     assert "someone else" not in stderr, stderr
     assert all(m == both for m in thread_masks(target.pid).values())
+
+
+@linux_root
+def test_the_service_says_a_real_cpu_change_once(spawner, procs, state, tmp_path, two_cpus):
+    from test_service import Service, config
+    from test_service import spinners as tagged_spinners
+    cpu_a, cpu_b = two_cpus
+    if not os.access(_online_file(cpu_b), os.W_OK):
+        pytest.skip("CPU %d cannot be taken off-line here (no %s)" % (cpu_b, _online_file(cpu_b)))
+    both = frozenset(two_cpus)
+    tag = "hotplug-%d" % os.getpid()
+    programs = [tagged_spinners(procs, spawner, both, 2, tag) for _ in range(2)]
+    service = Service(procs, state, tmp_path, config(
+        '  - name: hot\n    match: {cmdline: "%s"}\n    domains: "%d/%d"\n' % (tag, cpu_a, cpu_b)))
+    wait_until(lambda: all(bound_split(p.pid, cpu_a, cpu_b) == (1, 1) for p in programs),
+               timeout=20, what="each program's spinners bound one to each CPU")
+    try:
+        _set_online(cpu_b, False)
+        wait_until(lambda: "CPU %d off-line: 2 programs re-planned" % cpu_b in service.log(),
+                   timeout=20, what="the service to say the change once")
+        wait_until(lambda: all(m == both for p in programs
+                               for m in thread_masks(p.pid).values()),
+                   timeout=20, what="every thread handed back while CPU %d is off-line" % cpu_b)
+    finally:
+        _set_online(cpu_b, True)
+    wait_until(lambda: all(bound_split(p.pid, cpu_a, cpu_b) == (1, 1) for p in programs),
+               timeout=20, what="bound one to each CPU again once it is back")
+    assert service.stop() == 0
+    log = service.log()
+    assert log.count("off-line") == 1 and log.count("on-line:") == 1, log
+    assert "someone else" not in log, log
+    assert all(m == both for p in programs for m in thread_masks(p.pid).values())

@@ -198,7 +198,9 @@ class Service:
                 next_scan = time.monotonic() + self.config.scan_interval
             change = self.machine.changed()
             if change is not None:
-                self.log(WARNING, "%s: %d programs re-planned" % (change, len(self.programs)))
+                count = len(self.programs)
+                self.log(WARNING, "%s: %d program%s re-planned"
+                         % (change, count, "" if count == 1 else "s"))
             wake = next_scan
             if self.sharing is not None:
                 wake = min(wake, self.sharing.tick(time.monotonic()))
