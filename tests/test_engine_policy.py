@@ -296,14 +296,19 @@ def test_other_work_crowding_a_domain_merges_and_keeps_it_merged():
     assert crowded_by_other_work(two, [1, 1], [0.0, 0.5]) is True
     assert merge_wanted(two, [1, 1], [0.0, 0.5]) == OTHER_WORK
     # Other work where the busy thread still runs at full speed (a domain
-    # of 2 CPUs), or spread evenly, slowing every bound thread alike (the
-    # fair share merged, 2 / (2 + 1.4) = 0.59, is no better).
+    # of 2 CPUs), or spread evenly, slowing every bound thread alike:
+    # another program of two busy threads balanced beside this one.
     full = [spinner(1, 1.0, domain=0), spinner(2, 1.0, domain=1)]
     assert crowded_by_other_work(full, [1, 2], [0.0, 0.5]) is False
-    alike = [spinner(1, 0.55, domain=0), spinner(2, 0.6, domain=1)]
-    assert crowded_by_other_work(alike, [1, 1], [0.8, 0.6]) is False
+    alike = [spinner(1, 0.5, domain=0), spinner(2, 0.5, domain=1)]
+    assert crowded_by_other_work(alike, [1, 1], [0.5, 0.5]) is False
+    # One busy thread beside a hog, the other CPU idle: it could have a
+    # whole CPU there.  Alone on the idle CPU, with the hog on the other,
+    # it has what it wants.
+    assert crowded_by_other_work([spinner(1, 0.5, domain=1)], [1, 1], [0.0, 0.5]) is True
+    assert crowded_by_other_work([spinner(1, 1.0, domain=0)], [1, 1], [0.0, 1.0]) is False
     # Four on two 1-CPU domains, 2 + 2, a hog beside one pair: 0.33 there,
-    # 0.46 merged.
+    # 0.5 beside.
     four = [spinner(1, 0.5, domain=0), spinner(2, 0.5, domain=0),
             spinner(3, 0.33, domain=1), spinner(4, 0.33, domain=1)]
     assert merge_wanted(four, [1, 1], [0.0, 0.3]) == OTHER_WORK

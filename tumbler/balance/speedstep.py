@@ -76,11 +76,11 @@ class SpeedSteps:
         return interval_ms
 
     def _crowded_domains(self, threads, other=None):
-        """Domains with more always-runnable threads than CPUs; every domain
-        when the program has more of them than all its domains have CPUs,
-        and those where they and other work (``other``: CPUs per domain,
-        or None) want more than the CPUs, when its domains may merge
-        (controller.py, _may_merge).
+        """Domains with more always-runnable threads than CPUs; every domain,
+        when its domains may merge (controller.py, _may_merge), if the
+        program has more of them than all its domains have CPUs, or they
+        and other work (``other``: CPUs per domain, or None) want more than
+        some domain's CPUs.
 
         Only there can speed balancing engage, or domains merge
         (engine/policy.py, 2., 5. and 7.), so only there is it worth
@@ -97,10 +97,11 @@ class SpeedSteps:
             return crowded
         if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains):
             return {d.index for d in self.domains}
-        if other:
-            crowded.update(d.index for d, others in zip(self.domains, other)
-                           if others > 0.0 and d.index in runnable
-                           and runnable[d.index] + others > len(d.cpus))
+        if other and any(others > 0.0 and runnable.get(d.index, 0) + others > len(d.cpus)
+                         for d, others in zip(self.domains, other)):
+            # Other work crowds a domain: its threads are compared with
+            # those of every other (engine/merging.py).
+            return {d.index for d in self.domains}
         return crowded
 
     def _views(self, threads, crowded):

@@ -12,10 +12,11 @@ Tumbler paper), and loses to it in two cases the grouping cannot see:
   pair at 0.5 each), where the OS alone rotates all three at 0.67.
 * **Beside other work.**  A domain whose CPUs other work (another
   program, a hog) competes for, holding always-runnable threads of the
-  program that run slower there than the OS would run them over all the
-  domains: bound, they get their share of that domain only (2 busy
-  threads on two 1-CPU domains and a CPU-bound hog on one: the thread
-  beside the hog runs at 0.5; the OS alone runs all three at 0.67).
+  program that run slower there than a thread of the program runs, or
+  could, in another domain: bound, they get their share of that domain
+  only (2 busy threads on two 1-CPU domains and a CPU-bound hog on one:
+  the thread beside the hog runs at 0.5, the other at 1.0; the OS alone
+  runs all three at 0.67).
   Threads cannot be planned around work tumbler does not manage: it can
   neither move it nor know what it will want next.
 
@@ -32,10 +33,9 @@ block at every period, and blocking threads leave their CPU to others).
 from .policy import RUNNABLE_SHARE, SLEEPS_PER_SECOND
 from .speed import thread_speed
 
-#: Bound threads beside other work run this much slower than the fair
-#: share of the merged domains before the domains merge (noise in one
-#: round's speeds, and the other work's own demand, which the CPU it
-#: received understates, make the estimate rough).
+#: Bound threads beside other work run this much slower than they could
+#: in another domain before the domains merge (one round's speeds are
+#: noisy).
 SHORTFALL = 0.9
 
 
@@ -63,36 +63,49 @@ def oversubscribed_unevenly(threads, cores):
 
 def crowded_by_other_work(threads, cores, other):
     """Whether the always-runnable, not sleeping ``threads`` (by their
-    ``domain``) of some domain i -- ``cores[i]`` CPUs, ``other[i]`` CPUs of
-    other work (dead-banded: 0.0 when there is none to speak of) -- run
-    slower than the OS would run them over all the domains: their mean
-    speed over the last round below SHORTFALL times the fair share of
-    the merged domains, sum(cores) / (candidates + sum(other)), at most 1.
-    Other work spread evenly over the domains slows every bound thread
-    alike and merging gains nothing; a hog on one CPU slows the thread
-    beside it alone.  None: not judged yet for such a domain and no other
-    says yes."""
+    ``domain``) of a domain that other work competes for run slower than
+    a thread of the program could run elsewhere: their mean speed over the
+    last round below SHORTFALL times the best of the other domains -- the
+    mean speed of its own such threads, or, where it has none, what its
+    CPUs leave idle (``cores[i]`` less ``other[i]``, the CPUs of other
+    work, dead-banded: 0.0 when there is none to speak of, less what the
+    program's threads there got), at most one CPU.  Other work spread
+    evenly over the domains slows every bound thread alike and merging
+    gains nothing; a hog on one CPU slows the thread beside it alone.
+    None: not judged yet for such a domain, and no other says yes."""
     runnable = _runnable(threads)
-    # Threads not judged yet count as candidates here: the fair share is
-    # then, if anything, too low, and merges fewer.
-    maybe = sum(1 for t in runnable
-                if t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND)
-    if not maybe:
-        return False
-    fair = min(1.0, sum(cores) / (maybe + sum(other)))
-    unknown = False
+    speeds = {}                     # domain -> speeds of its candidates
+    got = [0.0] * len(cores)        # domain -> CPU its threads got
+    unknown = set()                 # domains with a runnable thread not judged yet
+    for t in threads:
+        if t.domain is None or not 0 <= t.domain < len(cores) or t.wall_ns <= 0:
+            continue
+        speed = thread_speed(t.exec_ns, t.wall_ns)
+        got[t.domain] += speed
+        if t.runnable is None or t.runnable < RUNNABLE_SHARE:
+            continue
+        if t.sleeps_per_s is None:
+            unknown.add(t.domain)
+        elif t.sleeps_per_s < SLEEPS_PER_SECOND:
+            speeds.setdefault(t.domain, []).append(speed)
+    best = [sum(speeds[i]) / len(speeds[i]) if i in speeds
+            else max(0.0, min(1.0, count - others - got[i]))
+            for i, (count, others) in enumerate(zip(cores, other))]
+    judged_unknown = False
     for index, others in enumerate(other):
-        if others <= 0.0:
+        if others <= 0.0 or not runnable:
             continue
-        here = [t for t in runnable if t.domain == index]
-        if any(t.sleeps_per_s is None for t in here):
-            unknown = True
+        if index in unknown:
+            judged_unknown = True
             continue
-        speeds = [thread_speed(t.exec_ns, t.wall_ns) for t in here
-                  if t.sleeps_per_s < SLEEPS_PER_SECOND and t.wall_ns > 0]
-        if speeds and sum(speeds) / len(speeds) < SHORTFALL * fair:
+        if index not in speeds:
+            continue
+        here = best[index]
+        elsewhere = max((b for i, b in enumerate(best) if i != index and i not in unknown),
+                        default=0.0)
+        if here < SHORTFALL * elsewhere:
             return True
-    return None if unknown else False
+    return None if judged_unknown else False
 
 
 #: What merge_wanted and stay_merged answer for each reason (true values).
