@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import on_cpus, run_tumbler, thread_masks
+from conftest import on_cpus, run_tumbler, thread_masks, wait_for_threads
 from test_reliability import (descendants, domains, env_for, finish, procs,  # noqa: F401
                               spawner, state, wait_bound, wait_until)
 
@@ -224,6 +224,9 @@ def test_an_orphan_forked_by_a_bound_shell_is_handed_back(spawner, domains, proc
         rounds = [json.loads(line) for line in open(log)]
         assert "sh" in [m["name"] for m in rounds[0]["moves"]], rounds
         assert all(m["to"] is not None for m in rounds[0]["moves"])
+        # (on a loaded machine the orphan may make its threads after
+        # tumbler has gone: they are born of its handed-back main thread)
+        wait_for_threads(child, 3)
         assert_handed_back(child, both)             # runs on, orphaned
     finally:
         _kill(child)
