@@ -261,7 +261,7 @@ def test_probe_check_on_illumos_against_lwpusage(tmp_path):
     window's two samples, over the LWP's own elapsed time (pr_rtime)."""
     import illumos_fixtures as fx
     from tumbler.commands.probe import Window, probe_record
-    from tumbler.commands.stat import Snapshot
+    from tumbler.commands.shared import Snapshot
     from tumbler.platform.illumos.backend import IllumosBackend
     S = fx.NANOSEC
 

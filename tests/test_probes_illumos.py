@@ -342,7 +342,7 @@ def test_probe_check_on_illumos_agrees_over_waits_in_progress(tmp_path):
     at both ends count in both the same way."""
     import types
     from tumbler.commands.probe import Window, probe_record
-    from tumbler.commands.stat import Snapshot
+    from tumbler.commands.shared import Snapshot
     prints = dict(traced_prints(long_waits(), [100 * MS, 200 * MS, 300 * MS, 400 * MS]))
     fx.write_kstat(str(tmp_path), fx.machine(1, 1, 2, 1))
     backend = IllumosBackend(str(tmp_path))

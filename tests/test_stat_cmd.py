@@ -22,8 +22,9 @@ from tumbler.commands.main import main
 from tumbler.balance.domains import choose_domains
 from tumbler.platform import open_backend
 from tumbler.platform.base import Sample, ThreadTimes
-from tumbler.commands.stat import (Snapshot, collect_reports, linux_over_interval, report_record,
-                             snapshot, stat_command, thread_percentages)
+from tumbler.commands.shared import (Snapshot, linux_over_interval, snapshot,
+                                     thread_percentages)
+from tumbler.commands.stat import collect_reports, report_record, stat_command
 
 if "stat" not in main.commands:
     main.add_command(stat_command)

@@ -45,8 +45,8 @@ from ..errors import TumblerError, UsageError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess
 from ..observers.probes import FIELDS_OF_KIND, check_tracing
-from .stat import (cpu_domain_map, domain_choice, format_cell, format_domains, snapshot,
-                      thread_percentages)
+from .shared import (cpu_domain_map, domain_choice, format_cell, format_domains,
+                     global_option, snapshot, thread_percentages)
 from ..balance.targets import check_process
 from ..balance.waiting import SignalWaiter
 from ..records import record
@@ -340,20 +340,13 @@ def check_lines(check):
 
 # -- the command -----------------------------------------------------------------
 
-def _global(ctx, key):
-    obj = ctx.obj or {}
-    if key in ("root", "platform"):
-        return obj.get(key)
-    return (obj.get("options") or {}).get(key)
-
-
 def live_platform(ctx):
     """The platform to trace: always the running system."""
-    if (_global(ctx, "root") or "/") != "/":
+    if (global_option(ctx, "root") or "/") != "/":
         raise UsageError("probe traces the running system; --root only applies to "
                          "topology and stat")
     native = probe.current_platform()
-    wanted = _global(ctx, "platform")
+    wanted = global_option(ctx, "platform")
     if wanted is not None and wanted != native:
         raise UsageError("probe traces the running system, which is %s, not %s"
                          % (native, wanted))
@@ -383,12 +376,12 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, check, as_json
     """Trace lock waits, run-queue latency and migrations per thread."""
     kinds = probe.KINDS if kind == "all" else (kind,)
     if duration is None:
-        duration = _global(ctx, "duration") or DEFAULT_DURATION_S
+        duration = global_option(ctx, "duration") or DEFAULT_DURATION_S
     validate_duration(duration)
     if len(set(pids)) != len(pids):
         raise UsageError("a process is given twice with -p")
     if level is None and domains_text is None:
-        level, domains_text = _global(ctx, "level"), _global(ctx, "domains_text")
+        level, domains_text = global_option(ctx, "level"), global_option(ctx, "domains_text")
     platform = live_platform(ctx)
     backend = open_backend(platform, "/")
     try:

@@ -23,130 +23,30 @@ The first report covers each thread's whole life; every later one (with
 report (new, or a reused id) is shown over its life so far, as prstat does.
 
 ``--json`` prints one JSON list of report objects; keys are in
-``report_record``.  The helpers ``snapshot``, ``thread_percentages`` and
-``cpu_domain_map`` are shared with ``tumbler probe``.
+``report_record``.  What it shares with ``tumbler probe`` (samples,
+percentages, domains) is in ``commands/shared.py``.
 """
 
 import json
-import os
 import time
-from dataclasses import dataclass
-from typing import Optional
 
 import click
 
 from ..config import LEVEL_CHOICES, MAX_INTERVAL_MS, MIN_INTERVAL_MS
-from ..cpulist import format_cpulist, parse_domains
+from ..cpulist import format_cpulist
 from ..balance.capacity import busy_shares, other_work
-from ..balance.domains import choose_domains
-from ..errors import TumblerError, UsageError
-from ..platform import STAT_COLUMNS, microstate_percent, open_backend
-from ..platform.base import NoSuchProcess, PlatformError, Sample
-from ..balance.targets import allowed_union, check_process
+from ..errors import UsageError
+from ..platform import STAT_COLUMNS, open_backend
+from ..platform.base import NoSuchProcess, PlatformError
+from ..balance.targets import check_process
+from .shared import (cpu_domain_map, domain_choice, format_cell, format_domains,
+                     global_option, snapshot, thread_percentages)
 
 #: Percentage columns per platform, in display order (prstat -mL order).
 COLUMNS = STAT_COLUMNS
 
 DEFAULT_INTERVAL_MS = 1000
 NAME_WIDTH = 16
-
-_NS_PER_TICK = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A backend sample and, on Linux, the time since boot when it was taken."""
-
-    sample: Sample
-    uptime_ns: Optional[int]
-
-
-# -- measuring -------------------------------------------------------------------
-
-def read_uptime_ns(root):
-    """Nanoseconds since boot from ROOT/proc/uptime (its first field)."""
-    path = os.path.join(root, "proc", "uptime")
-    try:
-        with open(path) as f:
-            seconds = f.read().split()[0]
-    except (OSError, IndexError) as exc:
-        raise TumblerError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)
-                                                   or "empty file")) from None
-    whole, _, frac = seconds.partition(".")
-    try:
-        return int(whole) * 1_000_000_000 + int((frac + "000000000")[:9])
-    except ValueError:
-        raise TumblerError("%s: not a number of seconds: %r" % (path, seconds)) from None
-
-
-def snapshot(backend, pid):
-    """Sample every thread of ``pid`` with details (usr/sys, last CPU)."""
-    sample = backend.sample(pid, detail=True)
-    uptime = read_uptime_ns(backend.root) if backend.name == "linux" else None
-    return Snapshot(sample, uptime)
-
-
-def is_same_thread(prev, cur):
-    """True if ``prev`` is an earlier sample of the very thread ``cur`` (not
-    another one that got the same id)."""
-    return prev is not None and prev.tid == cur.tid and prev.start == cur.start
-
-
-def _percent(part_ns, whole_ns):
-    if part_ns is None:
-        return None
-    return max(part_ns, 0) * 100.0 / whole_ns
-
-
-def linux_since_start(times, uptime_ns):
-    """USR, SYS, LAT of a Linux thread over its whole life (% of its age)."""
-    age_ns = uptime_ns - times.start * _NS_PER_TICK
-    if age_ns <= 0:
-        return {"usr": 0.0, "sys": 0.0, "lat": None if times.lat_ns is None else 0.0}
-    return {"usr": _percent(times.usr_ns, age_ns), "sys": _percent(times.sys_ns, age_ns),
-            "lat": _percent(times.lat_ns, age_ns)}
-
-
-def linux_over_interval(prev, cur, elapsed_ns):
-    """USR, SYS, LAT of a Linux thread between two samples (% of wall time)."""
-    if elapsed_ns <= 0:
-        return {"usr": 0.0, "sys": 0.0, "lat": None if cur.lat_ns is None else 0.0}
-
-    def diff(now, before):
-        return None if now is None or before is None else now - before
-    return {"usr": _percent(diff(cur.usr_ns, prev.usr_ns), elapsed_ns),
-            "sys": _percent(diff(cur.sys_ns, prev.sys_ns), elapsed_ns),
-            "lat": _percent(diff(cur.lat_ns, prev.lat_ns), elapsed_ns)}
-
-
-def thread_percentages(platform, prev, cur, elapsed_ns, uptime_ns):
-    """Percentage columns (``COLUMNS[platform]``) of one thread.
-
-    ``prev`` is the thread's previous ThreadTimes or None; when it is None
-    or belongs to another thread with the same id, the columns cover the
-    thread's life so far.  ``elapsed_ns`` is the wall time between the two
-    samples (Linux), ``uptime_ns`` the time since boot at ``cur`` (Linux).
-    """
-    if platform == "illumos":
-        return microstate_percent(prev if is_same_thread(prev, cur) else None, cur)
-    if is_same_thread(prev, cur):
-        return linux_over_interval(prev, cur, elapsed_ns)
-    return linux_since_start(cur, uptime_ns)
-
-
-def cpu_domain_map(choice):
-    """``{cpu: domain index}`` of a DomainChoice."""
-    return {cpu: index for index, cpus in enumerate(choice.domains) for cpu in cpus}
-
-
-def domain_choice(backend, pids, level, domains_text):
-    """The domains a balancing run of ``pids`` would use."""
-    if domains_text is not None and level is not None:
-        raise UsageError("--domains and --level exclude each other")
-    explicit = parse_domains(domains_text) if domains_text is not None else None
-    return choose_domains(backend.topology(), allowed_union(backend, pids),
-                          level or "auto", explicit)
-
 
 # -- reports ---------------------------------------------------------------------
 
@@ -205,16 +105,6 @@ def report_record(number, platform, info, prev, cur, choice, busy=None):
         "capacity": capacity,
         "threads": threads,
     }
-
-
-def format_domains(choice):
-    return "domains: %s (%s)" % (", ".join(
-        "%d = CPUs %s" % (i, format_cpulist(cpus)) for i, cpus in enumerate(choice.domains)),
-        choice.note)
-
-
-def format_cell(value, width=6, fmt="%.1f"):
-    return ("-" if value is None else fmt % value).rjust(width)
 
 
 def format_report(report):
@@ -277,13 +167,6 @@ def _cpu_times(backend):
 
 # -- the command -----------------------------------------------------------------
 
-def _global(ctx, key, default=None):
-    obj = ctx.obj or {}
-    if key in ("root", "platform"):
-        return obj.get(key, default)
-    return (obj.get("options") or {}).get(key, default)
-
-
 def validate_interval(interval_ms):
     if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
         raise UsageError("--interval must be between %d and %d ms, not %d"
@@ -306,13 +189,13 @@ def validate_interval(interval_ms):
 def stat_command(ctx, pid, interval_ms, count, level, domains_text, as_json):
     """Per-thread USR, SYS, LAT (and illumos microstates), last CPU and domain."""
     if interval_ms is None:
-        interval_ms = _global(ctx, "interval_ms") or DEFAULT_INTERVAL_MS
+        interval_ms = global_option(ctx, "interval_ms") or DEFAULT_INTERVAL_MS
     validate_interval(interval_ms)
     if count < 1:
         raise UsageError("--count must be at least 1, not %d" % count)
     if level is None and domains_text is None:
-        level, domains_text = _global(ctx, "level"), _global(ctx, "domains_text")
-    backend = open_backend(_global(ctx, "platform"), _global(ctx, "root", "/"))
+        level, domains_text = global_option(ctx, "level"), global_option(ctx, "domains_text")
+    backend = open_backend(global_option(ctx, "platform"), global_option(ctx, "root", "/"))
     try:
         info = check_process(backend, pid)
         choice = domain_choice(backend, [pid], level, domains_text)
