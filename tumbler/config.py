@@ -35,7 +35,11 @@ example shows those defaults::
 
 from .errors import UsageError
 
-LEVEL_CHOICES = ("auto", "package", "numa", "llc", "core")
+#: Levels of the CPU hierarchy, outermost first (the platform's topologies
+#: group CPUs at each).  ``auto`` picks the first of package, numa, llc that
+#: splits the target's CPUs into two or more domains.
+LEVELS = ("package", "numa", "llc", "core")
+LEVEL_CHOICES = ("auto",) + LEVELS
 POLICY_CHOICES = ("auto", "tumbler", "speed", "observe")
 #: Policies that never move a thread (their engine class says
 #: ``moves_threads = False``; tests/test_engine_policy.py checks the two

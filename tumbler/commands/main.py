@@ -22,7 +22,7 @@ from .. import __version__
 from ..errors import TumblerError, UsageError
 from ..platform import PLATFORMS
 from ..platform.base import PlatformError
-from .options import balancing_options, settings
+from .options import balancing_options, pid_option, settings
 from .report import die
 
 #: name -> (module, attribute) of each subcommand, in the order --help lists them.
@@ -78,8 +78,7 @@ def _die(message, status):
 
 @click.group(cls=TumblerGroup, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-p", "--pid", "pids", type=int, multiple=True, metavar="PID",
-              help="Process to balance; repeat to balance several together.")
+@pid_option("Process to balance; repeat to balance several together.")
 @click.option("--root", default="/", metavar="DIR", show_default=True,
               help="Diagnostic: read DIR/proc, DIR/sys (DIR/kstat on illumos).")
 @click.option("--platform", "platform_name", type=click.Choice(PLATFORMS), default=None,

@@ -8,13 +8,30 @@ from ..config import (BINDER_CHOICES, CAPACITY_CHOICES, LEVEL_CHOICES, POLICY_CH
                       SHARE_CHOICES, SHARE_POLICY_CHOICES)
 from .settings import make_settings
 
+
+# -p, --level and --domains mean the same in every command that takes them;
+# only the help, which says what each command does with them, differs.
+
+def pid_option(help, name="pids", multiple=True, required=False):
+    """``-p/--pid PID``: a process ID, one per -p unless ``multiple`` is false."""
+    return click.option("-p", "--pid", name, type=int, multiple=multiple, required=required,
+                        metavar="PID", help=help)
+
+
+def level_option(help="Topology level to group across (default auto)."):
+    return click.option("--level", type=click.Choice(LEVEL_CHOICES), default=None, help=help)
+
+
+def domains_option(help="Explicit domains: CPU lists separated by '/', e.g. "
+                        "0-3,8-11/4-7,12-15."):
+    return click.option("--domains", "domains_text", metavar="LIST", default=None, help=help)
+
+
 # Options shared by ``tumbler`` and ``tumbler exec``: given before or after
 # ``exec``, the later one wins.
 BALANCING_OPTIONS = (
-    click.option("--level", type=click.Choice(LEVEL_CHOICES), default=None,
-                 help="Topology level to group across (default auto)."),
-    click.option("--domains", "domains_text", metavar="LIST", default=None,
-                 help="Explicit domains: CPU lists separated by '/', e.g. 0-3,8-11/4-7,12-15."),
+    level_option(),
+    domains_option(),
     click.option("--policy", type=click.Choice(POLICY_CHOICES), default=None,
                  help="auto, tumbler, speed or observe (default auto)."),
     click.option("--share", type=click.Choice(SHARE_CHOICES), default=None,

@@ -39,12 +39,13 @@ import click
 
 from ..tracing import check as probe_check
 from ..tracing import session as probe
-from ..config import LEVEL_CHOICES
 from ..cpulist import format_cpulist
 from ..errors import TumblerError, UsageError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess
 from ..observers.probes import FIELDS_OF_KIND, check_tracing
+from .options import domains_option, level_option, pid_option
+from .settings import check_duration
 from .shared import (cpu_domain_map, domain_choice, format_cell, format_domains,
                      global_option, snapshot, thread_percentages)
 from ..balance.targets import check_process
@@ -353,21 +354,13 @@ def live_platform(ctx):
     return native
 
 
-def validate_duration(duration):
-    if not 0 < duration < 10 ** 9:
-        raise UsageError("--duration must be a positive number of seconds")
-
-
 @click.command("probe")
 @click.argument("kind", type=click.Choice(probe.KINDS + ("all",)))
-@click.option("-p", "--pid", "pids", type=int, multiple=True, required=True, metavar="PID",
-              help="Process to trace; repeat for several.")
+@pid_option("Process to trace; repeat for several.", required=True)
 @click.option("--duration", type=float, default=None, metavar="SECONDS",
               help="Length of the window (default 5).")
-@click.option("--level", type=click.Choice(LEVEL_CHOICES), default=None,
-              help="Topology level of the domains behind XDOM (default auto).")
-@click.option("--domains", "domains_text", metavar="LIST", default=None,
-              help="Explicit domains behind XDOM: CPU lists separated by '/'.")
+@level_option("Topology level of the domains behind XDOM (default auto).")
+@domains_option("Explicit domains behind XDOM: CPU lists separated by '/'.")
 @click.option("--check", "check", is_flag=True,
               help="Compare with the kernel's own accounting (exit status 1 if they disagree).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -377,7 +370,7 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, check, as_json
     kinds = probe.KINDS if kind == "all" else (kind,)
     if duration is None:
         duration = global_option(ctx, "duration") or DEFAULT_DURATION_S
-    validate_duration(duration)
+    check_duration(duration)
     if len(set(pids)) != len(pids):
         raise UsageError("a process is given twice with -p")
     if level is None and domains_text is None:

@@ -35,11 +35,11 @@ from ..platform import open_backend
 from ..platform.base import PlatformError
 from ..state import (Lock, StateError, checked_dir, list_states, read_state,
                     remove_resources_of, restore_state, state_dir)
+from .options import pid_option
 
 
 @click.command("restore")
-@click.option("-p", "--pid", "pids", type=int, multiple=True, metavar="PID",
-              help="Restore what was left of this process; repeat for several.")
+@pid_option("Restore what was left of this process; repeat for several.")
 @click.option("--all", "restore_all", is_flag=True,
               help="Restore everything tumblers that are gone left (the default).")
 @click.pass_context

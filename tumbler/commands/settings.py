@@ -37,11 +37,21 @@ def make_settings(options, root, platform_name):
                            if settings["domains_text"] is not None else None)
     if settings["domains"] is not None and options.get("level"):
         raise UsageError("--domains and --level exclude each other")
-    interval = settings["interval_ms"]
-    if interval is not None and not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
-        raise UsageError("--interval must be between %d and %d ms, not %d"
-                         % (MIN_INTERVAL_MS, MAX_INTERVAL_MS, interval))
-    duration = settings["duration"]
-    if duration is not None and not (0 < duration < 10 ** 9):
-        raise UsageError("--duration must be a positive number of seconds")
+    if settings["interval_ms"] is not None:
+        check_interval(settings["interval_ms"])
+    if settings["duration"] is not None:
+        check_duration(settings["duration"])
     return settings
+
+
+def check_interval(interval_ms):
+    """UsageError unless ``--interval`` is within the bounds every command takes."""
+    if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
+        raise UsageError("--interval must be between %d and %d ms, not %d"
+                         % (MIN_INTERVAL_MS, MAX_INTERVAL_MS, interval_ms))
+
+
+def check_duration(duration):
+    """UsageError unless ``--duration`` is a usable number of seconds."""
+    if not 0 < duration < 10 ** 9:
+        raise UsageError("--duration must be a positive number of seconds")

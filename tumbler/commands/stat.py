@@ -32,13 +32,14 @@ import time
 
 import click
 
-from ..config import LEVEL_CHOICES, MAX_INTERVAL_MS, MIN_INTERVAL_MS
 from ..cpulist import format_cpulist
 from ..balance.capacity import busy_shares, other_work
 from ..errors import UsageError
 from ..platform import STAT_COLUMNS, open_backend
 from ..platform.base import NoSuchProcess, PlatformError
 from ..balance.targets import check_process
+from .options import domains_option, level_option, pid_option
+from .settings import check_interval
 from .shared import (cpu_domain_map, domain_choice, format_cell, format_domains,
                      global_option, snapshot, thread_percentages)
 
@@ -167,30 +168,21 @@ def _cpu_times(backend):
 
 # -- the command -----------------------------------------------------------------
 
-def validate_interval(interval_ms):
-    if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
-        raise UsageError("--interval must be between %d and %d ms, not %d"
-                         % (MIN_INTERVAL_MS, MAX_INTERVAL_MS, interval_ms))
-
-
 @click.command("stat")
-@click.option("-p", "--pid", type=int, required=True, metavar="PID",
-              help="Process whose threads to show.")
+@pid_option("Process whose threads to show.", name="pid", multiple=False, required=True)
 @click.option("--interval", "interval_ms", type=int, metavar="MS", default=None,
               help="Time between reports in ms (default 1000).")
 @click.option("--count", type=int, default=1, show_default=True, metavar="N",
               help="Number of reports; the first covers each thread's life so far.")
-@click.option("--level", type=click.Choice(LEVEL_CHOICES), default=None,
-              help="Topology level of the DOMAIN column (default auto).")
-@click.option("--domains", "domains_text", metavar="LIST", default=None,
-              help="Explicit domains for the DOMAIN column: CPU lists separated by '/'.")
+@level_option("Topology level of the DOMAIN column (default auto).")
+@domains_option("Explicit domains for the DOMAIN column: CPU lists separated by '/'.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON list of report objects.")
 @click.pass_context
 def stat_command(ctx, pid, interval_ms, count, level, domains_text, as_json):
     """Per-thread USR, SYS, LAT (and illumos microstates), last CPU and domain."""
     if interval_ms is None:
         interval_ms = global_option(ctx, "interval_ms") or DEFAULT_INTERVAL_MS
-    validate_interval(interval_ms)
+    check_interval(interval_ms)
     if count < 1:
         raise UsageError("--count must be at least 1, not %d" % count)
     if level is None and domains_text is None:

@@ -24,11 +24,8 @@ import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ..config import LEVELS  # noqa: F401 (a topology's levels; named here for its users)
 from ..records import record
-
-#: Levels of the CPU hierarchy, outermost first.  ``auto`` picks the first of
-#: package, numa, llc that splits the target's CPUs into two or more domains.
-LEVELS = ("package", "numa", "llc", "core")
 
 #: The per-thread percentage columns ``tumbler stat`` shows for each
 #: platform: Linux's schedstat and stat times; illumos' prstat -mL
