@@ -41,7 +41,7 @@ from ..tracing import check as probe_check
 from ..tracing import session as probe
 from ..cpulist import format_cpulist
 from ..errors import TumblerError, UsageError
-from ..platform import open_backend
+from ..platform import native_platform, open_backend
 from ..platform.base import NoSuchProcess
 from ..observers.probes import FIELDS_OF_KIND, check_tracing
 from .options import domains_option, level_option, pid_option
@@ -346,7 +346,7 @@ def live_platform(ctx):
     if (global_option(ctx, "root") or "/") != "/":
         raise UsageError("probe traces the running system; --root only applies to "
                          "topology and stat")
-    native = probe.current_platform()
+    native = native_platform(required=True)
     wanted = global_option(ctx, "platform")
     if wanted is not None and wanted != native:
         raise UsageError("probe traces the running system, which is %s, not %s"

@@ -51,6 +51,7 @@ import time
 
 from ..tracing import session as probe
 from ..errors import TumblerError, UsageError
+from ..platform import native_platform
 from . import Observer
 
 #: Traced fields per kind.
@@ -113,7 +114,7 @@ class ProbeObserver(Observer):
         """Raise TumblerError now if tracing cannot start: call it before
         anything is changed, so a missing tool stops the run cleanly."""
         if self.platform_name is None:
-            self.platform_name = probe.current_platform()
+            self.platform_name = native_platform(required=True)
         check_tracing(self.platform_name)
 
     def start(self, controller):

@@ -14,12 +14,16 @@ from .base import (LEVELS, STAT_COLUMNS, AccessDenied, Backend, Binder, NoSuchPr
 PLATFORMS = ("linux", "illumos")
 
 
-def native_platform():
-    """Name of the backend for the running OS, or None if unsupported."""
+def native_platform(required=False):
+    """Name of the backend for the running OS: None if unsupported, or with
+    ``required`` a TumblerError that says so (the one place that decides)."""
     if sys.platform.startswith("linux"):
         return "linux"
     if sys.platform.startswith("sunos"):
         return "illumos"
+    if required:
+        raise TumblerError("unsupported platform %r: tumbler runs on Linux and illumos"
+                           % sys.platform)
     return None
 
 
@@ -54,10 +58,7 @@ def microstate_percent(prev, cur):
 def open_backend(name=None, root="/"):
     """Return a backend instance for ``name`` (default: the running OS)."""
     if name is None:
-        name = native_platform()
-        if name is None:
-            raise TumblerError("unsupported platform %r: tumbler runs on Linux and illumos"
-                               % sys.platform)
+        name = native_platform(required=True)
     if name == "linux":
         from .linux.backend import LinuxBackend
         return LinuxBackend(root)

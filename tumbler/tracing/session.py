@@ -53,8 +53,8 @@ from ..platform import PLATFORMS, NoSuchProcess, PlatformError, native_platform,
 from ..safefile import UnsafePath, private_tempdir, read_trusted
 
 __all__ = [
-    "FIELDS", "KINDS", "PLATFORMS", "ProbeSession", "by_tid", "check_tool",
-    "current_platform", "delta", "empty_record", "ensure_tracefs",
+    "FIELDS", "KINDS", "ProbeSession", "by_tid", "check_tool",
+    "delta", "empty_record", "ensure_tracefs",
     "find_script", "probe_dirs", "process_totals", "run_window",
 ]
 
@@ -78,16 +78,6 @@ _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
 
 
 # -- locating scripts --------------------------------------------------------
-
-def current_platform():
-    """``"linux"`` or ``"illumos"`` (platform.native_platform); TumblerError
-    elsewhere."""
-    name = native_platform()
-    if name is None:
-        raise TumblerError("probes need Linux (bpftrace) or illumos (DTrace), "
-                           "not %s" % sys.platform)
-    return name
-
 
 def _check_platform(platform_name):
     if platform_name not in PLATFORMS:
@@ -530,7 +520,7 @@ class ProbeSession:
 
     def __init__(self, platform_name=None, period_ms=100, ready_timeout=120.0,
                  stop_timeout=30.0, backend=None):
-        self.platform = platform_name or current_platform()
+        self.platform = platform_name or native_platform(required=True)
         _check_platform(self.platform)
         if not isinstance(period_ms, int) or period_ms < 10:
             raise UsageError("probe period must be at least 10 ms, not %r" % (period_ms,))
