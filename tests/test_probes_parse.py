@@ -17,6 +17,7 @@ from d_model import split_script
 from tumbler.tracing import parse as pp
 from tumbler.tracing import session as probe
 from tumbler.errors import TumblerError, UsageError
+from tumbler.platform.linux import backend as linux_backend
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "probes"
@@ -608,12 +609,12 @@ def test_check_tool_bpftrace_missing(monkeypatch):
 def test_check_tool_needs_privilege(monkeypatch):
     monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(probe.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(probe, "_effective_caps", lambda: 0)
+    monkeypatch.setattr(linux_backend, "has_capability", lambda bit: False)
     with pytest.raises(TumblerError) as info:
         probe.check_tool("linux")
     assert "CAP_BPF" in one_line(info) and "root" in one_line(info)
     # CAP_BPF + CAP_PERFMON is enough
-    monkeypatch.setattr(probe, "_effective_caps", lambda: (1 << 39) | (1 << 38))
+    monkeypatch.setattr(linux_backend, "has_capability", lambda bit: bit in (38, 39))
     monkeypatch.setattr(probe, "_tracefs_ready", lambda: True)
     assert probe.check_tool("linux") == "/usr/bin/bpftrace"
 

@@ -303,6 +303,21 @@ def test_unknown_process_is_one_line_and_status_1(linux_root):
     assert err == "tumbler: no such process: 4\n"
 
 
+def test_uptime_comes_from_the_backend(linux_root, illumos_root):
+    """Linux counts thread start times from boot (Backend.uptime_ns reads
+    /proc/uptime); illumos measures an LWP's life itself: None."""
+    assert open_backend("linux", linux_root).uptime_ns() == 1000 * SECOND
+    assert open_backend("illumos", illumos_root).uptime_ns() is None
+
+
+def test_unreadable_uptime_is_one_line_and_status_1(linux_root):
+    os.remove(linux_root + "/proc/uptime")
+    status, out, err = run("--platform", "linux", "--root", linux_root, "stat", "-p",
+                           str(LINUX_PID), "--json")
+    assert status == 1 and out == ""
+    assert err == "tumbler: cannot read %s/proc/uptime: No such file or directory\n" % linux_root
+
+
 @pytest.mark.parametrize("args, words", [
     (("--interval", "5"), "--interval must be between 10 and 3600000 ms"),
     (("--count", "0"), "--count must be at least 1"),

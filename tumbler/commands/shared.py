@@ -10,7 +10,7 @@ from typing import Optional
 from ..balance.domains import choose_domains
 from ..balance.targets import allowed_union
 from ..cpulist import format_cpulist, parse_domains
-from ..errors import TumblerError, UsageError
+from ..errors import UsageError
 from ..platform import microstate_percent
 from ..platform.base import Sample
 
@@ -34,27 +34,10 @@ class Snapshot:
     uptime_ns: Optional[int]
 
 
-def read_uptime_ns(root):
-    """Nanoseconds since boot from ROOT/proc/uptime (its first field)."""
-    path = os.path.join(root, "proc", "uptime")
-    try:
-        with open(path) as f:
-            seconds = f.read().split()[0]
-    except (OSError, IndexError) as exc:
-        raise TumblerError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)
-                                                   or "empty file")) from None
-    whole, _, frac = seconds.partition(".")
-    try:
-        return int(whole) * 1_000_000_000 + int((frac + "000000000")[:9])
-    except ValueError:
-        raise TumblerError("%s: not a number of seconds: %r" % (path, seconds)) from None
-
-
 def snapshot(backend, pid):
     """Sample every thread of ``pid`` with details (usr/sys, last CPU)."""
     sample = backend.sample(pid, detail=True)
-    uptime = read_uptime_ns(backend.root) if backend.name == "linux" else None
-    return Snapshot(sample, uptime)
+    return Snapshot(sample, backend.uptime_ns())
 
 
 def is_same_thread(prev, cur):

@@ -394,6 +394,13 @@ class Backend:
         except NotImplementedError:
             raise Unsupported("this platform cannot list its on-line CPUs") from None
 
+    def uptime_ns(self):
+        """Nanoseconds since boot, where the OS counts a thread's start time
+        from it (``tumbler stat``'s first report shows each thread over its
+        life: its age is uptime minus its start).  Default None: illumos
+        measures an LWP's life itself (``pr_rtime``)."""
+        return None
+
     def current_cpu(self):
         """The CPU the calling thread runs on now, or None if the OS cannot
         say: where measured capacity books tumbler's own CPU time

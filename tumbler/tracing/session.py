@@ -127,17 +127,6 @@ def find_script(platform_name, name):
 
 # -- checking the tool -------------------------------------------------------
 
-def _effective_caps():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def tracefs_dir():
     """The tracefs directory bpftrace will use."""
     return DEBUGFS_TRACEFS if os.path.exists(DEBUGFS_TRACEFS) else TRACEFS
@@ -212,9 +201,10 @@ def check_tool(platform_name):
                 "bpftrace not found: install it (Debian/Ubuntu: apt-get install "
                 "bpftrace; Fedora/RHEL: dnf install bpftrace)")
         if os.geteuid() != 0:
-            caps = _effective_caps()
-            if not (caps >> _CAP_SYS_ADMIN & 1
-                    or (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1)):
+            # Here, not at the top: only a probe run on Linux needs the backend.
+            from ..platform.linux.backend import has_capability
+            if not (has_capability(_CAP_SYS_ADMIN)
+                    or (has_capability(_CAP_BPF) and has_capability(_CAP_PERFMON))):
                 raise TumblerError("bpftrace needs root (or CAP_BPF and "
                                    "CAP_PERFMON): run tumbler as root")
         if not _tracefs_ready():

@@ -707,6 +707,21 @@ class LinuxBackend(Backend):
         except (OSError, UnicodeDecodeError, UsageError):
             return super().online_cpus()
 
+    def uptime_ns(self):
+        """The first field of /proc/uptime (seconds since boot, two decimals)."""
+        path = os.path.join(self.proc, "uptime")
+        try:
+            with open(path) as f:
+                seconds = f.read().split()[0]
+        except (OSError, IndexError) as exc:
+            raise PlatformError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)
+                                                        or "empty file")) from None
+        whole, _, frac = seconds.partition(".")
+        try:
+            return int(whole) * 1_000_000_000 + int((frac + "000000000")[:9])
+        except ValueError:
+            raise PlatformError("%s: not a number of seconds: %r" % (path, seconds)) from None
+
     def cpu_times(self):
         """``cpuN`` lines of /proc/stat (proc(5)): user nice system idle
         iowait irq softirq steal [guest guest_nice], in USER_HZ ticks.
@@ -850,7 +865,7 @@ class LinuxBackend(Backend):
             return
         if binder_kind == "cpuset":
             raise AccessDenied("--binder cpuset creates cgroups", "root")
-        if info.uid != os.geteuid() and not _has_capability(self.proc, CAP_SYS_NICE):
+        if info.uid != os.geteuid() and not has_capability(CAP_SYS_NICE, self.proc):
             raise AccessDenied("process %d belongs to uid %d, tumbler runs as uid %d"
                                % (info.pid, info.uid, os.geteuid()), SETAFFINITY_PRIVILEGE)
 
@@ -919,7 +934,9 @@ def set_child_subreaper(on):
         return False
 
 
-def _has_capability(proc, bit):
+def has_capability(bit, proc="/proc"):
+    """True if the calling process holds capability number ``bit`` (its
+    CapEff in /proc/self/status); False where that cannot be read."""
     try:
         status = _read_status(proc + "/self/status")
         return bool(int(status["CapEff"], 16) >> bit & 1)
