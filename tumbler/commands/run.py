@@ -30,15 +30,18 @@ _LOADED = time.monotonic()
 def _launched():
     """time.monotonic() when this process started: the summary's "ran N s"
     is the wall time the user waited, start-up included (on an overloaded
-    machine that can be most of it).  Linux: /proc/self/stat's start time
+    machine that can be most of it).  Linux: the process's start time
     against CLOCK_BOOTTIME; elsewhere when this module was loaded."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            start_ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
-        return min(time.monotonic() - max(age, 0.0), _LOADED)
-    except (OSError, ValueError, IndexError, AttributeError):
+    from ..platform import own_start_ticks
+    start_ticks = own_start_ticks()
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)     # Linux only
+    if start_ticks is None or boottime is None:
         return _LOADED
+    try:
+        age = time.clock_gettime(boottime) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return _LOADED
+    return min(time.monotonic() - max(age, 0.0), _LOADED)
 
 
 def check_target(backend, pid, force):

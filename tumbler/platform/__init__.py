@@ -48,6 +48,19 @@ def boot_token():
         return None
 
 
+def own_start_ticks():
+    """This process's start time in clock ticks since boot, None where it
+    cannot be read: the token that tells this tumbler from a later one with
+    the same PID (``tumbler.state``), and when it started (the summary's
+    "ran N s").  Linux: /proc/self/stat field 22; illumos keeps it in binary
+    psinfo, unread here, so None."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def microstate_percent(prev, cur):
     """prstat -mL percentages of one LWP (illumos; see
     ``illumos.backend.microstate_percent``), loaded only when asked."""

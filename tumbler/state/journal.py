@@ -6,11 +6,12 @@ import sys
 
 from ..cpulist import format_cpulist
 from ..errors import EXIT_FAILURE, TumblerError
+from ..platform import own_start_ticks
 from ..platform.base import NoSuchProcess
 from .restore import restore_state
 from .paths import StateError, ensure_dir, state_dir, unlink_quietly, write_json
-from .store import (STATE_VERSION, Busy, Lock, StateFile, boot_id, list_states, own_start,
-                    owner_of, read_state)
+from .store import (STATE_VERSION, Busy, Lock, StateFile, boot_id, list_states, owner_of,
+                    read_state)
 
 #: Records of exited threads are pruned once the file holds twice as many
 #: as were alive at the last pruning, and at least this many.
@@ -82,7 +83,7 @@ class Journal:
         self.binder_kind = None
         self.domains = None
         self._batch = 0
-        self._me = {"pid": os.getpid(), "start": own_start()}
+        self._me = {"pid": os.getpid(), "start": own_start_ticks()}
         self._boot = boot_id()
 
     # -- claiming targets ----------------------------------------------------

@@ -35,16 +35,6 @@ def boot_id():
     return boot_token()
 
 
-def own_start():
-    """Start-time token of this process (Linux: /proc/self/stat field 22)."""
-    try:
-        with open("/proc/self/stat") as f:
-            text = f.read()
-        return int(text[text.rindex(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _base(pid, start):
     return "%d-%d" % (pid, start)
 
