@@ -5,13 +5,12 @@ it, and anyone with the privilege may change it later (see
 ``Binder.binds_masks``).
 """
 
-import errno
 import os
 
-from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable
+from ..base import Binder, Unmovable
+from .oserror import mapped, thread_phrase
 
 PF_NO_SETAFFINITY = 0x04000000
-SETAFFINITY_PRIVILEGE = "the same user as the target, or CAP_SYS_NICE"
 
 
 class AffinityBinder(Binder):
@@ -80,20 +79,5 @@ class AffinityBinder(Binder):
 
 
 def set_affinity(pid, tid, cpus):
-    try:
+    with mapped(pid, tid, "change " + thread_phrase(pid, tid), change=True):
         os.sched_setaffinity(tid, cpus)
-    except OSError as exc:
-        raise thread_error(exc, pid, tid)
-
-
-def thread_error(exc, pid, tid):
-    """Map an OSError about one thread to the backend exceptions."""
-    code = getattr(exc, "errno", None)
-    if code in (errno.ESRCH, errno.ENOENT):
-        return NoSuchProcess(pid, tid)
-    if code in (errno.EPERM, errno.EACCES):
-        return AccessDenied("not permitted to change thread %d of process %d" % (tid, pid),
-                            SETAFFINITY_PRIVILEGE)
-    if code == errno.EINVAL:
-        return Unmovable(tid, "the kernel refused the CPU set (EINVAL)")
-    return PlatformError("thread %d: %s" % (tid, exc))

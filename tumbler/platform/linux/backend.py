@@ -34,7 +34,8 @@ from ...escape import printable
 from ..base import (MAX_CMDLINE, NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess,
                     PlatformError, ProcessFacts, ProcessInfo, Sample, ThreadTimes,
                     Unsupported)
-from .affinity import SETAFFINITY_PRIVILEGE, AffinityBinder, thread_error
+from .affinity import AffinityBinder
+from .oserror import SETAFFINITY_PRIVILEGE, mapped, os_error, thread_phrase
 from .topology import read_topology
 
 try:
@@ -185,16 +186,10 @@ class LinuxBackend(Backend):
 
     def process(self, pid):
         path = "%s/%d" % (self.proc, pid)
-        try:
+        with mapped(pid, attempted="read " + path):
             with open(path + "/stat") as f:
                 comm, fields = parse_stat(f.read())
             status = _read_status(path + "/status")
-        except FileNotFoundError:
-            raise NoSuchProcess(pid) from None
-        except ProcessLookupError:
-            raise NoSuchProcess(pid) from None
-        except PermissionError:
-            raise AccessDenied("cannot read %s" % path, "read access to /proc") from None
         flags = int(fields[_STAT_FLAGS])
         return ProcessInfo(
             pid=pid, name=comm, uid=int(status["Uid"].split()[0]),
@@ -283,12 +278,12 @@ class LinuxBackend(Backend):
         return _exited(fields), (image if image and any(image) else None)
 
     def thread_ids(self, pid):
+        # try/except, not ``mapped``: this runs every round it relists, and a
+        # context manager costs a tenth of the listing.
         try:
             tids = sorted(map(int, os.listdir("%s/%d/task" % (self.proc, pid))))
-        except (FileNotFoundError, ProcessLookupError):
-            raise NoSuchProcess(pid) from None
-        except PermissionError:
-            raise AccessDenied("cannot list threads of %d" % pid, "read access to /proc") from None
+        except OSError as exc:
+            raise os_error(exc, pid, None, "list threads of %d" % pid) from None
         last = self._sampled_tids.get(pid)
         if last is not None and last != set(tids):
             # Threads came and went in equal numbers: the count cannot tell
@@ -298,17 +293,15 @@ class LinuxBackend(Backend):
 
     def _open_thread(self, pid, tid):
         base = "%s/%d/task/%d/" % (self.proc, pid, tid)
-        try:
+        with mapped(pid, tid, "read %sstat" % base):
             comm, fields = parse_stat(_read_path(base + "stat").decode(errors="replace"))
-        except OSError as exc:
-            raise thread_error(exc, pid, tid)
         try:
             schedstat_fd = os.open(base + "schedstat", os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             schedstat_fd = -1       # kernel without CONFIG_SCHED_INFO
         except OSError as exc:
             if exc.errno not in (errno.EMFILE, errno.ENFILE):
-                raise thread_error(exc, pid, tid)
+                raise os_error(exc, pid, tid, "open %sschedstat" % base) from None
             schedstat_fd = None     # out of fds: read by path each time
         files = _ThreadFiles(schedstat_fd, base, int(fields[_STAT_STARTTIME]),
                              int(fields[_STAT_FLAGS]), comm)
@@ -612,10 +605,11 @@ class LinuxBackend(Backend):
         """voluntary_ctxt_switches and nonvoluntary_ctxt_switches of a
         thread's status (sched_yield counts as nonvoluntary when it hands
         the CPU to another thread: the task stays runnable)."""
-        try:
-            status = _read_status("%s/%d/task/%d/status" % (self.proc, pid, tid))
+        path = "%s/%d/task/%d/status" % (self.proc, pid, tid)
+        try:                        # not ``mapped``: per thread per round (speed policy)
+            status = _read_status(path)
         except OSError as exc:
-            raise thread_error(exc, pid, tid)
+            raise os_error(exc, pid, tid, "read " + path) from None
         return (int(status.get("voluntary_ctxt_switches", 0)),
                 int(status.get("nonvoluntary_ctxt_switches", 0)))
 
@@ -638,7 +632,9 @@ class LinuxBackend(Backend):
         return found
 
     def process_ids(self):
-        return [int(name) for name in os.listdir(self.proc) if name.isdigit()]
+        with mapped(None, attempted="list the processes in " + self.proc):
+            names = os.listdir(self.proc)
+        return [int(name) for name in names if name.isdigit()]
 
     def keep_orphans(self):
         """See Backend.keep_orphans: prctl(PR_SET_CHILD_SUBREAPER)."""
@@ -650,13 +646,12 @@ class LinuxBackend(Backend):
         takes the process's memory map lock, which it can hold)."""
         path = "%s/%d" % (self.proc, pid)
         try:
-            comm, fields = parse_stat(_read_path(path + "/stat").decode(errors="replace"))
-            uid = int(_read_status(path + "/status")["Uid"].split()[0])
-            cgroups = _read_path(path + "/cgroup", 1 << 16).decode(errors="replace")
-        except (FileNotFoundError, ProcessLookupError, KeyError, ValueError, IndexError):
-            raise NoSuchProcess(pid) from None
-        except PermissionError:
-            raise AccessDenied("cannot read %s" % path, "read access to /proc") from None
+            with mapped(pid, attempted="read " + path):
+                comm, fields = parse_stat(_read_path(path + "/stat").decode(errors="replace"))
+                uid = int(_read_status(path + "/status")["Uid"].split()[0])
+                cgroups = _read_path(path + "/cgroup", 1 << 16).decode(errors="replace")
+        except (KeyError, ValueError, IndexError):
+            raise NoSuchProcess(pid) from None      # cut short: the process exited mid-read
         ticks = int(fields[_STAT_UTIME]) + int(fields[_STAT_STIME])
         return ProcessFacts(
             pid=pid, comm=comm, uid=uid, cmdline=None,
@@ -686,13 +681,9 @@ class LinuxBackend(Backend):
 
     def cmdline(self, pid):
         """/proc/PID/cmdline, its first MAX_CMDLINE bytes."""
-        try:
-            data = _read_path("%s/%d/cmdline" % (self.proc, pid), MAX_CMDLINE)
-        except (FileNotFoundError, ProcessLookupError):
-            raise NoSuchProcess(pid) from None
-        except PermissionError:
-            raise AccessDenied("cannot read %s/%d/cmdline" % (self.proc, pid),
-                               "read access to /proc") from None
+        path = "%s/%d/cmdline" % (self.proc, pid)
+        with mapped(pid, attempted="read " + path):
+            data = _read_path(path, MAX_CMDLINE)
         return printable(data.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace"))
 
     def online_cpus(self):
@@ -710,12 +701,12 @@ class LinuxBackend(Backend):
     def uptime_ns(self):
         """The first field of /proc/uptime (seconds since boot, two decimals)."""
         path = os.path.join(self.proc, "uptime")
-        try:
+        with mapped(None, attempted="read " + path):
             with open(path) as f:
-                seconds = f.read().split()[0]
-        except (OSError, IndexError) as exc:
-            raise PlatformError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)
-                                                        or "empty file")) from None
+                fields = f.read().split()
+        if not fields:
+            raise PlatformError("cannot read %s: empty file" % path)
+        seconds = fields[0]
         whole, _, frac = seconds.partition(".")
         try:
             return int(whole) * 1_000_000_000 + int((frac + "000000000")[:9])
@@ -846,14 +837,14 @@ class LinuxBackend(Backend):
 
     def allowed_cpus(self, pid, tid):
         if self.root == "/":
-            try:
+            try:                    # not ``mapped``: once per thread per save
                 return frozenset(os.sched_getaffinity(tid))
             except OSError as exc:
-                raise thread_error(exc, pid, tid)
-        try:
-            status = _read_status("%s/%d/task/%d/status" % (self.proc, pid, tid))
-        except OSError as exc:
-            raise thread_error(exc, pid, tid)
+                raise os_error(exc, pid, tid,
+                               "read the CPU mask of " + thread_phrase(pid, tid)) from None
+        path = "%s/%d/task/%d/status" % (self.proc, pid, tid)
+        with mapped(pid, tid, "read " + path):
+            status = _read_status(path)
         return parse_cpulist(status["Cpus_allowed_list"])
 
     def topology(self):
