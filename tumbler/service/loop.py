@@ -267,8 +267,8 @@ class Service:
         now = time.monotonic()
         try:
             pids = self.backend.process_ids()
-        except OSError as exc:
-            self.log(ERROR, "cannot list processes: %s" % exc)
+        except PlatformError as exc:
+            self.log(ERROR, str(exc))
             return
         alive = set(pids)
         for table in (self.declined, self.candidates, self.unselected, self.capped):

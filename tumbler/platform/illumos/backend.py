@@ -124,7 +124,12 @@ class IllumosBackend(Backend):
                            is_kernel=bool(info.flag & SSYS), tgid=pid)
 
     def process_ids(self):
-        return [int(name) for name in os.listdir(self.proc) if name.isdigit()]
+        try:
+            names = os.listdir(self.proc)
+        except OSError as exc:
+            raise PlatformError("cannot list the processes in %s: %s"
+                                % (self.proc, exc.strerror or exc)) from None
+        return [int(name) for name in names if name.isdigit()]
 
     def process_facts(self, pid):
         """From ``psinfo_t``: pr_fname, pr_psargs (the first 80 bytes of

@@ -821,16 +821,14 @@ class LinuxBackend(Backend):
 
     def _children_by_scan(self, pid):
         found = set()
-        for name in os.listdir(self.proc):
-            if not name.isdigit():
-                continue
+        for child in self.process_ids():
             try:
-                fields = parse_stat(_read_path("%s/%s/stat" % (self.proc, name))
+                fields = parse_stat(_read_path("%s/%d/stat" % (self.proc, child))
                                     .decode(errors="replace"))[1]
             except (OSError, ValueError):
                 continue
             if fields[1] == str(pid):
-                found.add(int(name))
+                found.add(child)
         return found
 
     # -- CPUs ----------------------------------------------------------------
