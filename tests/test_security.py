@@ -613,3 +613,52 @@ def test_a_stalled_read_misses_its_deadline_and_the_next_one_works():
             reader(lambda: 1)
     finally:
         never.set()
+
+
+def test_a_scan_keeps_to_its_cpu_budget_and_goes_on_where_it_stopped(tmp_path, monkeypatch,
+                                                                    nobody):
+    """A user who starts thousands of processes, or keeps renaming them so
+    that their long command lines are matched again, makes a scan long: a
+    scan stops once it has used its CPU budget, and the next one starts at
+    the PID it stopped at, so the service's CPU stays bounded and every
+    process is still looked at.  Reading a command line here burns 3 ms of
+    CPU (a slow match); each scan may use 30 ms."""
+    from tumbler.service import loop
+    from tumbler.service.config import load_service_config
+    monkeypatch.setenv("TUMBLER_STATE_DIR", str(tmp_path / "state"))
+    # Not the test's children (the service never looks at its own).
+    parent = subprocess.Popen(["sh", "-c", "for i in $(seq 30); do sleep 60 & done; wait"],
+                              user="nobody", group="nogroup", start_new_session=True)
+    try:
+        wait_until(lambda: len(descendants(parent.pid)) == 30, what="thirty sleepers")
+        (tmp_path / "tumbler.yaml").write_text(
+            'programs:\n  - name: none\n    match: {cmdline: "^no such command line$"}\n')
+        service = loop.Service(load_service_config(str(tmp_path / "tumbler.yaml")),
+                               str(tmp_path / "tumbler.yaml"), lambda priority, message: None)
+        read = []
+
+        def slow_reader(function, pid):
+            start = time.process_time()
+            while time.process_time() - start < 0.003:
+                pass
+            read.append(pid)
+            return function(pid)
+        service.reader = slow_reader
+        budget, per_item = 0.03, 0.003
+        scans = []
+        wanted = set(descendants(parent.pid))
+        while not wanted <= set(read):
+            assert len(scans) < 200, "processes never looked at: %s" % (wanted - set(read))
+            before, spent = len(read), time.process_time()
+            service.scan(cpu_budget=budget)
+            spent = time.process_time() - spent
+            scans.append(len(read) - before)
+            # Past the budget by at most the processes between two checks
+            # (and the scan's own bookkeeping).
+            assert spent < budget + loop.SCAN_CHECK_EVERY * per_item + 0.05, (spent, scans)
+        # The first scan stopped short of the thirty sleepers and the rest.
+        assert len(scans) > 1 and scans[0] < len(wanted), scans
+        assert len(read) == len(set(read)), "a process read twice before all were read"
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
