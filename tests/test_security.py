@@ -436,6 +436,49 @@ def test_control_socket_fuzzed(procs, state, tmp_path):
     assert service.stop() == 0
 
 
+def test_a_client_trickling_its_request_is_cut_off(procs, state, tmp_path):
+    """A client gets 0.25 s for its request line in all, not per byte: one
+    that sends a byte every 50 ms (never a newline) would otherwise hold the
+    service's loop -- its signals, its programs' rounds -- for as long as
+    it likes.  Cut off, it finds the connection closed long before its
+    200 bytes (10 s) are sent."""
+    service = Service(procs, state, tmp_path, config('  - name: none\n    match: '
+                                                     '{comm: "^$", user: root}\n'))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sent = 0
+    try:
+        sock.connect(service.socket)
+        sock.sendall(b'{"cmd": ')
+        for sent in range(1, 201):
+            time.sleep(0.05)
+            sock.sendall(b" ")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        sock.close()
+    assert sent < 200, "the service kept reading a trickling client for 10 s"
+    assert service.status()["pid"] == service.proc.pid
+    assert service.stop() == 0
+
+
+def test_the_socket_directory_is_not_made_through_a_planted_link(public, nobody, state,
+                                                                  tmp_path):
+    """``--socket`` in a directory to be made under a sticky one: nobody's
+    link there pointing into root's directories makes root create nothing
+    anywhere (it made the directories first and checked them after)."""
+    roots = tmp_path / "roots"
+    roots.mkdir(mode=0o700)
+    link = os.path.join(public, "run")
+    as_nobody("ln", "-s", str(roots), link)
+    (tmp_path / "tumbler.yaml").write_text("programs: []\n")
+    result = run_tumbler("service", "--config", str(tmp_path / "tumbler.yaml"), "--socket",
+                         os.path.join(link, "new", "tumbler.sock"), env=env_for(state))
+    assert os.listdir(roots) == []
+    assert result.returncode == 1
+    line = one_line(result)
+    assert "control socket directory" in line and "symbolic link of uid %d" % nobody in line
+
+
 # -- identity --------------------------------------------------------------------
 
 def test_a_reused_pid_of_a_followed_child_is_not_adopted(spawner, domains, procs, state,
