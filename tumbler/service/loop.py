@@ -46,8 +46,8 @@ another process):
 * within the caps: ``service.max_programs`` programs and
   ``service.max_threads`` threads in all, a rule's own ``max_programs``
   and ``max_threads`` (per program).  A process over a cap waits (one
-  line per scan says how many do) and is looked at again when a managed
-  program leaves; a managed program that grows past a thread cap is
+  line says how many do, once the scans have looked at every process and
+  found more waiting) and is looked at again when a managed program leaves; a managed program that grows past a thread cap is
   handed back.
 
 Everything a process's owner controls is treated as hostile: rules match
@@ -182,6 +182,7 @@ class Service:
         self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
         self.capped = {}            # pid -> its start token: over a cap, until a program leaves
         self.scan_from = 0          # the PID the next scan starts at (the last ran out of time)
+        self.waiting = 0            # len(capped) when the look at every process began
         self.reader = DeadlineReader()  # command lines: a process can stall their read
         self.started = time.monotonic()
         self.me = os.getpid()
@@ -287,7 +288,8 @@ class Service:
                 del table[pid]
         for program in list(self.programs.values()):
             self._check_parking(program, now)
-        waiting = len(self.capped)
+        if self.scan_from == 0:     # a look at every process begins
+            self.waiting = len(self.capped)
         first = bisect.bisect_left(pids, self.scan_from)
         self.scan_from = 0
         spent_from = time.process_time()
@@ -306,7 +308,7 @@ class Service:
                 self.candidates.pop(pid, None)
             except PlatformError as exc:
                 self._decline(pid, WARNING, "PID %d: %s" % (pid, exc))
-        if len(self.capped) > waiting:
+        if self.scan_from == 0 and len(self.capped) > self.waiting:   # one line per look
             self.log(WARNING, "%d process(es) a rule selects wait: the caps are reached "
                      "(service.max_programs %d, max_threads %d, or a rule's own; "
                      "`tumbler status` shows what is managed)"
