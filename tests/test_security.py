@@ -151,6 +151,28 @@ def test_metrics_file_in_a_shared_directory_cannot_be_turned_on_root(public, vic
     assert "tumbler_programs 0" in open(target).read()
 
 
+def test_a_refused_metrics_file_is_said_once(procs, state, tmp_path):
+    """The service writes its metrics every 5 s: a directory a group may
+    write is refused in one line, not one line every 5 s, and said again
+    only once a write has worked and failed anew."""
+    shared = tmp_path / "textfile"
+    shared.mkdir()
+    os.chmod(shared, 0o777)             # a collector's directory others may write
+    metrics = shared / "tumbler.prom"
+    text = ("service:\n  scan_interval: 0.2\n  socket: SOCKET\n  metrics_file: %s\n"
+            "programs: []\n" % metrics)
+    service = Service(procs, state, tmp_path, text)
+    wait_until(lambda: "cannot write metrics" in service.log(), what="the refusal")
+    assert "not sticky" in service.log()
+    time.sleep(5.5)                     # another write is tried (every 5 s)
+    os.chmod(shared, 0o755)
+    wait_until(metrics.exists, what="the metrics written once the directory is fixed")
+    assert service.log().count("cannot write metrics") == 1, service.log()
+    assert "metrics written to %s again" % metrics in service.log()
+    assert stat.S_IMODE(os.stat(metrics).st_mode) == 0o644
+    assert service.stop() == 0
+
+
 def test_a_directory_on_the_way_owned_by_another_user_is_refused(public, nobody, tmp_path):
     """nobody's own directory (inside the sticky one): nobody could swap
     anything in it, so root writes nothing there -- nor through a link
