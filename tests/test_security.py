@@ -525,6 +525,19 @@ def test_the_socket_directory_is_not_made_through_a_planted_link(public, nobody,
     assert "control socket directory" in line and "symbolic link of uid %d" % nobody in line
 
 
+def test_a_socket_path_naming_a_file_leaves_it_alone(state, tmp_path):
+    """connect() refuses a file that is not a socket as it refuses a stale
+    socket: a mistyped --socket removed the file it named."""
+    (tmp_path / "tumbler.yaml").write_text("programs: []\n")
+    os.chmod(tmp_path, 0o700)
+    result = run_tumbler("service", "--config", str(tmp_path / "tumbler.yaml"), "--socket",
+                         str(tmp_path / "tumbler.yaml"), env=env_for(state), timeout=20)
+    assert (tmp_path / "tumbler.yaml").read_text() == "programs: []\n"
+    assert result.returncode == 1
+    assert one_line(result) == ("tumbler: %s exists and is not a socket; tumbler does not "
+                                "remove it" % (tmp_path / "tumbler.yaml"))
+
+
 # -- identity --------------------------------------------------------------------
 
 def test_a_reused_pid_of_a_followed_child_is_not_adopted(spawner, domains, procs, state,

@@ -12,10 +12,10 @@ in the listen backlog for the next turn): clients, stuck or many, delay
 the service's loop by half a second at most.
 """
 
-import errno
 import json
 import os
 import socket
+import stat
 import struct
 import time
 
@@ -40,12 +40,18 @@ class ControlSocket:
         # (0700) if missing, through directories checked on the way, never
         # through a link another user planted (tumbler.safefile).
         try:
-            private_directory(directory).close()
+            with private_directory(directory) as checked:
+                there = checked.entry(os.path.basename(path))
         except UnsafePath as exc:
             raise UnsafePath("control socket directory %s" % exc) from None
         except OSError as exc:
             raise TumblerError("cannot create %s: %s" % (directory, exc.strerror),
                                EXIT_FAILURE) from None
+        # connect() says ECONNREFUSED for a file that is no socket, too: a
+        # mistyped --socket must not remove a configuration file.
+        if there is not None and not stat.S_ISSOCK(there.st_mode):
+            raise TumblerError("%s exists and is not a socket; tumbler does not remove it"
+                               % path, EXIT_FAILURE)
         _remove_stale(path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         old_umask = os.umask(0o177)         # the socket is made 0600
@@ -139,9 +145,6 @@ def _remove_stale(path):
         os.unlink(path)
         return
     except OSError as exc:
-        if exc.errno == errno.ENOTSOCK or exc.errno == errno.ECONNREFUSED:
-            raise TumblerError("%s exists and is not a tumbler socket; remove it" % path,
-                               EXIT_FAILURE) from None
         raise TumblerError("cannot use %s: %s" % (path, exc.strerror), EXIT_FAILURE) from None
     finally:
         probe.close()
