@@ -699,7 +699,7 @@ def test_metrics_labels_are_escaped_as_the_text_format_asks():
 
 
 def test_a_stalled_read_misses_its_deadline_and_the_next_one_works():
-    from tumbler.service.deadline import MAX_STUCK, DeadlineReader, Stalled
+    from tumbler.service.deadline import MAX_STUCK, DeadlineReader, Refused, Stalled
     reader = DeadlineReader(deadline=0.05)
     never = threading.Event()
     try:
@@ -711,10 +711,60 @@ def test_a_stalled_read_misses_its_deadline_and_the_next_one_works():
         for _ in range(MAX_STUCK - 1):
             with pytest.raises(Stalled):
                 reader(never.wait)
-        with pytest.raises(Stalled, match="stuck already"):
+        with pytest.raises(Refused, match="stuck already"):
             reader(lambda: 1)
+        # The stuck reads end (the process let go): their workers exit and
+        # reads work again -- a read that was only slow costs nothing for good.
+        never.set()
+        wait_until(lambda: reader.stuck == 0, what="the stuck workers to finish")
+        assert reader(lambda x: x * 2, 21) == 42
+        wait_until(lambda: sum(t.name == "tumbler-reader" for t in threading.enumerate()) == 1,
+                   what="the workers left to exit")
     finally:
         never.set()
+
+
+def test_reads_refused_decline_no_process(tmp_path, monkeypatch, nobody):
+    """While MAX_STUCK reads are stuck, command lines are not read: that is
+    said once, and the processes are looked at again once reads work --
+    not declined for good, one warning each, as before."""
+    from tumbler.service import loop
+    from tumbler.service.config import load_service_config
+    from tumbler.service.deadline import Refused
+    monkeypatch.setenv("TUMBLER_STATE_DIR", str(tmp_path / "state"))
+    parent = subprocess.Popen(["sh", "-c", "for i in $(seq 5); do sleep 60 & done; wait"],
+                              user="nobody", group="nogroup", start_new_session=True)
+    try:
+        wait_until(lambda: len(descendants(parent.pid)) == 5, what="five sleepers")
+        sleepers = set(descendants(parent.pid))
+        (tmp_path / "tumbler.yaml").write_text(
+            'programs:\n  - name: none\n    match: {cmdline: "^no such command line$"}\n')
+        lines = []
+        service = loop.Service(load_service_config(str(tmp_path / "tumbler.yaml")),
+                               str(tmp_path / "tumbler.yaml"),
+                               lambda priority, message: lines.append(message))
+        real = service.reader
+
+        def refused(function, pid):
+            raise Refused("8 reads are stuck already")
+        service.reader = refused
+        service.scan(cpu_budget=60)
+        service.scan(cpu_budget=60)
+        assert not sleepers & set(service.declined)
+        assert lines == ["command lines are not read while 8 reads are stuck; processes a "
+                         "rule selects by command line wait"], lines
+        read = []
+
+        def reading(function, pid):
+            read.append(pid)
+            return real(function, pid)
+        service.reader = reading
+        service.scan(cpu_budget=60)
+        assert sleepers <= set(read) and sleepers <= set(service.unselected)
+        assert lines[1:] == ["command lines are read again"], lines
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
 
 
 def test_a_scan_keeps_to_its_cpu_budget_and_goes_on_where_it_stopped(tmp_path, monkeypatch,

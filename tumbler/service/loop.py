@@ -92,7 +92,7 @@ from ..platform import open_backend
 from ..platform.base import NoSuchProcess, NullBinder, PlatformError
 from ..state import Journal
 from .config import load_service_config
-from .deadline import DeadlineReader, Stalled
+from .deadline import DeadlineReader, Refused, Stalled
 
 INFO, WARNING, ERROR = 6, 4, 3
 #: Share of one CPU a scan may use, of its scan interval: past it (thousands
@@ -184,6 +184,7 @@ class Service:
         self.scan_from = 0          # the PID the next scan starts at (the last ran out of time)
         self.waiting = 0            # len(capped) when the look at every process began
         self.reader = DeadlineReader()  # command lines: a process can stall their read
+        self.refusing = False       # the reader refuses reads (too many stuck): said once
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
@@ -337,9 +338,19 @@ class Service:
         def cmdline():          # read once, and only if a rule gets that far
             if not read:
                 read.append(self.reader(self.backend.cmdline, pid))
+                if self.refusing:
+                    self.refusing = False
+                    self.log(INFO, "command lines are read again")
             return read[0]
         try:
             rule = next((r for r in self.config.rules if r.matches(facts, cmdline)), None)
+        except Refused as exc:
+            # Not this process's doing: it is looked at again next scan.
+            if not self.refusing:
+                self.refusing = True
+                self.log(WARNING, "command lines are not read while %s; processes a rule "
+                         "selects by command line wait" % str(exc).replace(" already", ""))
+            return
         except Stalled as exc:
             self._decline(pid, WARNING, "PID %d (%s): its command line could not be read (%s); "
                           "not looked at again" % (pid, facts.comm, exc), start)
