@@ -30,7 +30,7 @@ from unittest import mock
 
 import pytest
 
-from conftest import REPO, run_tumbler, thread_masks, tumbler_cmd
+from conftest import REPO, run_tumbler, thread_masks, thread_names, tumbler_cmd
 from test_reliability import (descendants, domains, env_for, procs, spawner,  # noqa: F401
                               state, wait_bound, wait_until)
 from test_service import Service, config
@@ -149,6 +149,28 @@ def test_metrics_file_in_a_shared_directory_cannot_be_turned_on_root(public, vic
     assert stat.S_ISREG(info.st_mode) and info.st_uid == 0
     assert stat.S_IMODE(info.st_mode) == 0o644
     assert "tumbler_programs 0" in open(target).read()
+
+
+def test_a_refused_metrics_file_is_said_once(procs, state, tmp_path):
+    """The service writes its metrics every 5 s: a directory a group may
+    write is refused in one line, not one line every 5 s, and said again
+    only once a write has worked and failed anew."""
+    shared = tmp_path / "textfile"
+    shared.mkdir()
+    os.chmod(shared, 0o777)             # a collector's directory others may write
+    metrics = shared / "tumbler.prom"
+    text = ("service:\n  scan_interval: 0.2\n  socket: SOCKET\n  metrics_file: %s\n"
+            "programs: []\n" % metrics)
+    service = Service(procs, state, tmp_path, text)
+    wait_until(lambda: "cannot write metrics" in service.log(), what="the refusal")
+    assert "not sticky" in service.log()
+    time.sleep(5.5)                     # another write is tried (every 5 s)
+    os.chmod(shared, 0o755)
+    wait_until(metrics.exists, what="the metrics written once the directory is fixed")
+    assert service.log().count("cannot write metrics") == 1, service.log()
+    assert "metrics written to %s again" % metrics in service.log()
+    assert stat.S_IMODE(os.stat(metrics).st_mode) == 0o644
+    assert service.stop() == 0
 
 
 def test_a_directory_on_the_way_owned_by_another_user_is_refused(public, nobody, tmp_path):
@@ -320,28 +342,44 @@ def test_config_and_drop_ins_others_may_write_are_refused(tmp_path):
         in result.stderr
 
 
-def test_catastrophic_regex_against_a_hostile_command_line(procs, state, tmp_path, nobody):
+def test_catastrophic_regex_against_a_hostile_command_line(procs, state, tmp_path, nobody,
+                                                           spawner, domains, two_cpus):
     """``^(a+)+$`` against 28 a's and a b: Python's re would spin for
-    minutes; the service answers status and stops at once."""
+    minutes in one call no signal interrupts; the service answers status,
+    goes on balancing the program it manages beside it, and on SIGTERM
+    hands that program's threads back."""
+    from test_service import spinners
+    spec, doms = domains
+    both = frozenset(two_cpus)
     hostile = procs.start(["a" * 28 + "b", "-c", "import time; time.sleep(60)"],
                           executable=SYSTEM_PYTHON, user="nobody", group="nogroup")
+    tag = "tag-%d" % os.getpid()
+    managed = spinners(procs, spawner, both, 2, tag)
     rules = ('  - name: evil\n    match: {cmdline: "^(a+)+$"}\n'
-             '  - name: also\n    match: {cmdline: "(x+x+)+y"}\n')
+             '  - name: also\n    match: {cmdline: "(x+x+)+y"}\n'
+             '  - name: mine\n    match: {cmdline: " 0 0 %s$", user: root}\n'
+             '    domains: "%s"\n' % (tag, spec))
     service = Service(procs, state, tmp_path, config(rules, scan=0.1))
     wait_until(lambda: "aaaa" in open("/proc/%d/cmdline" % hostile.pid).read(),
                what="the hostile process")
+    # The hostile process is matched against both patterns at every
+    # rematch; the managed program is bound meanwhile.
+    wait_bound(managed.pid, doms, count=2)
     time.sleep(0.5)                     # several scans over it
     status = service.status()
-    assert status["programs"] == []
+    assert [p["pid"] for p in status["programs"]] == [managed.pid]
     started = time.monotonic()
     service.proc.send_signal(signal.SIGTERM)
     service.proc.wait(timeout=30)
     took = time.monotonic() - started
     assert service.proc.returncode == 0, service.log()
     assert "Traceback" not in service.log()
+    assert "every thread handed back" in service.log()
+    masks = thread_masks(managed.pid)
+    assert all(mask == both for mask in masks.values()), masks
     # (Not a timing assertion: the pattern engine is linear by
     # construction, test_pattern.py counts its states; this only says the
-    # stop was not stuck behind a match.)
+    # stop was not stuck behind a match, which took minutes with re.)
     assert took < 30
 
 
@@ -366,8 +404,10 @@ def test_a_name_with_newlines_stays_one_log_line(procs, state, tmp_path, nobody)
 
 
 def test_caps_hold_against_many_matching_processes(procs, state, tmp_path, nobody):
-    """200 idle two-thread processes and one of 300 threads, all of nobody's
-    and all selected by one rule."""
+    """200 idle two-thread processes and one of 3,000 threads, all of
+    nobody's and all selected by one rule: the caps hold, and the service,
+    scanning ten times a second, stays well under a CPU (without caps it
+    took 62% of one managing them all)."""
     many = [procs.start([SYSTEM_PYTHON, "-S", "-c",
                          "import threading, time\n"
                          "threading.Thread(target=time.sleep, args=(60,)).start()\n"
@@ -375,7 +415,7 @@ def test_caps_hold_against_many_matching_processes(procs, state, tmp_path, nobod
             for _ in range(200)]
     big = procs.start([SYSTEM_PYTHON, "-c",
                        "import threading, time\n"
-                       "for _ in range(300): threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                       "for _ in range(3000): threading.Thread(target=time.sleep, args=(60,)).start()\n"
                        "time.sleep(60)\n"], user="nobody", group="nogroup")
     text = ("service:\n  scan_interval: 0.1\n  socket: SOCKET\n  max_programs: 10\n"
             "  max_threads: 200\nprograms:\n"
@@ -384,10 +424,16 @@ def test_caps_hold_against_many_matching_processes(procs, state, tmp_path, nobod
     service = Service(procs, state, tmp_path, text)
     wait_until(lambda: len(service.managed()) == 10, what="ten programs managed")
     wait_until(lambda: "wait: the caps are reached" in service.log(), what="the caps' line")
-    time.sleep(0.5)
-    managed = service.managed()
+    wait_until(lambda: len(os.listdir("/proc/%d/task" % big.pid)) == 3001,
+               what="3,000 threads")
+    first, since = service.status(), time.monotonic()
+    time.sleep(2.0)
+    status = service.status()
+    used = (status["own_cpu_s"] - first["own_cpu_s"]) / (time.monotonic() - since)
+    assert used < 0.5, "the service used %.2f CPUs" % used
+    managed = {p["pid"] for p in status["programs"]}
     assert len(managed) == 10 and big.pid not in managed
-    assert sum(p["threads"] for p in service.status()["programs"]) <= 200
+    assert sum(p["threads"] for p in status["programs"]) <= 200
     # A managed program leaves: one waiting takes its place.
     leaving = next(p for p in many if p.pid in managed)
     leaving.kill()
@@ -434,6 +480,62 @@ def test_control_socket_fuzzed(procs, state, tmp_path):
     assert service.proc.poll() is None, service.log()
     assert service.status()["pid"] == service.proc.pid
     assert service.stop() == 0
+
+
+def test_a_client_trickling_its_request_is_cut_off(procs, state, tmp_path):
+    """A client gets 0.25 s for its request line in all, not per byte: one
+    that sends a byte every 50 ms (never a newline) would otherwise hold the
+    service's loop -- its signals, its programs' rounds -- for as long as
+    it likes.  Cut off, it finds the connection closed long before its
+    200 bytes (10 s) are sent."""
+    service = Service(procs, state, tmp_path, config('  - name: none\n    match: '
+                                                     '{comm: "^$", user: root}\n'))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sent = 0
+    try:
+        sock.connect(service.socket)
+        sock.sendall(b'{"cmd": ')
+        for sent in range(1, 201):
+            time.sleep(0.05)
+            sock.sendall(b" ")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        sock.close()
+    assert sent < 200, "the service kept reading a trickling client for 10 s"
+    assert service.status()["pid"] == service.proc.pid
+    assert service.stop() == 0
+
+
+def test_the_socket_directory_is_not_made_through_a_planted_link(public, nobody, state,
+                                                                  tmp_path):
+    """``--socket`` in a directory to be made under a sticky one: nobody's
+    link there pointing into root's directories makes root create nothing
+    anywhere (it made the directories first and checked them after)."""
+    roots = tmp_path / "roots"
+    roots.mkdir(mode=0o700)
+    link = os.path.join(public, "run")
+    as_nobody("ln", "-s", str(roots), link)
+    (tmp_path / "tumbler.yaml").write_text("programs: []\n")
+    result = run_tumbler("service", "--config", str(tmp_path / "tumbler.yaml"), "--socket",
+                         os.path.join(link, "new", "tumbler.sock"), env=env_for(state))
+    assert os.listdir(roots) == []
+    assert result.returncode == 1
+    line = one_line(result)
+    assert "control socket directory" in line and "symbolic link of uid %d" % nobody in line
+
+
+def test_a_socket_path_naming_a_file_leaves_it_alone(state, tmp_path):
+    """connect() refuses a file that is not a socket as it refuses a stale
+    socket: a mistyped --socket removed the file it named."""
+    (tmp_path / "tumbler.yaml").write_text("programs: []\n")
+    os.chmod(tmp_path, 0o700)
+    result = run_tumbler("service", "--config", str(tmp_path / "tumbler.yaml"), "--socket",
+                         str(tmp_path / "tumbler.yaml"), env=env_for(state), timeout=20)
+    assert (tmp_path / "tumbler.yaml").read_text() == "programs: []\n"
+    assert result.returncode == 1
+    assert one_line(result) == ("tumbler: %s exists and is not a socket; tumbler does not "
+                                "remove it" % (tmp_path / "tumbler.yaml"))
 
 
 # -- identity --------------------------------------------------------------------
@@ -597,7 +699,10 @@ def test_metrics_labels_are_escaped_as_the_text_format_asks():
 
 
 def test_a_stalled_read_misses_its_deadline_and_the_next_one_works():
-    from tumbler.service.deadline import MAX_STUCK, DeadlineReader, Stalled
+    from tumbler.service.deadline import MAX_STUCK, DeadlineReader, Refused, Stalled
+    def workers():
+        return sum(t.name == "tumbler-reader" for t in threading.enumerate())
+    others = workers()                  # other tests' readers, if any
     reader = DeadlineReader(deadline=0.05)
     never = threading.Event()
     try:
@@ -609,7 +714,109 @@ def test_a_stalled_read_misses_its_deadline_and_the_next_one_works():
         for _ in range(MAX_STUCK - 1):
             with pytest.raises(Stalled):
                 reader(never.wait)
-        with pytest.raises(Stalled, match="stuck already"):
+        with pytest.raises(Refused, match="stuck already"):
             reader(lambda: 1)
+        # The stuck reads end (the process let go): their workers exit and
+        # reads work again -- a read that was only slow costs nothing for good.
+        never.set()
+        wait_until(lambda: reader.stuck == 0, what="the stuck workers to finish")
+        assert reader(lambda x: x * 2, 21) == 42
+        wait_until(lambda: workers() == others + 1, what="the workers left to exit")
     finally:
         never.set()
+
+
+def test_reads_refused_decline_no_process(tmp_path, monkeypatch, nobody):
+    """While MAX_STUCK reads are stuck, command lines are not read: that is
+    said once, and the processes are looked at again once reads work --
+    not declined for good, one warning each, as before."""
+    from tumbler.service import loop
+    from tumbler.service.config import load_service_config
+    from tumbler.service.deadline import Refused
+    monkeypatch.setenv("TUMBLER_STATE_DIR", str(tmp_path / "state"))
+    parent = subprocess.Popen(["sh", "-c", "for i in $(seq 5); do sleep 60 & done; wait"],
+                              user="nobody", group="nogroup", start_new_session=True)
+    try:
+        wait_until(lambda: len(descendants(parent.pid)) == 5, what="five sleepers")
+        sleepers = set(descendants(parent.pid))
+        (tmp_path / "tumbler.yaml").write_text(
+            'programs:\n  - name: none\n    match: {cmdline: "^no such command line$"}\n')
+        lines = []
+        service = loop.Service(load_service_config(str(tmp_path / "tumbler.yaml")),
+                               str(tmp_path / "tumbler.yaml"),
+                               lambda priority, message: lines.append(message))
+
+        def refused(function, pid):
+            raise Refused("8 reads are stuck already")
+        service.reader = refused
+        service.scan(cpu_budget=60)
+        service.scan(cpu_budget=60)
+        assert not sleepers & set(service.declined)
+        assert lines == ["command lines are not read while 8 reads are stuck; processes a "
+                         "rule selects by command line wait"], lines
+        read = []
+
+        def reading(function, pid):       # no deadline: a loaded machine is no stall here
+            read.append(pid)
+            return function(pid)
+        service.reader = reading
+        service.scan(cpu_budget=60)
+        assert sleepers <= set(read) and sleepers <= set(service.unselected)
+        assert lines.count("command lines are read again") == 1, lines
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+
+
+def test_a_scan_keeps_to_its_cpu_budget_and_goes_on_where_it_stopped(tmp_path, monkeypatch,
+                                                                    nobody):
+    """A user who starts thousands of processes, or keeps renaming them so
+    that their long command lines are matched again, makes a scan long: a
+    scan stops once it has used its CPU budget, and the next one starts at
+    the PID it stopped at, so the service's CPU stays bounded and every
+    process is still looked at.  Reading a command line here burns 3 ms of
+    CPU (a slow match); each scan may use 30 ms."""
+    from tumbler.service import loop
+    from tumbler.service.config import load_service_config
+    monkeypatch.setenv("TUMBLER_STATE_DIR", str(tmp_path / "state"))
+    # Not the test's children (the service never looks at its own).
+    parent = subprocess.Popen(["sh", "-c", "for i in $(seq 30); do sleep 60 & done; wait"],
+                              user="nobody", group="nogroup", start_new_session=True)
+    try:
+        wait_until(lambda: len(descendants(parent.pid)) == 30
+                   and set(thread_names(parent.pid).values()) == {"sh"}
+                   and all(set(thread_names(pid).values()) == {"sleep"}
+                           for pid in descendants(parent.pid)), what="thirty sleepers")
+        (tmp_path / "tumbler.yaml").write_text(
+            'programs:\n  - name: none\n    match: {cmdline: "^no such command line$"}\n')
+        service = loop.Service(load_service_config(str(tmp_path / "tumbler.yaml")),
+                               str(tmp_path / "tumbler.yaml"), lambda priority, message: None)
+        read = []
+
+        def slow_reader(function, pid):
+            start = time.process_time()
+            while time.process_time() - start < 0.003:
+                pass
+            read.append(pid)
+            return function(pid)
+        service.reader = slow_reader
+        budget, per_item = 0.03, 0.003
+        scans = []
+        wanted = set(descendants(parent.pid))
+        while not wanted <= set(read):
+            assert len(scans) < 200, "processes never looked at: %s" % (wanted - set(read))
+            before, spent = len(read), time.process_time()
+            service.scan(cpu_budget=budget)
+            spent = time.process_time() - spent
+            scans.append(len(read) - before)
+            # Past the budget by at most the processes between two checks
+            # (and the scan's own bookkeeping).
+            assert spent < budget + loop.SCAN_CHECK_EVERY * per_item + 0.05, (spent, scans)
+        # The first scan stopped short of the thirty sleepers and the rest.
+        assert len(scans) > 1 and scans[0] < len(wanted), scans
+        # (Processes of others may be read again: a rename, an exec.)
+        mine = [pid for pid in read if pid in wanted]
+        assert len(mine) == len(wanted), "a sleeper read twice before all were read"
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()

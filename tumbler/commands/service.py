@@ -98,19 +98,27 @@ def _metrics_writer(config, log):
         return None
     import time
     from ..observers.metrics import write_metrics
+    from ..service.loop import INFO, WARNING
     due = [0.0]
+    said = [None]           # the failure last said: said once, until a write works
 
     def metrics(service):
         now = time.monotonic()
         if now >= due[0]:
+            path = service.config.metrics_file
             try:
-                write_metrics(service.config.metrics_file, service.status())
+                write_metrics(path, service.status())
             except TumblerError as exc:     # tumbler.safefile refused it
-                from ..service.loop import WARNING
-                log(WARNING, "cannot write metrics: %s" % exc)
+                failure = "cannot write metrics: %s" % exc
             except OSError as exc:
-                from ..service.loop import WARNING
-                log(WARNING, "cannot write %s: %s" % (service.config.metrics_file, exc))
+                failure = "cannot write %s: %s" % (path, exc)
+            else:
+                if said[0] is not None:
+                    log(INFO, "metrics written to %s again" % path)
+                failure = None
+            if failure is not None and failure != said[0]:
+                log(WARNING, failure + " (said once, until a write works)")
+            said[0] = failure
             due[0] = now + METRICS_INTERVAL_S
         return due[0]
     return metrics

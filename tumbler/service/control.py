@@ -4,22 +4,26 @@ JSON lines.  A client sends one request line and gets one reply line:
     {"cmd": "status"}    ->  {"version": ..., "pid": ..., "programs": [...]}
 
 Only root (and the service's own user) may ask: the peer's credentials
-(SO_PEERCRED) are checked, whatever the file's mode.  A connection that
-sends nothing within ``REQUEST_TIMEOUT_S`` (0.25 s) is closed: a stuck
-client delays the service's loop by at most that.
+(SO_PEERCRED) are checked, whatever the file's mode.  A connection is
+given ``REQUEST_TIMEOUT_S`` (0.25 s) from being accepted to send its
+request line and take its reply, however it trickles its bytes, and one
+turn of the loop accepts clients for that long at most (those left wait
+in the listen backlog for the next turn): clients, stuck or many, delay
+the service's loop by half a second at most.
 """
 
-import errno
 import json
 import os
 import socket
+import stat
 import struct
+import time
 
 from ..errors import EXIT_FAILURE, TumblerError
-from ..safefile import UnsafePath, open_directory
+from ..safefile import UnsafePath, private_directory
 
-#: How long the service waits for a client's request line (the loop waits
-#: with it).
+#: How long one client may take, request line and reply (the loop waits
+#: with it); also how long one turn of the loop accepts clients.
 REQUEST_TIMEOUT_S = 0.25
 #: A request longer than this is refused.
 MAX_REQUEST = 4096
@@ -31,17 +35,23 @@ class ControlSocket:
     def __init__(self, path):
         self.path = path
         directory = os.path.dirname(path) or "."
+        # Only root may change what is in the socket's directory: a stale
+        # socket is removed there, and the path bound by name.  Created
+        # (0700) if missing, through directories checked on the way, never
+        # through a link another user planted (tumbler.safefile).
         try:
-            os.makedirs(directory, mode=0o755, exist_ok=True)
+            with private_directory(directory) as checked:
+                there = checked.entry(os.path.basename(path))
+        except UnsafePath as exc:
+            raise UnsafePath("control socket directory %s" % exc) from None
         except OSError as exc:
             raise TumblerError("cannot create %s: %s" % (directory, exc.strerror),
                                EXIT_FAILURE) from None
-        # Only root may change what is in the socket's directory: a stale
-        # socket is removed there, and the path bound by name.
-        with open_directory(directory) as checked:
-            if checked.shared:
-                raise UnsafePath("%s: the control socket's directory must not be "
-                                 "writable by others" % directory)
+        # connect() says ECONNREFUSED for a file that is no socket, too: a
+        # mistyped --socket must not remove a configuration file.
+        if there is not None and not stat.S_ISSOCK(there.st_mode):
+            raise TumblerError("%s exists and is not a socket; tumbler does not remove it"
+                               % path, EXIT_FAILURE)
         _remove_stale(path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         old_umask = os.umask(0o177)         # the socket is made 0600
@@ -60,8 +70,10 @@ class ControlSocket:
         return self.sock.fileno()
 
     def serve(self, answer):
-        """Answer every waiting client: ``answer(request dict)`` -> reply dict."""
-        while True:
+        """Answer the waiting clients, for REQUEST_TIMEOUT_S at most (the
+        module doc): ``answer(request dict)`` -> reply dict."""
+        turn_ends = time.monotonic() + REQUEST_TIMEOUT_S
+        while time.monotonic() < turn_ends:
             try:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -69,19 +81,21 @@ class ControlSocket:
             except OSError:
                 return
             with conn:
-                conn.settimeout(REQUEST_TIMEOUT_S)
+                deadline = time.monotonic() + REQUEST_TIMEOUT_S
                 try:
-                    reply = self._reply(conn, answer)
+                    reply = self._reply(conn, answer, deadline)
+                    _time_left(conn, deadline)
                     conn.sendall((json.dumps(reply, sort_keys=True) + "\n").encode())
                 except (OSError, socket.timeout):
                     continue
 
-    def _reply(self, conn, answer):
+    def _reply(self, conn, answer, deadline):
         uid = _peer_uid(conn)
         if uid not in (0, os.geteuid()):
             return {"error": "permission denied: the control socket answers root only"}
         data = b""
         while b"\n" not in data and len(data) <= MAX_REQUEST:
+            _time_left(conn, deadline)
             chunk = conn.recv(MAX_REQUEST)
             if not chunk:
                 break
@@ -100,6 +114,15 @@ class ControlSocket:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _time_left(conn, deadline):
+    """``conn``'s timeout: what is left until ``deadline``; socket.timeout
+    if nothing is."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("out of time")
+    conn.settimeout(left)
 
 
 def _peer_uid(conn):
@@ -122,9 +145,6 @@ def _remove_stale(path):
         os.unlink(path)
         return
     except OSError as exc:
-        if exc.errno == errno.ENOTSOCK or exc.errno == errno.ECONNREFUSED:
-            raise TumblerError("%s exists and is not a tumbler socket; remove it" % path,
-                               EXIT_FAILURE) from None
         raise TumblerError("cannot use %s: %s" % (path, exc.strerror), EXIT_FAILURE) from None
     finally:
         probe.close()

@@ -46,8 +46,8 @@ another process):
 * within the caps: ``service.max_programs`` programs and
   ``service.max_threads`` threads in all, a rule's own ``max_programs``
   and ``max_threads`` (per program).  A process over a cap waits (one
-  line per scan says how many do) and is looked at again when a managed
-  program leaves; a managed program that grows past a thread cap is
+  line says how many do, once the scans have looked at every process and
+  found more waiting) and is looked at again when a managed program leaves; a managed program that grows past a thread cap is
   handed back.
 
 Everything a process's owner controls is treated as hostile: rules match
@@ -55,7 +55,12 @@ in linear time (service/pattern.py), the command line is read against a
 deadline (service/deadline.py), names are printable before they reach a
 log line, and a scan stops early for a stop signal, so every step of the
 loop is bounded and a stop signal hands every program back within a
-second.
+second.  A scan also stops once it has used SCAN_CPU_SHARE of its
+interval in CPU time (a user who starts thousands of processes, or keeps
+renaming them so that their long command lines are matched again, can
+make a scan long), and the next scan goes on from the PID it stopped at:
+the service's CPU time for scanning stays bounded whatever users start,
+and every process is still looked at in turn.
 
 CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
 domains, and domains are cut down to what the program may use, so no
@@ -67,6 +72,7 @@ is the journal (``$JOURNAL_STREAM``) or not a terminal; a steady machine
 logs nothing.
 """
 
+import bisect
 import os
 import signal
 import sys
@@ -87,9 +93,15 @@ from ..platform import open_backend
 from ..platform.base import NoSuchProcess, NullBinder, PlatformError
 from ..state import Journal
 from .config import load_service_config
-from .deadline import DeadlineReader, Stalled
+from .deadline import DeadlineReader, Refused, Stalled
 
 INFO, WARNING, ERROR = 6, 4, 3
+#: Share of one CPU a scan may use, of its scan interval: past it (thousands
+#: of processes, many command lines to match -- a user can make both) the
+#: scan stops, and the next one goes on where it stopped.
+SCAN_CPU_SHARE = 0.25
+#: Processes looked at between two checks of the stop signal and the budget.
+SCAN_CHECK_EVERY = 8
 #: A process no rule selected is matched again only when its name or user
 #: changes (an exec, a setuid) or after this many scans (a cgroup move, a
 #: new command line under the same name): a scan then costs one /proc/PID/stat
@@ -170,7 +182,10 @@ class Service:
         self.candidates = {}        # pid -> (monotonic s, CPU ns) at the scan that saw it
         self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
         self.capped = {}            # pid -> its start token: over a cap, until a program leaves
+        self.scan_from = 0          # the PID the next scan starts at (the last ran out of time)
+        self.waiting = 0            # len(capped) when the look at every process began
         self.reader = DeadlineReader()  # command lines: a process can stall their read
+        self.refusing = False       # the reader refuses reads (too many stuck): said once
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
@@ -260,26 +275,41 @@ class Service:
 
     # -- finding programs ------------------------------------------------------
 
-    def scan(self, stop=None):
+    def scan(self, stop=None, cpu_budget=None):
         """Look at every process once: pick up what the rules select.
         ``stop()`` true ends the scan early (a stop signal is waiting:
-        thousands of processes must not delay it)."""
+        thousands of processes must not delay it).  A scan spends at most
+        ``cpu_budget`` seconds of the service's CPU time (default
+        SCAN_CPU_SHARE of the scan interval) looking at processes; past
+        it, it stops, and the next scan starts at the PID it stopped at,
+        so every process is looked at in turn however many a user starts
+        or renames."""
         now = time.monotonic()
         try:
-            pids = self.backend.process_ids()
+            pids = sorted(self.backend.process_ids())
         except PlatformError as exc:
             self.log(ERROR, str(exc))
             return
+        if cpu_budget is None:
+            cpu_budget = SCAN_CPU_SHARE * self.config.scan_interval
         alive = set(pids)
         for table in (self.declined, self.candidates, self.unselected, self.capped):
             for pid in [p for p in table if p not in alive]:
                 del table[pid]
         for program in list(self.programs.values()):
             self._check_parking(program, now)
-        waiting = len(self.capped)
-        for index, pid in enumerate(pids):
-            if stop is not None and index % 64 == 0 and stop():
-                return
+        if self.scan_from == 0:     # a look at every process begins
+            self.waiting = len(self.capped)
+        first = bisect.bisect_left(pids, self.scan_from)
+        self.scan_from = 0
+        spent_from = time.process_time()
+        for index, pid in enumerate(pids[first:] + pids[:first]):
+            if index % SCAN_CHECK_EVERY == 0:
+                if stop is not None and stop():
+                    return
+                if index and time.process_time() - spent_from > cpu_budget:
+                    self.scan_from = pid
+                    break
             if pid in self.programs or pid == self.me or pid == 1:
                 continue
             try:
@@ -288,7 +318,7 @@ class Service:
                 self.candidates.pop(pid, None)
             except PlatformError as exc:
                 self._decline(pid, WARNING, "PID %d: %s" % (pid, exc))
-        if len(self.capped) > waiting:
+        if self.scan_from == 0 and len(self.capped) > self.waiting:   # one line per look
             self.log(WARNING, "%d process(es) a rule selects wait: the caps are reached "
                      "(service.max_programs %d, max_threads %d, or a rule's own; "
                      "`tumbler status` shows what is managed)"
@@ -317,9 +347,19 @@ class Service:
         def cmdline():          # read once, and only if a rule gets that far
             if not read:
                 read.append(self.reader(self.backend.cmdline, pid))
+                if self.refusing:
+                    self.refusing = False
+                    self.log(INFO, "command lines are read again")
             return read[0]
         try:
             rule = next((r for r in self.config.rules if r.matches(facts, cmdline)), None)
+        except Refused as exc:
+            # Not this process's doing: it is looked at again next scan.
+            if not self.refusing:
+                self.refusing = True
+                self.log(WARNING, "command lines are not read while %s; processes a rule "
+                         "selects by command line wait" % str(exc).replace(" already", ""))
+            return
         except Stalled as exc:
             self._decline(pid, WARNING, "PID %d (%s): its command line could not be read (%s); "
                           "not looked at again" % (pid, facts.comm, exc), start)
