@@ -160,6 +160,22 @@ def test_an_admins_change_on_cpus_that_stayed_on_line_is_still_left_alone(every_
 # -- a real CPU taken off-line and back -------------------------------------------------
 
 
+def status_masks(pid):
+    """{tid: the mask set on it} as /proc/PID/task/TID/status shows it
+    (Cpus_allowed_list): sched_getaffinity(2) leaves off-line CPUs out."""
+    from tumbler.cpulist import parse_cpulist
+    masks = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith("Cpus_allowed_list:"):
+                        masks[int(tid)] = parse_cpulist(line.split(":", 1)[1].strip())
+        except OSError:
+            pass
+    return masks
+
+
 def _online_file(cpu):
     return "/sys/devices/system/cpu/cpu%d/online" % cpu
 
@@ -183,7 +199,7 @@ def test_a_real_cpu_off_line_and_back_is_followed(spawner, procs, state, tmp_pat
     try:
         _set_online(cpu_b, False)
         # Handed back: the domain of CPU b is gone while it is off-line.
-        wait_until(lambda: all(m == both for m in thread_masks(target.pid).values()),
+        wait_until(lambda: all(m == both for m in status_masks(target.pid).values()),
                    timeout=20, what="every thread handed back while CPU %d is off-line" % cpu_b)
     finally:
         _set_online(cpu_b, True)
@@ -215,12 +231,15 @@ def test_the_service_says_a_real_cpu_change_once(spawner, procs, state, tmp_path
         wait_until(lambda: "CPU %d off-line: 2 programs re-planned" % cpu_b in service.log(),
                    timeout=20, what="the service to say the change once")
         wait_until(lambda: all(m == both for p in programs
-                               for m in thread_masks(p.pid).values()),
+                               for m in status_masks(p.pid).values()),
                    timeout=20, what="every thread handed back while CPU %d is off-line" % cpu_b)
     finally:
         _set_online(cpu_b, True)
     wait_until(lambda: all(bound_split(p.pid, cpu_a, cpu_b) == (1, 1) for p in programs),
                timeout=20, what="bound one to each CPU again once it is back")
+    # (each program's controller and the service look at their own times)
+    wait_until(lambda: "CPU %d on-line: 2 programs re-planned" % cpu_b in service.log(),
+               timeout=20, what="the service to say the CPU is back")
     assert service.stop() == 0
     log = service.log()
     assert log.count("off-line") == 1 and log.count("on-line:") == 1, log
