@@ -789,6 +789,31 @@ def test_live_proc_keeps_table_files_open(tree):
     assert be._fds == {}
 
 
+def test_a_bind_checks_the_process_is_the_one_read_right_before(bound_tree):
+    """PID reuse: once the process a round read has exited (its kept /proc
+    descriptors fail; an emptied fixture file stands in for ENOENT),
+    neither a bind nor a restore reaches pset_bind -- another process may
+    have its PID, and LWP IDs start at 1 in every process."""
+    libc = FakeLibc()
+    be = backend(bound_tree, libc=libc)
+    be._live = True                 # descriptors kept open, as on the real /proc
+    binder = be.binder("pset")
+    binder.setup(DOMAINS)
+    assert sorted(be.sample(PID).threads) == [1, 2, 3, 4]
+    saved = binder.save(PID, 1)
+    binder.bind(PID, 1, 0, DOMAINS[0])
+    assert libc.bound == {(PID, 1): 8}
+    for name in ("lpsinfo", "lusage"):
+        os.truncate(os.path.join(str(bound_tree), "proc", str(PID), name), 0)
+    calls = len(libc.calls)
+    with pytest.raises(NoSuchProcess):
+        binder.bind(PID, 4, 1, DOMAINS[1])
+    with pytest.raises(NoSuchProcess):
+        binder.restore(PID, 1, saved)
+    assert libc.bound == {(PID, 1): 8} and len(libc.calls) == calls
+    binder.close()
+
+
 def test_check_can_bind_asks_for_privileges_first(tree):
     from tumbler.platform.base import ProcessInfo
     mine = ProcessInfo(pid=PID, name="app", uid=__import__("os").geteuid(), start=0,

@@ -246,8 +246,34 @@ class IllumosBackend(Backend):
 
     def binder(self, kind=None):
         self._binder = pset.PsetBinder(self._binder_libc(kind), self._lwp_binding,
-                                       self.bound_lwps, self.pset_created)
+                                       self.bound_lwps, self.pset_created,
+                                       check_thread=self.check_thread)
         return self._binder
+
+    def check_thread(self, pid, tid):
+        """NoSuchProcess unless ``pid`` is still the process this backend
+        read: a descriptor kept open on one of its /proc files (the round's
+        lpsinfo or lusage) fails with ENOENT once it has exited
+        (prlock() in prsubr.c finds no proc behind the prnode; a process
+        that takes the PID has a prnode of its own), so binders call this
+        right before each pset_bind: a reused PID is never bound for the
+        process tumbler followed.  One pread of a table's 16-byte header.
+        LWP IDs count up within a process, so the PID is what can be
+        reused.  Nothing to tell it from before a round read the process
+        (verified against illumos-gate only)."""
+        for name in ("lpsinfo", "lusage"):
+            key = (pid, name)
+            fd = self._fds.get(key)
+            if fd is None:
+                continue
+            try:
+                alive = bool(os.pread(fd, 16, 0))
+            except OSError:
+                alive = False
+            if not alive:
+                self._close_fd(key)
+                raise NoSuchProcess(pid, tid)
+            return
 
     def _binder_libc(self, kind):
         kind = kind or self.default_binder

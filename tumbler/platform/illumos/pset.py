@@ -220,8 +220,11 @@ class PsetBinder(Binder):
 
     kind = "pset"
 
-    def __init__(self, libc, lwp_binding, bound_lwps, pset_created):
+    def __init__(self, libc, lwp_binding, bound_lwps, pset_created, check_thread=None):
         self.libc = libc
+        # Backend.check_thread: NoSuchProcess if the PID names another
+        # process now (called right before each bind and restore).
+        self.check_thread = check_thread or (lambda pid, tid: None)
         self.lwp_binding = lwp_binding
         self.bound_lwps = bound_lwps
         self.pset_created = pset_created
@@ -275,6 +278,7 @@ class PsetBinder(Binder):
         target = saved.get("bindpset", PS_NONE)
         if target in self.sets:
             target = PS_NONE
+        self.check_thread(pid, tid)
         try:
             self.libc.pset_bind_lwp(target, tid, pid)
         except OSError as exc:
@@ -440,6 +444,7 @@ class PsetBinder(Binder):
             raise _configure_error(exc, call, cpu) from None
 
     def _bind(self, pid, tid, pset):
+        self.check_thread(pid, tid)
         try:
             self.libc.pset_bind_lwp(pset, tid, pid)
         except OSError as exc:
