@@ -513,24 +513,24 @@ def test_overload_cannot_starve_the_loop(crowd):
     assert_no_traceback(result.stderr)
     ran = float(re.search(r"ran (\d+\.\d) s \(duration reached\)", result.stderr).group(1))
     assert "401 threads seen" in result.stderr
-    assert "loop priority: nice -20" in result.stderr
+    # At nice 0 once balancing starts, raised again by its waits for a CPU.
+    assert "loop priority: nice -20 (raised: it waited" in result.stderr
     startup = re.search(r"start-up took (\d+\.\d) s", result.stderr)
     balancing = ran - (float(startup.group(1)) if startup else 0.0)
     assert balancing <= 2 + 1 + 0.1, result.stderr       # 0.1: two figures rounded
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising the loop's priority needs root")
-def test_tumbler_runs_at_nice_minus_20_and_its_command_at_nice_0():
-    """As root tumbler raises its own priority (issue 13, defect 6); the
-    command it starts must not inherit it.  exec raises it just after the
-    command starts: the command waits (up to 20 s) until it has."""
+def test_tumbler_starts_at_nice_minus_20_balances_at_0_and_its_command_at_0():
+    """As root tumbler raises its own priority for its start-up (issue 13,
+    defect 6) and settles back to nice 0 once balancing starts: at -20
+    its load weight would skew the kernel's balancing of the program
+    (platform/priority.py).  The command never inherits -20."""
     nice_of_tumbler = "cut -d')' -f2 /proc/$PPID/stat | cut -d' ' -f18"
     result = run_tumbler("--policy", "observe", "exec", "--", "sh", "-c",
-                         "nice; i=0; while [ $(%s) != -20 ] && [ $i -lt 2000 ]; do "
-                         "sleep 0.01; i=$((i+1)); done; %s" % (nice_of_tumbler,
-                                                               nice_of_tumbler))
+                         "nice; sleep 1; %s" % nice_of_tumbler)
     assert result.returncode == 0, result.stderr
     command_nice, tumbler_nice = result.stdout.splitlines()
     assert command_nice == "0"
-    assert tumbler_nice == "-20"        # stat field 19
-    assert "loop priority: nice -20" in result.stderr
+    assert tumbler_nice == "0"          # stat field 19, balancing
+    assert "loop priority: nice 0 (-20 at start-up" in result.stderr

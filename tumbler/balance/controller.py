@@ -59,6 +59,7 @@ import time
 
 from ..cpulist import format_cpulist
 from ..engine.model import Domain
+from ..platform.priority import settle_priority
 from ..engine.merging import OVERSUBSCRIBED, merge_wanted, stay_merged
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, mergeable
@@ -473,7 +474,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
 
     def start_clock(self):
         """Balancing starts now: the first round comes first_interval_ms
-        later, looks for new threads every discover_ms."""
+        later, looks for new threads every discover_ms; tumbler's start-up
+        priority settles (platform/priority.py)."""
+        settle_priority()
         now = time.monotonic()
         self._next_round = now + self.first_interval_ms / 1000.0
         self._next_step = None          # next speed balancing step between rounds

@@ -21,6 +21,9 @@ import os
 # the enum wrappers whose import (enum, functools, collections) costs 4 ms
 # here -- ``tumbler exec`` sets its handlers before it starts its command.
 import _signal as signal
+import time
+
+from ..platform.priority import woke
 
 
 def _stop_signals():
@@ -95,14 +98,20 @@ class SignalWaiter:
 
     def sleep(self, seconds):
         """Sleep up to ``seconds``; return early if a signal arrived or a
-        watched fd is readable.  Returns the watched fds that are."""
+        watched fd is readable.  Returns the watched fds that are.  How
+        late the wake-up came is told to platform/priority.py (``woke``):
+        an overloaded machine raises tumbler's priority."""
         if self.pending:
             return ()
+        due = time.monotonic() + max(seconds, 0.0)
         if self._watched:
             events = self._poller().poll(max(seconds, 0.0) * 1000.0)
         elif seconds > 0:
             events = self._poller().poll(seconds * 1000.0)
         else:
+            events = ()
+        woke(time.monotonic() - due if not events else 0.0)
+        if not events:
             return ()
         ready = [fd for fd, _ in events if fd in self._watched]
         if len(ready) < len(events):

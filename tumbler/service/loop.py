@@ -91,6 +91,7 @@ from ..errors import TumblerError
 from ..escape import one_line
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, NullBinder, PlatformError
+from ..platform.priority import settle_priority
 from ..state import Journal
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
@@ -198,6 +199,7 @@ class Service:
 
     def run(self, waiter, control=None, metrics=None):
         """Serve until a stop signal; returns its description."""
+        settle_priority()           # nice 0 unless its waits say otherwise
         next_scan = time.monotonic()
         if control is not None:
             waiter.watch(control.fileno())
