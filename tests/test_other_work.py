@@ -62,3 +62,27 @@ def test_a_hog_beside_a_bound_thread_merges_the_domains_until_it_goes(
     if not idle:
         pytest.skip("not an idle machine: other work took %.2f CPU of CPUs %s after the "
                     "hog; the split was not checked" % (other, "/".join(map(str, two_cpus))))
+
+
+@linux_root
+def test_without_per_round_output_the_merge_is_judged_too(spawner, duty, procs, state,
+                                                          two_cpus):
+    """No --log: rounds may be quiet, with the table's long intervals; a
+    merge waiting for its readings keeps them full and at auto's judging
+    pace, so the threads are handed back within seconds of the hog."""
+    cpu_a, cpu_b = two_cpus
+    both = frozenset(two_cpus)
+    target = spinners(procs, spawner, both, 2)
+    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == (1, 1), timeout=20,
+               what="one spinner bound to each CPU")
+    time.sleep(2.0)                     # quiet rounds by now, on a quiet machine
+    hogging = hog(procs, duty, cpu_b, 0, 100)
+    wait_until(lambda: all(m == both for m in thread_masks(target.pid).values()),
+               timeout=5, what="every thread handed back to both CPUs beside the hog")
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    hogging.kill()
+    assert status == 0, stderr
+    assert "merged: other work" in stderr, stderr
+    assert all(m == both for m in thread_masks(target.pid).values())

@@ -61,6 +61,7 @@ from ..cpulist import format_cpulist
 from ..engine.model import Domain
 from ..platform.priority import settle_priority
 from ..engine.merging import OVERSUBSCRIBED, merge_wanted, stay_merged
+from ..engine.policy import JUDGE_INTERVAL_MS
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, mergeable
 from .handback import HandBack
@@ -167,6 +168,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self.tell_machine = self.warn   # says how it followed them (the service: once)
         self._split_choice = None   # the domains merged now (engine/policy.py, 5.)
         self._merge_wanted_ns = None    # since when every judgement asked to merge (split)
+        self._merge_pending = False     # a judgement waits for readings or its hold
         binder.setup([d.cpus for d in self.domains])
 
     # -- one round -----------------------------------------------------------
@@ -207,6 +209,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._other_seen = other
         decision = self.policy.decide(views, self.domains, other)
         plan = decision.plan
+        if self._merge_pending and decision.interval_ms > JUDGE_INTERVAL_MS:
+            # Whether to merge is being judged: at auto's judging pace.
+            decision.interval_ms = plan.interval_ms = JUDGE_INTERVAL_MS
         if merge_note:
             plan.reason += "; " + merge_note
         applied, self.placed_between_rounds = self.placed_between_rounds, []
@@ -227,8 +232,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             observer.write_round(self, plan, applied)
         # Merged domains split again on what full rounds see: none quiet.
         if self.quiet_rounds and self._split_choice is None and not (
-                applied or plan.moves or decision.pins or self.pins_made
-                or decision.engaged or self.observers):
+                self._merge_pending or applied or plan.moves or decision.pins
+                or self.pins_made or decision.engaged or self.observers):
             self._rosters = self._quiet_rosters(samples, decision)
         return decision
 
@@ -331,7 +336,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         so never on a passing change: the loads that decide it reach back
         a window, so a thread idle for a moment counts as not runnable for
         a window after.
-        Returns a note for the round's reason when it did either."""
+        Returns a note for the round's reason when it did either; sets
+        ``_merge_pending`` while a judgement waits for readings or its
+        hold (rounds come at auto's judging pace then, none quiet)."""
+        self._merge_pending = False
         if not self._may_merge():
             return None
         split = self._split_choice or self.choice
@@ -342,6 +350,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         else:
             merged = stay_merged(views, cores, other[0] if other else None)
         if merged is None:
+            self._merge_pending = True
             return None                 # not judged yet: nothing changes
         if bool(merged) == (self._split_choice is not None):
             self._merge_wanted_ns = None
@@ -350,6 +359,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._merge_wanted_ns = now
         hold = MERGE_HOLD_WINDOWS if merged else SPLIT_HOLD_WINDOWS
         if now - self._merge_wanted_ns < hold * self.load_window_ns:
+            self._merge_pending = True
             return None
         self._merge_wanted_ns = None
         if not merged:
