@@ -180,6 +180,11 @@ def _online_file(cpu):
     return "/sys/devices/system/cpu/cpu%d/online" % cpu
 
 
+def _can_take_off_line(cpu):
+    if not os.access(_online_file(cpu), os.W_OK):
+        pytest.skip("CPU %d cannot be taken off-line here (no %s)" % (cpu, _online_file(cpu)))
+
+
 def _set_online(cpu, on):
     with open(_online_file(cpu), "w") as f:
         f.write("1" if on else "0")
@@ -188,8 +193,7 @@ def _set_online(cpu, on):
 @linux_root
 def test_a_real_cpu_off_line_and_back_is_followed(spawner, procs, state, tmp_path, two_cpus):
     cpu_a, cpu_b = two_cpus
-    if not os.access(_online_file(cpu_b), os.W_OK):
-        pytest.skip("CPU %d cannot be taken off-line here (no %s)" % (cpu_b, _online_file(cpu_b)))
+    _can_take_off_line(cpu_b)
     both = frozenset(two_cpus)
     target = spinners(procs, spawner, both, 4)
     tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "-p", str(target.pid)),
@@ -217,8 +221,7 @@ def test_the_service_says_a_real_cpu_change_once(spawner, procs, state, tmp_path
     from test_service import Service, config
     from test_service import spinners as tagged_spinners
     cpu_a, cpu_b = two_cpus
-    if not os.access(_online_file(cpu_b), os.W_OK):
-        pytest.skip("CPU %d cannot be taken off-line here (no %s)" % (cpu_b, _online_file(cpu_b)))
+    _can_take_off_line(cpu_b)
     both = frozenset(two_cpus)
     tag = "hotplug-%d" % os.getpid()
     programs = [tagged_spinners(procs, spawner, both, 2, tag) for _ in range(2)]
