@@ -802,7 +802,7 @@ def test_a_bind_checks_the_process_is_the_one_read_right_before(bound_tree):
     assert sorted(be.sample(PID).threads) == [1, 2, 3, 4]
     saved = binder.save(PID, 1)
     binder.bind(PID, 1, 0, DOMAINS[0])
-    assert libc.bound == {(PID, 1): 8}
+    assert libc.bound == {(PID, 1): binder.sets[0]}
     for name in ("lpsinfo", "lusage"):
         os.truncate(os.path.join(str(bound_tree), "proc", str(PID), name), 0)
     calls = len(libc.calls)
@@ -810,7 +810,7 @@ def test_a_bind_checks_the_process_is_the_one_read_right_before(bound_tree):
         binder.bind(PID, 4, 1, DOMAINS[1])
     with pytest.raises(NoSuchProcess):
         binder.restore(PID, 1, saved)
-    assert libc.bound == {(PID, 1): 8} and len(libc.calls) == calls
+    assert libc.bound == {(PID, 1): binder.sets[0]} and len(libc.calls) == calls
     binder.close()
 
 
