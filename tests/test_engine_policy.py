@@ -319,9 +319,12 @@ def test_other_work_crowding_a_domain_merges_and_keeps_it_merged():
     assert crowded_by_other_work(sleeper, [1, 1], [0.0, 0.5]) is False
     light = [spinner(1, 1.0, domain=0), spinner(2, 0.3, domain=1)._replace(runnable=0.3)]
     assert merge_wanted(light, [1, 1], [0.0, 0.5]) is False
-    # Not judged while the crowded domain's thread's sleeping is unknown.
+    # Judged at once, before the threads' sleeping is known (merging only
+    # hands threads back); oversubscription waits for it.
     unknown = [spinner(1, 1.0, domain=0), spinner(2, 0.5, domain=1, sleeps=None)]
-    assert merge_wanted(unknown, [1, 1], [0.0, 0.5]) is None
+    assert merge_wanted(unknown, [1, 1], [0.0, 0.5]) == OTHER_WORK
+    assert merge_wanted(unknown + [spinner(3, 0.5, domain=1, sleeps=None)], [1, 1],
+                        [0.0, 0.0]) is None
     # Oversubscription first, as before.
     three = [spinner(t, 0.5, domain=t % 2) for t in (1, 2, 3)]
     assert merge_wanted(three, [1, 1], [0.0, 0.0]) == OVERSUBSCRIBED

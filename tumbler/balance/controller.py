@@ -60,7 +60,7 @@ import time
 from ..cpulist import format_cpulist
 from ..engine.model import Domain
 from ..platform.priority import settle_priority
-from ..engine.merging import OVERSUBSCRIBED, merge_wanted, stay_merged
+from ..engine.merging import OTHER_WORK, OVERSUBSCRIBED, merge_wanted, stay_merged
 from ..engine.policy import JUDGE_INTERVAL_MS
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, mergeable
@@ -357,7 +357,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             return None
         if self._merge_wanted_ns is None:
             self._merge_wanted_ns = now
-        hold = MERGE_HOLD_WINDOWS if merged else SPLIT_HOLD_WINDOWS
+        # Other work is measured over a load window already (the capacity
+        # meter): a merge for it comes at once.
+        hold = (0 if merged == OTHER_WORK else MERGE_HOLD_WINDOWS) if merged \
+            else SPLIT_HOLD_WINDOWS
         if now - self._merge_wanted_ns < hold * self.load_window_ns:
             self._merge_pending = True
             return None

@@ -25,9 +25,10 @@ domains.  The domains split again once the grouping can be even *and*
 other work has left the merged domain (below the capacity meter's dead
 band, balance/capacity.py): a hog that stays keeps them merged.
 
-Every judgement is tri-state: None while some runnable thread's sleeping
-is not known yet (a thread that waits for a CPU most of the time may still
-block at every period, and blocking threads leave their CPU to others).
+Judging oversubscription is tri-state: None while some runnable thread's
+sleeping is not known yet (a thread that waits for a CPU most of the time
+may still block at every period, and blocking threads leave their CPU to
+others); other work is judged at once (crowded_by_other_work).
 """
 
 from .policy import RUNNABLE_SHARE, SLEEPS_PER_SECOND
@@ -62,50 +63,41 @@ def oversubscribed_unevenly(threads, cores):
 
 
 def crowded_by_other_work(threads, cores, other):
-    """Whether the always-runnable, not sleeping ``threads`` (by their
-    ``domain``) of a domain that other work competes for run slower than
-    a thread of the program could run elsewhere: their mean speed over the
-    last round below SHORTFALL times the best of the other domains -- the
-    mean speed of its own such threads, or, where it has none, what its
-    CPUs leave idle (``cores[i]`` less ``other[i]``, the CPUs of other
-    work, dead-banded: 0.0 when there is none to speak of, less what the
+    """Whether the always-runnable threads (by their ``domain``) of a
+    domain that other work competes for run slower than a thread of the
+    program could run elsewhere: their mean speed over the last round
+    below SHORTFALL times the best of the other domains -- the mean speed
+    of its own such threads, or, where it has none, what its CPUs leave
+    idle (``cores[i]`` less ``other[i]``, the CPUs of other work,
+    dead-banded: 0.0 when there is none to speak of, less what the
     program's threads there got), at most one CPU.  Other work spread
     evenly over the domains slows every bound thread alike and merging
     gains nothing; a hog on one CPU slows the thread beside it alone.
-    None: not judged yet for such a domain, and no other says yes."""
-    runnable = _runnable(threads)
-    speeds = {}                     # domain -> speeds of its candidates
+
+    Threads whose sleeping is not known yet count: merging only hands
+    threads back to the OS, and waiting 0.3 s for the counts kept a thread
+    beside a hog that long (a thread that sleeps shows it in its speed and
+    runnable share soon enough).  Those known to sleep do not."""
+    speeds = {}                     # domain -> speeds of its always-runnable threads
     got = [0.0] * len(cores)        # domain -> CPU its threads got
-    unknown = set()                 # domains with a runnable thread not judged yet
     for t in threads:
         if t.domain is None or not 0 <= t.domain < len(cores) or t.wall_ns <= 0:
             continue
         speed = thread_speed(t.exec_ns, t.wall_ns)
         got[t.domain] += speed
-        if t.runnable is None or t.runnable < RUNNABLE_SHARE:
-            continue
-        if t.sleeps_per_s is None:
-            unknown.add(t.domain)
-        elif t.sleeps_per_s < SLEEPS_PER_SECOND:
+        if t.runnable is not None and t.runnable >= RUNNABLE_SHARE and (
+                t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND):
             speeds.setdefault(t.domain, []).append(speed)
     best = [sum(speeds[i]) / len(speeds[i]) if i in speeds
             else max(0.0, min(1.0, count - others - got[i]))
             for i, (count, others) in enumerate(zip(cores, other))]
-    judged_unknown = False
     for index, others in enumerate(other):
-        if others <= 0.0 or not runnable:
+        if others <= 0.0 or index not in speeds:
             continue
-        if index in unknown:
-            judged_unknown = True
-            continue
-        if index not in speeds:
-            continue
-        here = best[index]
-        elsewhere = max((b for i, b in enumerate(best) if i != index and i not in unknown),
-                        default=0.0)
-        if here < SHORTFALL * elsewhere:
+        elsewhere = max((b for i, b in enumerate(best) if i != index), default=0.0)
+        if best[index] < SHORTFALL * elsewhere:
             return True
-    return None if judged_unknown else False
+    return False
 
 
 #: What merge_wanted and stay_merged answer for each reason (true values).
@@ -120,10 +112,9 @@ def merge_wanted(threads, cores, other):
     uneven = oversubscribed_unevenly(threads, cores)
     if uneven:
         return OVERSUBSCRIBED
-    crowded = crowded_by_other_work(threads, cores, other) if other else False
-    if crowded:
+    if other and crowded_by_other_work(threads, cores, other):
         return OTHER_WORK
-    return None if uneven is None or crowded is None else False
+    return None if uneven is None else False
 
 
 def stay_merged(threads, cores, other):
