@@ -187,7 +187,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         module docstring; returns a QuietRound), else a full one (returns
         the Decision)."""
         self._look_at_new_processes()
-        change = self.machine.replan(frozenset().union(*self.base_allowed.values()))
+        change = self.machine.replan(self._may_use)
         if change is not None:
             self._follow_machine(*change)
         if self._reshaped:
@@ -370,7 +370,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self._split_choice = None
             return "domains split again: the grouping can be even, no other work"
         union = frozenset().union(*split.domains)
-        may_use = frozenset().union(*self.base_allowed.values())
+        may_use = self._may_use()
         confined = split.confined or not may_use <= union
         names = " / ".join(format_cpulist(d) for d in split.domains)
         if merged == OVERSUBSCRIBED:
@@ -386,6 +386,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self.other_meter.other[union] = sum(other)
         self._split_choice = split
         return note
+
+    def _may_use(self):
+        """Every CPU the targets may use (their allowed CPUs when added)."""
+        return frozenset().union(*self.base_allowed.values())
 
     # -- the machine changed (balance/machine.py) ----------------------------------
 

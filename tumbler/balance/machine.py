@@ -70,7 +70,8 @@ class MachineWatch:
 
     def replan(self, may_use):
         """(DomainChoice, message) when the on-line CPUs changed since the
-        last look, else None.  ``may_use``: every CPU the program may use."""
+        last look, else None.  ``may_use()``: every CPU the program may
+        use (asked only on a change: every round calls this)."""
         change = self.changed()
         if change is None:
             return None
@@ -79,7 +80,7 @@ class MachineWatch:
         if not domains:
             return None                 # none of its CPUs on-line: nothing to balance over
         union = frozenset().union(*domains)
-        confined = planned.confined or not (frozenset(may_use) & online) <= union
+        confined = planned.confined or not (may_use() & online) <= union
         note = "%s: domains %s" % (change, " / ".join(format_cpulist(d) for d in domains))
         return DomainChoice(planned.level, domains, note, confined), note
 
