@@ -4,15 +4,14 @@ of threads bound to a CPU that goes off-line, as Linux does."""
 
 import os
 import signal
-import subprocess
 
 import pytest
 
-from conftest import REPO, thread_masks, tumbler_cmd
+from conftest import thread_masks
 from test_capacity import linux_root, split as bound_split
 from test_controller_loads import MS, PID, ScriptedBackend
-from test_reliability import env_for, finish, procs, spawner, state, wait_until  # noqa: F401
-from test_sharing import spinners
+from test_other_work import bound_across
+from test_reliability import finish, procs, spawner, state, wait_until  # noqa: F401
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
@@ -195,11 +194,7 @@ def test_a_real_cpu_off_line_and_back_is_followed(spawner, procs, state, tmp_pat
     cpu_a, cpu_b = two_cpus
     _can_take_off_line(cpu_b)
     both = frozenset(two_cpus)
-    target = spinners(procs, spawner, both, 4)
-    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "-p", str(target.pid)),
-                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: bound_split(target.pid, cpu_a, cpu_b) == (2, 2), timeout=20,
-               what="two spinners bound to each CPU")
+    target, tumbler = bound_across(procs, spawner, state, two_cpus, 4)
     try:
         _set_online(cpu_b, False)
         # Handed back: the domain of CPU b is gone while it is off-line.

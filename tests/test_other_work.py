@@ -16,18 +16,27 @@ from test_sharing import spinners
 from tumbler.balance.capacity import step_of
 
 
+def bound_across(procs, spawner, state, two_cpus, count, *options):
+    """``count`` spinners under ``tumbler --domains A/B OPTIONS -p``, once
+    they are bound evenly, one domain per CPU: (the spinners, tumbler)."""
+    cpu_a, cpu_b = two_cpus
+    target = spinners(procs, spawner, frozenset(two_cpus), count)
+    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, *options,
+                                      "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    even = (count // 2, count // 2)
+    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == even, timeout=20,
+               what="%d spinners bound to each CPU" % even[0])
+    return target, tumbler
+
+
 @linux_root
 def test_a_hog_beside_a_bound_thread_merges_the_domains_until_it_goes(
         spawner, duty, procs, state, tmp_path, two_cpus):
     cpu_a, cpu_b = two_cpus
     both = frozenset(two_cpus)
-    target = spinners(procs, spawner, both, 2)
     log = tmp_path / "run.jsonl"
-    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--log", str(log),
-                                      "-p", str(target.pid)),
-                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == (1, 1), timeout=20,
-               what="one spinner bound to each CPU")
+    target, tumbler = bound_across(procs, spawner, state, two_cpus, 2, "--log", str(log))
     hogging = hog(procs, duty, cpu_b, 0, 100)
     wait_until(lambda: any("merged: other work" in r["reason"] for r in rounds_of(log)),
                timeout=20, what="auto to merge the domains beside the hog")
@@ -70,13 +79,9 @@ def test_without_per_round_output_the_merge_is_judged_too(spawner, duty, procs, 
     """No --log: rounds may be quiet, with the table's long intervals; a
     merge waiting for its readings keeps them full and at auto's judging
     pace, so the threads are handed back within seconds of the hog."""
-    cpu_a, cpu_b = two_cpus
+    cpu_b = two_cpus[1]
     both = frozenset(two_cpus)
-    target = spinners(procs, spawner, both, 2)
-    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "-p", str(target.pid)),
-                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == (1, 1), timeout=20,
-               what="one spinner bound to each CPU")
+    target, tumbler = bound_across(procs, spawner, state, two_cpus, 2)
     time.sleep(2.0)                     # quiet rounds by now, on a quiet machine
     hogging = hog(procs, duty, cpu_b, 0, 100)
     wait_until(lambda: all(m == both for m in thread_masks(target.pid).values()),
