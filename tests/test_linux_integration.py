@@ -519,8 +519,11 @@ def test_overload_cannot_starve_the_loop(crowd):
     assert_no_traceback(result.stderr)
     ran = float(re.search(r"ran (\d+\.\d) s \(duration reached\)", result.stderr).group(1))
     assert "401 threads seen" in result.stderr
-    # At nice 0 once balancing starts, raised again by its waits for a CPU.
-    assert "loop priority: nice -20 (raised: it waited" in result.stderr
+    # At nice 0 once balancing starts, raised again if its waits for a CPU
+    # say so (whether they do depends on how much its rounds need: quiet
+    # ones may not; tests/test_priority.py holds the rule itself).
+    assert re.search(r"loop priority: nice (0 \(-20 at start-up|-20 \(raised: it waited)",
+                     result.stderr), result.stderr
     startup = re.search(r"start-up took (\d+\.\d) s", result.stderr)
     balancing = ran - (float(startup.group(1)) if startup else 0.0)
     assert balancing <= 2 + 1 + 0.1, result.stderr       # 0.1: two figures rounded
