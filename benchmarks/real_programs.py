@@ -23,7 +23,10 @@ Each program runs alone and as ``tumbler [--tumbler-args] exec -q -- PROG``
 (default policy and domains unless --tumbler-args says otherwise), in
 interleaved pairs (alone, tumbler, alone, tumbler, ...; the order inside a
 pair alternates), timed by wall clock from the outside: tumbler's own start
-and exit are included.  One untimed run first warms the page cache.
+and exit are included.  One untimed run first warms the page cache.  With
+``--baseline TREE`` each pair is a triple: the same tumbler command again
+with another work tree's tumbler first on PYTHONPATH (before and after a
+change, measured in one interleaving; the order turns by one each triple).
 
 Pairs: with --runs N, N per program.  Otherwise as many as the median
 ratio's 95% interval needs (6), then more while that interval is wider
@@ -268,25 +271,36 @@ def read_summary(path):
 
 
 def measure(argv, env, args, scratch):
-    """Interleaved pairs until enough_pairs; the program's record."""
+    """Interleaved pairs (triples with --baseline) until enough_pairs; the
+    program's record."""
     summary_path = os.path.join(scratch, "summary.json")
     managed_argv = [TUMBLER, *shlex.split(args.tumbler_args), "exec", "-q",
                     "--summary-json", summary_path, "--", *argv]
     alone, managed, rates, cpus = [], [], [], []
+    runs = [(alone, argv, env), (managed, managed_argv, env)]
+    baseline = []
+    if args.baseline:
+        # The same command line under another tree's tumbler (its modules
+        # first on the path): before and after measured in one interleaving.
+        runs.append((baseline, managed_argv, {**env, "PYTHONPATH": args.baseline}))
     wall(argv, env)                              # warm the page cache and the binary
     while not enough_pairs([t / a for a, t in zip(alone, managed)], args):
-        order = [(alone, argv), (managed, managed_argv)]
-        for times, command in (order if len(alone) % 2 == 0 else order[::-1]):
+        # The order turns by one each time: every variant runs first,
+        # second (and third) equally often.
+        turn = len(alone) % len(runs)
+        for times, command, command_env in runs[turn:] + runs[:turn]:
             if args.settle:
                 wall(argv, env)                  # untimed: see --settle
-            times.append(wall(command, env))
+            times.append(wall(command, command_env))
             if times is managed:
                 rate, cpu = read_summary(summary_path)
                 rates.append(rate)
                 cpus.append(cpu)
+            elif times is baseline and os.path.exists(summary_path):
+                os.remove(summary_path)
     ratios = [t / a for a, t in zip(alone, managed)]
     interval = median_interval(ratios)
-    return {
+    record = {
         "pairs": len(ratios),
         "alone_median_s": statistics.median(alone),
         "tumbler_median_s": statistics.median(managed),
@@ -299,6 +313,16 @@ def measure(argv, env, args, scratch):
         "alone_s": alone, "tumbler_s": managed, "ratios": ratios,
         "moves_per_s": rates, "tumbler_cpu_s": cpus,
     }
+    if baseline:
+        ratios = [b / a for a, b in zip(alone, baseline)]
+        interval = median_interval(ratios)
+        record["baseline"] = {
+            "tree": args.baseline, "tumbler_s": baseline, "ratios": ratios,
+            "ratio_median": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "ratio_ci": None if interval is None else list(interval[:2]),
+            "ratio_ci_level": None if interval is None else interval[2]}
+    return record
 
 
 def start_hog():
@@ -350,6 +374,14 @@ def print_row(name, r):
           % (name, r["pairs"], r["alone_median_s"], r["tumbler_median_s"], r["ratio_median"],
              "%.3f-%.3f" % (r["ratio_min"], r["ratio_max"]), interval,
              r["moves_per_s_median"], r["tumbler_cpu_s_median"]))
+    base = r.get("baseline")
+    if base:
+        interval = ("n/a" if base["ratio_ci"] is None
+                    else "%.3f-%.3f (%.1f%%)" % (*base["ratio_ci"], 100 * base["ratio_ci_level"]))
+        print("%-24s %5s %8s %8.3f %7.3f %13s %22s"
+              % ("  baseline", "", "", statistics.median(base["tumbler_s"]),
+                 base["ratio_median"], "%.3f-%.3f" % (base["ratio_min"], base["ratio_max"]),
+                 interval))
 
 
 def parse_args():
@@ -378,6 +410,11 @@ def parse_args():
     parser.add_argument("--background-bursty", action="store_true",
                         help="two unpinned neighbours at nice 0, each busy 50-250 ms then "
                              "idle 50-250 ms, from the first run to the last")
+    parser.add_argument("--baseline", metavar="TREE", default=None,
+                        help="also time the same tumbler command with TREE (another work "
+                             "tree of tumbler, its C modules built in place) first on "
+                             "PYTHONPATH, in the same interleaving: a before/after "
+                             "comparison in one run (a row 'baseline' under each program)")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="also write the results as JSON, one record per program")
     parser.add_argument("--settle", action="store_true",
@@ -399,6 +436,8 @@ def main():
             env = " ".join("%s=%s" % item for item in program.env.items())
             print("%-24s %s" % (name, " ".join(filter(None, [env, *program.argv]))))
         return
+    if args.baseline and not os.path.isdir(os.path.join(args.baseline, "tumbler")):
+        sys.exit("real_programs.py: --baseline %s: no tumbler package there" % args.baseline)
     if not os.path.exists(TUMBLER):
         sys.exit("real_programs.py: no %s: run this with the venv's python "
                  "(.venv/bin/python), or through benchmarks/suite.sh" % TUMBLER)
@@ -408,7 +447,8 @@ def main():
               "background_hog_cpu": HOG_CPU if args.background_hog else None,
               "background_bursty": args.background_bursty,
               "runs": args.runs, "ci_width": args.ci_width, "max_runs": args.max_runs,
-              "settle": args.settle, "ratio_ci_method": "sign test"}
+              "settle": args.settle, "baseline": args.baseline,
+              "ratio_ci_method": "sign test"}
     print("load average %.2f at start; %d CPUs; tumbler %s; pairs: %s%s"
           % (header["load_average_start"], CORES, " ".join(tumbler_args) or "(defaults)",
              args.runs if args.runs is not None

@@ -321,8 +321,56 @@ def test_without_switch_counts_auto_leaves_crowded_threads_to_the_os_calmly():
             backend.run(tid, share * 100, lat_ms=(1 - share) * 100)
         decision = controller.round()
     assert decision.engaged == [] and decision.pins == {}
-    assert decision.interval_ms == WATCH_INTERVAL_MS
+    assert decision.interval_ms >= WATCH_INTERVAL_MS     # the watch, paced (below)
     assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores"
+
+
+def _watched(policy, shares, rounds, born_at=None):
+    """The intervals of ``rounds`` full rounds of a single 2-CPU domain
+    whose always-runnable threads run ``shares`` each round, every round
+    after the interval the last one chose; a thread is born before round
+    ``born_at``."""
+    backend = ScriptedBackend()
+    for tid in shares:
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset({0, 1}),), "test")
+    controller = Controller(backend, NullBinder(), policy, choice, quiet_rounds=False)
+    controller.add_target(PID)
+    intervals, interval = [], 100
+    for index in range(rounds):
+        if index == born_at:
+            shares = {**shares, 999: 0.0}
+            backend.run(999, 0)
+        backend.now += interval * MS
+        for tid, share in shares.items():
+            backend.run(tid, share * interval, lat_ms=(1 - share) * interval)
+        decision = controller.round()
+        intervals.append(interval := decision.interval_ms)
+    return intervals, controller
+
+
+def test_auto_paces_a_single_domain_it_only_watches():
+    """auto on one domain with nothing to do (three threads that only
+    compute: no evidence of barriers) spaces its rounds twice as far each
+    time, up to the variation table's idle interval; a thread born starts
+    the pace again, and a fixed --interval is never paced."""
+    from tumbler.engine.policy import WATCH_INTERVAL_MS, make_policy
+    from tumbler.engine.variation import DEFAULT_IDLE_INTERVAL_MS
+    shares = {101: 0.5, 102: 0.5, 103: 1.0}
+    calm, controller = _watched(make_policy("auto"), shares, 7)
+    assert calm == [WATCH_INTERVAL_MS, 2 * WATCH_INTERVAL_MS, DEFAULT_IDLE_INTERVAL_MS,
+                    DEFAULT_IDLE_INTERVAL_MS, DEFAULT_IDLE_INTERVAL_MS,
+                    DEFAULT_IDLE_INTERVAL_MS, DEFAULT_IDLE_INTERVAL_MS], calm
+    # A round that engaged or pinned keeps its interval and restarts the pace.
+    assert controller.paced_ms(WATCH_INTERVAL_MS, acting=True) == WATCH_INTERVAL_MS
+    assert controller.paced_ms(WATCH_INTERVAL_MS) == WATCH_INTERVAL_MS
+    born, _ = _watched(make_policy("auto"), shares, 6, born_at=4)
+    assert born[3] == DEFAULT_IDLE_INTERVAL_MS and born[4] == WATCH_INTERVAL_MS, born
+    fixed, _ = _watched(make_policy("auto", fixed_interval_ms=WATCH_INTERVAL_MS), shares, 6)
+    assert fixed == [WATCH_INTERVAL_MS] * 6
+    # The tumbler policy's intervals are the variation table's: not paced.
+    table, _ = _watched(make_policy("tumbler"), shares, 6)
+    assert max(table) <= DEFAULT_IDLE_INTERVAL_MS and table != calm
 
 
 def _oversubscribed(level="explicit", policy="auto"):

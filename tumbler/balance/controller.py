@@ -39,7 +39,7 @@ The jobs, one module each (mixins of ``Controller``, sharing its state):
 =================  ========================================================
 ``threads.py``     targets, their threads (and new processes: --children),
                    loads over the load window
-``quiet.py``       quiet rounds (and their data)
+``quiet.py``       quiet rounds (and their data); the paced watch
 ``speedstep.py``   crowded domains, the policy's view, speed steps
 ``placer.py``      every change of placement, journalled before it is made
 ``handback.py``    putting every thread back; children of bound threads
@@ -161,6 +161,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             self.other_meter = CapacityMeter(backend, self.load_window_ns, self.warn)
         self._other_seen = None     # other work per domain at the last full round
         self._next_round = None     # monotonic s; set by start_clock
+        self._calm = None           # (threads, ms) of the last paced watch (quiet.py)
         self._reshaped = False      # reshape() gave new domains: place every thread
         self._orphans_of = None     # (root, its CPUs) while tumbler keeps orphans
         self._own_processes = frozenset     # () -> PIDs of tumbler's own children
@@ -178,8 +179,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         """The Decision of the last round (of a quiet one too, built now)."""
         decision = self._last_decision
         if type(decision) is QuietRound:
+            interval = decision.interval_ms         # paced (quiet.py, paced_ms)
             decision = self._last_decision = self.policy.quiet_decision(
                 decision.summary, self.domains, decision.assignment)
+            decision.interval_ms = decision.plan.interval_ms = interval
         return decision
 
     def round(self):
@@ -214,6 +217,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
             decision.interval_ms = plan.interval_ms = JUDGE_INTERVAL_MS
         if merge_note:
             plan.reason += "; " + merge_note
+        decision.interval_ms = plan.interval_ms = self.paced_ms(
+            decision.interval_ms, decision.engaged or decision.pins)
         applied, self.placed_between_rounds = self.placed_between_rounds, []
         for thread, _, _ in applied:
             self._refresh_name(thread)      # placed at birth, often renamed since
@@ -500,10 +505,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._scanned = now             # last look for new threads
 
     def resume(self):
-        """A full round at the next tick: the service woke this program
-        from parking (service/loop.py); the quiet rounds' roster and the
-        due times from before may no longer hold."""
+        """A full round at the next tick, unpaced: the service woke this
+        program from parking (service/loop.py), nothing from before holds."""
         self._leave_quiet()
+        self._calm = None
         self._next_round = time.monotonic()
 
     def tick(self, slack=0.0):
@@ -528,10 +533,12 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         elif self._next_step is not None and now >= self._next_step:
             step_ms = self.speed_step()
             self._next_step = None if step_ms is None else time.monotonic() + step_ms / 1000.0
-        elif early - self._scanned >= self.discover_s:
+        elif self._calm is None and early - self._scanned >= self.discover_s:
             self.discover()
             self._scanned = now
-        wake = min(self._next_round, self._scanned + self.discover_s)
+        # A paced watch (quiet.py) looks for new threads at its rounds only.
+        wake = self._next_round if self._calm else min(self._next_round, self._scanned
+                                                       + self.discover_s)
         if self._next_step is not None:
             wake = min(wake, self._next_step)
         return wake

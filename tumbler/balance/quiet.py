@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from array import array
 
-from ..engine.policy import RUNNABLE_SHARE
+from ..engine.policy import RUNNABLE_SHARE, WATCH_INTERVAL_MS
 from ..engine.leftout import left_out_of_total
 from ..engine.grouping import spread
 from ..engine.window import OUTSIDE, summarize_window
@@ -193,7 +193,7 @@ class QuietRounds:
             roster.unmeasured = True
         self.pins_made = []
         self._last_decision = decision = tuple.__new__(
-            QuietRound, (verdict[0], summary, rosters[0].assignment, None))
+            QuietRound, (self.paced_ms(verdict[0]), summary, rosters[0].assignment, None))
         self.stats.intervals += 1
         self.stats.quiet += 1
         if not self.choice.single:
@@ -258,3 +258,27 @@ class QuietRounds:
                 thread.prev_wall = history[-2].wall_ns
                 thread.prev_run = before[thread.tid].run_ns
             self._measure_threads(history[-1], history[0])
+
+    def paced_ms(self, interval, acting=False):
+        """The interval to the next round: the decision's (``interval``;
+        ``acting``: it engaged or pinned), except where auto
+        only watches a single domain (WATCH_INTERVAL_MS: nothing engaged,
+        pinned or being judged, no merged domains to split) and the rounds
+        keep finding the same threads: then twice the last, up to the
+        variation table's idle interval (800 ms).  Such rounds can only
+        find that speed balancing should engage now, and each costs CPU the
+        program could use: 24 rounds in 4.5 s took 30 ms of CPU beside an
+        OpenMP kernel of 3 threads on 2 CPUs (BENCHMARKS.md, issue 27).
+        Any other decision, or another thread count, starts again from the
+        decision's own interval."""
+        policy = self.policy
+        if acting or interval != WATCH_INTERVAL_MS or policy.name != "auto" \
+                or policy.fixed_interval_ms is not None or not self.choice.single \
+                or self._split_choice is not None or self._speeding:
+            self._calm = None
+            return interval
+        count = len(self.threads)
+        if self._calm is not None and self._calm[0] == count:
+            interval = min(2 * self._calm[1], policy.table.idle_interval_ms)
+        self._calm = (count, interval)
+        return interval

@@ -82,7 +82,8 @@ Policies:
              6. On a single domain with speed balancing idle, rounds come
                 every ``WATCH_INTERVAL_MS`` (200 ms): there is nothing
                 else to do, and each round costs CPU the program could
-                use.  While a domain has more runnable threads than cores
+                use (the controller spaces them further while they find
+                the same threads: balance/controller.py, ``paced_ms``).  While a domain has more runnable threads than cores
                 whose sleeping is not yet known (it takes readings over
                 0.3 s), rounds come every ``JUDGE_INTERVAL_MS`` (100 ms).
              7. *Other work* -- CPU time of a domain's CPUs that no thread
