@@ -27,7 +27,7 @@ of known lock time on Linux (``tracing.check``); a figure outside the
 tolerance makes the exit status 1.
 
 Without the tracing tool or the privilege it needs, one line says which and
-how to get it, and the exit status is 1 (``tumbler.tracing.session.check_tool``).
+how to get it, and the exit status is 1 (``tumbler.tracing.tool.check_tool``).
 ``--json`` keys are documented in ``probe_record``.
 """
 
