@@ -1,4 +1,8 @@
-"""Platform layer: one small interface (``base``), one backend per OS.
+"""Platform layer: one small interface (``base``), one backend per OS
+(``linux/``, ``illumos/``), and what tumbler's own process needs from the
+OS (priority.py, limits.py, signals.py).  Processes and threads are read
+(/proc, /sys, kstat) and bound here only; it imports nothing above the
+leaves.
 
 The backend is chosen from ``sys.platform`` (psutil style), or explicitly
 with ``--platform`` so captured trees of either OS can be read anywhere.
