@@ -126,10 +126,6 @@ class ProbeSession:
                 self.kill()
         return False
 
-    @property
-    def running(self):
-        return self._running
-
     def start(self, pids, kinds=KINDS, domain_of_cpu=None):
         """Start tracing ``pids`` for ``kinds``; return once probes are attached."""
         if self._running or self._children:
@@ -314,10 +310,6 @@ class ProbeSession:
         Raises TumblerError if a tracing process died with an error.
         """
         return self.reading()[0]
-
-    def totals(self):
-        """``{pid: record}`` from :meth:`snapshot`."""
-        return process_totals(self.snapshot())
 
     @property
     def lost_events(self):
