@@ -4,7 +4,7 @@ Owns parsing (click in main.py; exec's common options without click in
 quick.py; the balancing options once, options.py, and the settings made of
 them, settings.py), what a command prints, and each subcommand (a module
 per command, loaded only when it runs: main.SUBCOMMANDS).  Every error
-reaches the user here, once: report.py.
+reaches the user here, once (report.py; click's own in main.py).
 
 The top layer: it may import every layer below; nothing below imports it.
 A command never imports another command's private names: what two share
