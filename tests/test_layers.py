@@ -1,6 +1,6 @@
 """The package's layers, read from its import statements (ast, no tool).
 
-Layer order, one way only (the developers' guide; README.md, "Code map")::
+Layer order, one way only (README.md, "Code map")::
 
     commands  ->  service  ->  balance, state, tracing, observers
               ->  engine, platform  ->  errors, cpulist, config, safefile, escape
@@ -133,8 +133,10 @@ def test_no_import_cycle():
 
 
 #: Packages split into a module per job, and the size none of their modules
-#: may grow past (issue 28: "no module above 550 lines").
-SPLIT_PACKAGES = ("tumbler.commands.compare", "tumbler.engine", "tumbler.balance")
+#: may grow past (issue 28: "no module above 550 lines").  Not yet held by
+#: service/ (loop.py) and platform/ (the backends, cpuset.py, pset.py).
+SPLIT_PACKAGES = ("tumbler.commands", "tumbler.engine", "tumbler.balance",
+                  "tumbler.tracing", "tumbler.observers", "tumbler.state")
 MAX_MODULE_LINES = 550
 
 

@@ -258,9 +258,9 @@ def traced_prints(trace, prints, start=5 * MS, listed=(), waiters=None):
     at each time of ``prints`` (ns) to a ProbeStream: ``[(at, values)]``.
     ``listed``: the LWPs ProbeSession lists to locktime.d (its prelude);
     ``waiters``: those it then finds asleep in a lock wait."""
-    from tumbler.tracing import parse, session
-    lock = Program(session._with_prelude("illumos", PROBES / "locktime.d",
-                                         session._dtrace_prelude("locktime", None, PID, listed)),
+    from tumbler.tracing import parse, scripts
+    lock = Program(scripts.with_prelude("illumos", PROBES / "locktime.d",
+                                        scripts.dtrace_prelude("locktime", None, PID, listed)),
                    PID)
     runq = Program(script("runqlat"), PID)
     for program in (lock, runq):

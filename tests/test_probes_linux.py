@@ -21,6 +21,7 @@ import pytest
 from conftest import wait_until
 from tumbler.tracing import check as probe_check
 from tumbler.tracing import session as probe
+from tumbler.tracing.tool import ensure_tracefs
 from tumbler.errors import TumblerError
 from tumbler.platform import open_backend
 from tumbler.platform.linux.backend import LinuxBackend
@@ -120,7 +121,7 @@ WORKLOAD_C = textwrap.dedent(r"""
 def workload_bin(tmp_path_factory):
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build the workloads")
-    probe.ensure_tracefs()
+    ensure_tracefs()
     d = tmp_path_factory.mktemp("probe-workloads")
     src = d / "work.c"
     src.write_text(WORKLOAD_C)
@@ -383,7 +384,7 @@ def test_a_wait_in_progress_at_the_start_found_only_at_its_end(lockwait, monkeyp
 
 def test_locktime_loads_without_futex_waitv(lockwait, monkeypatch):
     """Kernels before 5.16 lack futex_waitv's tracepoints: those lines go."""
-    monkeypatch.setattr(probe, "_has_futex_waitv", lambda: False)
+    monkeypatch.setattr(probe, "has_futex_waitv", lambda: False)
     with probe.ProbeSession(period_ms=100) as session:
         session.start([lockwait.pid], ["locks"])
         values, span, _ = intervals(session, "locks", 1)[0]

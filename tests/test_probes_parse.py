@@ -15,7 +15,10 @@ import pytest
 
 from d_model import split_script
 from tumbler.tracing import parse as pp
+from tumbler.tracing import process as probe_process
+from tumbler.tracing import scripts
 from tumbler.tracing import session as probe
+from tumbler.tracing import tool as probe_tool
 from tumbler.errors import TumblerError, UsageError
 from tumbler.platform.linux import backend as linux_backend
 
@@ -474,38 +477,38 @@ def test_d_probe_names():
 # -- preludes -------------------------------------------------------------------
 
 def test_bpftrace_prelude_lines():
-    text = probe._bpftrace_prelude("migrations", (10, 20), {10: [10, 11], 20: [20, 21]},
+    text = scripts.bpftrace_prelude("migrations", (10, 20), {10: [10, 11], 20: [20, 21]},
                                    {0: 0, 1: 1})
     assert text == ("@target[20] = 1; @tgid[11] = 10; @tgid[20] = 20; "
                     "@tgid[21] = 20; @dom[0] = 1; @dom[1] = 2;")
     # locktime: the threads listed, each also in @lock_seen (a thread that
     # leaves it has exited)
-    assert probe._bpftrace_prelude("locktime", (10, 20), {10: [10, 11]}, {0: 0}) == (
+    assert scripts.bpftrace_prelude("locktime", (10, 20), {10: [10, 11]}, {0: 0}) == (
         "@target[20] = 1; @lock_seen[10, 10] = 0; @tgid[11] = 10; @lock_seen[10, 11] = 0; "
         "@tgid[20] = 20;")
     # no thread list (too many threads): still the other processes' main threads
-    assert probe._bpftrace_prelude("runqlat", (10, 20), {}, None) == (
+    assert scripts.bpftrace_prelude("runqlat", (10, 20), {}, None) == (
         "@target[20] = 1; @tgid[20] = 20;")
 
 
 def test_with_prelude_inserts_at_the_mark():
-    path = probe.find_script("linux", "migrations")
-    text = probe._with_prelude("linux", path, "@dom[0] = 1;")
+    path = scripts.find_script("linux", "migrations")
+    text = scripts.with_prelude("linux", path, "@dom[0] = 1;")
     begin = text[text.index("\nBEGIN\n"):text.index("printf(\"tumbler-probe migrations ready")]
     assert "\t@dom[0] = 1; // TUMBLER-PRELUDE\n" in begin
     # same line numbers as the file, for the tool's error messages
     assert text.count("\n") == path.read_text().count("\n")
-    dtext = probe._with_prelude("illumos", probe.find_script("illumos", "migrations"),
-                                probe._dtrace_prelude("migrations", {0: 0, 3: 1}))
+    dtext = scripts.with_prelude("illumos", scripts.find_script("illumos", "migrations"),
+                                scripts.dtrace_prelude("migrations", {0: 0, 3: 1}))
     assert "\tdom[0] = 1; dom[3] = 2; /* TUMBLER-PRELUDE */\n" in dtext
-    assert probe._dtrace_prelude("runqlat", {0: 0}) == ""
+    assert scripts.dtrace_prelude("runqlat", {0: 0}) == ""
 
 
 def test_with_prelude_needs_exactly_one_mark(tmp_path):
     p = tmp_path / "x.bt"
     p.write_text("BEGIN { }\n")
     with pytest.raises(TumblerError, match="TUMBLER-PRELUDE"):
-        probe._with_prelude("linux", p, "@x[1] = 1;")
+        scripts.with_prelude("linux", p, "@x[1] = 1;")
 
 
 # -- waits in progress at the start: what /proc shows ---------------------------
@@ -549,8 +552,8 @@ def test_lock_waiters_read_syscall_and_state(tmp_path, monkeypatch):
 
 
 def test_waitv_lines_go_on_kernels_without_futex_waitv():
-    path = probe.find_script("linux", "locktime")
-    text = probe._with_prelude("linux", path, "", probe.WAITV_MARK)
+    path = scripts.find_script("linux", "locktime")
+    text = scripts.with_prelude("linux", path, "", scripts.WAITV_MARK)
     assert "futex_waitv" not in text.split("*/", 1)[1]
     assert text.count("\n") == path.read_text().count("\n")       # same line numbers
     assert "tracepoint:syscalls:sys_exit_futex\n/@start" in text
@@ -559,17 +562,17 @@ def test_waitv_lines_go_on_kernels_without_futex_waitv():
 # -- finding scripts ------------------------------------------------------------
 
 def test_find_script_in_checkout():
-    assert probe.find_script("linux", "runqlat") == PROBES / "linux" / "runqlat.bt"
-    assert probe.find_script("illumos", "locktime") == PROBES / "illumos" / "locktime.d"
+    assert scripts.find_script("linux", "runqlat") == PROBES / "linux" / "runqlat.bt"
+    assert scripts.find_script("illumos", "locktime") == PROBES / "illumos" / "locktime.d"
 
 
 def test_find_script_env_first_then_checkout(tmp_path, monkeypatch):
     (tmp_path / "linux").mkdir()
     (tmp_path / "linux" / "locktime.bt").write_text("// mine\n")
     monkeypatch.setenv("TUMBLER_PROBES", str(tmp_path))
-    assert probe.find_script("linux", "locktime") == tmp_path / "linux" / "locktime.bt"
-    assert probe.find_script("linux", "runqlat") == PROBES / "linux" / "runqlat.bt"
-    assert probe.probe_dirs()[0] == tmp_path
+    assert scripts.find_script("linux", "locktime") == tmp_path / "linux" / "locktime.bt"
+    assert scripts.find_script("linux", "runqlat") == PROBES / "linux" / "runqlat.bt"
+    assert scripts.probe_dirs()[0] == tmp_path
 
 
 def test_find_script_installed_prefix(tmp_path, monkeypatch):
@@ -577,18 +580,18 @@ def test_find_script_installed_prefix(tmp_path, monkeypatch):
     share.mkdir(parents=True)
     (share / "runqlat.d").write_text("/* */\n")
     monkeypatch.delenv("TUMBLER_PROBES", raising=False)
-    monkeypatch.setattr(probe.sys, "prefix", str(tmp_path))
-    monkeypatch.setattr(probe, "__file__", str(tmp_path / "lib" / "tumbler" / "probe.py"))
-    assert probe.find_script("illumos", "runqlat") == share / "runqlat.d"
+    monkeypatch.setattr(scripts.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(scripts, "__file__", str(tmp_path / "lib" / "tumbler" / "probe.py"))
+    assert scripts.find_script("illumos", "runqlat") == share / "runqlat.d"
     with pytest.raises(TumblerError, match="locktime.d not found"):
-        probe.find_script("illumos", "locktime")
+        scripts.find_script("illumos", "locktime")
 
 
 def test_find_script_rejects_unknown_names():
     with pytest.raises(UsageError):
-        probe.find_script("linux", "offcpu")
+        scripts.find_script("linux", "offcpu")
     with pytest.raises(UsageError):
-        probe.find_script("freebsd", "runqlat")
+        scripts.find_script("freebsd", "runqlat")
 
 
 # -- tool checks ------------------------------------------------------------------
@@ -600,69 +603,69 @@ def one_line(exc_info):
 
 
 def test_check_tool_bpftrace_missing(monkeypatch):
-    monkeypatch.setattr(probe.shutil, "which", lambda name: None)
+    monkeypatch.setattr(probe_tool.shutil, "which", lambda name: None)
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("linux")
+        probe_tool.check_tool("linux")
     assert "apt-get install bpftrace" in one_line(info)
 
 
 def test_check_tool_needs_privilege(monkeypatch):
-    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(probe.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(probe_tool.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(probe_tool.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(linux_backend, "has_capability", lambda bit: False)
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("linux")
+        probe_tool.check_tool("linux")
     assert "CAP_BPF" in one_line(info) and "root" in one_line(info)
     # CAP_BPF + CAP_PERFMON is enough
     monkeypatch.setattr(linux_backend, "has_capability", lambda bit: bit in (38, 39))
-    monkeypatch.setattr(probe, "_tracefs_ready", lambda: True)
-    assert probe.check_tool("linux") == "/usr/bin/bpftrace"
+    monkeypatch.setattr(probe_tool, "_tracefs_ready", lambda: True)
+    assert probe_tool.check_tool("linux") == "/usr/bin/bpftrace"
 
 
 def test_check_tool_tracefs_not_mounted(monkeypatch):
-    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(probe.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(probe, "_tracefs_ready", lambda: False)
+    monkeypatch.setattr(probe_tool.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(probe_tool.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(probe_tool, "_tracefs_ready", lambda: False)
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("linux")
+        probe_tool.check_tool("linux")
     assert "mount -t tracefs nodev /sys/kernel/" in one_line(info)
 
 
 def test_ensure_tracefs_not_root_does_nothing(monkeypatch):
-    monkeypatch.setattr(probe, "_tracefs_ready", lambda: False)
-    monkeypatch.setattr(probe.os, "geteuid", lambda: 1000)
-    assert probe.ensure_tracefs() is None
+    monkeypatch.setattr(probe_tool, "_tracefs_ready", lambda: False)
+    monkeypatch.setattr(probe_tool.os, "geteuid", lambda: 1000)
+    assert probe_tool.ensure_tracefs() is None
 
 
 def test_check_tool_dtrace(monkeypatch):
-    monkeypatch.setattr(probe.shutil, "which", lambda name: None)
-    monkeypatch.setattr(probe.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(probe_tool.shutil, "which", lambda name: None)
+    monkeypatch.setattr(probe_tool.os.path, "exists", lambda p: False)
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("illumos")
+        probe_tool.check_tool("illumos")
     assert "dtrace not found" in one_line(info)
-    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
-    monkeypatch.setattr(probe.os, "geteuid", lambda: 100)
+    monkeypatch.setattr(probe_tool.shutil, "which", lambda name: "/usr/sbin/dtrace")
+    monkeypatch.setattr(probe_tool.os, "geteuid", lambda: 100)
     missing = ["dtrace_kernel"]
-    monkeypatch.setattr(probe, "_illumos_missing_privileges", lambda: missing)
+    monkeypatch.setattr(probe_tool, "_illumos_missing_privileges", lambda: missing)
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("illumos")
+        probe_tool.check_tool("illumos")
     assert "dtrace_kernel" in one_line(info)
     missing = []
-    assert probe.check_tool("illumos") == "/usr/sbin/dtrace"
+    assert probe_tool.check_tool("illumos") == "/usr/sbin/dtrace"
 
 
 def test_check_tool_in_a_non_global_zone_says_root_will_not_do(monkeypatch):
     from tumbler.platform.illumos import zone
-    monkeypatch.setattr(probe.shutil, "which", lambda name: "/usr/sbin/dtrace")
-    monkeypatch.setattr(probe.os, "geteuid", lambda: 0)         # root, all the same
+    monkeypatch.setattr(probe_tool.shutil, "which", lambda name: "/usr/sbin/dtrace")
+    monkeypatch.setattr(probe_tool.os, "geteuid", lambda: 0)         # root, all the same
     monkeypatch.setattr(zone, "zone_name", lambda: "web1")
     with pytest.raises(TumblerError) as info:
-        probe.check_tool("illumos")
+        probe_tool.check_tool("illumos")
     message = one_line(info)
     assert "dtrace_kernel" in message and "web1" in message and "global zone" in message
     assert "run as root" not in message
     monkeypatch.setattr(zone, "zone_name", lambda: "global")
-    assert probe.check_tool("illumos") == "/usr/sbin/dtrace"
+    assert probe_tool.check_tool("illumos") == "/usr/sbin/dtrace"
 
 
 # -- session arguments ----------------------------------------------------------
@@ -745,7 +748,7 @@ def test_next_reading_takes_a_print_made_after_the_call_not_one_arriving_after_i
     made after it (test_probe_cmd's cross-domain count was once 7 of 8:
     the final values missed a move tumbler had seen done)."""
     import threading
-    child = probe._Child("migrations", ["bpftrace"], ["migrations"], "json")
+    child = probe_process.TracingProcess("migrations", ["bpftrace"], ["migrations"], "json")
     child.take_line(mark("ready", 1, "migrations"), 1)
     since = time.monotonic_ns()
     key = (7, 8)

@@ -1,8 +1,14 @@
-"""Exceptions that reach the user, each with its documented exit status.
+"""What reaches the user: exceptions, each with its documented exit
+status, and the lines tumbler says on stderr as it goes on.
 
 Backends raise the platform exceptions in ``tumbler.platform.base``; the CLI
 maps every one of them, once, to a line on stderr and an exit status.
+``tell`` and ``warn`` print the lines tumbler says on stderr as it goes on
+(``tumbler: ...``, ``tumbler: warning: ...``), for every layer: this module
+is loaded on every path, so they cost ``tumbler exec`` no import.
 """
+
+import sys
 
 EXIT_OK = 0
 EXIT_FAILURE = 1      # runtime failure: unknown PID, missing privilege
@@ -14,6 +20,17 @@ def exit_status(returncode):
     killed by signal N (Popen's and spawn.Command's ``returncode`` is -N),
     so that ``exec`` and ``compare`` pass on what the command did."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def tell(message):
+    """``tumbler: MESSAGE`` on stderr: what a run says as it goes on."""
+    print("tumbler: " + message, file=sys.stderr)
+
+
+def warn(message):
+    """``tumbler: warning: MESSAGE`` on stderr: something went wrong and
+    tumbler goes on."""
+    print("tumbler: warning: " + message, file=sys.stderr)
 
 
 class TumblerError(Exception):

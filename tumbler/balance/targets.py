@@ -1,9 +1,12 @@
-"""Validating the processes named with ``-p``, shared by every command.
+"""A balancing run's targets: which processes it may take, and the CPUs
+they may use (what its domains are cut down to).
 
 Looking at a process (stat, probe) needs it to exist and be a process, not
 one of its threads.  Managing it (a balancing run) also refuses tumbler
 itself, PID 1 and kernel threads unless forced: moving those is rarely what
-an admin meant and can hurt the whole machine.
+an admin meant and can hurt the whole machine.  These are balancing's
+rules (do no harm), so they live here; ``stat`` and ``probe`` import them
+downwards, as they look at the processes a run would take.
 """
 
 import os

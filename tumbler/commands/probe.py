@@ -27,7 +27,7 @@ of known lock time on Linux (``tracing.check``); a figure outside the
 tolerance makes the exit status 1.
 
 Without the tracing tool or the privilege it needs, one line says which and
-how to get it, and the exit status is 1 (``tumbler.tracing.session.check_tool``).
+how to get it, and the exit status is 1 (``tumbler.tracing.tool.check_tool``).
 ``--json`` keys are documented in ``probe_record``.
 """
 
@@ -40,7 +40,7 @@ import click
 from ..tracing import check as probe_check
 from ..tracing import session as probe
 from ..cpulist import format_cpulist
-from ..errors import TumblerError, UsageError
+from ..errors import TumblerError, UsageError, warn
 from ..platform import native_platform, open_backend
 from ..platform.base import NoSuchProcess
 from ..observers.probes import FIELDS_OF_KIND, check_tracing
@@ -49,7 +49,7 @@ from .settings import check_duration
 from .shared import (cpu_domain_map, domain_choice, format_cell, format_domains,
                      global_option, snapshot, thread_percentages)
 from ..balance.targets import check_process
-from ..balance.waiting import SignalWaiter
+from ..platform.signals import SignalWaiter
 from ..records import record
 
 DEFAULT_DURATION_S = 5.0
@@ -409,8 +409,8 @@ def probe_command(ctx, kind, pids, duration, level, domains_text, check, as_json
         for line in format_record(record):
             click.echo(line)
     if lost:
-        click.echo("tumbler: warning: %s lost %d events: the counts are low"
-                   % ("bpftrace" if platform == "linux" else "dtrace", lost), err=True)
+        warn("%s lost %d events: the counts are low"
+             % ("bpftrace" if platform == "linux" else "dtrace", lost))
     if check and not record["check"]["ok"]:
         bad = [f for f in record["check"]["figures"] if not f["ok"]]
         raise TumblerError("probe check: %d of %d figures disagree with the kernel's"

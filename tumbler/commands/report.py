@@ -4,7 +4,7 @@ exit status (tumbler(8), EXIT STATUS).  Shared by the click command line
 
 import sys
 
-from ..errors import EXIT_FAILURE, TumblerError
+from ..errors import EXIT_FAILURE, TumblerError, tell
 
 
 def die(exc):
@@ -16,5 +16,5 @@ def die(exc):
         message, status = "permission denied: %s (needs %s)" % (exc, exc.privilege), EXIT_FAILURE
     else:
         message, status = str(exc), EXIT_FAILURE
-    print("tumbler: %s" % message, file=sys.stderr)
+    tell(message)
     sys.exit(status)

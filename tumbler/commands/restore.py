@@ -30,7 +30,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_FAILURE, TumblerError, UsageError
+from ..errors import EXIT_FAILURE, TumblerError, UsageError, tell
 from ..platform import open_backend
 from ..platform.base import PlatformError
 from ..state import (Lock, StateError, checked_dir, list_states, read_state,
@@ -59,10 +59,6 @@ def _say(line):
     click.echo(line)
 
 
-def _complain(line):
-    click.echo("tumbler: " + line, err=True)
-
-
 def run_restore(pids, platform=None, directory=None):
     """Restore state files (all, or of ``pids``); return the exit status."""
     # $TUMBLER_STATE_DIR is honoured only where it passes the checks every
@@ -83,7 +79,7 @@ def run_restore(pids, platform=None, directory=None):
         except FileNotFoundError:
             continue                # restored meanwhile by someone else
         except StateError as exc:
-            _complain(str(exc))
+            tell(str(exc))
             failed = True
             continue
         owner = data["tumbler"]
@@ -95,15 +91,15 @@ def run_restore(pids, platform=None, directory=None):
             message = ("process %d is managed by running tumbler PID %d; it restores its "
                        "threads when it stops" % (state_file.pid, holder or owner.get("pid")))
             if pids:
-                _complain(message)
+                tell(message)
                 failed = True
             else:
-                _complain(message + ": left alone")
+                tell(message + ": left alone")
             continue
         try:
             report = restore_state(state_file, backend, locked=True, remove_resources=False)
         except (StateError, PlatformError) as exc:
-            _complain(str(exc))
+            tell(str(exc))
             failed = True
             blocked.add(key)
             continue
@@ -113,12 +109,12 @@ def run_restore(pids, platform=None, directory=None):
         lines = report.lines()
         _say(lines[0])
         for line in lines[1:]:
-            _complain(line)
+            tell(line)
         if report.failed:
             failed = True
             blocked.add(key)
-            _complain("state of process %d kept in %s; fix the cause and run tumbler "
-                      "restore again" % (state_file.pid, state_file.path))
+            tell("state of process %d kept in %s; fix the cause and run tumbler "
+                 "restore again" % (state_file.pid, state_file.path))
         entry = finished.setdefault(key, (data.get("binder"), {}, owner.get("pid")))
         _merge_resources(entry[1], data.get("resources"))
 
@@ -174,7 +170,7 @@ def _remove(backend, kind, resources, owner_pid):
         binder = backend.binder(kind)
         return remove_resources_of(binder, resources, owner_pid), True
     except (PlatformError, TumblerError) as exc:
-        _complain("could not remove what tumbler %d created: %s" % (owner_pid, exc))
+        tell("could not remove what tumbler %d created: %s" % (owner_pid, exc))
         return [], False
 
 
@@ -185,7 +181,7 @@ def _remove_orphans(backend, known_owners):
     done, ok = False, True
     for owner, removed, error in backend.remove_orphans(known_pids):
         if error:
-            _complain(error)
+            tell(error)
             ok = False
         if removed:
             done = True

@@ -11,12 +11,12 @@ import sys
 import time
 
 # ``signal`` without its enums: imported before ``exec`` starts its command
-# (balance/waiting.py says why).
+# (platform/signals.py says why).
 import _signal as signal
 
-from ..balance.waiting import SignalWaiter
+from ..platform.signals import SignalWaiter
 from ..config import moves_threads
-from ..errors import EXIT_FAILURE, TumblerError, UsageError, exit_status
+from ..errors import EXIT_FAILURE, TumblerError, UsageError, exit_status, tell
 
 # Everything else -- the platform layer, the loop, the engine, the journal,
 # the observers -- is imported where it is used: ``exec`` starts its
@@ -148,8 +148,12 @@ def _write_summary(out, record):
             json.dump(record, out)
             out.write("\n")
     except OSError as exc:
-        print("tumbler: cannot write summary %s: %s" % (out.name, exc.strerror),
-              file=sys.stderr)
+        tell("cannot write summary %s: %s" % (out.name, exc.strerror))
+
+
+def _tell_unrestored(failed):
+    tell("%d thread%s could not be restored; `tumbler restore` retries"
+         % (failed, "" if failed == 1 else "s"))
 
 
 def _begin(controller, settings):
@@ -178,8 +182,7 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
     it to forward signals to a command that outlives balancing)."""
     failed = controller.restore_all()
     if failed and controller.journal is not None:
-        print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
-              % (failed, "" if failed == 1 else "s"), file=sys.stderr)
+        _tell_unrestored(failed)
     if waiter is not None:
         waiter.close()
     for observer in observers:
@@ -196,10 +199,10 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
     if not settings["quiet"]:
         from ..observers.summary import summary_lines
         for line in summary_lines(controller, wall, cpu, reason):
-            print("tumbler: " + line, file=sys.stderr)
+            tell(line)
         for observer in observers:
             for line in observer.summary_lines():
-                print("tumbler: " + line, file=sys.stderr)
+                tell(line)
     return failed
 
 
@@ -312,8 +315,7 @@ def run_space_shared(settings, pids):
         for observer in observers:
             observer.close()
         raise
-    say = (lambda message: None) if settings["quiet"] else \
-        (lambda message: print("tumbler: " + message, file=sys.stderr))
+    say = (lambda message: None) if settings["quiet"] else tell
     sharing = SpaceSharing(settings["share_policy"], log=say, counters=LlcMeter(first, say))
     started, cpu_before, deadline = _begin(programs[0][1], settings)
     reason = "error"
@@ -366,8 +368,7 @@ def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, rea
             observer.close()
     waiter.close()
     if failed and programs[0][1].journal is not None:
-        print("tumbler: %d thread%s could not be restored; `tumbler restore` retries"
-              % (failed, "" if failed == 1 else "s"), file=sys.stderr)
+        _tell_unrestored(failed)
     wall = time.monotonic() - started
     cpu = programs[0][1].own_cpu_seconds() - cpu_before
     from ..observers.summary import shared_summary_lines, summary_record
@@ -382,7 +383,7 @@ def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, rea
         _write_summary(summary_out, record)
     if not settings["quiet"]:
         for line in shared_summary_lines(programs, sharing, wall, cpu, reason):
-            print("tumbler: " + line, file=sys.stderr)
+            tell(line)
     return failed
 
 
@@ -502,8 +503,7 @@ def run_exec(settings, command):
             if summary_out is not None:
                 summary_out.close()
         if stopped is not None:
-            print("tumbler: %s; balancing stopped, the command runs on" % stopped,
-                  file=sys.stderr)
+            tell("%s; balancing stopped, the command runs on" % stopped)
         try:
             while child.poll() is None:     # --duration ended balancing, not the command
                 for signum in waiter.take():

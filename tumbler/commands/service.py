@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_FAILURE, TumblerError
+from ..errors import EXIT_FAILURE, TumblerError, warn
 from ..service.config import DEFAULT_CONFIG, DEFAULT_SOCKET, load_service_config
 
 
@@ -27,7 +27,7 @@ def service_command(config_path, socket_path, check_path, log_path, verbose):
         click.echo("%s: good: %d rule(s) from %s" % (check_path, len(config.rules),
                                                      ", ".join(config.files) or "no file"))
         for line in open_rules(config):
-            click.echo("tumbler: warning: " + line, err=True)
+            warn(line)
         sys.exit(0)
     sys.exit(run_service(config_path, socket_path, verbose, log_path))
 
@@ -45,7 +45,7 @@ def open_rules(config):
 
 def run_service(config_path, socket_path=None, verbose=False, log_path=None):
     import os
-    from ..balance.waiting import SignalWaiter
+    from ..platform.signals import SignalWaiter
     from ..platform.priority import raise_priority
     from ..service.control import ControlSocket
     from ..service.loop import ERROR, INFO, WARNING, Log, Service

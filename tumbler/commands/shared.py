@@ -3,9 +3,9 @@ neither command imports the other: a thread's USR/SYS/LAT percentages from
 two backend samples, the domains a balancing run would use, and their
 text cells."""
 
+from __future__ import annotations
+
 import os
-from dataclasses import dataclass
-from typing import Optional
 
 from ..balance.domains import choose_domains
 from ..balance.targets import allowed_union
@@ -13,6 +13,7 @@ from ..cpulist import format_cpulist, parse_domains
 from ..errors import UsageError
 from ..platform import microstate_percent
 from ..platform.base import Sample
+from ..records import record
 
 _NS_PER_TICK = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
@@ -26,12 +27,12 @@ def global_option(ctx, key, default=None):
     return (obj.get("options") or {}).get(key, default)
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     """A backend sample and, on Linux, the time since boot when it was taken."""
 
     sample: Sample
-    uptime_ns: Optional[int]
+    uptime_ns: int | None
 
 
 def snapshot(backend, pid):

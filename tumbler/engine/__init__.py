@@ -8,11 +8,17 @@ a thread; the controller does that with the platform layer.
 * variation.py -- CV and the variation-interval table (paper Table IV).
 * wave.py      -- wave grouping (paper Algorithm 2), capacity units.
 * mapping.py   -- slots -> domains with the fewest migrations (Hungarian).
-* grouping.py  -- the tumbler policy: plan_tumbler, place_new, left_out.
+* grouping.py  -- the tumbler policy: plan_tumbler, place_new.
+* columns.py   -- a round's threads as columns (grouping.py's input).
+* swaps.py     -- opposite moves of near-equal loads cancelled.
+* leftout.py   -- left-out domains (``--capacity measured``): left_out.
 * speed.py     -- speed balancing inside a domain.
 * policy.py    -- policy choice: decide, and quiet_verdict for quiet rounds.
+* merging.py   -- when auto merges a program's domains, and splits them.
 * window.py    -- the sums a quiet round decides on (``_window.c``: in C).
 * share.py     -- space sharing: disjoint CPU sets for several programs.
+
+Imports nothing outside itself but ``tumbler.records`` (tests/test_layers.py).
 """
 
 from .grouping import DEFAULT_TOLERANCE, place_new, plan_tumbler, spread

@@ -1,5 +1,7 @@
-"""Observers of a balancing run: the run log, the verbose report, the
-probes, and the exit summary.
+"""Observers of a balancing run: the run log (runlog.py), the verbose
+report (verbose.py), the probes (probes.py, through ``tumbler.tracing``),
+the exit summary (summary.py), and the service's metrics file
+(metrics.py).  They watch; they never change a thread.
 
 The loop calls ``write_round`` after every full round; the command that
 runs the loop calls ``start`` once the targets are known, then ``close``

@@ -50,6 +50,7 @@ import shutil
 import time
 
 from ..tracing import session as probe
+from ..tracing.tool import check_tool, ensure_tracefs
 from ..errors import TumblerError, UsageError
 from ..platform import native_platform
 from . import Observer
@@ -75,8 +76,8 @@ def check_tracing(platform_name):
     """Fail now, in one line, if the tracing tool or the privilege it needs
     is missing (mounting tracefs first when root can); returns the tool."""
     if platform_name == "linux" and shutil.which("bpftrace"):
-        probe.ensure_tracefs()
-    return probe.check_tool(platform_name)
+        ensure_tracefs()
+    return check_tool(platform_name)
 
 
 def thread_key(pid, tid):

@@ -36,10 +36,10 @@ Keys of each line (stable; scripts may rely on them):
 """
 
 import json
-import sys
 import time
 
 from ..cpulist import format_cpulist
+from .. import errors
 from ..errors import UsageError
 from ..safefile import UnsafePath, open_output
 from . import Observer
@@ -69,8 +69,7 @@ class RunLog(Observer):
         self.file = open_output(path, append=append)
         self.started = time.monotonic() if started is None else started
         self.extra = []         # callables(controller) -> dict merged into each line
-        self.warn = warn or (lambda message: print("tumbler: warning: " + message,
-                                                   file=sys.stderr))
+        self.warn = warn or errors.warn
 
     def write_round(self, controller, plan, applied):
         record = {

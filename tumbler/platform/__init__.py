@@ -1,9 +1,14 @@
-"""Platform layer: one small interface (``base``), one backend per OS.
+"""Platform layer: one small interface (``base``), one backend per OS
+(``linux/``, ``illumos/``), and what tumbler's own process needs from the
+OS (priority.py, limits.py, signals.py).  Processes and threads are read
+(/proc, /sys, kstat) and bound here only; it imports nothing above the
+leaves.
 
 The backend is chosen from ``sys.platform`` (psutil style), or explicitly
 with ``--platform`` so captured trees of either OS can be read anywhere.
 """
 
+import os
 import sys
 
 from ..errors import TumblerError, UsageError
@@ -27,6 +32,18 @@ def native_platform(required=False):
     return None
 
 
+def read_file(path, size=4096):
+    """The first ``size`` bytes of ``path`` -- all of a /proc or /sys file
+    of a few lines -- in one pread(2) of a descriptor closed at once and
+    never inherited (a child ``exec`` starts must not hold it).  OSError
+    as ``os.open`` and ``os.pread`` raise it: each caller maps it."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+
+
 def boot_token():
     """A token of the running boot, None if it cannot be read: state written
     under another token predates a reboot (``tumbler.state``).
@@ -42,9 +59,8 @@ def boot_token():
         except OSError:
             return None
     try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip() or None
-    except OSError:
+        return read_file("/proc/sys/kernel/random/boot_id").decode().strip() or None
+    except (OSError, UnicodeDecodeError):
         return None
 
 
@@ -55,8 +71,7 @@ def own_start_ticks():
     "ran N s").  Linux: /proc/self/stat field 22; illumos keeps it in binary
     psinfo, unread here, so None."""
     try:
-        with open("/proc/self/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
+        return int(read_file("/proc/self/stat").rsplit(b")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
 

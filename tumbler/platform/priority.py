@@ -38,6 +38,8 @@ system.
 
 import os
 
+from . import read_file
+
 #: The nice value tumbler runs at when allowed to raise its priority.
 NICE = -20
 #: A loop wake-up this late (seconds), LATE_WAKES times in a row, raises
@@ -111,8 +113,7 @@ def _run_queue_wait_s():
     """Seconds this thread waited on a run queue since the last call
     (/proc/thread-self/schedstat's second field), None where unreadable."""
     try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            now = int(f.read().split()[1])
+        now = int(read_file("/proc/thread-self/schedstat").split()[1])
     except (OSError, ValueError, IndexError):
         return None
     before, _wait_seen[0] = _wait_seen[0], now

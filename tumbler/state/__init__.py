@@ -6,6 +6,12 @@ placement is written to a state file, one per managed process, and
 ``tumbler restore`` (``tumbler.commands.restore``) puts back whatever a dead
 tumbler left.
 
+Modules: paths.py (the directory and atomic writes: all ``exec`` needs
+before its command starts), store.py (locks and state files), journal.py
+(what a running tumbler writes), restore.py (what a dead one's files are
+put back from).  Imports the platform layer (to put threads back) and the
+leaves only.
+
 Where: ``/run/tumbler`` for root (``/var/run/tumbler`` on illumos), ``$XDG_RUNTIME_DIR/tumbler`` otherwise
 (``/tmp/tumbler-UID`` if that is unset); ``$TUMBLER_STATE_DIR`` overrides
 both.  The directory is created mode 0700 and must belong to the user.

@@ -2,10 +2,9 @@
 (see ``tumbler.state``)."""
 
 import os
-import sys
 
 from ..cpulist import format_cpulist
-from ..errors import EXIT_FAILURE, TumblerError
+from ..errors import EXIT_FAILURE, TumblerError, tell
 from ..platform import own_start_ticks
 from ..platform.base import NoSuchProcess
 from .restore import restore_state
@@ -77,7 +76,7 @@ class Journal:
     def __init__(self, backend, directory=None, warn=None):
         self.backend = backend
         self.directory = ensure_dir(directory or state_dir())
-        self.warn = warn or (lambda message: print("tumbler: " + message, file=sys.stderr))
+        self.warn = warn or tell
         self.targets = {}           # pid -> _Target
         self.binder = None
         self.binder_kind = None

@@ -1,5 +1,10 @@
 """Run the tracing scripts in ``probes/`` and read per-thread totals from them.
 
+A ``ProbeSession`` is one tracing of a set of processes: the scripts are
+found and given their preludes in ``scripts.py``, the tool and its
+privileges checked in ``tool.py``, each tracing process run and read in
+``process.py``, and its output parsed in ``parse.py``.
+
 Linux runs ``probes/linux/*.bt`` with bpftrace, one bpftrace per kind of
 measurement; illumos runs ``probes/illumos/*.d`` with dtrace, one dtrace per
 process (the scripts filter on ``$target``, which ``-p PID`` sets, and a
@@ -34,260 +39,30 @@ enqueue, as pr_ltime); on Linux any other when it ends
 (``parse.locks_as_of``).  On Linux a thread that exits is dropped from the totals.
 """
 
-import atexit
-import collections
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
-from pathlib import Path
 
-from .parse import (FIELDS, KIND_OF_SCRIPT, KINDS, SCRIPT_OF_KIND, ParseError,
-                                  ProbeStream, by_tid, delta, empty_record,
-                                  merge, process_totals)
 from ..errors import TumblerError, UsageError
-from ..platform import PLATFORMS, NoSuchProcess, PlatformError, native_platform, open_backend
-from ..safefile import UnsafePath, private_tempdir, read_trusted
+from ..platform import NoSuchProcess, PlatformError, native_platform, open_backend
+from ..safefile import private_tempdir
+from .parse import (FIELDS, KIND_OF_SCRIPT, KINDS, SCRIPT_OF_KIND, by_tid, delta,  # noqa: F401
+                    empty_record, merge, process_totals)
+from .process import TracingProcess
+from .scripts import (WAITV_MARK, bpftrace_prelude, check_platform, dtrace_prelude,
+                      find_script, with_prelude)
+from .tool import check_tool, ensure_tracefs, has_futex_waitv
 
 __all__ = [
-    "FIELDS", "KINDS", "ProbeSession", "by_tid", "check_tool",
-    "delta", "empty_record", "ensure_tracefs",
-    "find_script", "probe_dirs", "process_totals", "run_window",
+    "FIELDS", "KINDS", "ProbeSession", "by_tid", "delta", "empty_record",
+    "process_totals", "run_window",
 ]
-
-SCRIPT_NAMES = ("locktime", "runqlat", "migrations")
-EXTENSION = {"linux": ".bt", "illumos": ".d"}
-PRELUDE_MARK = {"linux": "// TUMBLER-PRELUDE", "illumos": "/* TUMBLER-PRELUDE */"}
-
-#: bpftrace uses the first that exists (src/tracefs: debugfs, then tracefs).
-DEBUGFS_TRACEFS = "/sys/kernel/debug/tracing"
-TRACEFS = "/sys/kernel/tracing"
 
 #: bpftrace's default number of keys per map (BPFTRACE_MAP_KEYS_MAX).
 BPFTRACE_DEFAULT_MAP_KEYS = 4096
 #: Above this many threads, the script learns them itself (see probes/README.md)
 #: instead of a long BEGIN block.
 MAX_PRELUDE_TIDS = 2000
-#: A probe script is a few KiB; a larger file is not one of ours.
-MAX_SCRIPT_BYTES = 1 << 20
-
-_CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
-
-
-# -- locating scripts --------------------------------------------------------
-
-def _check_platform(platform_name):
-    if platform_name not in PLATFORMS:
-        raise UsageError("unknown probe platform %r (one of: %s)"
-                         % (platform_name, ", ".join(PLATFORMS)))
-
-
-def probe_dirs():
-    """Directories searched for scripts, in order.
-
-    1. ``$TUMBLER_PROBES`` (laid out like ``probes/``: ``linux/``, ``illumos/``);
-    2. ``probes/`` next to the ``tumbler`` package (source or editable checkout);
-    3. ``<sys.prefix>/share/tumbler/probes`` (installed by setup.cfg data_files).
-    """
-    dirs = []
-    env = os.environ.get("TUMBLER_PROBES")
-    if env:
-        dirs.append(Path(env))
-    dirs.append(Path(__file__).resolve().parents[2] / "probes")
-    dirs.append(Path(sys.prefix) / "share" / "tumbler" / "probes")
-    return dirs
-
-
-def find_script(platform_name, name):
-    """Path of script ``name`` (locktime, runqlat, migrations) for a platform."""
-    _check_platform(platform_name)
-    if name not in SCRIPT_NAMES:
-        raise UsageError("unknown probe script %r (one of: %s)"
-                         % (name, ", ".join(SCRIPT_NAMES)))
-    filename = name + EXTENSION[platform_name]
-    tried = []
-    for base in probe_dirs():
-        path = base / platform_name / filename
-        if path.is_file():
-            # The tracer runs it with the privileges it needs (root): the
-            # file and its directories must be root's (or the user's) alone,
-            # wherever $TUMBLER_PROBES points (tumbler.safefile).
-            try:
-                read_trusted(str(path), MAX_SCRIPT_BYTES)
-            except UnsafePath as exc:
-                raise TumblerError("untrusted probe script %s" % exc) from None
-            return path
-        tried.append(str(path.parent))
-    raise TumblerError("probe script %s not found in %s (set TUMBLER_PROBES to "
-                       "the probes directory)" % (filename, ", ".join(tried)))
-
-
-# -- checking the tool -------------------------------------------------------
-
-def tracefs_dir():
-    """The tracefs directory bpftrace will use."""
-    return DEBUGFS_TRACEFS if os.path.exists(DEBUGFS_TRACEFS) else TRACEFS
-
-
-def _tracefs_ready():
-    return os.path.isdir(os.path.join(tracefs_dir(), "events"))
-
-
-def ensure_tracefs():
-    """Mount tracefs where bpftrace looks for it, if it is missing.
-
-    Returns the tracefs directory, or None when it is missing and we are not
-    root (``check_tool`` then says what to run).  Raises TumblerError when
-    root cannot mount it.
-    """
-    if _tracefs_ready():
-        return tracefs_dir()
-    if os.geteuid() != 0:
-        return None
-    target = tracefs_dir()
-    import ctypes               # here: only the first probe run on a machine needs it
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                           ctypes.c_ulong, ctypes.c_void_p)
-    if libc.mount(b"nodev", target.encode(), b"tracefs", 0, None) != 0:
-        err = ctypes.get_errno()
-        raise TumblerError("cannot mount tracefs on %s: %s"
-                           % (target, os.strerror(err)))
-    if not _tracefs_ready():
-        raise TumblerError("tracefs mounted on %s has no events directory"
-                           % target)
-    return target
-
-
-def _illumos_missing_privileges():
-    """Privileges the process lacks for the probe scripts, per ppriv(1); []
-    if unknown."""
-    # -p PID needs dtrace_proc.  The sched and proc providers are registered
-    # at the dtrace_user level (usr/src/uts/common/dtrace/sdt_subr.c,
-    # sdt_providers), but every script reads kernel data of other threads
-    # -- args[] of an LWP another thread enqueues, dequeues or wakes, and
-    # curthread->t_mstate -- which needs dtrace_kernel (without it DTrace
-    # refuses loads from kernel memory); dtrace_kernel includes what
-    # dtrace_user allows (dtrace_cred2priv, usr/src/uts/common/dtrace/dtrace.c).
-    need = {"dtrace_proc", "dtrace_kernel"}
-    ppriv = shutil.which("ppriv") or "/usr/bin/ppriv"
-    try:
-        out = subprocess.run([ppriv, str(os.getpid())], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, universal_newlines=True,
-                             timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith("E:"):
-            have = set(p.strip() for p in line[2:].split(","))
-            if "all" in have:
-                return []
-            return sorted(need - have)
-    return []
-
-
-def check_tool(platform_name):
-    """Return the tracing tool's path, or raise TumblerError saying, in one
-    line, what is missing and how to get it."""
-    _check_platform(platform_name)
-    if platform_name == "linux":
-        tool = shutil.which("bpftrace")
-        if not tool:
-            raise TumblerError(
-                "bpftrace not found: install it (Debian/Ubuntu: apt-get install "
-                "bpftrace; Fedora/RHEL: dnf install bpftrace)")
-        if os.geteuid() != 0:
-            # Here, not at the top: only a probe run on Linux needs the backend.
-            from ..platform.linux.backend import has_capability
-            if not (has_capability(_CAP_SYS_ADMIN)
-                    or (has_capability(_CAP_BPF) and has_capability(_CAP_PERFMON))):
-                raise TumblerError("bpftrace needs root (or CAP_BPF and "
-                                   "CAP_PERFMON): run tumbler as root")
-        if not _tracefs_ready():
-            raise TumblerError("tracefs is not mounted: mount -t tracefs nodev %s"
-                               % tracefs_dir())
-        return tool
-    tool = shutil.which("dtrace")
-    if not tool and os.path.exists("/usr/sbin/dtrace"):
-        tool = "/usr/sbin/dtrace"
-    if not tool:
-        raise TumblerError("dtrace not found in PATH or /usr/sbin: install "
-                           "the DTrace package of your distribution")
-    from ..platform.illumos import zone as zones    # illumos only: not loaded on Linux
-    zone = zones.nonglobal_zone()
-    if zone is not None:
-        raise TumblerError(zones.prohibited(
-            "dtrace_kernel", zone,
-            "the probe scripts (they read other threads' kernel data through DTrace)"))
-    if os.geteuid() != 0:
-        missing = _illumos_missing_privileges()
-        if missing:
-            raise TumblerError(
-                "dtrace needs root or the privileges %s (usermod -K "
-                "defaultpriv=basic,%s USER)" % (", ".join(missing), ",".join(missing)))
-    return tool
-
-
-# -- script preludes ---------------------------------------------------------
-
-def _bpftrace_prelude(script, pids, tids_of, domain_of_cpu):
-    """BEGIN-block lines: more target processes, known threads, CPU domains."""
-    lines = []
-    for pid in pids[1:]:
-        lines.append("@target[%d] = 1;" % pid)
-    for pid in pids:
-        for tid in sorted(set(tids_of.get(pid, ())) | {pid}):
-            if (tid, pid) != (pids[0], pids[0]):   # the script sets that one
-                lines.append("@tgid[%d] = %d;" % (tid, pid))
-            if script == "locktime" and tid in tids_of.get(pid, ()):
-                # listed from the start: a thread that leaves @lock_seen has exited
-                lines.append("@lock_seen[%d, %d] = 0;" % (pid, tid))
-    if script == "migrations" and domain_of_cpu:
-        for cpu, dom in sorted(domain_of_cpu.items()):
-            lines.append("@dom[%d] = %d;" % (cpu, dom + 1))
-    return " ".join(lines)
-
-
-def _dtrace_prelude(script, domain_of_cpu, pid=None, tids=()):
-    """BEGIN-block statements: CPU domains (migrations.d), the known LWPs
-    ``tids`` of process ``pid`` (locktime.d)."""
-    if script == "migrations" and domain_of_cpu:
-        return " ".join("dom[%d] = %d;" % (cpu, dom + 1)
-                        for cpu, dom in sorted(domain_of_cpu.items()))
-    if script == "locktime" and pid is not None:
-        # listed: an LWP asleep since the start is found by its first event
-        return " ".join("locktime_unseen[%d, %d] = 1; @lock_seen[%d, %d] = sum(0);"
-                        % (pid, tid, pid, tid) for tid in sorted(set(tids)))
-    return ""
-
-
-def _with_prelude(platform_name, path, prelude, drop_mark=None):
-    """The script's text with ``prelude`` put on its TUMBLER-PRELUDE line, and
-    the lines that end with ``drop_mark`` emptied, so that line numbers in
-    the tool's error messages stay those of the file."""
-    text = path.read_text()
-    mark = PRELUDE_MARK[platform_name]
-    if text.count(mark) != 1:
-        raise TumblerError("probe script %s must hold the line '%s' once"
-                           % (path, mark))
-    if drop_mark:
-        text = "\n".join("" if line.endswith(drop_mark) else line
-                         for line in text.split("\n"))
-    return text.replace(mark, prelude + " " + mark if prelude else mark)
-
-
-#: locktime.bt's lines that trace futex_waitv(2), whose tracepoints kernels
-#: before 5.16 lack (a missing tracepoint stops bpftrace from loading).
-WAITV_MARK = "// TUMBLER-WAITV"
-
-
-def _has_futex_waitv():
-    return os.path.isdir(os.path.join(tracefs_dir(), "events", "syscalls",
-                                      "sys_enter_futex_waitv"))
 
 
 def _threads(backend, pid):
@@ -297,193 +72,6 @@ def _threads(backend, pid):
         raise TumblerError("no such process: %d" % pid) from None
     except PlatformError as e:
         raise TumblerError("cannot list the threads of process %d: %s" % (pid, e)) from None
-
-
-# -- one tracing process -----------------------------------------------------
-
-_ERROR_NOISE = ("RLIMIT_MEMLOCK",)
-
-
-class _Child:
-    """One bpftrace or dtrace process, its reader threads and its parser."""
-
-    def __init__(self, label, argv, scripts, fmt, env=None, sources=None):
-        self.label = label
-        self.sources = dict(sources or {})  # generated file -> script it came from
-        self.argv = argv
-        self.scripts = frozenset(scripts)
-        self.env = env
-        self.stream = ProbeStream(fmt)
-        self.lock = threading.Lock()
-        self.printed = threading.Condition(self.lock)   # notified at each print's marker
-        self.ready = threading.Event()      # all scripts ready, or EOF
-        self.eof = threading.Event()
-        self.stderr = collections.deque(maxlen=40)
-        self.parse_errors = []
-        self.proc = None
-        self.stopping = False
-        self._threads = []
-
-    def start(self):
-        _LIVE_CHILDREN.add(self)
-        try:
-            self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=self.env, start_new_session=True,
-                universal_newlines=True, encoding="utf-8", errors="replace")
-        except OSError as e:
-            _LIVE_CHILDREN.discard(self)
-            raise TumblerError("cannot run %s: %s" % (self.argv[0], e.strerror)) from None
-        for target in (self._read_stdout, self._read_stderr):
-            t = threading.Thread(target=target, name="tumbler-probe-" + self.label,
-                                 daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def _read_stdout(self):
-        try:
-            for line in self.proc.stdout:
-                self.take_line(line, time.monotonic_ns())
-        finally:
-            self.eof.set()
-            self.ready.set()
-            with self.lock:
-                self.printed.notify_all()
-
-    def take_line(self, line, received):
-        """One line of the tool's output, received at ``received`` (ns)."""
-        with self.lock:
-            try:
-                event = self.stream.feed(line, received)
-            except ParseError as e:
-                self.parse_errors.append(str(e))
-                event = None
-            if self.scripts <= self.stream.ready:
-                self.ready.set()
-            if event and event[0] == "marker" and event[2] != "ready":
-                self.printed.notify_all()
-
-    def _read_stderr(self):
-        for line in self.proc.stderr:
-            line = line.strip()
-            if line:
-                self.stderr.append(line)
-
-    def is_ready(self):
-        with self.lock:
-            return self.scripts <= self.stream.ready
-
-    def values(self):
-        """(values, spans) of the stream, read together."""
-        with self.lock:
-            return self.stream.values(), self.stream.spans()
-
-    def _printed_since(self, since_ns):
-        at = self.stream.at_ns
-        return all(at.get(script, -1) >= since_ns for script in self.scripts)
-
-    def wait_print(self, since_ns, deadline):
-        """Wait until the values of every script are as of ``since_ns``
-        (CLOCK_MONOTONIC) or later, the tool ended, or ``deadline``
-        (monotonic s) passed; True if so.
-
-        A print is as of the time its marker says (the scripts read their
-        maps after it), not of when its lines arrive: a print made just
-        before ``since_ns`` can arrive after it, with maps read before
-        what happened up to then (a move tumbler had just seen done was
-        missing from the probe's final values, 1 run in 50).  A print
-        without a time is as of its arrival."""
-        with self.lock:
-            while not self._printed_since(since_ns) and not self.eof.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.printed.wait(left)
-            return self._printed_since(since_ns)
-
-    def stop_at(self, ns):
-        with self.lock:
-            self.stream.stop_at(ns)
-
-    def expect_blocked(self, waiters):
-        with self.lock:
-            self.stream.expect_blocked(waiters)
-
-    def error_line(self):
-        """The most telling line bpftrace/dtrace wrote to stderr, or ''."""
-        lines = [l for l in self.stderr if not any(n in l for n in _ERROR_NOISE)]
-        found = ""
-        for line in lines:
-            if "ERROR" in line or "error" in line or "failed" in line:
-                found = line
-                break
-        if not found:
-            with self.lock:
-                found = (self.stream.messages[-1] if self.stream.messages
-                         else self.parse_errors[-1] if self.parse_errors
-                         else lines[-1] if lines else "")
-        for generated, source in self.sources.items():
-            found = found.replace(generated, source)
-        return found
-
-    def describe_failure(self):
-        rc = self.proc.poll() if self.proc else None
-        why = self.error_line()
-        status = ("exited with status %d" % rc if rc is not None and rc >= 0
-                  else "killed by signal %d" % -rc if rc is not None
-                  else "did not start tracing")
-        return "%s (%s) %s%s" % (os.path.basename(self.argv[0]), self.label,
-                                  status, ": " + why if why else "")
-
-    def interrupt(self):
-        """Ask for the final print: SIGINT runs the scripts' END clauses."""
-        self.stopping = True
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGINT)
-            except ProcessLookupError:
-                pass
-
-    def kill(self):
-        """SIGKILL the process group (never one that was already reaped)."""
-        self.stopping = True
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                return
-        _LIVE_CHILDREN.discard(self)
-
-    def join(self, timeout):
-        deadline = time.monotonic() + timeout
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.kill()
-        for t in self._threads:
-            t.join(max(0.1, deadline - time.monotonic()))
-        if self.proc is not None and self.proc.poll() is not None:
-            _LIVE_CHILDREN.discard(self)
-            if not any(t.is_alive() for t in self._threads):
-                self.proc.stdout.close()
-                self.proc.stderr.close()
-
-
-# -- sessions ----------------------------------------------------------------
-
-#: Every tracing process started and not yet reaped.
-_LIVE_CHILDREN = set()
-
-
-@atexit.register
-def _kill_live_children():
-    for child in list(_LIVE_CHILDREN):
-        child.kill()
 
 
 class ProbeSession:
@@ -511,7 +99,7 @@ class ProbeSession:
     def __init__(self, platform_name=None, period_ms=100, ready_timeout=120.0,
                  stop_timeout=30.0, backend=None):
         self.platform = platform_name or native_platform(required=True)
-        _check_platform(self.platform)
+        check_platform(self.platform)
         if not isinstance(period_ms, int) or period_ms < 10:
             raise UsageError("probe period must be at least 10 ms, not %r" % (period_ms,))
         self.period_ms = period_ms
@@ -537,10 +125,6 @@ class ProbeSession:
             else:
                 self.kill()
         return False
-
-    @property
-    def running(self):
-        return self._running
 
     def start(self, pids, kinds=KINDS, domain_of_cpu=None):
         """Start tracing ``pids`` for ``kinds``; return once probes are attached."""
@@ -604,7 +188,7 @@ class ProbeSession:
 
     def _linux_children(self, backend, tool, scripts, workdir):
         tids_of, nthreads = self._list_threads(backend)
-        drop = None if _has_futex_waitv() else WAITV_MARK
+        drop = None if has_futex_waitv() else WAITV_MARK
         env = dict(os.environ)
         keys = BPFTRACE_DEFAULT_MAP_KEYS
         while keys < 4 * nthreads:
@@ -613,14 +197,14 @@ class ProbeSession:
             env["BPFTRACE_MAP_KEYS_MAX"] = str(keys)
         children = []
         for script in scripts:
-            text = _with_prelude("linux", find_script("linux", script),
-                                 _bpftrace_prelude(script, self.pids, tids_of,
+            text = with_prelude("linux", find_script("linux", script),
+                                 bpftrace_prelude(script, self.pids, tids_of,
                                                    self.domain_of_cpu), drop)
             path = os.path.join(workdir, script + ".bt")
             with open(path, "w") as f:
                 f.write(text)
             argv = [tool, "-f", "json", path, str(self.pids[0]), str(self.period_ms)]
-            children.append(_Child(script, argv, [script], "json", env,
+            children.append(TracingProcess(script, argv, [script], "json", env,
                                    {path: str(find_script("linux", script))}))
         return children
 
@@ -630,13 +214,13 @@ class ProbeSession:
         for pid in self.pids:
             paths, sources = [], {}
             for script in scripts:
-                prelude = _dtrace_prelude(script, self.domain_of_cpu, pid,
+                prelude = dtrace_prelude(script, self.domain_of_cpu, pid,
                                           tids_of.get(pid, ()))
                 src = find_script("illumos", script)
                 if prelude:
                     path = os.path.join(workdir, "%d-%s.d" % (pid, script))
                     with open(path, "w") as f:
-                        f.write(_with_prelude("illumos", src, prelude))
+                        f.write(with_prelude("illumos", src, prelude))
                     paths.append(path)
                     sources[path] = str(src)
                 else:
@@ -645,7 +229,7 @@ class ProbeSession:
             for path in paths:
                 argv += ["-s", path]
             argv.append(str(self.period_ms))
-            children.append(_Child("pid %d" % pid, argv, scripts, "dtrace",
+            children.append(TracingProcess("pid %d" % pid, argv, scripts, "dtrace",
                                    sources=sources))
         return children
 
@@ -726,10 +310,6 @@ class ProbeSession:
         Raises TumblerError if a tracing process died with an error.
         """
         return self.reading()[0]
-
-    def totals(self):
-        """``{pid: record}`` from :meth:`snapshot`."""
-        return process_totals(self.snapshot())
 
     @property
     def lost_events(self):

@@ -23,7 +23,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
 from tumbler.platform import open_backend          # noqa: E402
-from tumbler.tracing import session as probe       # noqa: E402
+from tumbler.tracing import scripts               # noqa: E402
 
 PERIOD_MS = 100
 PERIODS = 4
@@ -70,9 +70,9 @@ def record(script, directory):
     time.sleep(0.2)
     pids = [p.pid for p in procs]
     tids_of = {pid: backend.thread_ids(pid) for pid in pids}
-    text = probe._with_prelude("linux", probe.find_script("linux", script),
-                               probe._bpftrace_prelude(script, pids, tids_of,
-                                                       {0: 0, 1: 1}))
+    text = scripts.with_prelude("linux", scripts.find_script("linux", script),
+                                scripts.bpftrace_prelude(script, pids, tids_of,
+                                                         {0: 0, 1: 1}))
     path = os.path.join(directory, script + ".bt")
     with open(path, "w") as f:
         f.write(text)

@@ -39,7 +39,7 @@
  *          reads, or None when the process no longer has exactly
  *          len(fds) threads or a read failed or was odd (a thread exited:
  *          its fd reads as an error).  The controller's quiet rounds
- *          (controller.py) read this way: no Python object per thread.
+ *          (balance/quiet.py) read this way: no Python object per thread.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

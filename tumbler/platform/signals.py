@@ -1,5 +1,9 @@
 """Sleep between intervals, waking at once for signals and child exits.
 
+What tumbler's own process needs, beside priority.py (its nice value)
+and limits.py (its open-files limit): the loops of ``-p``, ``exec``,
+``probe`` and the service sleep here, and a stop signal ends each cleanly.
+
 A self-pipe registered with ``signal.set_wakeup_fd`` turns every signal
 into a byte, so the sleep (``poll``) ends as soon as a stop signal or
 SIGCHLD arrives instead of finishing a sleep of up to 800 ms.  The handlers
@@ -23,7 +27,7 @@ import os
 import _signal as signal
 import time
 
-from ..platform.priority import woke
+from .priority import woke
 
 
 def _stop_signals():
