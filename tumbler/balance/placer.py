@@ -83,7 +83,10 @@ class Placer:
                 except NoSuchProcess:
                     continue
                 except Unmovable as exc:
-                    self._unmovable(thread, exc)
+                    # Refused for CPUs the machine no longer gives: the next
+                    # look re-plans (balance/machine.py); else the thread's.
+                    if not self.machine.outside(thread.pid, cpus):
+                        self._unmovable(thread, exc)
                     continue
                 self._bound(thread, dst, cpu, cpus)
                 done.append((thread, dst, cpu))
@@ -155,15 +158,16 @@ class Placer:
         An admin or the program itself changed the affinity of a thread
         tumbler had bound: its new mask is now its allowed set, tumbler
         stops managing it and will not "restore" over that choice.  Not
-        so when the kernel moved it off CPUs taken off-line (balance/
-        machine.py): the thread stays tumbler's, to place again.
+        so when the kernel moved it off CPUs taken off-line, or for a
+        cpuset change (balance/machine.py): the thread stays tumbler's, to
+        place again.
         """
         if not self.binder.binds_masks or thread.bound_mask is None:
             return False
         current = self.backend.allowed_cpus(thread.pid, thread.tid)
         if current == thread.bound_mask:
             return False
-        if self.machine.reset_by_kernel(thread.bound_mask):
+        if self.machine.reset_by_kernel(thread.pid, thread.bound_mask, current):
             thread.bound_mask = thread.pinned_cpu = None
             return False
         thread.unmovable = True

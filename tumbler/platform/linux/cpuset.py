@@ -77,6 +77,7 @@ import re
 import sys
 
 from ...cpulist import format_cpulist, parse_cpulist
+from ...errors import UsageError
 from .affinity import set_affinity
 from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
@@ -441,6 +442,72 @@ class CpusetBinder(Binder):
 
     def _empty_into(self, path, destination):
         _empty_into(path, destination)
+
+
+class CgroupCpus:
+    """The CPUs the cpuset of a process's cgroup allows now (Backend.
+    cpuset_cpus): v1 ``cpuset.effective_cpus`` (``cpuset.cpus`` where the
+    kernel has no such file), v2 ``cpuset.cpus.effective`` of the nearest
+    cgroup with the controller.  A process whose main thread sits in a
+    ``tumbler.<pid>`` cgroup (``--binder cpuset`` moved it) counts as in the
+    cgroup that one was made in.  Two small reads: /proc/PID/cgroup, then
+    the cpuset's file (the mounts are read once)."""
+
+    def __init__(self, proc, root):
+        self.proc = proc
+        self.root = root
+        self._mount = None          # (version, mount point); False: no cpuset hierarchy
+
+    def of(self, pid):
+        """(cgroup, CPUs) of ``pid``'s cpuset, or None: no cpuset hierarchy,
+        or nothing readable.  NoSuchProcess once the process is gone."""
+        if self._mount is None:
+            try:
+                self._mount = find_cpuset_mount(self.proc, self.root)
+            except Unsupported:
+                self._mount = False
+        if not self._mount:
+            return None
+        v2 = self._mount[0] == "v2"
+        try:
+            lines = _read_text("%s/%d/cgroup" % (self.proc, pid)).splitlines()
+        except (FileNotFoundError, ProcessLookupError):
+            raise NoSuchProcess(pid) from None
+        except OSError:
+            return None
+        cgroup = _cpuset_cgroup(lines, v2)
+        if cgroup is None:
+            return None
+        names = ("cpuset.cpus.effective",) if v2 else ("cpuset.effective_cpus", "cpuset.cpus")
+        directory = os.path.join(self._mount[1], cgroup.strip("/")).rstrip("/")
+        while True:
+            for name in names:
+                try:
+                    text = _read_text(os.path.join(directory, name))
+                    return (cgroup, parse_cpulist(text)) if text else None
+                except OSError:
+                    continue
+                except UsageError:
+                    return None
+            if not v2 or len(directory) <= len(self._mount[1]):
+                return None
+            directory = os.path.dirname(directory)     # v2: the controller is further up
+
+
+def _cpuset_cgroup(lines, v2):
+    """The cpuset cgroup in /proc/PID/cgroup ``lines`` (v2: the "0::" one,
+    v1: the hierarchy with cpuset), above any ``tumbler.<pid>`` in it."""
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if (parts[0] == "0" and not parts[1]) if v2 else "cpuset" in parts[1].split(","):
+            names = parts[2].split("/")
+            for i, name in enumerate(names):
+                if _OWN_DIR.match(name):
+                    return "/".join(names[:i]) or "/"
+            return parts[2] or "/"
+    return None
 
 
 class _Vanished(PlatformError):
