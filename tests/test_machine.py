@@ -745,3 +745,90 @@ def test_no_cpuset_controller_anywhere_is_no_cpuset(tmp_path):
     root = str(tmp_path)
     cgroup_tree(root, V2_MOUNTS, "0::/a\n", {"cgroup.controllers": "cpu io memory"})
     assert LinuxBackend(root).cpuset_cpus(300) is None
+
+
+# -- illumos: processor sets and CPUs off-line, on fixture trees ----------------------
+
+OURS = (frozenset({0, 1, 2}), frozenset({3, 4, 5}))
+
+
+def illumos_run(tmp_path, lwps=None):
+    """8 CPUs, CPU 7 in an administrator's set 7, a process of two LWPs,
+    and a pset binder whose sets 8 and 9 hold 0-2 and 3-5."""
+    import illumos_fixtures as fx
+    from test_illumos_backend import PID as IPID, FakeLibc, lwp
+    from tumbler.platform.illumos.backend import IllumosBackend
+    root = str(tmp_path)
+    fx.write_kstat(root, fx.machine(1, 2, 2, 2))
+    fx.write_process(root, IPID, {}, lwps or [lwp(1), lwp(2)])
+    libc = FakeLibc(cpus=range(8), psets={7: {7}})
+    backend = IllumosBackend(root, libc=libc)
+    binder = backend.binder("pset")
+    binder.setup(OURS)
+    for tid in (1, 2):
+        binder.save(IPID, tid)
+    assert binder.sets == [8, 9] and libc.default == {6}
+    return IPID, libc, backend, binder
+
+
+def set_states(tmp_path, offline):
+    import illumos_fixtures as fx
+    fx.write_kstat(str(tmp_path), fx.machine(1, 2, 2, 2, offline=offline))
+
+
+def replanned(watch, pid, binder):
+    """The watch's re-plan, as the controller follows it: the binder sets
+    up the domains (Controller._reshape)."""
+    choice, note = watch.replan([pid], lambda: frozenset(range(7)))
+    binder.setup(choice.domains)
+    return [sorted(d) for d in choice.domains], note
+
+
+def test_illumos_a_cpu_taken_out_of_a_set_of_tumblers_leaves_the_domains(tmp_path, every_round):
+    from tumbler.balance.machine import MachineWatch
+    pid, libc, backend, binder = illumos_run(tmp_path)
+    watch = MachineWatch(backend, DomainChoice("explicit", OURS, "explicit domains"))
+    assert watch.replan([pid], lambda: frozenset(range(7))) is None
+    assert backend.cpuset_cpus(pid) == ("the default processor set", set(range(7)))
+    # psrset -r 4: into the default set.
+    libc.psets[9].discard(4)
+    libc.default.add(4)
+    assert replanned(watch, pid, binder) == (
+        [[0, 1, 2], [3, 5]],
+        "the default processor set: CPUs 0-3,5-6 (was 0-6): domains 0-2 / 3,5")
+    # The sets are made again without it; it stays where the admin put it.
+    assert libc.psets[binder.sets[1]] == {3, 5} and 4 in libc.default
+    assert watch.replan([pid], lambda: frozenset(range(7))) is None
+    assert binder.taken_cpus == {4}
+
+
+def test_illumos_a_cpu_of_a_set_of_tumblers_off_line_and_back(tmp_path, every_round):
+    """psradm -f 5: pset_info no longer lists it (cpupart_get_cpus lists
+    on-line CPUs); the sets made again leave it out; back on-line, it is
+    in the default set (cpupart_destroy reset its partition) and taken
+    into the domain again."""
+    from tumbler.balance.machine import MachineWatch
+    pid, libc, backend, binder = illumos_run(tmp_path)
+    watch = MachineWatch(backend, DomainChoice("explicit", OURS, "explicit domains"))
+    assert watch.replan([pid], lambda: frozenset(range(7))) is None
+    set_states(tmp_path, offline={5})
+    libc.psets[9].discard(5)
+    assert replanned(watch, pid, binder) == (
+        [[0, 1, 2], [3, 4]],
+        "CPU 5 off-line: domains 0-2 / 3-4")
+    assert binder.taken_cpus == frozenset()         # off-line is not taken
+    set_states(tmp_path, offline=())
+    libc.default.add(5)
+    assert replanned(watch, pid, binder) == (
+        [[0, 1, 2], [3, 4, 5]],
+        "CPU 5 on-line: domains 0-2 / 3-5")
+    assert libc.psets[binder.sets[1]] == {3, 4, 5}
+
+
+def test_illumos_a_process_in_an_administrators_set_has_that_sets_cpus(tmp_path):
+    from test_illumos_backend import lwp
+    pid, libc, backend, binder = illumos_run(tmp_path, [lwp(1, bindpset=7), lwp(2, bindpset=7)])
+    assert backend.cpuset_cpus(pid) == ("processor set 7", {7})
+    libc.psets[7].add(6)                        # psrset -a 7 6
+    libc.default.discard(6)
+    assert backend.cpuset_cpus(pid) == ("processor set 7", {6, 7})

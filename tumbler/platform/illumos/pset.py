@@ -233,6 +233,7 @@ class PsetBinder(Binder):
         self.created = {}       # set id -> its creation time, where it could be read
         self.pids = set()       # processes whose LWPs were saved
         self.origins = {}       # pid -> processor sets its LWPs had before tumbler
+        self.taken_cpus = frozenset()   # CPUs someone took out of the sets (taken)
 
     # -- Binder interface ----------------------------------------------------
 
@@ -285,6 +286,29 @@ class PsetBinder(Binder):
             if exc.errno != errno.EINVAL or target == PS_NONE:
                 raise _bind_error(exc, pid, tid, target) from None
             self._bind(pid, tid, PS_NONE)   # the saved set was destroyed meanwhile
+
+    def current_cpus(self):
+        """The on-line CPUs of each set now (pset_info: a set's off-line
+        CPUs are not listed; a set someone destroyed has none)."""
+        found = []
+        for pset in self.sets:
+            try:
+                found.append(self.libc.pset_info(pset))
+            except OSError:
+                found.append(frozenset())
+        return found
+
+    def taken(self, online, current):
+        """The CPUs of the domains that are on-line but no longer in their
+        set (``current``: current_cpus) -- an administrator moved them
+        out (psrset -r, or -a to another set) or destroyed the set.  Kept for the run: re-planned without
+        them (balance/machine.py), the sets made again leave them where
+        the administrator put them.  A CPU someone adds to one of the
+        sets is left there, and goes to the default set with the set at
+        the end (cpupart_destroy)."""
+        for domain, cpus in zip(self.domains, current):
+            self.taken_cpus |= (domain - cpus) & online
+        return self.taken_cpus
 
     def close(self):
         """Destroy the sets; returns what is worth telling: the processor
