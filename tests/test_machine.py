@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import REPO, assert_no_traceback, thread_masks, tumbler_cmd
+from conftest import REPO, assert_no_traceback, thread_masks, thread_names, tumbler_cmd
 from test_capacity import linux_root, split as bound_split
 from test_controller_loads import MS, PID, ScriptedBackend
 from test_other_work import bound_across
@@ -187,6 +187,28 @@ def test_an_admins_change_on_cpus_that_stayed_on_line_is_still_left_alone(every_
     busy_rounds(backend, controller, 2, tids)
     controller.restore_all()
     assert thread.unmovable and backend.masks[on_zero[0]] == BOTH
+
+
+def test_an_admins_taskset_while_the_threads_are_handed_back_is_left_alone(every_round):
+    """CPU 1 off-line hands every thread back; an admin's taskset then is
+    not overridden when the CPU returns and the others are bound again."""
+    backend, controller, tids, warnings = hotplug_run()
+    busy_rounds(backend, controller, 3, tids)
+    backend.offline(1)
+    busy_rounds(backend, controller, 2, tids)
+    assert split(backend, tids) == [[0, 1]] * 4
+    backend.set_affinity(tids[0], {0})          # the admin's taskset
+    backend.back_online(1)
+    busy_rounds(backend, controller, 3, tids)
+    thread = controller.threads[(PID, tids[0])]
+    assert thread.unmovable and backend.masks[tids[0]] == {0}
+    assert [w for w in warnings if "someone else" in w] == [
+        "thread %d (t%d): its affinity was changed to 0 by someone else; tumbler leaves "
+        "it alone from now on" % (tids[0], tids[0])], warnings
+    assert sorted(len(backend.masks[tid]) for tid in tids[1:]) == [1, 1, 1]
+    controller.restore_all()
+    assert backend.masks[tids[0]] == {0}
+    assert split(backend, tids[1:]) == [[0, 1]] * 3
 
 
 # -- a cgroup cpuset narrowed and widened ------------------------------------------------
@@ -392,6 +414,41 @@ def test_a_real_cpu_off_line_and_back_is_followed(spawner, procs, state, tmp_pat
     assert "CPU %d off-line" % cpu_b in stderr and "CPU %d on-line" % cpu_b in stderr, stderr
     assert "someone else" not in stderr, stderr
     assert all(m == both for m in thread_masks(target.pid).values())
+
+
+@linux_root
+def test_an_admins_taskset_while_a_cpu_is_off_line_is_left_alone(spawner, procs, state, tmp_path,
+                                                                 two_cpus):
+    cpu_a, cpu_b = two_cpus
+    _can_take_off_line(cpu_b)
+    both = frozenset(two_cpus)
+    target = spinners(procs, spawner, both, 4)
+    err = tmp_path / "tumbler.err"
+    with open(err, "w") as stderr:
+        tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "-p", str(target.pid)),
+                              env=env_for(state), cwd=REPO, stderr=stderr, text=True)
+    wait_until(lambda: bound_split(target.pid, cpu_a, cpu_b) == (2, 2), timeout=20,
+               what="two spinners bound to each CPU")
+    names = thread_names(target.pid)
+    spinning = sorted(tid for tid in names if names[tid].startswith("spawner-"))
+    try:
+        _set_online(cpu_b, False)
+        wait_until(lambda: all(m == both for m in status_masks(target.pid).values()),
+                   timeout=20, what="every thread handed back while CPU %d is off-line" % cpu_b)
+        os.sched_setaffinity(spinning[0], {cpu_a})      # the admin's taskset
+    finally:
+        _set_online(cpu_b, True)
+    others = spinning[1:]
+    wait_until(lambda: all(len(m) == 1 for tid, m in thread_masks(target.pid).items()
+                           if tid in others),
+               timeout=20, what="the other spinners bound again once CPU %d is back" % cpu_b)
+    assert "changed to %d by someone else" % cpu_a in _stderr_of(err)
+    tumbler.send_signal(signal.SIGTERM)
+    assert tumbler.wait(timeout=30) == 0, _stderr_of(err)
+    assert_no_traceback(_stderr_of(err))
+    masks = thread_masks(target.pid)
+    assert masks[spinning[0]] == {cpu_a}
+    assert all(masks[tid] == both for tid in others)
 
 
 @linux_root

@@ -220,6 +220,22 @@ class MachineWatch:
         return bool((online is not None and cpus - online)
                     or (found is not None and cpus - found[1]))
 
+    def kernel_masks(self, pid, asked):
+        """The masks a thread of ``pid`` given ``asked`` may show now
+        (sched_getaffinity: on-line CPUs only), whatever the machine did
+        since: ``asked`` (its on-line CPUs; a cpuset the kernel has not
+        updated yet), ``asked`` within the cpuset, else the cpuset's CPUs
+        (6.2 and later), or the cpuset's CPUs (before 6.2, at a cpuset
+        change).  Read now."""
+        online = self._read()
+        found = self._cpuset(pid)
+        if online is not None:
+            asked = asked & online
+        if found is None:
+            return (asked,)
+        cpus = found[1] if online is None else found[1] & online
+        return (asked, asked & cpus or cpus, cpus)
+
     def reset_by_kernel(self, pid, bound_mask, current):
         """Whether a thread of ``pid`` whose mask is ``current``, no longer
         ``bound_mask`` (the one tumbler set), was moved by the kernel:
