@@ -244,6 +244,17 @@ def test_a_cpuset_narrowed_and_widened_is_followed(every_round, keeps_requested)
     assert split(backend, tids) == [[0, 1]] * 4
 
 
+def test_a_cpuset_narrowed_before_the_first_round_is_a_change(every_round):
+    """Threads are placed when the target is added, before any round: its
+    cpuset is noted then, not at the first look."""
+    backend, controller, tids, warnings = hotplug_run()
+    assert split(backend, tids) == [[0], [0], [1], [1]]
+    backend.set_cpuset({0})
+    busy_rounds(backend, controller, 2, tids)
+    assert warnings == ["cgroup /app: CPUs 0 (was 0-1): domains 0"], warnings
+    assert split(backend, tids) == [[0]] * 4
+
+
 @KERNELS
 def test_masks_the_kernel_reset_in_domains_that_stay_are_placed_again(every_round,
                                                                     keeps_requested):
@@ -508,8 +519,7 @@ def _stderr_of(path):
 def narrowed_and_widened(procs, spawner, state, tmp_path, two_cpus, cgroup, enter):
     """4 spinners in ``cgroup`` (a directory with cpuset.cpus), ``enter``
     the file that moves a process in, balanced over --domains A/B; the
-    cpuset narrowed to A, then widened to A-B again.  Returns tumbler's
-    standard error."""
+    cpuset narrowed to A, then widened to A-B again."""
     from tumbler.cpulist import format_cpulist
     cpu_a, cpu_b = two_cpus
     both = frozenset(two_cpus)
@@ -548,7 +558,6 @@ def narrowed_and_widened(procs, spawner, state, tmp_path, two_cpus, cgroup, ente
         in stderr, stderr
     assert "someone else" not in stderr, stderr
     assert all(m == both for m in thread_masks(target.pid).values())
-    return target
 
 
 @linux_root

@@ -109,14 +109,19 @@ class MachineWatch:
         except PlatformError:
             return None                 # gone, or unreadable: nothing followed
 
+    def add(self, pid):
+        """A new target: its cpuset noted now, so that a change before the
+        first look is one (Controller.add_target)."""
+        self.cpusets[pid] = self._cpuset(pid)
+
     def look(self, pids=(), backend_of=None):
         """What changed since the last look, at most every CHECK_INTERVAL_S:
         [(text, PIDs)] -- ("CPU 1 off-line", None: every program),
         ("cgroup /app: CPUs 0 (was 0-1)", the PIDs of ``pids`` in that
         cpuset, or processor set); [] when nothing did, or it is not time
         yet.  ``backend_of(pid)``: the backend that knows a PID's binder
-        (the service's programs each have theirs).  A PID not seen before
-        has its cpuset noted, not taken for a change; nor is a cpuset
+        (the service's programs each have theirs).  A PID neither seen nor
+        added before has its cpuset noted, not taken for a change; nor is a cpuset
         changed only by CPUs going off-line or on-line now or at the look
         before (the kernel updates cpusets on hotplug, at once or soon
         after): the hotplug is the change."""

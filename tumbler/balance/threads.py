@@ -74,6 +74,7 @@ class ThreadTracking:
         if allowed is None:
             allowed = allowed_union(self.backend, [pid])
         self.base_allowed[pid] = frozenset(allowed)
+        self.machine.add(pid)           # its cpuset as it is now (balance/machine.py)
         try:
             self.images[pid] = self.backend.process_state(pid)[1]
         except NoSuchProcess:
