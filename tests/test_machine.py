@@ -787,7 +787,8 @@ def test_a_v1_cpuset_is_read_where_cgroup_v2_is_mounted_beside_it(tmp_path):
     os.remove(os.path.join(root, "proc/300/cgroup"))
     from tumbler.platform.base import NoSuchProcess
     with pytest.raises(NoSuchProcess):
-        backend.cpuset_cpus(300)
+        LinuxBackend(root).cpuset_cpus(300)
+    backend.close()
 
 
 def test_a_v1_cpuset_without_effective_cpus_is_read_from_its_cpus(tmp_path):

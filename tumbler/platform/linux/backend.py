@@ -344,6 +344,8 @@ class LinuxBackend(Backend):
             if fd is not None:
                 os.close(fd)
                 setattr(self, name, None)
+        if self._cpusets is not None:
+            self._cpusets.close()
 
     def _close_process_files(self, pid):
         """Close the per-process fds (stat, task directory); forget its state."""
@@ -352,6 +354,8 @@ class LinuxBackend(Backend):
             if fd is not None:
                 os.close(fd)
         self._states.pop(pid, None)
+        if self._cpusets is not None:
+            self._cpusets.forget(pid)
 
     def _seen_gone(self, pid):
         """A read found ``pid``'s process gone: drop what is kept of it, and

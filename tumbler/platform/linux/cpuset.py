@@ -450,13 +450,21 @@ class CgroupCpus:
     kernel has no such file), v2 ``cpuset.cpus.effective`` of the nearest
     cgroup with the controller.  A process whose main thread sits in a
     ``tumbler.<pid>`` cgroup (``--binder cpuset`` moved it) counts as in the
-    cgroup that one was made in.  Two small reads: /proc/PID/cgroup, then
-    the cpuset's file (the mounts are read once)."""
+    cgroup that one was made in.  Two preads of kept descriptors, a few
+    microseconds: /proc/PID/cgroup (tied to its process: a PID reused by
+    another process is never read through it) and the cpuset's file (both
+    give their current content at offset 0); the mounts are read once."""
+
+    #: Kept cpuset files at most; more (a service of many cgroups): all
+    #: closed, and opened again as they are read.
+    MAX_FILES = 64
 
     def __init__(self, proc, root):
         self.proc = proc
         self.root = root
         self._mount = None          # (version, mount point); False: no cpuset hierarchy
+        self._cgroup_fds = {}       # pid -> fd of /proc/PID/cgroup
+        self._file_fds = {}         # cpuset file path -> fd
 
     def of(self, pid):
         """(cgroup, CPUs) of ``pid``'s cpuset, or None: no cpuset hierarchy,
@@ -469,29 +477,64 @@ class CgroupCpus:
         if not self._mount:
             return None
         v2 = self._mount[0] == "v2"
-        try:
-            lines = _read_text("%s/%d/cgroup" % (self.proc, pid)).splitlines()
-        except (FileNotFoundError, ProcessLookupError):
-            raise NoSuchProcess(pid) from None
-        except OSError:
-            return None
-        cgroup = _cpuset_cgroup(lines, v2)
+        cgroup = _cpuset_cgroup(self._cgroup_text(pid).splitlines(), v2)
         if cgroup is None:
             return None
         names = ("cpuset.cpus.effective",) if v2 else ("cpuset.effective_cpus", "cpuset.cpus")
         directory = os.path.join(self._mount[1], cgroup.strip("/")).rstrip("/")
         while True:
             for name in names:
-                try:
-                    text = _read_text(os.path.join(directory, name))
-                    return (cgroup, parse_cpulist(text)) if text else None
-                except OSError:
+                text = self._read(os.path.join(directory, name))
+                if text is None:
                     continue
+                try:
+                    return (cgroup, parse_cpulist(text)) if text else None
                 except UsageError:
                     return None
             if not v2 or len(directory) <= len(self._mount[1]):
                 return None
             directory = os.path.dirname(directory)     # v2: the controller is further up
+
+    def _cgroup_text(self, pid):
+        fd = self._cgroup_fds.get(pid)
+        try:
+            if fd is None:
+                fd = self._cgroup_fds[pid] = os.open("%s/%d/cgroup" % (self.proc, pid),
+                                                     os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, 1 << 16, 0).decode(errors="replace")
+        except OSError:
+            self.forget(pid)
+            raise NoSuchProcess(pid) from None
+
+    def _read(self, path):
+        """The text of a cpuset file, or None if it cannot be read (one
+        removed with its cgroup: opened again next time)."""
+        fd = self._file_fds.get(path)
+        try:
+            if fd is None:
+                if len(self._file_fds) >= self.MAX_FILES:
+                    self._close_files()
+                fd = self._file_fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, 1 << 16, 0).decode("ascii", errors="replace").strip()
+        except OSError:
+            if fd is not None:
+                os.close(self._file_fds.pop(path))
+            return None
+
+    def forget(self, pid):
+        fd = self._cgroup_fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _close_files(self):
+        for fd in self._file_fds.values():
+            os.close(fd)
+        self._file_fds.clear()
+
+    def close(self):
+        for pid in list(self._cgroup_fds):
+            self.forget(pid)
+        self._close_files()
 
 
 def _cpuset_cgroup(lines, v2):
