@@ -211,6 +211,34 @@ def test_an_admins_taskset_while_the_threads_are_handed_back_is_left_alone(every
     assert split(backend, tids[1:]) == [[0, 1]] * 3
 
 
+def test_an_admins_taskset_of_a_thread_the_kernel_moved_off_line_is_left_alone(every_round):
+    """Three 1-CPU domains, CPU 2 off-line: the kernel gives the threads
+    bound there their cpuset's CPUs; an admin who places one elsewhere
+    before tumbler looks is not overridden."""
+    backend = HotplugBackend({0, 1, 2})
+    tids = (101, 102, 103)
+    for tid in tids:
+        backend.run(tid, 0)
+    warnings = []
+    choice = DomainChoice("explicit", tuple(frozenset({cpu}) for cpu in range(3)), "test")
+    controller = Controller(backend, MaskBinder(backend), make_policy("tumbler"), choice,
+                            warn=warnings.append)
+    controller.add_target(PID)
+    busy_rounds(backend, controller, 3, tids)
+    on_two = next(tid for tid in tids if backend.masks[tid] == {2})
+    backend.offline(2)
+    assert backend.masks[on_two] == {0, 1, 2}               # the kernel's fallback
+    backend.masks[on_two] = frozenset({1})                  # and then the admin's
+    busy_rounds(backend, controller, 2, tids)
+    thread = controller.threads[(PID, on_two)]
+    assert thread.unmovable and backend.masks[on_two] == {1}
+    assert [w for w in warnings if "someone else" in w] == [
+        "thread %d (t%d): its affinity was changed to 1 by someone else; tumbler leaves "
+        "it alone from now on" % (on_two, on_two)], warnings
+    controller.restore_all()
+    assert backend.masks[on_two] == {1}
+
+
 # -- a cgroup cpuset narrowed and widened ------------------------------------------------
 
 KERNELS = pytest.mark.parametrize("keeps_requested", [True, False],

@@ -226,39 +226,44 @@ class MachineWatch:
                     or (found is not None and cpus - found[1]))
 
     def kernel_masks(self, pid, asked):
-        """The masks a thread of ``pid`` given ``asked`` may show now
-        (sched_getaffinity: on-line CPUs only), whatever the machine did
-        since: ``asked`` (its on-line CPUs; a cpuset the kernel has not
-        updated yet), ``asked`` within the cpuset, else the cpuset's CPUs
-        (6.2 and later), or the cpuset's CPUs (before 6.2, at a cpuset
-        change).  Read now."""
+        """The masks a thread of ``pid`` that asked for ``asked`` may show
+        now, whatever the machine did since (``_kernel_made``; a cpuset
+        the kernel has not updated yet leaves ``asked``).  Read now."""
         online = self._read()
         found = self._cpuset(pid)
-        if online is not None:
-            asked = asked & online
         if found is None:
-            return (asked,)
-        cpus = found[1] if online is None else found[1] & online
-        return (asked, asked & cpus or cpus, cpus)
+            return {asked, asked & online} if online is not None else {asked}
+        return _kernel_made(asked, found[1], online)
 
     def reset_by_kernel(self, pid, bound_mask, current):
         """Whether a thread of ``pid`` whose mask is ``current``, no longer
         ``bound_mask`` (the one tumbler set), was moved by the kernel:
         some CPU of that mask went off-line during the run (now, or since
-        it was bound), or the process's cpuset changes at this moment and
-        ``current`` is what the kernel makes of ``bound_mask`` under it."""
+        it was bound), or the process's cpuset changes at this moment --
+        and ``current`` is what the kernel makes of ``bound_mask``: within
+        the cpuset read now, else the cpuset's CPUs (any mask, where the
+        platform tells no cpuset)."""
         online = self._read()
         if online is not None and self.online is not None:
             self.went_offline |= self.online - online
-        if bound_mask & self.went_offline or (online is not None and bound_mask - online):
-            return True
         found = self._cpuset(pid)
+        if bound_mask & self.went_offline or (online is not None and bound_mask - online):
+            return found is None or current in _kernel_made(bound_mask, found[1], online)
         known = self.cpusets.get(pid)
         if found is None or known is None or (
                 pid not in self.settling and known[1] == found[1]):
             return False                # no cpuset change now: someone else's
-        cpus = found[1] if online is None else found[1] & online
-        return current == cpus or current == bound_mask & cpus
+        return current in _kernel_made(bound_mask, found[1], online)
+
+
+def _kernel_made(asked, cpuset, online):
+    """The masks the kernel may give a thread that asked for ``asked``
+    under ``cpuset`` (a hotplug's fallback, a cpuset change: Linux before
+    and since 6.2), as read with or without the CPUs off-line."""
+    made = {asked & cpuset or cpuset, cpuset, asked}
+    if online is not None:
+        made |= {mask & online for mask in made}
+    return made
 
 
 class FollowMachine:
