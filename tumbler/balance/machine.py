@@ -248,7 +248,9 @@ class MachineWatch:
             self.went_offline |= self.online - online
         found = self._cpuset(pid)
         if bound_mask & self.went_offline or (online is not None and bound_mask - online):
-            return found is None or current in _kernel_made(bound_mask, found[1], online)
+            # select_fallback_rq: the cpuset's CPUs, else every CPU.
+            return found is None or current == online or \
+                current in _kernel_made(bound_mask, found[1], online)
         known = self.cpusets.get(pid)
         if found is None or known is None or (
                 pid not in self.settling and known[1] == found[1]):
