@@ -937,3 +937,21 @@ def test_illumos_a_process_in_an_administrators_set_has_that_sets_cpus(tmp_path)
     libc.psets[7].add(6)                        # psrset -a 7 6
     libc.default.discard(6)
     assert backend.cpuset_cpus(pid) == ("processor set 7", {6, 7})
+
+
+def test_illumos_a_set_of_tumblers_destroyed_and_its_id_reused_is_not_taken_for_ours(
+        tmp_path, every_round):
+    """psrset -d 9, then psrset -c 7... -- a new set with tumbler's old id
+    and CPUs of someone else's: not one of tumbler's CPUs."""
+    from tumbler.balance.machine import MachineWatch
+    pid, libc, backend, binder = illumos_run(tmp_path)
+    watch = MachineWatch(backend, DomainChoice("explicit", OURS, "explicit domains"))
+    assert watch.replan([pid], lambda: frozenset(range(7))) is None
+    libc.default |= libc.psets.pop(9)               # destroyed: its CPUs to the default set
+    libc.psets[9] = {6}                             # a new set, the same id
+    libc.default.discard(6)
+    assert replanned(watch, pid, binder) == (
+        [[0, 1, 2]], "the default processor set: CPUs 0-2 (was 0-6): domains 0-2")
+    assert binder.taken_cpus == {3, 4, 5}
+    assert libc.psets[9] == {6}                     # someone else's, left alone
+

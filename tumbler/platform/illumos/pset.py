@@ -234,6 +234,7 @@ class PsetBinder(Binder):
         self.pids = set()       # processes whose LWPs were saved
         self.origins = {}       # pid -> processor sets its LWPs had before tumbler
         self.taken_cpus = frozenset()   # CPUs someone took out of the sets (taken)
+        self.gone = set()       # set ids someone destroyed (or reused): never destroyed, bound
 
     # -- Binder interface ----------------------------------------------------
 
@@ -289,13 +290,20 @@ class PsetBinder(Binder):
 
     def current_cpus(self):
         """The on-line CPUs of each set now (pset_info: a set's off-line
-        CPUs are not listed; a set someone destroyed has none)."""
+        CPUs are not listed).  A set someone destroyed has none, and is
+        ``gone``: also when its id names a new set with CPUs but none of
+        the domain's (ids are reused; the kernel lets no set lose its last
+        CPU while LWPs are bound to it, nor take its last on-line CPU
+        off-line).  A gone set is never bound to or destroyed again."""
         found = []
-        for pset in self.sets:
+        for pset, domain in zip(self.sets, self.domains):
             try:
-                found.append(self.libc.pset_info(pset))
+                cpus = self.libc.pset_info(pset)
             except OSError:
-                found.append(frozenset())
+                cpus = None
+            if cpus is None or (cpus and not cpus & domain):
+                self.gone.add(pset)
+            found.append(frozenset() if pset in self.gone else cpus)
         return found
 
     def taken(self, online, current):
@@ -468,6 +476,8 @@ class PsetBinder(Binder):
             raise _configure_error(exc, call, cpu) from None
 
     def _bind(self, pid, tid, pset):
+        if pset in self.gone:
+            raise Unmovable(tid, "processor set %d is no longer tumbler's" % pset)
         self.check_thread(pid, tid)
         try:
             self.libc.pset_bind_lwp(pset, tid, pid)
@@ -478,6 +488,8 @@ class PsetBinder(Binder):
         """Destroy every set; the notices of ``_destroy``."""
         left, first_error, notices = [], None, []
         for pset in self.sets:
+            if pset in self.gone:
+                continue                # someone else's now, or no more
             try:
                 self._destroy(pset, notices)
             except OSError as exc:
@@ -486,6 +498,7 @@ class PsetBinder(Binder):
                 left.append(pset)
                 first_error = first_error or exc
         self.sets, self.domains = left, []
+        self.gone.clear()
         if first_error is not None and not quiet:
             raise _destroy_error(first_error, left)
         return notices
