@@ -109,10 +109,11 @@ class MachineWatch:
         except PlatformError:
             return None                 # gone, or unreadable: nothing followed
 
-    def add(self, pid):
+    def add(self, pid, backend=None):
         """A new target: its cpuset noted now, so that a change before the
-        first look is one (Controller.add_target)."""
-        self.cpusets[pid] = self._cpuset(pid)
+        first look is one (Controller.add_target; the service, through
+        the program's ``backend``)."""
+        self.cpusets[pid] = self._cpuset(pid, backend)
 
     def look(self, pids=(), backend_of=None):
         """What changed since the last look, at most every CHECK_INTERVAL_S:

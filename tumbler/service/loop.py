@@ -500,6 +500,7 @@ class Service:
                 journal.attach(binder, choice.domains)
             controller.start_clock()
             controller.add_target(pid, allowed)
+            self.machine.add(pid, backend)      # its cpuset now: a change is told
         except NoSuchProcess:
             if journal is not None:
                 journal.close()
