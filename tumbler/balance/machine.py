@@ -7,8 +7,9 @@ asks ``MachineWatch.replan`` at every round; at most every
 CHECK_INTERVAL_S it looks (``look``): the on-line CPUs (one pread of
 /sys/devices/system/cpu/online on Linux) and the cpuset of each target's
 cgroup (Backend.cpuset_cpus: preads of /proc/PID/cgroup and the cpuset's
-effective CPUs), about 20 us a look (BENCHMARKS.md).  When either changed it balances over the
-planned domains cut down to the CPUs usable now -- on-line and within the
+effective CPUs), about 20 us a look (BENCHMARKS.md).  When either changed
+it balances over the planned domains cut down to the CPUs usable now --
+on-line and within the
 cpusets: a domain that lost every CPU is dropped until its CPUs return;
 explicit ``--domains`` keep their definition and use what is usable; the
 domains of a topology level are derived again from the topology and the
@@ -25,13 +26,15 @@ to the new CPUs (Linux before 6.2), or to the CPUs it asked for within
 them, else the new CPUs (6.2 and later: the kernel keeps the requested
 mask).  Found at the next look, such a change is not an admin's:
 ``reset_by_kernel`` says so when some CPU of the mask tumbler set went
-off-line during the run, or when the process's cpuset changed at that
-moment (the look before it, or one made on the spot) and the new mask is
-what the kernel makes of tumbler's under the new cpuset.  The thread stays
+off-line during the run, or the process's cpuset changed at that moment
+(the look before it, or one made on the spot), and the new mask is what
+the kernel makes of tumbler's (``_kernel_made``).  The thread stays
 tumbler's -- placed again (FollowMachine re-checks every bound thread at a
 change), and restored at the end as usual.  An admin's change is still
-left alone.  What cannot be told apart: an admin who gives such a thread
-exactly that mask during the same change.
+left alone, also to a thread tumbler handed back meanwhile (one domain
+left) before it is bound again (``kernel_masks``; Placer).  What cannot be
+told apart: an admin who gives such a thread exactly that mask during the
+same change.
 """
 
 import time
