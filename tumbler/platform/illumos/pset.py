@@ -309,11 +309,11 @@ class PsetBinder(Binder):
     def taken(self, online, current):
         """The CPUs of the domains that are on-line but no longer in their
         set (``current``: current_cpus) -- an administrator moved them
-        out (psrset -r, or -a to another set) or destroyed the set.  Kept for the run: re-planned without
-        them (balance/machine.py), the sets made again leave them where
-        the administrator put them.  A CPU someone adds to one of the
-        sets is left there, and goes to the default set with the set at
-        the end (cpupart_destroy)."""
+        out (psrset -r, or -a to another set) or destroyed the set.  Kept
+        for the run: re-planned without them (balance/machine.py), the
+        sets made again leave them where the administrator put them.  A
+        CPU someone adds to one of the sets is left there, and goes to the
+        default set with the set at the end (cpupart_destroy)."""
         for domain, cpus in zip(self.domains, current):
             self.taken_cpus |= (domain - cpus) & online
         return self.taken_cpus
