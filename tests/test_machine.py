@@ -829,6 +829,24 @@ def test_a_v1_cpuset_is_read_where_cgroup_v2_is_mounted_beside_it(tmp_path):
     backend.close()
 
 
+def test_kept_descriptors_are_bounded(tmp_path, monkeypatch):
+    """Processes of a tree come and go: the descriptors kept for them are
+    closed once there are MAX_FILES, and read again as needed."""
+    from tumbler.platform.linux import cpuset
+    from tumbler.platform.linux.backend import LinuxBackend
+    monkeypatch.setattr(cpuset.CgroupCpus, "MAX_FILES", 3)
+    root = str(tmp_path)
+    cgroup_tree(root, V1_MOUNTS, "3:cpuset:/app\n", {"cpuset/app/cpuset.effective_cpus": "0-1"})
+    for pid in range(301, 306):
+        _put(os.path.join(root, "proc/%d/cgroup" % pid), "3:cpuset:/app\n")
+    backend = LinuxBackend(root)
+    for pid in range(300, 306):
+        assert backend.cpuset_cpus(pid) == ("cgroup /app", {0, 1})
+        assert len(backend._cpusets._cgroup_fds) <= 3
+    backend.close()
+    assert not backend._cpusets._cgroup_fds and not backend._cpusets._file_fds
+
+
 def test_a_v1_cpuset_without_effective_cpus_is_read_from_its_cpus(tmp_path):
     from tumbler.platform.linux.backend import LinuxBackend
     root = str(tmp_path)

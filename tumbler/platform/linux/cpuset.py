@@ -455,8 +455,10 @@ class CgroupCpus:
     another process is never read through it) and the cpuset's file (both
     give their current content at offset 0); the mounts are read once."""
 
-    #: Kept cpuset files at most; more (a service of many cgroups): all
-    #: closed, and opened again as they are read.
+    #: Kept descriptors of each kind at most -- cpuset files (a service of
+    #: many cgroups), /proc/PID/cgroup (processes of a tree that exited
+    #: without being read again): more, and all of that kind are closed,
+    #: to be opened again as they are read.
     MAX_FILES = 64
 
     def __init__(self, proc, root):
@@ -499,6 +501,9 @@ class CgroupCpus:
         fd = self._cgroup_fds.get(pid)
         try:
             if fd is None:
+                if len(self._cgroup_fds) >= self.MAX_FILES:
+                    for kept in list(self._cgroup_fds):
+                        self.forget(kept)
                 fd = self._cgroup_fds[pid] = os.open("%s/%d/cgroup" % (self.proc, pid),
                                                      os.O_RDONLY | os.O_CLOEXEC)
             return os.pread(fd, 1 << 16, 0).decode(errors="replace")
