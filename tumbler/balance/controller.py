@@ -43,6 +43,7 @@ The jobs, one module each (mixins of ``Controller``, sharing its state):
 ``speedstep.py``   crowded domains, the policy's view, speed steps
 ``placer.py``      every change of placement, journalled before it is made
 ``handback.py``    putting every thread back; children of bound threads
+``machine.py``     CPUs off-line and back, cpusets changed: domains re-planned
 =================  ========================================================
 
 This module holds what ties them: one round, and the cadences -- ``tick``
@@ -65,7 +66,7 @@ from ..engine.policy import JUDGE_INTERVAL_MS
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, mergeable
 from .handback import HandBack
-from .machine import MachineWatch
+from .machine import FollowMachine, MachineWatch
 from .placer import Placer
 from .quiet import QuietRound, QuietRounds, Roster
 from .speedstep import SpeedSteps
@@ -107,7 +108,7 @@ class RunStats:
         self.startup_s = 0.0            # wall time from tumbler's start to balancing
 
 
-class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
+class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, FollowMachine):
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
                  load_window_ms=500, journal=None, quiet_rounds=True, capacity="cpus"):
@@ -165,7 +166,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         self._reshaped = False      # reshape() gave new domains: place every thread
         self._orphans_of = None     # (root, its CPUs) while tumbler keeps orphans
         self._own_processes = frozenset     # () -> PIDs of tumbler's own children
-        self.machine = MachineWatch(backend, domain_choice)    # CPUs off-line and back
+        self.machine = MachineWatch(backend, domain_choice)    # hotplug, cpusets
         self.tell_machine = self.warn   # says how it followed them (the service: once)
         self._split_choice = None   # the domains merged now (engine/policy.py, 5.)
         self._merge_wanted_ns = None    # since when every judgement asked to merge (split)
@@ -190,7 +191,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
         module docstring; returns a QuietRound), else a full one (returns
         the Decision)."""
         self._look_at_new_processes()
-        change = self.machine.replan(self._may_use)
+        change = self.machine.replan(self.targets, self._may_use)
         if change is not None:
             self._follow_machine(*change)
         if self._reshaped:
@@ -395,15 +396,6 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack):
     def _may_use(self):
         """Every CPU the targets may use (their allowed CPUs when added)."""
         return frozenset().union(*self.base_allowed.values())
-
-    # -- the machine changed (balance/machine.py) ----------------------------------
-
-    def _follow_machine(self, choice, note):
-        """On-line CPUs changed: balance over ``choice`` (the planned
-        domains cut to them) from now on; merged domains are judged anew."""
-        self._split_choice = self._merge_wanted_ns = None
-        self._reshape(choice)
-        self.tell_machine(note)
 
     # -- space sharing ---------------------------------------------------------
 

@@ -67,6 +67,7 @@ class Placer:
             for thread, dst, cpu, cpus in todo:
                 self._bound(thread, dst, cpu, cpus)
             return [(thread, dst, cpu) for thread, dst, cpu, _ in todo]
+        todo = [item for item in todo if item[0].handed is None or self._still_as_handed(item[0])]
         self._save_first([thread for thread, _, _, _ in todo])
         todo = [item for item in todo if item[0].saved is not None and self._still_ours(item[0])]
         if not todo:
@@ -83,7 +84,10 @@ class Placer:
                 except NoSuchProcess:
                     continue
                 except Unmovable as exc:
-                    self._unmovable(thread, exc)
+                    # Refused for CPUs the machine no longer gives: the next
+                    # look re-plans (balance/machine.py); else the thread's.
+                    if not self.machine.outside(thread.pid, cpus):
+                        self._unmovable(thread, exc)
                     continue
                 self._bound(thread, dst, cpu, cpus)
                 done.append((thread, dst, cpu))
@@ -95,6 +99,7 @@ class Placer:
     def _bound(self, thread, dst, cpu, cpus):
         rotating = cpu is not None and thread.pinned_cpu is not None
         thread.domain, thread.pinned_cpu, thread.bound_mask = dst, cpu, cpus
+        thread.handed = None
         thread.touched = True
         if not rotating:
             # Speed balancing moves a pinned thread between cores every few
@@ -155,17 +160,40 @@ class Placer:
         An admin or the program itself changed the affinity of a thread
         tumbler had bound: its new mask is now its allowed set, tumbler
         stops managing it and will not "restore" over that choice.  Not
-        so when the kernel moved it off CPUs taken off-line (balance/
-        machine.py): the thread stays tumbler's, to place again.
+        so when the kernel moved it off CPUs taken off-line, or for a
+        cpuset change (balance/machine.py): the thread stays tumbler's, to
+        place again.
         """
         if not self.binder.binds_masks or thread.bound_mask is None:
             return False
         current = self.backend.allowed_cpus(thread.pid, thread.tid)
         if current == thread.bound_mask:
             return False
-        if self.machine.reset_by_kernel(thread.bound_mask):
+        if self.machine.reset_by_kernel(thread.pid, thread.bound_mask, current):
             thread.bound_mask = thread.pinned_cpu = None
             return False
+        self._someone_elses(thread, current)
+        return True
+
+    def _still_as_handed(self, thread):
+        """Before binding a thread tumbler handed back (one domain, merged
+        domains, the machine changed): False (and hands it over) if its
+        mask is no longer the one it was handed back with, as the kernel
+        keeps it under the CPUs on-line and the cpuset now -- an admin, or
+        the program, placed it meanwhile."""
+        try:
+            current = self.backend.allowed_cpus(thread.pid, thread.tid)
+        except NoSuchProcess:
+            return False
+        if current in self.machine.kernel_masks(thread.pid, thread.handed):
+            thread.handed = None
+            return True
+        self._someone_elses(thread, current)
+        return False
+
+    def _someone_elses(self, thread, current):
+        """Hand the thread over: its mask ``current`` is someone else's
+        choice, never changed or restored over again."""
         thread.unmovable = True
         thread.allowed = current
         thread.saved = None
@@ -174,7 +202,6 @@ class Placer:
         self.warn("thread %d (%s): its affinity was changed to %s by someone else; "
                   "tumbler leaves it alone from now on"
                   % (thread.tid, thread.name, format_cpulist(current)))
-        return True
 
     def _adopt_inherited(self, inherited):
         """Threads born of a bound thread carry its mask (Linux and illumos
@@ -211,6 +238,8 @@ class Placer:
             self.stats.warnings += 1
             self.warn("could not hand back thread %d: %s" % (thread.tid, exc))
             return False
+        cpus = thread.saved.get("cpus") if self.binder.binds_masks else None
+        thread.handed = frozenset(cpus) if cpus else None
         thread.saved = thread.bound_mask = thread.pinned_cpu = None
         if self.journal is not None:
             self.journal.drop(thread.pid, thread.tid)

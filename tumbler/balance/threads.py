@@ -18,6 +18,7 @@ class TrackedThread:
     __slots__ = ("pid", "tid", "start", "name", "allowed", "eligible", "first", "prev_wall",
                  "prev_run", "exec_ns", "wall_ns", "load", "cpu", "runnable", "domain",
                  "saved", "migrations", "unmovable", "pinned_cpu", "bound_mask", "touched",
+                 "handed",
                  "switches", "sleeps_per_s", "switch_rate")
 
     def __init__(self, pid, tid, start, name, allowed, eligible, first, prev_wall=0,
@@ -43,6 +44,7 @@ class TrackedThread:
         self.pinned_cpu = None          # speed balancing pinned it to this CPU
         self.bound_mask = None          # the mask tumbler last set
         self.touched = False            # tumbler has set its mask (children may carry it)
+        self.handed = None              # the mask it was handed back with, until bound again
         self.switches = None            # deque of (wall_ns, voluntary, all switches, run_ns)
         self.sleeps_per_s = None        # voluntary switches per second, last reading
         self.switch_rate = None         # switches per CPU-second, last reading
@@ -72,6 +74,7 @@ class ThreadTracking:
         if allowed is None:
             allowed = allowed_union(self.backend, [pid])
         self.base_allowed[pid] = frozenset(allowed)
+        self.machine.add(pid)           # its cpuset as it is now (balance/machine.py)
         try:
             self.images[pid] = self.backend.process_state(pid)[1]
         except NoSuchProcess:

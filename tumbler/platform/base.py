@@ -394,6 +394,15 @@ class Backend:
         except NotImplementedError:
             raise Unsupported("this platform cannot list its on-line CPUs") from None
 
+    def cpuset_cpus(self, pid):
+        """(where, CPUs): what confines ``pid`` -- its cgroup's cpuset
+        ("cgroup /app"), its processor set -- and the on-line CPUs that
+        lets it use now, cheaply: a round asks at most every 0.5 s, to
+        follow cpusets narrowed and widened while it balances (balance/
+        machine.py).  None where nothing the OS lets tumbler read confines
+        it.  NoSuchProcess once it is gone.  Default: None."""
+        return None
+
     def uptime_ns(self):
         """Nanoseconds since boot, where the OS counts a thread's start time
         from it (``tumbler stat``'s first report shows each thread over its

@@ -190,8 +190,8 @@ class Service:
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
-        # CPUs off-line and back: each program's controller follows them
-        # (balance/machine.py); the service says so once for all of them.
+        # CPUs off-line and back, cpusets changed: each program's controller
+        # follows them (balance/machine.py); the service says so once.
         self.machine = MachineWatch(self.backend)
         self.sharing = self._sharing(config)        # None: time sharing
 
@@ -213,9 +213,9 @@ class Service:
             if now >= next_scan:
                 self.scan(stop=lambda: bool(waiter.pending))
                 next_scan = time.monotonic() + self.config.scan_interval
-            change = self.machine.changed()
-            if change is not None:
-                count = len(self.programs)
+            for change, pids in self.machine.look(
+                    self.programs, lambda pid: self.programs[pid].controller.backend):
+                count = len(self.programs if pids is None else pids)
                 self.log(WARNING, "%s: %d program%s re-planned"
                          % (change, count, "" if count == 1 else "s"))
             wake = next_scan
@@ -500,6 +500,7 @@ class Service:
                 journal.attach(binder, choice.domains)
             controller.start_clock()
             controller.add_target(pid, allowed)
+            self.machine.add(pid, backend)      # its cpuset now: a change is told
         except NoSuchProcess:
             if journal is not None:
                 journal.close()

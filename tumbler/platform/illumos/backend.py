@@ -201,6 +201,59 @@ class IllumosBackend(Backend):
         self._online = topology.online
         return topology
 
+    def online_cpus(self):
+        """The CPUs whose ``cpu_info`` kstat ``state`` is on-line or no-intr:
+        the cpu_info kstats alone, not the processor groups (a round asks
+        every 0.5 s; balance/machine.py).  An off-line CPU (psradm -f,
+        p_online) keeps its processor set and rejoins it on-line, unless
+        the set was destroyed meanwhile: then it comes back in the default
+        set (cpu_offline in usr/src/uts/common/os/cpu.c, cpupart_destroy
+        in usr/src/uts/common/disp/cpupart.c)."""
+        try:
+            cpu_info = self._kstat_reader()
+        except OSError as exc:
+            raise Unsupported("cannot read the cpu_info kstats: %s" % exc) from None
+        online = frozenset(cpu for cpu, fields in cpu_info.items()
+                           if fields.get("state") in RUNNING_STATES)
+        if not online:
+            raise Unsupported("the cpu_info kstats show no on-line CPU")
+        self._online = online
+        return online
+
+    def cpuset_cpus(self, pid):
+        """(the processor set ``pid``'s LWPs came from, the on-line CPUs they
+        may be given): an administrator's set, its CPUs; the default set,
+        its CPUs and those of the sets tumbler's binder created, but those
+        someone took out of them (``PsetBinder.taken``).  pset_info(2)
+        lists a set's on-line CPUs only (cpupart_get_cpus).  None without
+        libc's processor set calls."""
+        libc = self._pset_libc()
+        if libc is None:
+            return None
+        binder = self._binder
+        if binder is not None and pid in binder.origins:
+            origin = pset.origin_of(binder.origins[pid])
+        else:
+            tids = self.thread_ids(pid)
+            if not tids:
+                raise NoSuchProcess(pid)
+            origin = self.lwp_info(pid, tids[0]).bindpset
+            if binder is not None and origin in binder.sets:
+                origin = PS_NONE
+        online = self._online if self._online is not None else self.online_cpus()
+        try:
+            if origin != PS_NONE:
+                return "processor set %d" % origin, libc.pset_info(origin) & online
+            cpus = libc.pset_info(PS_NONE)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:   # the set was destroyed: read again next time
+                return None
+            raise PlatformError("pset_info: %s" % (exc.strerror or exc)) from None
+        if binder is not None:
+            current = binder.current_cpus()
+            cpus = cpus.union(*current) - binder.taken(online, current)
+        return "the default processor set", cpus & online
+
     def allowed_cpus(self, pid, tid):
         """CPUs the LWP may use: its bound processor, else its processor set's
         CPUs, else the default set's.  Sets made by this backend's binder count

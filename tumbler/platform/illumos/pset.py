@@ -233,6 +233,8 @@ class PsetBinder(Binder):
         self.created = {}       # set id -> its creation time, where it could be read
         self.pids = set()       # processes whose LWPs were saved
         self.origins = {}       # pid -> processor sets its LWPs had before tumbler
+        self.taken_cpus = frozenset()   # CPUs someone took out of the sets (taken)
+        self.gone = set()       # set ids someone destroyed (or reused): never destroyed, bound
 
     # -- Binder interface ----------------------------------------------------
 
@@ -285,6 +287,36 @@ class PsetBinder(Binder):
             if exc.errno != errno.EINVAL or target == PS_NONE:
                 raise _bind_error(exc, pid, tid, target) from None
             self._bind(pid, tid, PS_NONE)   # the saved set was destroyed meanwhile
+
+    def current_cpus(self):
+        """The on-line CPUs of each set now (pset_info: a set's off-line
+        CPUs are not listed).  A set someone destroyed has none, and is
+        ``gone``: also when its id names a new set with CPUs but none of
+        the domain's (ids are reused; the kernel lets no set lose its last
+        CPU while LWPs are bound to it, nor take its last on-line CPU
+        off-line).  A gone set is never bound to or destroyed again."""
+        found = []
+        for pset, domain in zip(self.sets, self.domains):
+            try:
+                cpus = self.libc.pset_info(pset)
+            except OSError:
+                cpus = None
+            if cpus is None or (cpus and not cpus & domain):
+                self.gone.add(pset)
+            found.append(frozenset() if pset in self.gone else cpus)
+        return found
+
+    def taken(self, online, current):
+        """The CPUs of the domains that are on-line but no longer in their
+        set (``current``: current_cpus) -- an administrator moved them
+        out (psrset -r, or -a to another set) or destroyed the set.  Kept
+        for the run: re-planned without them (balance/machine.py), the
+        sets made again leave them where the administrator put them.  A
+        CPU someone adds to one of the sets is left there, and goes to the
+        default set with the set at the end (cpupart_destroy)."""
+        for domain, cpus in zip(self.domains, current):
+            self.taken_cpus |= (domain - cpus) & online
+        return self.taken_cpus
 
     def close(self):
         """Destroy the sets; returns what is worth telling: the processor
@@ -444,6 +476,8 @@ class PsetBinder(Binder):
             raise _configure_error(exc, call, cpu) from None
 
     def _bind(self, pid, tid, pset):
+        if pset in self.gone:
+            raise Unmovable(tid, "processor set %d is no longer tumbler's" % pset)
         self.check_thread(pid, tid)
         try:
             self.libc.pset_bind_lwp(pset, tid, pid)
@@ -454,6 +488,8 @@ class PsetBinder(Binder):
         """Destroy every set; the notices of ``_destroy``."""
         left, first_error, notices = [], None, []
         for pset in self.sets:
+            if pset in self.gone:
+                continue                # someone else's now, or no more
             try:
                 self._destroy(pset, notices)
             except OSError as exc:
@@ -462,6 +498,7 @@ class PsetBinder(Binder):
                 left.append(pset)
                 first_error = first_error or exc
         self.sets, self.domains = left, []
+        self.gone.clear()
         if first_error is not None and not quiet:
             raise _destroy_error(first_error, left)
         return notices

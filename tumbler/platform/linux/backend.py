@@ -172,6 +172,7 @@ class LinuxBackend(Backend):
         self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
         self._cpu_stat_fd = None    # /proc/stat, for cpu_times
         self._online_fd = None      # /sys/devices/system/cpu/online, for online_cpus
+        self._cpusets = None        # cpuset.CgroupCpus, for cpuset_cpus
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
         self._proc_stat_fds = {}    # pid -> open fd of /proc/PID/stat (process_cpu_ns)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
@@ -343,6 +344,8 @@ class LinuxBackend(Backend):
             if fd is not None:
                 os.close(fd)
                 setattr(self, name, None)
+        if self._cpusets is not None:
+            self._cpusets.close()
 
     def _close_process_files(self, pid):
         """Close the per-process fds (stat, task directory); forget its state."""
@@ -351,6 +354,8 @@ class LinuxBackend(Backend):
             if fd is not None:
                 os.close(fd)
         self._states.pop(pid, None)
+        if self._cpusets is not None:
+            self._cpusets.forget(pid)
 
     def _seen_gone(self, pid):
         """A read found ``pid``'s process gone: drop what is kept of it, and
@@ -782,24 +787,22 @@ class LinuxBackend(Backend):
 
     def may_use(self, pid):
         """On-line, not isolated, and within the effective cpuset of the
-        process's cgroup (v2: cpuset.cpus.effective of the nearest cgroup
-        that has one)."""
+        process's cgroup (``cpuset_cpus``)."""
         usable = super().may_use(pid)
         try:
-            path = self.process_facts(pid).cgroup
+            found = self.cpuset_cpus(pid)
         except NoSuchProcess:
             return usable
-        mount = "%s/fs/cgroup" % self.sys
-        while path is not None:
-            try:
-                text = _read_path("%s%s/cpuset.cpus.effective" % (mount, path.rstrip("/")))
-                return usable & frozenset(parse_cpulist(text.decode().strip()))
-            except (OSError, UsageError):
-                pass
-            if path in ("/", ""):
-                break
-            path = path.rsplit("/", 1)[0] or "/"
-        return usable
+        return usable if found is None else usable & found[1]
+
+    def cpuset_cpus(self, pid):
+        """("cgroup PATH", the effective CPUs of its cpuset): the cgroup of
+        ``pid``, v1 or v2 (cpuset.py, ``CgroupCpus``)."""
+        if self._cpusets is None:
+            from .cpuset import CgroupCpus
+            self._cpusets = CgroupCpus(self.proc, self.root)
+        found = self._cpusets.of(pid)
+        return None if found is None else ("cgroup " + found[0], found[1])
 
     def parent_of(self, pid):
         try:

@@ -77,6 +77,7 @@ import re
 import sys
 
 from ...cpulist import format_cpulist, parse_cpulist
+from ...errors import UsageError
 from .affinity import set_affinity
 from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
@@ -441,6 +442,120 @@ class CpusetBinder(Binder):
 
     def _empty_into(self, path, destination):
         _empty_into(path, destination)
+
+
+class CgroupCpus:
+    """The CPUs the cpuset of a process's cgroup allows now (Backend.
+    cpuset_cpus): v1 ``cpuset.effective_cpus`` (``cpuset.cpus`` where the
+    kernel has no such file), v2 ``cpuset.cpus.effective`` of the nearest
+    cgroup with the controller.  A process whose main thread sits in a
+    ``tumbler.<pid>`` cgroup (``--binder cpuset`` moved it) counts as in the
+    cgroup that one was made in.  Two preads of kept descriptors, a few
+    microseconds: /proc/PID/cgroup (tied to its process: a PID reused by
+    another process is never read through it) and the cpuset's file (both
+    give their current content at offset 0); the mounts are read once."""
+
+    #: Kept descriptors of each kind at most -- cpuset files (a service of
+    #: many cgroups), /proc/PID/cgroup (processes of a tree that exited
+    #: without being read again): more, and all of that kind are closed,
+    #: to be opened again as they are read.
+    MAX_FILES = 64
+
+    def __init__(self, proc, root):
+        self.proc = proc
+        self.root = root
+        self._mount = None          # (version, mount point); False: no cpuset hierarchy
+        self._cgroup_fds = {}       # pid -> fd of /proc/PID/cgroup
+        self._file_fds = {}         # cpuset file path -> fd
+
+    def of(self, pid):
+        """(cgroup, CPUs) of ``pid``'s cpuset, or None: no cpuset hierarchy,
+        or nothing readable.  NoSuchProcess once the process is gone."""
+        if self._mount is None:
+            try:
+                self._mount = find_cpuset_mount(self.proc, self.root)
+            except Unsupported:
+                self._mount = False
+        if not self._mount:
+            return None
+        v2 = self._mount[0] == "v2"
+        cgroup = _cpuset_cgroup(self._cgroup_text(pid).splitlines(), v2)
+        if cgroup is None:
+            return None
+        names = ("cpuset.cpus.effective",) if v2 else ("cpuset.effective_cpus", "cpuset.cpus")
+        directory = os.path.join(self._mount[1], cgroup.strip("/")).rstrip("/")
+        while True:
+            for name in names:
+                text = self._read(os.path.join(directory, name))
+                if text is None:
+                    continue
+                try:
+                    return (cgroup, parse_cpulist(text)) if text else None
+                except UsageError:
+                    return None
+            if not v2 or len(directory) <= len(self._mount[1]):
+                return None
+            directory = os.path.dirname(directory)     # v2: the controller is further up
+
+    def _cgroup_text(self, pid):
+        fd = self._cgroup_fds.get(pid)
+        try:
+            if fd is None:
+                if len(self._cgroup_fds) >= self.MAX_FILES:
+                    for kept in list(self._cgroup_fds):
+                        self.forget(kept)
+                fd = self._cgroup_fds[pid] = os.open("%s/%d/cgroup" % (self.proc, pid),
+                                                     os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, 1 << 16, 0).decode(errors="replace")
+        except OSError:
+            self.forget(pid)
+            raise NoSuchProcess(pid) from None
+
+    def _read(self, path):
+        """The text of a cpuset file, or None if it cannot be read (one
+        removed with its cgroup: opened again next time)."""
+        fd = self._file_fds.get(path)
+        try:
+            if fd is None:
+                if len(self._file_fds) >= self.MAX_FILES:
+                    self._close_files()
+                fd = self._file_fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, 1 << 16, 0).decode("ascii", errors="replace").strip()
+        except OSError:
+            if fd is not None:
+                os.close(self._file_fds.pop(path))
+            return None
+
+    def forget(self, pid):
+        fd = self._cgroup_fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _close_files(self):
+        for fd in self._file_fds.values():
+            os.close(fd)
+        self._file_fds.clear()
+
+    def close(self):
+        for pid in list(self._cgroup_fds):
+            self.forget(pid)
+        self._close_files()
+
+
+def _cpuset_cgroup(lines, v2):
+    """The cpuset cgroup in /proc/PID/cgroup ``lines`` (v2: the "0::" one,
+    v1: the hierarchy with cpuset), above any ``tumbler.<pid>`` in it."""
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if (parts[0] == "0" and not parts[1]) if v2 else "cpuset" in parts[1].split(","):
+            names = parts[2].split("/")
+            for i, name in enumerate(names):
+                if _OWN_DIR.match(name):
+                    return "/".join(names[:i]) or "/"
+            return parts[2] or "/"
+    return None
 
 
 class _Vanished(PlatformError):
