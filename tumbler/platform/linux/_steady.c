@@ -233,7 +233,11 @@ static PyObject *steady_times(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "steady_times: ThreadTimes must be a tuple type");
         return NULL;
     }
-    result = PyDict_New();
+    /* Sized for every thread at once: no resizing as it fills. */
+    Py_ssize_t expected = PyObject_LengthHint(tids, 0);
+    if (expected < 0)
+        return NULL;
+    result = _PyDict_NewPresized(expected);
     iterator = result ? PyObject_GetIter(tids) : NULL;
     if (iterator == NULL) {
         Py_XDECREF(result);
