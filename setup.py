@@ -1,7 +1,8 @@
 """Only for the optional C part; everything else is in setup.cfg.
 
 ``tumbler.platform.linux._steady`` reads the Linux backend's usual sample in
-one call and ``tumbler.engine._window`` sums a quiet round's loads (see
+one call, ``tumbler.engine._window`` sums a quiet round's loads and
+``tumbler.balance._rounds`` does a full round's per-thread passes (see
 their sources).  ``optional=True``: without a C compiler or
 Python's headers the build says so and tumbler installs without it, using
 the same steps in Python (slower, same results).
@@ -12,6 +13,8 @@ import sys
 from setuptools import Extension, setup
 
 extensions = [Extension("tumbler.engine._window", ["tumbler/engine/_window.c"],
+                        extra_compile_args=["-O2", "-Wall"], optional=True),
+              Extension("tumbler.balance._rounds", ["tumbler/balance/_rounds.c"],
                         extra_compile_args=["-O2", "-Wall"], optional=True)]
 if sys.platform.startswith("linux"):
     extensions.append(Extension("tumbler.platform.linux._steady",

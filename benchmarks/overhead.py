@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/overhead.py            # everything (about 2 minutes)
     .venv/bin/python benchmarks/overhead.py --only sample,plan --json
+    .venv/bin/python benchmarks/overhead.py --only round     # a full round / its reads
 
 Tumbler is only worth running if it costs far less than the imbalance it
 removes.  The paper (64 threads, C) measured 410 us to sample, 28 us to
@@ -30,6 +31,18 @@ implementation, checked here and marked in the table:
               expensive one against them.  "quiet": what a quiet round
               decides with instead of a plan (``summarize_window`` of the
               threads' columns + ``AutoPolicy.quiet_verdict``).
+* round    -- a full round of the balancing loop (``Controller.round``, every
+              round a full one, the auto policy on two domains: the CPUs
+              halved) managing ``tests/workloads/crowd`` with 1,024 and
+              10,000 threads (together asking 0.3 CPU: mostly sleeping
+              threads with unequal, moving loads), against the *read floor*
+              measured in the same run: one pread per thread of the same
+              kept-open schedstat fds in one C call (``columns_reader``), what
+              no full round can do without.  Both are medians of ``--rounds``
+              measurements, each right after a sleep of ``--round-gap`` ms, as
+              the loop runs them (alternating: floor, round); the round's
+              phases (sample, loads, views, decide) are timed on the side.
+              Target: round <= 1.5 x floor (issue 29).
 * rebind   -- one ``sched_setaffinity`` of one thread to a domain,
               alternating between two domains, for a sleeping and for a
               spinning thread, raw (CPU and wall time) and through
@@ -94,7 +107,11 @@ TARGETS = {
     "plan_64_us": 30.0,
     "plan_10000_us": 10000.0,
     "run_cpu_pct": 0.5,
+    "round_over_floor": 1.5,
 }
+#: Round benchmark: what the crowd program asks in all (CPUs), its threads' period.
+ROUND_DEMAND_CPUS = 0.3
+ROUND_COUNTS = (1024, 10000)
 
 HELPER_SOURCE = r"""
 /* threads: a process with many threads, for benchmarks/overhead.py.
@@ -429,6 +446,121 @@ def bench_plan(counts, domain_counts, repeat_scale):
     return rows
 
 
+# -- (c2) a full round against its reads ---------------------------------------------------
+
+def build_crowd(directory):
+    binary = os.path.join(directory, "crowd")
+    subprocess.run([shutil.which("cc") or "gcc", "-O2", "-pthread", "-o", binary,
+                    os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
+    return binary
+
+
+def _timed(owner, name, totals, label):
+    """Wrap ``owner.name`` (an instance's method, or a module's function)
+    to add its calls' CPU time to ``totals[label]`` (a list, one per call)."""
+    original = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        start = time.thread_time_ns()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals.setdefault(label, []).append(time.thread_time_ns() - start)
+    setattr(owner, name, timed)
+
+
+def round_once(crowd, count, rounds, gap_ms, policy_name, phases):
+    """(floor ns list, round ns list, phase -> ns list, threads seen) of one
+    crowd program of ``count`` threads; see the module docstring."""
+    from tumbler.balance.controller import Controller
+    from tumbler.balance.domains import DomainChoice
+    from tumbler.engine.policy import make_policy
+    cpus = sorted(os.sched_getaffinity(0))
+    half = len(cpus) // 2
+    choice = DomainChoice("explicit", (frozenset(cpus[:half]), frozenset(cpus[half:])),
+                          "overhead.py")
+    program = subprocess.Popen([crowd, "3600", str(count - 1), str(ROUND_DEMAND_CPUS)],
+                               stdout=subprocess.PIPE, text=True)
+    backend = LinuxBackend()
+    controller = None
+    try:
+        if not program.stdout.readline().startswith("ready"):
+            raise RuntimeError("crowd did not start %d threads" % count)
+        policy = make_policy(policy_name)
+        controller = Controller(backend, backend.binder(), policy, choice, quiet_rounds=False,
+                                warn=lambda message: None)
+        controller.start_clock()
+        controller.add_target(program.pid)
+        gap = gap_ms / 1000.0
+        for _ in range(WARM_ROUNDS):
+            time.sleep(gap)
+            controller.round()
+        totals = {}
+        if phases:
+            for name, label in (("sample_all", "sample"), ("update_loads", "loads"),
+                                ("_measured_views", "views")):
+                _timed(controller, name, totals, label)
+            _timed(policy, "decide", totals, "decide")
+        floors, round_ns = [], []
+        reader = None
+        tids = None
+        for _ in range(rounds):
+            if reader is None or tids != controller.backend._sampled_tids.get(program.pid):
+                tids = controller.backend._sampled_tids.get(program.pid)
+                reader = backend.columns_reader(program.pid, sorted(tids))
+                run, lat = array("q", bytes(8 * len(tids))), array("q", bytes(8 * len(tids)))
+            time.sleep(gap / 2)
+            start = time.thread_time_ns()
+            ok = reader is not None and reader(run, lat) is not None
+            spent = time.thread_time_ns() - start
+            if ok:
+                floors.append(spent)
+            time.sleep(gap / 2)
+            start = time.thread_time_ns()
+            controller.round()
+            round_ns.append(time.thread_time_ns() - start)
+        return floors, round_ns, totals, len(controller.threads)
+    finally:
+        if controller is not None:
+            controller.restore_all()
+        backend.close()
+        program.kill()
+        program.wait()
+
+
+#: Rounds before the measured ones (files opened, threads placed and measured).
+WARM_ROUNDS = 10
+
+
+def bench_round(directory, counts, rounds, gap_ms, policy_name, phases=True):
+    crowd = build_crowd(directory)
+    rows = []
+    for wanted in counts:
+        problem = check_thread_limits(wanted)
+        if problem:
+            rows.append({"threads": wanted, "skipped": problem})
+            continue
+        count, capped = samplable_threads(wanted)
+        floors, round_ns, totals, seen = round_once(crowd, count, rounds, gap_ms, policy_name,
+                                                    phases)
+        if not floors:
+            rows.append({"threads": count, "skipped": "no read of the floor succeeded"})
+            continue
+        floor, full = statistics.median(floors), statistics.median(round_ns)
+        quartiles = lambda values: [q / 1e6 for q in statistics.quantiles(values, n=4)] \
+            if len(values) > 1 else [values[0] / 1e6] * 3
+        rows.append({"threads": seen, "wanted": wanted, "capped": capped,
+                     "rounds": len(round_ns), "floor_reads": len(floors),
+                     "floor_ms": floor / 1e6, "round_ms": full / 1e6,
+                     "floor_quartiles_ms": quartiles(floors),
+                     "round_quartiles_ms": quartiles(round_ns),
+                     "round_range_ms": [min(round_ns) / 1e6, max(round_ns) / 1e6],
+                     "ratio": full / floor,
+                     "phases_ms": {label: statistics.median(values) / 1e6
+                                   for label, values in totals.items()}})
+    return rows
+
+
 # -- (c) rebinding ------------------------------------------------------------------------
 
 def bench_rebind(helper, repeat):
@@ -557,6 +689,20 @@ def print_report(results):
                 row["plan_us"], row["regroup_us"], row["quiet_us"], row["thread_cv"],
                 row["moves"],
                 row["decision"], mark))
+    if "round" in results:
+        print("\n(c2) a full round against its reads (median CPU time; quartiles)")
+        for row in results["round"]:
+            if "skipped" in row:
+                print("%8d skipped: %s" % (row["threads"], row["skipped"]))
+                continue
+            phases = ", ".join("%s %.2f" % item for item in row["phases_ms"].items())
+            print("%8d threads: round %.2f ms (%.2f-%.2f), read floor %.2f ms (%.2f-%.2f), "
+                  "round / floor %.2f %s; phases ms: %s" % (
+                      row["threads"], row["round_ms"], row["round_quartiles_ms"][0],
+                      row["round_quartiles_ms"][2], row["floor_ms"],
+                      row["floor_quartiles_ms"][0], row["floor_quartiles_ms"][2],
+                      row["ratio"], _mark(row["ratio"], TARGETS["round_over_floor"]),
+                      phases or "-"))
     if "rebind" in results:
         print("\n(c) one rebinding, alternating between two domains (median)")
         for row in results["rebind"]:
@@ -580,7 +726,7 @@ def print_report(results):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="sample,plan,rebind,run",
-                        help="comma-separated: sample, plan, rebind, run")
+                        help="comma-separated: sample, plan, round, rebind, run")
     parser.add_argument("--threads", default=",".join(map(str, THREAD_COUNTS)),
                         help="thread counts for sample and plan")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each run")
@@ -589,6 +735,15 @@ def main():
                         help="multiply the repetitions of the micro-benchmarks")
     parser.add_argument("--wrapped", action="store_true",
                         help="run: the program behind sh -c '...; true' (two targets)")
+    parser.add_argument("--round-threads", default=",".join(map(str, ROUND_COUNTS)),
+                        help="thread counts for round")
+    parser.add_argument("--rounds", type=int, default=30,
+                        help="round: measured rounds (and floor reads) per thread count")
+    parser.add_argument("--round-gap", type=float, default=100.0,
+                        help="round: ms slept before each measurement")
+    parser.add_argument("--policy", default="auto", help="round: the policy (default auto)")
+    parser.add_argument("--no-phases", action="store_true",
+                        help="round: no phase timers (each costs ~1 us per call)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--python-sampler", action="store_true",
                         help="sample without the optional C module (tumbler.platform.linux._steady), "
@@ -597,11 +752,12 @@ def main():
     if not sys.platform.startswith("linux"):
         sys.exit("overhead: Linux only")
     only = set(args.only.split(","))
-    unknown = only - {"sample", "plan", "rebind", "run"}
+    unknown = only - {"sample", "plan", "round", "rebind", "run"}
     if unknown:
         sys.exit("overhead: unknown benchmark %s" % ", ".join(sorted(unknown)))
     counts = [int(c) for c in args.threads.split(",")]
-    raise_limits(max(counts))
+    round_counts = [int(c) for c in args.round_threads.split(",")]
+    raise_limits(max(counts + round_counts))
     results = {"load_start": load_average(), "targets": TARGETS}
     with tempfile.TemporaryDirectory() as directory:
         helper = build_helper(directory)
@@ -611,6 +767,9 @@ def main():
                 else "c"
         if "plan" in only:
             results["plan"] = bench_plan(counts, DOMAIN_COUNTS, args.scale)
+        if "round" in only:
+            results["round"] = bench_round(directory, round_counts, args.rounds,
+                                           args.round_gap, args.policy, not args.no_phases)
         if "rebind" in only:
             results["rebind"] = bench_rebind(helper, max(10, int(2000 * args.scale)))
         if "run" in only:

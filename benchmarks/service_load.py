@@ -1,34 +1,60 @@
-"""What ``tumbler service`` costs managing many programs at once (issue 16).
+"""What ``tumbler service`` costs managing many programs at once (issues 16, 29).
 
     .venv/bin/python benchmarks/service_load.py [--programs N] [--threads T]
                                                 [--seconds S] [--domains LIST]
-                                                [--profile FILE]
+                                                [--profile FILE] [--rise K]
 
 Starts N copies of ``tests/workloads/crowd`` with T threads each (together
 asking ``--demand`` CPUs per program: mostly sleeping threads, a program
 in its stride), a service whose one rule selects them, waits until
 ``tumbler status`` lists all N, then reads the service's own CPU time
 (``own_cpu_s``) S seconds apart: its CPU share of one core in the steady
-state.  Prints that, the rounds and quiet rounds per program, and stops
-everything (the service hands every thread back).
+state.  Prints that, the rounds and quiet rounds per program, how many
+are parked (issue 29: too idle to imbalance a domain, not read thread by
+thread), the moves per minute, and stops everything (the service hands
+every thread back).
+
+``--rise K`` then measures K times how long a parked program takes to be
+back under full rounds once it turns busy: one more crowd program
+(``--threads`` threads asking 1 CPU), stopped (SIGSTOP) until the service
+has parked it, continued (SIGCONT) at a random point of the scan cycle;
+the time from SIGCONT until ``tumbler status`` shows it unparked with a
+round made since, against the scan interval.
 """
 
 import argparse
 import json
 import os
+import random
+import resource
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TUMBLER = os.path.join(REPO, ".venv", "bin", "tumbler")
+sys.path.insert(0, REPO)
+
+from tumbler.service.config import DEFAULT_SCAN_INTERVAL_S  # noqa: E402
+from tumbler.service.control import request  # noqa: E402
+
+#: The tumbler of this tree, run by this interpreter.
+TUMBLER = [sys.executable, "-m", "tumbler"]
+
+
+class NotAnswering(Exception):
+    pass
 
 
 def status(socket):
-    out = subprocess.run([TUMBLER, "status", "--json", "--socket", socket],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    """The service's status reply, asked on its socket (no process started:
+    the polls of --rise must not take the CPU the service needs)."""
+    try:
+        return request(socket, {"cmd": "status"})
+    except Exception as exc:            # not started yet, or gone
+        raise NotAnswering(str(exc)) from None
 
 
 def main():
@@ -45,7 +71,21 @@ def main():
                              "want 0.8 of this VM's 2)")
     parser.add_argument("--capacity", choices=("measured", "cpus"), default=None,
                         help="balancing.defaults.capacity (default: tumbler's)")
+    parser.add_argument("--rise", type=int, default=0, metavar="K",
+                        help="then time K wake-ups of a parked program turning busy")
+    parser.add_argument("--scan-interval", type=float, default=None,
+                        help="service.scan_interval (default: tumbler's)")
     args = parser.parse_args()
+    # The service keeps a schedstat fd per managed thread (and a few per
+    # program): room for them all, which root may give (up to fs.nr_open).
+    files = (args.programs + 1) * (args.threads + 8) + 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < files:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+        except (ValueError, OSError):
+            print("service_load.py: cannot raise the open-files limit to %d (it is %d): "
+                  "the last programs' threads are read by path" % (files, hard))
     work = tempfile.mkdtemp(prefix="tumbler-service-load-")
     crowd = os.path.join(work, "crowd")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", crowd,
@@ -59,15 +99,22 @@ def main():
     config = os.path.join(work, "tumbler.yaml")
     socket = os.path.join(work, "tumbler.sock")
     with open(config, "w") as f:
-        f.write("service:\n  socket: %s\nprograms:\n  - name: crowd\n    match: {cmdline: %s}\n"
-                "    domains: \"%s\"\n" % (socket, json.dumps(crowd), args.domains))
+        f.write("service:\n  socket: %s\n" % socket)
+        if args.scan_interval is not None:
+            f.write("  scan_interval: %s\n" % args.scan_interval)
+        # Room for every program (the defaults: 64 programs, 16,384 threads).
+        f.write("  max_programs: %d\n  max_threads: %d\n" % (
+            max(64, args.programs + 1), max(16384, (args.programs + 1) * (args.threads + 1))))
+        f.write("programs:\n  - name: crowd\n    match: {cmdline: %s}\n"
+                "    domains: \"%s\"\n" % (json.dumps(crowd), args.domains))
         if args.capacity:
             f.write("balancing:\n  defaults:\n    capacity: %s\n" % args.capacity)
     env = dict(os.environ, TUMBLER_STATE_DIR=os.path.join(work, "state"))
-    command = [TUMBLER, "service", "--config", config]
+    env["PYTHONPATH"] = REPO
+    command = TUMBLER + ["service", "--config", config]
     if args.profile:
-        command = [os.path.join(REPO, ".venv", "bin", "python"), "-m", "cProfile", "-o",
-                   args.profile, TUMBLER] + command[1:]
+        command = [sys.executable, "-m", "cProfile", "-o", args.profile, "-m",
+                   "tumbler", "service", "--config", config]
     service = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -75,7 +122,7 @@ def main():
             try:
                 if len(status(socket)["programs"]) == args.programs:
                     break
-            except subprocess.CalledProcessError:
+            except NotAnswering:
                 pass
             if time.monotonic() > deadline:
                 sys.exit("service_load.py: the service did not pick up every program")
@@ -92,17 +139,67 @@ def main():
         for p in second["programs"]:
             full += p["intervals"] - rounds[p["pid"]]["intervals"]
             quiet += p["quiet_intervals"] - rounds[p["pid"]]["quiet_intervals"]
+        moves = sum(p["moves"] - rounds[p["pid"]]["moves"] for p in second["programs"])
+        parked = sum(1 for p in second["programs"] if p.get("parked"))
         print("%d programs x %d threads, %.0f s, load average %.2f: service CPU %.3f s = "
-              "%.2f%% of one core; %.1f rounds/s per program, %.0f%% of them quiet"
+              "%.2f%% of one core; %.1f rounds/s per program, %.0f%% of them quiet; "
+              "%d parked at the end; %.1f moves/min in all"
               % (args.programs, args.threads, elapsed, os.getloadavg()[0], cpu,
                  100 * cpu / elapsed, full / elapsed / args.programs,
-                 100 * quiet / max(full, 1)))
+                 100 * quiet / max(full, 1), parked, 60 * moves / elapsed))
+        if args.rise:
+            rise(args, crowd, socket, programs)
     finally:
         service.terminate()
         service.wait()
         for proc in programs:
             proc.kill()
             proc.wait()
+
+
+def program_status(socket, pid):
+    return next((p for p in status(socket)["programs"] if p["pid"] == pid), None)
+
+
+def wait_for(what, condition, timeout=60.0, poll=0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        found = condition()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            sys.exit("service_load.py: timed out waiting for %s" % what)
+        time.sleep(poll)
+
+
+def rise(args, crowd, socket, programs):
+    """``--rise``: see the module docstring."""
+    proc = subprocess.Popen([crowd, "3600", str(args.threads), "1.0"], stdout=subprocess.PIPE,
+                            text=True)
+    proc.stdout.readline()
+    programs.append(proc)
+    os.kill(proc.pid, signal.SIGSTOP)
+    scan = args.scan_interval or DEFAULT_SCAN_INTERVAL_S
+    unparked, rounded = [], []
+    for _ in range(args.rise):
+        before = wait_for("the program parked", lambda: (lambda p: p if p and p["parked"]
+                                                         else None)(program_status(socket,
+                                                                                   proc.pid)))
+        time.sleep(random.uniform(0, scan))
+        start = time.monotonic()
+        os.kill(proc.pid, signal.SIGCONT)
+        wait_for("the program unparked",
+                 lambda: not (program_status(socket, proc.pid) or {"parked": 1})["parked"])
+        unparked.append(time.monotonic() - start)
+        wait_for("a full round", lambda: program_status(socket, proc.pid)["intervals"]
+                 > before["intervals"])
+        rounded.append(time.monotonic() - start)
+        os.kill(proc.pid, signal.SIGSTOP)
+    print("rise from idle to busy, %d times (scan interval %.1f s): unparked after %.2f s "
+          "median (%.2f-%.2f), first round after %.2f s median (%.2f-%.2f)"
+          % (args.rise, scan, statistics.median(unparked), min(unparked), max(unparked),
+             statistics.median(rounded), min(rounded), max(rounded)))
+    os.kill(proc.pid, signal.SIGCONT)
 
 
 if __name__ == "__main__":

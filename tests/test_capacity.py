@@ -240,6 +240,42 @@ def test_tumblers_own_cpu_time_is_no_other_work():
         assert capacities == expected, cpu
 
 
+def test_the_services_other_programs_are_no_other_work():
+    """In the service, the CPU its other programs received on a domain
+    (``managed_elsewhere``) comes off the busy time with the program's own:
+    they are balanced themselves.  What is left is other work proper."""
+    received = {frozenset({0}): 0.0, frozenset({1}): 0.55}
+    backend = Times([0, 1])
+    meter = CapacityMeter(backend, WINDOW, managed_elsewhere=received.__getitem__)
+    meter.update(DOMAINS, [0.0, 0.0], 0, LOADS)
+    # CPU 1 busy all the time: 0.42 this program's, 0.55 another managed one's.
+    capacities, t = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.42], rounds=8)
+    assert capacities == [1, 1] and meter.elsewhere == received
+    # Work no managed program did still counts, in the same steps as ever.
+    received[frozenset({1})] = 0.25
+    capacities, _ = measure(meter, backend, {0: 1.0, 1: 1.0}, [1.0, 0.42], start=t, rounds=8)
+    assert capacities[0] == 1 and capacities[1] == pytest.approx(1 - 0.3)
+
+
+def test_bursty_other_work_is_smoothed_over_several_windows():
+    """Neighbours bursting 0.8 CPU for one load window in two: counted over
+    one window the capacity follows every burst; averaged over four it
+    settles at one value and stays there."""
+    def capacities_seen(smooth_windows):
+        backend = Times([0, 1])
+        meter = CapacityMeter(backend, WINDOW, smooth_windows=smooth_windows)
+        meter.update(DOMAINS, [0.0, 0.0], 0, LOADS)
+        seen = []
+        for step in range(300):             # 100 ms rounds, 30 s
+            burst = 0.8 if (step // 5) % 2 else 0.0
+            backend.run({0: 1.0, 1: 0.2 + burst}, 100 * MS)
+            seen.append(meter.update(DOMAINS, [1.0, 0.2], (step + 1) * 100 * MS, LOADS)[1])
+        return seen[150:]
+    assert len(set(capacities_seen(1))) > 2
+    settled = set(capacities_seen(4))
+    assert len(settled) == 1 and 0.5 <= settled.pop() <= 0.7
+
+
 def test_one_domain_is_never_left_out():
     backend = Times([0])
     meter = CapacityMeter(backend, WINDOW)

@@ -2,7 +2,8 @@
 domain is not sampled at all, and the first scan that sees it busy wakes
 it for full rounds -- on real processes, stopped (SIGSTOP: no CPU at all)
 and continued, with real masks; parked threads are handed back like any
-others on SIGTERM, and after SIGKILL by the next service."""
+others on SIGTERM, and after SIGKILL by the next service.  Measured
+capacity: the service's other programs are no other work."""
 
 import os
 import signal
@@ -97,3 +98,28 @@ def test_parked_threads_are_restored_after_sigkill_and_metrics_count_them(
                or target.pid in again.managed(), what="the new service to take over")
     assert again.stop() == 0
     assert thread_masks(target.pid) == before
+
+
+def test_measured_capacity_counts_no_managed_program_as_other_work(duty, domains, procs,
+                                                                   state, tmp_path):
+    """Two busy programs on the same two CPUs: each one's CPU there is taken
+    off the other's other work (``other_programs`` in the status), so
+    neither plans around the other."""
+    spec, doms = domains
+    first, second = busy_duty(procs, duty), busy_duty(procs, duty)
+    rules = '  - name: duty\n    match: {comm: "duty"}\n    domains: "%s"\n' % spec
+    text = config(rules, scan=0.2) + "balancing:\n  defaults:\n    capacity: measured\n"
+    service = Service(procs, state, tmp_path, text)
+    wait_bound(first.pid, doms, count=4)
+    wait_bound(second.pid, doms, count=4)
+
+    def counted_as_managed():
+        both = [program(service, pid) for pid in (first.pid, second.pid)]
+        # Each uses ~0.5 of each CPU beside the other (2 CPUs of demand each).
+        return all(p is not None and not p["parked"] and p["other_programs"] is not None
+                   and min(p["other_programs"]) >= 0.2 for p in both)
+    wait_until(counted_as_managed, what="each program's CPU counted as managed by the other")
+    for pid in (first.pid, second.pid):
+        status = program(service, pid)
+        assert len(status["other_work"]) == len(status["capacity"]) == 2, status
+    assert service.stop() == 0

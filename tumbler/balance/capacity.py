@@ -41,6 +41,18 @@ RETRY_WINDOWS windows, then after twice as long each time it fails, up to
 MAX_RETRY_WINDOWS.  A failed trial costs one thread's slow progress for
 those few windows.
 
+In the service.  The other programs it manages are balanced themselves:
+their threads' CPU is no other work to plan around.  Each meter there is
+given ``managed_elsewhere(cpus)`` -- the CPU the service's other
+programs received on those CPUs, as their last rounds measured it (a
+parked program's: its process CPU, spread over its domains) -- and takes
+it off the busy time with the program's own.  What remains is other work
+proper, and with measured capacity it is also smoothed over
+``smooth_windows`` load windows (an exponential average of that time
+constant) before the dead band: the bursts of neighbours that are not
+managed come and go faster than that, and moved capacities (and threads)
+for noise (BENCHMARKS.md, issue 29).
+
 Cost: one read of /proc/stat per round with two or more domains (a
 single domain has nothing to weigh and reads nothing).  A quiet round
 (quiet.py) weighs the domains as the full round before it did, and hands
@@ -49,6 +61,7 @@ out: with other work that holds steady -- the other programs a service
 manages, a hog -- rounds stay quiet.
 """
 
+import math
 import time
 from collections import deque
 
@@ -95,10 +108,16 @@ class CapacityMeter:
     time over the load window.  ``backend.cpu_times()`` is read once per
     ``update``; the clock is the caller's (monotonic ns of its sample)."""
 
-    def __init__(self, backend, window_ns, warn=None, own_ns=time.process_time_ns):
+    def __init__(self, backend, window_ns, warn=None, own_ns=time.process_time_ns,
+                 managed_elsewhere=None, smooth_windows=1):
         self.backend = backend
         self.window_ns = window_ns
         self.warn = warn
+        # cpus -> CPUs the service's other programs received there (module doc).
+        self.managed_elsewhere = managed_elsewhere
+        self.elsewhere = {}             # domain CPUs -> that, at the last reading
+        self.smooth_ns = window_ns * smooth_windows if smooth_windows > 1 else 0
+        self._smoothed = {}             # domain CPUs -> (wall_ns, other work averaged)
         self.own_ns = own_ns            # tumbler's own CPU time so far (ns)
         self._own_last = own_ns()
         self._own_booked = {}           # CPU -> tumbler's own ns booked there so far
@@ -145,7 +164,12 @@ class CapacityMeter:
         result = []
         for domain, managed in zip(domains, domain_cpu):
             cpus = domain.cpus
+            if self.managed_elsewhere is not None:
+                self.elsewhere[cpus] = elsewhere = self.managed_elsewhere(cpus)
+                managed += elsewhere
             other = other_work(cpus, busy, managed)
+            if self.smooth_ns:
+                other = self._smooth(cpus, other, wall_ns)
             step = step_of(len(cpus))
             held = self.other.get(cpus, 0.0)
             if abs(other - held) >= HYSTERESIS_STEPS * step:
@@ -153,6 +177,18 @@ class CapacityMeter:
                 self.other[cpus] = held
             result.append(held)
         return result
+
+    def _smooth(self, cpus, other, wall_ns):
+        """``other`` averaged exponentially over ``smooth_ns`` (per domain;
+        the first reading is taken as it is)."""
+        last = self._smoothed.get(cpus)
+        if last is not None and wall_ns > last[0]:
+            weight = 1.0 - math.exp(-(wall_ns - last[0]) / self.smooth_ns)
+            other = last[1] + weight * (other - last[1])
+        elif last is not None:
+            other = last[1]
+        self._smoothed[cpus] = (wall_ns, other)
+        return other
 
     def _leave_out(self, domains, capacities, wall_ns, starved):
         """Set the capacity of the domains to leave out to 0.0 (see the

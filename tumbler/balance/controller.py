@@ -111,7 +111,8 @@ class RunStats:
 class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, FollowMachine):
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
-                 load_window_ms=500, journal=None, quiet_rounds=True, capacity="cpus"):
+                 load_window_ms=500, journal=None, quiet_rounds=True, capacity="cpus",
+                 managed_elsewhere=None, smooth_windows=1):
         self.backend = backend
         self.binder = binder
         self.policy = policy
@@ -151,15 +152,20 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         self._rosters = None        # the threads quiet rounds read, while they may
         self._regrouped_ns = None   # sample time of the last round that moved threads
         self._capacities = Roster.capacities(self.domains)
-        # --capacity measured: domains weighed by what other work leaves of them.
-        self.capacity_meter = (CapacityMeter(backend, self.load_window_ns, self.warn)
+        # --capacity measured: domains weighed by what other work leaves of
+        # them (the service's other programs not counted, and smoothed over
+        # ``smooth_windows``: balance/capacity.py).
+        self.capacity_meter = (CapacityMeter(backend, self.load_window_ns, self.warn,
+                                             managed_elsewhere=managed_elsewhere,
+                                             smooth_windows=smooth_windows)
                                if capacity == "measured" else None)
         # auto leaves domains other work competes for to the OS (engine/
         # policy.py, 7.): it measures other work with capacity counted in
         # CPUs too.
         self.other_meter = self.capacity_meter
         if self.other_meter is None and policy.merges_domains and self.moves_threads:
-            self.other_meter = CapacityMeter(backend, self.load_window_ns, self.warn)
+            self.other_meter = CapacityMeter(backend, self.load_window_ns, self.warn,
+                                             managed_elsewhere=managed_elsewhere)
         self._other_seen = None     # other work per domain at the last full round
         self._next_round = None     # monotonic s; set by start_clock
         self._calm = None           # (threads, ms) of the last paced watch (quiet.py)
@@ -243,14 +249,6 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             self._rosters = self._quiet_rosters(samples, decision)
         return decision
 
-    def _measured_views(self, other):
-        """The threads the policy decides on -- measured, movable, with a
-        domain they may use (the others are left alone) -- and its views
-        of them (``other``: other work per domain, or None)."""
-        measured = [t for t in self.threads.values()
-                    if t.load is not None and not t.unmovable and t.eligible]
-        return measured, self._views(measured, self._crowded_domains(measured, other))
-
     def _other_work(self, now_ns):
         """Other work per domain (CPUs, dead-banded: balance/capacity.py)
         over the load window, None when it is not measured; with
@@ -274,15 +272,6 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         if meter is None:
             return None
         return [meter.other.get(d.cpus, 0.0) for d in self.domains]
-
-    def _received(self):
-        """The CPU the program's threads received in each domain over the
-        load window (CPUs, by domain index)."""
-        received = [0.0] * len(self.domains)
-        for thread in self.threads.values():
-            if thread.domain is not None and thread.cpu is not None:
-                received[thread.domain] += thread.cpu
-        return received
 
     def _weigh(self, now_ns):
         """Measured capacity (balance/capacity.py): each domain weighed by

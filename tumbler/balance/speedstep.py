@@ -7,6 +7,11 @@ from collections import deque
 from ..engine.policy import RUNNABLE_SHARE, ThreadView
 from ..platform.base import NoSuchProcess
 
+try:
+    from ._rounds import thread_views as _c_thread_views
+except ImportError:         # not built (optional): the same pass in Python
+    _c_thread_views = None
+
 
 #: Span over which context switches are counted (see _switch_rates).
 SWITCH_WINDOW_NS = 2_000_000_000
@@ -75,6 +80,21 @@ class SpeedSteps:
         self._pins_between += self._pin({t.tid: t for t in threads}, pins)
         return interval_ms
 
+    def _measured_views(self, other):
+        """The threads the policy decides on -- measured, movable, with a
+        domain they may use (the others are left alone) -- and its views
+        of them (``other``: other work per domain, or None).  One C pass
+        (balance/_rounds.c) when built and nothing is crowded."""
+        fast = None if _c_thread_views is None else \
+            _c_thread_views(self.threads.values(), ThreadView, RUNNABLE_SHARE)
+        if fast is None:
+            measured = [t for t in self.threads.values()
+                        if t.load is not None and not t.unmovable and t.eligible]
+            return measured, self._views(measured, self._crowded_domains(measured, other))
+        measured, views, runnable = fast
+        crowded = self._crowded(runnable, other) if self.policy.needs_sleep_data else set()
+        return measured, (self._views(measured, crowded) if crowded else views)
+
     def _crowded_domains(self, threads, other=None):
         """Domains with more always-runnable threads than CPUs; every domain,
         when its domains may merge (controller.py, _may_merge), if the
@@ -92,6 +112,10 @@ class SpeedSteps:
         for thread in threads:
             if (thread.runnable or 0) >= RUNNABLE_SHARE:
                 runnable[thread.domain] = runnable.get(thread.domain, 0) + 1
+        return self._crowded(runnable, other)
+
+    def _crowded(self, runnable, other):
+        """_crowded_domains from ``runnable``: always-runnable threads per domain."""
         crowded = {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
         if not runnable or not self._may_merge():
             return crowded

@@ -3,12 +3,22 @@ two steps: sample, then loads over the load window)."""
 
 import os
 from collections import deque
+from itertools import islice
 
 from ..cpulist import format_cpulist
 from ..engine.policy import RUNNABLE_SHARE
 from ..engine.window import demand
-from ..platform.base import NoSuchProcess, PlatformError
+from ..platform.base import NoSuchProcess, PlatformError, ThreadTimes
 from .targets import allowed_union
+
+try:
+    from ._rounds import measure_threads as _c_measure_threads
+    from ._rounds import received as _c_received
+except ImportError:         # not built (optional): the same passes in Python
+    _c_measure_threads = _c_received = None
+
+
+_NONE = frozenset()
 
 
 class TrackedThread:
@@ -341,9 +351,9 @@ class ThreadTracking:
             # threads placed a moment ago then still count as busy (1 CPU,
             # see _place_new) rather than at a load measured over a sliver
             # of an interval, which would make the newcomers pile up.
-            new = sample.threads.keys() - self._tracked.get(sample.pid, ())
-            if new:
-                self._track(sample, place=True, tids=sorted(new))
+            tracked = self._tracked.get(sample.pid, _NONE)
+            if not tracked.issuperset(sample.threads):      # (no set built when none is)
+                self._track(sample, place=True, tids=sorted(sample.threads.keys() - tracked))
             count, reused = self._measure(sample)
             measured += count
             if reused:          # a TID now naming another thread
@@ -395,13 +405,30 @@ class ThreadTracking:
         return start
 
     def _measure_threads(self, sample, base):
-        """_measure's per-thread part, against the window's ``base`` sample."""
-        pid, now = sample.pid, sample.wall_ns
-        base_wall, base_threads = base.wall_ns, base.threads
+        """_measure's per-thread part, against the window's ``base`` sample:
+        in one C pass (balance/_rounds.c) when that module was built, else
+        ``_py_measure_threads``, the same arithmetic."""
+        threads, base_threads = sample.threads, base.threads
+        if _c_measure_threads is None or type(threads) is not dict \
+                or type(base_threads) is not dict:
+            return self._py_measure_threads(sample.pid, sample.wall_ns, threads, base.wall_ns,
+                                            base_threads)
+        measured, unknown, done = _c_measure_threads(
+            self.threads, sample.pid, threads, sample.wall_ns, base.wall_ns, base_threads,
+            RUNNABLE_SHARE, TrackedThread, ThreadTimes)
+        if done < len(threads):     # counters the C pass does not take (not plain ints)
+            more, unknown_too = self._py_measure_threads(
+                sample.pid, sample.wall_ns, dict(islice(threads.items(), done, None)),
+                base.wall_ns, base_threads)
+            measured, unknown = measured + more, unknown + unknown_too
+        return measured, unknown
+
+    def _py_measure_threads(self, pid, now, threads, base_wall, base_threads):
+        """_measure_threads in Python."""
         get = self.threads.get
         measured = 0
         unknown = []
-        for tid, times in sample.threads.items():
+        for tid, times in threads.items():
             thread = get((pid, tid))
             if thread is None or thread.start != times.start:
                 unknown.append(tid)
@@ -431,6 +458,31 @@ class ThreadTracking:
             else:           # no run-queue wait known (schedstat off): Eq. 1
                 thread.load = thread.cpu
         return measured, unknown
+
+    def _received(self):
+        """The CPU the program's threads received in each domain over the
+        load window (CPUs, by domain index): one C pass when built."""
+        if _c_received is not None:
+            received = _c_received(self.threads.values(), len(self.domains))
+            if received is not None:
+                return received
+        received = [0.0] * len(self.domains)
+        for thread in self.threads.values():
+            if thread.domain is not None and thread.cpu is not None:
+                received[thread.domain] += thread.cpu
+        return received
+
+    def received_now(self):
+        """(domain CPUs, CPU the threads received there) per domain over the
+        load window, as the last round measured it -- a quiet one from its
+        columns' sums: what the service's other programs do not count as
+        other work (balance/capacity.py)."""
+        summary = getattr(self._last_decision, "summary", None)
+        if summary is not None and len(summary.domain_cpu) == len(self.domains):
+            received = summary.domain_cpu
+        else:
+            received = self._received()
+        return [(domain.cpus, cpu) for domain, cpu in zip(self.domains, received)]
 
     def discover(self):
         """Look for new threads and place them, and for new child processes

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import compress, repeat
 from numbers import Real
-from operator import attrgetter
+from operator import attrgetter, ge
 
 from .model import Domain, ThreadLoad
 
@@ -23,6 +24,8 @@ TID = attrgetter("tid")
 _LOAD = attrgetter("load")
 DOMAIN = attrgetter("domain")
 _ELIGIBLE = attrgetter("eligible")
+_RUNNABLE = attrgetter("runnable")
+_PINNED_CPU = attrgetter("pinned_cpu")
 
 
 
@@ -154,3 +157,21 @@ def eligible_domains(thread: ThreadLoad, domain_count: int) -> list[int]:
 def effective_load(load: float) -> float:
     """A negative load is a counter glitch: it weighs nothing."""
     return max(0.0, float(load))
+
+
+def runnable_at_least(threads: Sequence, share: float) -> list:
+    """The ``threads`` (policy views) whose runnable share is known and at
+    least ``share``, in order -- C-level passes when every share is known
+    (auto and merging ask it every round, of every thread)."""
+    shares = list(map(_RUNNABLE, threads))
+    if None in shares:
+        return [t for t, known in zip(threads, shares) if known is not None and known >= share]
+    return list(compress(threads, map(ge, shares, repeat(share))))
+
+
+def pinned_threads(threads: Sequence) -> list:
+    """The ``threads`` (policy views) pinned to a CPU, in order."""
+    cpus = list(map(_PINNED_CPU, threads))
+    if cpus.count(None) == len(cpus):
+        return []
+    return [t for t, cpu in zip(threads, cpus) if cpu is not None]

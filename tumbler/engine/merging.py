@@ -31,6 +31,7 @@ may still block at every period, and blocking threads leave their CPU to
 others); other work is judged at once (crowded_by_other_work).
 """
 
+from .columns import runnable_at_least
 from .policy import RUNNABLE_SHARE, SLEEPS_PER_SECOND
 from .speed import thread_speed
 
@@ -41,7 +42,7 @@ SHORTFALL = 0.9
 
 
 def _runnable(threads):
-    return [t for t in threads if t.runnable is not None and t.runnable >= RUNNABLE_SHARE]
+    return runnable_at_least(threads, RUNNABLE_SHARE)
 
 
 def oversubscribed_unevenly(threads, cores):
@@ -77,7 +78,15 @@ def crowded_by_other_work(threads, cores, other):
     Threads whose sleeping is not known yet count: merging only hands
     threads back to the OS, and waiting 0.3 s for the counts kept a thread
     beside a hog that long (a thread that sleeps shows it in its speed and
-    runnable share soon enough).  Those known to sleep do not."""
+    runnable share soon enough).  Those known to sleep do not.
+
+    Only a domain with other work and such threads can answer True: when
+    there is none (the usual round), nothing else is computed."""
+    judged = {t.domain for t in runnable_at_least(threads, RUNNABLE_SHARE)
+              if t.domain is not None and 0 <= t.domain < len(cores) and t.wall_ns > 0
+              and (t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND)}
+    if not any(others > 0.0 and index in judged for index, others in enumerate(other)):
+        return False
     speeds = {}                     # domain -> speeds of its always-runnable threads
     got = [0.0] * len(cores)        # domain -> CPU its threads got
     for t in threads:

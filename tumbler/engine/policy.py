@@ -121,6 +121,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 from ..records import record
+from .columns import pinned_threads, runnable_at_least
 from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
                        plan_tumbler)
 from .model import Plan, ThreadLoad
@@ -415,9 +416,8 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         interval = plan.interval_ms
         # One pass each over all threads, then per domain over the few that
         # stay runnable or are pinned: this runs every round.
-        runnable = [t for t in threads
-                    if t.runnable is not None and t.runnable >= RUNNABLE_SHARE]
-        pinned = [t for t in threads if t.pinned_cpu is not None]
+        runnable = runnable_at_least(threads, RUNNABLE_SHARE)
+        pinned = pinned_threads(threads)
         where = list(map(assignment.get, map(_TID, threads)))
         for domain in domains:
             index = domain.index

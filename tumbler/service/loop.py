@@ -108,6 +108,11 @@ SCAN_CHECK_EVERY = 8
 #: new command line under the same name): a scan then costs one /proc/PID/stat
 #: and status read per process that stays unselected.
 REMATCH_SCANS = 15
+#: With measured capacity, a program's other work -- what neither it nor the
+#: service's other programs used of a domain -- is averaged over this many
+#: load windows (balance/capacity.py): bursty neighbours moved capacities,
+#: and threads, for noise.
+CAPACITY_SMOOTH_WINDOWS = 4
 
 
 class Log:
@@ -135,7 +140,7 @@ class Program:
     """A managed program: its controller and what the status reports."""
 
     __slots__ = ("pid", "name", "rule", "controller", "journal", "since", "wake", "parked",
-                 "cpu_mark")
+                 "cpu_mark", "used", "received")
 
     def __init__(self, pid, name, rule, controller, journal):
         self.pid = pid
@@ -147,6 +152,25 @@ class Program:
         self.wake = self.since
         self.parked = None          # why it is parked (text), or None
         self.cpu_mark = None        # (monotonic s, process CPU ns) at the last scan
+        self.used = 0.0             # CPUs it used between the last two scans
+        self.received = None        # (rounds, controller.received_now()) cached
+
+    def received_on(self, cpus):
+        """CPU this program's threads received on ``cpus`` (CPUs) as its last
+        round measured it, each domain's spread evenly over its CPUs; a
+        parked program's use between the last two scans, spread over all
+        its domains (balance/capacity.py: not other work to the others)."""
+        controller = self.controller
+        if self.parked:
+            everywhere = frozenset().union(*(d.cpus for d in controller.domains))
+            shares = [(everywhere, self.used)]
+        else:
+            rounds = controller.stats.intervals
+            if self.received is None or self.received[0] != rounds:
+                self.received = (rounds, controller.received_now())
+            shares = self.received[1]
+        return sum(cpu * len(cpus & where) / len(where) for where, cpu in shares
+                   if cpu and not cpus.isdisjoint(where))
 
     def status(self):
         c = self.controller
@@ -162,8 +186,19 @@ class Program:
                 "moves_per_min": round(c.stats.migrations / minutes, 2),
                 "pins": c.stats.pins,
                 "parked": self.parked,
+                "other_work": _per_domain(c.other_meter, "other", c.domains),
+                "other_programs": _per_domain(c.other_meter, "elsewhere", c.domains),
                 "speed": bool(decision is not None and decision.engaged),
                 "intervals": c.stats.intervals, "quiet_intervals": c.stats.quiet}
+
+
+def _per_domain(meter, table, domains):
+    """A meter's ``table`` (other work held, or the service's other programs'
+    CPU taken off it) per domain, rounded; None without a meter."""
+    if meter is None:
+        return None
+    values = getattr(meter, table)
+    return [round(values.get(d.cpus, 0.0), 3) for d in domains]
 
 
 def _cpulist(cpus):
@@ -401,6 +436,7 @@ class Service:
         if mark is None or now <= mark[0]:
             return
         used = (cpu_ns - mark[1]) / 1e9 / (now - mark[0])
+        program.used = used
         below = self._park_below(program)
         if used < below:
             if not program.parked:
@@ -494,6 +530,8 @@ class Service:
                                     warn=lambda m: self.log(WARNING, m),
                                     observers=self._observers(pid, facts.comm, rule),
                                     capacity=self.config.balancing.capacity,
+                                    managed_elsewhere=self._managed_elsewhere(pid),
+                                    smooth_windows=CAPACITY_SMOOTH_WINDOWS,
                                     **self.config.balancing.loop_options())
             controller.tell_machine = lambda note: None     # said once for all (run)
             if journal is not None:
@@ -519,6 +557,13 @@ class Service:
             # Sets new domains only: the binding is done by the rounds
             # (``_tick``), where a failure drops this program alone.
             self.sharing.join(pid, controller, rule.weight, "PID %d (%s)" % (pid, facts.comm))
+
+    def _managed_elsewhere(self, pid):
+        """For the capacity meters of program ``pid``: the CPU the service's
+        other programs received on a set of CPUs (balance/capacity.py)."""
+        def elsewhere(cpus):
+            return sum(p.received_on(cpus) for p in self.programs.values() if p.pid != pid)
+        return elsewhere
 
     def _sharing(self, config):
         """Space sharing's coordinator, or None with ``sharing: {mode: time}``."""

@@ -43,6 +43,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -62,6 +63,55 @@ static inline PyObject *Py_NewRef(PyObject *object)
 
 /* Attribute names and the unknown state, made once (module init). */
 static PyObject *str_schedstat_fd, *str_start, *str_name, *str_unknown_state;
+
+/* The type of ``files``' entries (backend._ThreadFiles, a class with
+ * __slots__) whose slots schedstat_fd, start and name are read at the
+ * offsets of Python's own member descriptors, learnt once; any other
+ * object through the attribute protocol. */
+static PyTypeObject *files_type;
+static Py_ssize_t files_offsets[3];
+
+static int learn_files_type(PyTypeObject *type)
+{
+    PyObject *names[3] = {str_schedstat_fd, str_start, str_name};
+    Py_ssize_t found[3];
+
+    if (type == files_type)
+        return 1;
+    for (int i = 0; i < 3; i++) {
+        PyObject *descr = PyObject_GetAttr((PyObject *)type, names[i]);
+        if (descr == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+            && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+        if (ok)
+            found[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+        if (!ok)
+            return 0;
+    }
+    memcpy(files_offsets, found, sizeof found);
+    Py_XDECREF(files_type);
+    Py_INCREF(type);
+    files_type = type;
+    return 1;
+}
+
+/* Attribute ``i`` (0 schedstat_fd, 1 start, 2 name) of an entry, a new reference. */
+static PyObject *files_attr(PyObject *entry, int i, PyObject *name)
+{
+    if (learn_files_type(Py_TYPE(entry)) == 1) {
+        PyObject *value = *(PyObject **)((char *)entry + files_offsets[i]);
+        if (value == NULL) {
+            PyErr_SetObject(PyExc_AttributeError, name);
+            return NULL;
+        }
+        return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(entry, name);
+}
 
 /* Parse a decimal u64 after optional spaces; -1 if there is none or it overflows. */
 static int parse_u64(const char **cursor, const char *end, unsigned long long *value)
@@ -138,7 +188,7 @@ static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject
     if (entry == NULL)
         return PyErr_Occurred() ? -1 : 0;
     Py_INCREF(entry);               /* ours while its attributes are read */
-    fd_obj = PyObject_GetAttr(entry, str_schedstat_fd);
+    fd_obj = files_attr(entry, 0, str_schedstat_fd);
     if (fd_obj == NULL || fd_obj == Py_None) {          /* None: fds ran out, read by path */
         status = fd_obj == NULL ? -1 : 0;
         goto done;
@@ -151,8 +201,8 @@ static int add_thread(PyObject *result, PyObject *files, PyObject *pid, PyObject
         status = 0;
         goto done;
     }
-    start = PyObject_GetAttr(entry, str_start);
-    name = start ? PyObject_GetAttr(entry, str_name) : NULL;
+    start = files_attr(entry, 1, str_start);
+    name = start ? files_attr(entry, 2, str_name) : NULL;
     run = name ? PyLong_FromUnsignedLongLong(run_ns) : NULL;
     lat = run ? PyLong_FromUnsignedLongLong(lat_ns) : NULL;
     times = lat ? thread_times(type, tid, start, name, run, lat, no_micro) : NULL;
@@ -183,7 +233,11 @@ static PyObject *steady_times(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "steady_times: ThreadTimes must be a tuple type");
         return NULL;
     }
-    result = PyDict_New();
+    /* Sized for every thread at once: no resizing as it fills. */
+    Py_ssize_t expected = PyObject_LengthHint(tids, 0);
+    if (expected < 0)
+        return NULL;
+    result = _PyDict_NewPresized(expected);
     iterator = result ? PyObject_GetIter(tids) : NULL;
     if (iterator == NULL) {
         Py_XDECREF(result);

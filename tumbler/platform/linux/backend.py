@@ -431,7 +431,10 @@ class LinuxBackend(Backend):
                     self.forget(pid, tid)
         if not threads and tids is last:
             return self.sample(pid, detail)     # all gone? list them (or raise)
-        if last is None or threads.keys() != last:
+        # Every thread of the last sample read again: the same keys, no
+        # comparison needed (it costs a pass over them all).
+        if last is None or (tids is not last or len(threads) != len(last)) \
+                and threads.keys() != last:
             for tid in (last or _NO_TIDS) - threads.keys():
                 self.forget(pid, tid)
             self._sampled_tids[pid] = threads.keys()

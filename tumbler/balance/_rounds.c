@@ -1,0 +1,536 @@
+/*
+ * _rounds: a full round's per-thread passes in C (optional).
+ *
+ * A full round (controller.py) measures every thread of its targets over
+ * the load window and hands the policy a view of each.  In Python those
+ * passes cost more than the reads they follow: at 1,024 threads ~1.8 ms
+ * of loads and ~1 ms of views and sums beside ~2.6 ms of schedstat reads
+ * (issue 29, BENCHMARKS.md).  Here they are one C pass each, with exactly
+ * the arithmetic of their Python versions, which stay the reference
+ * (balance/threads.py, speedstep.py) and run when this module is not
+ * built; tests run both on the same threads.
+ *
+ * The tracked threads are balance/threads.py's TrackedThread, a class with
+ * __slots__: their slots are read and written at the offsets Python's own
+ * member descriptors use (looked up once, at the first call with that
+ * type), and through the ordinary attribute protocol for any other object.
+ *
+ * measure_threads(threads, pid, sample_threads, now, base_wall, base_threads,
+ *                 runnable_share, TrackedThread, ThreadTimes)
+ *     threads.py's _measure_threads: for each (tid, times) of the sample, the
+ *     tracked thread (pid, tid) gets its CPU time over the last round and,
+ *     over the load window (from the base sample, or from when it was first
+ *     seen), its CPU received, runnable share and load (demand, engine/
+ *     window.py).  Returns (measured, [TIDs not tracked or now naming
+ *     another thread], done): ``done`` items of the sample were taken; from
+ *     the first whose counters are not plain ints (|x| < 2**62), which is
+ *     left as it was, the Python pass goes on.
+ *
+ * thread_views(threads, ThreadView, runnable_share)
+ *     speedstep.py's view pass: of ``threads`` (TrackedThreads), those the
+ *     policy decides on (measured, movable, with a domain they may use) and
+ *     a ThreadView of each without switching rates; and the count of their
+ *     always-runnable threads per domain.  Returns (measured, views,
+ *     {domain: runnable threads}), or None when a value is not of the kind
+ *     the fast pass knows (the Python pass then runs; nothing is changed).
+ *
+ * received(threads, domain_count)
+ *     controller.py's _received: the CPU the threads received in each domain
+ *     (summed in order, as Python adds them), or None as above.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <limits.h>
+
+/* TrackedThread's slots this module uses, in this order. */
+enum { S_START, S_FIRST, S_PREV_WALL, S_PREV_RUN, S_EXEC_NS, S_WALL_NS, S_LOAD, S_CPU,
+       S_RUNNABLE, S_DOMAIN, S_ELIGIBLE, S_UNMOVABLE, S_PINNED_CPU, S_TID, SLOT_COUNT };
+static const char *slot_names[SLOT_COUNT] = {
+    "start", "first", "prev_wall", "prev_run", "exec_ns", "wall_ns", "load", "cpu",
+    "runnable", "domain", "eligible", "unmovable", "pinned_cpu", "tid"};
+static PyObject *slot_strings[SLOT_COUNT];
+static PyObject *str_start, *str_run_ns, *str_lat_ns;
+
+/* The type whose offsets are known, and them. */
+static PyTypeObject *known_type;
+static Py_ssize_t offsets[SLOT_COUNT];
+
+/* Learn ``type``'s slot offsets: 1 done, 0 not a type with those object
+ * slots (the attribute protocol is used then), -1 error. */
+static int learn_slots(PyTypeObject *type)
+{
+    Py_ssize_t found[SLOT_COUNT];
+
+    if (type == known_type)
+        return 1;
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        PyObject *descr = PyObject_GetAttr((PyObject *)type, slot_strings[i]);
+        if (descr == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+            && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+        if (ok)
+            found[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+        if (!ok)
+            return 0;
+    }
+    memcpy(offsets, found, sizeof offsets);
+    Py_XDECREF(known_type);
+    Py_INCREF(type);
+    known_type = type;
+    return 1;
+}
+
+/* A new reference to slot ``i`` of ``thread``; NULL with an exception if unset. */
+static PyObject *get_slot(PyObject *thread, int fast, int i)
+{
+    if (!fast)
+        return PyObject_GetAttr(thread, slot_strings[i]);
+    PyObject *value = *(PyObject **)((char *)thread + offsets[i]);
+    if (value == NULL) {
+        PyErr_SetObject(PyExc_AttributeError, slot_strings[i]);
+        return NULL;
+    }
+    return Py_NewRef(value);
+}
+
+/* Set slot ``i`` of ``thread`` to ``value`` (a new reference, stolen). */
+static int set_slot(PyObject *thread, int fast, int i, PyObject *value)
+{
+    if (value == NULL)
+        return -1;
+    if (!fast) {
+        int status = PyObject_SetAttr(thread, slot_strings[i], value);
+        Py_DECREF(value);
+        return status;
+    }
+    PyObject **place = (PyObject **)((char *)thread + offsets[i]);
+    PyObject *old = *place;
+    *place = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* Integers of ns counters: |x| < 2**62 here, so their differences fit. */
+#define COUNTER_LIMIT (1LL << 62)
+
+/* a / b as Python's int / int: correctly rounded, exact for |a|, |b| <= 2**53. */
+static PyObject *true_divide(long long a, long long b)
+{
+    const long long exact = 1LL << 53;
+
+    if (a <= exact && a >= -exact && b <= exact && b >= -exact)
+        return PyFloat_FromDouble((double)a / (double)b);
+    PyObject *x = PyLong_FromLongLong(a), *y = x ? PyLong_FromLongLong(b) : NULL;
+    PyObject *quotient = y ? PyNumber_TrueDivide(x, y) : NULL;
+    Py_XDECREF(y);
+    Py_XDECREF(x);
+    return quotient;
+}
+
+/* Field ``index`` (or attribute ``name``) of a sample's times. */
+static PyObject *times_field(PyObject *times, PyTypeObject *times_type, Py_ssize_t index,
+                             PyObject *name)
+{
+    if (Py_IS_TYPE(times, times_type) && PyTuple_GET_SIZE(times) > index)
+        return Py_NewRef(PyTuple_GET_ITEM(times, index));
+    return PyObject_GetAttr(times, name);
+}
+
+/* ThreadTimes' fields: tid, start, name, run_ns, usr_ns, sys_ns, lat_ns, ... */
+#define T_START 1
+#define T_RUN 3
+#define T_LAT 6
+
+/* A plain counter: an exact int within COUNTER_LIMIT (1), anything else (0). */
+static int plain(PyObject *object, long long *value)
+{
+    int overflow;
+
+    if (!PyLong_CheckExact(object))
+        return 0;
+    long long v = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (overflow || v >= COUNTER_LIMIT || v <= -COUNTER_LIMIT)
+        return 0;
+    *value = v;
+    return 1;
+}
+
+/* A plain counter or None (``*known`` 0). */
+static int plain_or_none(PyObject *object, long long *value, int *known)
+{
+    *known = object != Py_None;
+    return !*known || plain(object, value);
+}
+
+/* One thread of _measure_threads: 1 measured, 0 unknown, 2 not plain ints
+ * (nothing changed: the Python pass takes it from here), -1 error. */
+static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject *times_type,
+                       PyObject *now_obj, long long now, long long base_wall,
+                       PyObject *base_threads, PyObject *tid, double runnable_share)
+{
+    PyObject *start = NULL, *times_start = NULL, *run_obj = NULL, *lat_obj = NULL;
+    PyObject *prev_run_obj = NULL, *prev_wall_obj = NULL, *first = NULL, *old = NULL;
+    PyObject *old_start = NULL, *old_run_obj = NULL, *old_lat_obj = NULL, *cpu = NULL;
+    long long run_ns, prev_run, prev_wall, first_wall, old_wall, old_run, old_lat = 0;
+    long long lat_ns = 0;
+    int status = -1, same, from_base = 0, have_lat, have_old_lat;
+
+    /* Everything read and checked first: nothing is changed unless all is plain. */
+    start = get_slot(thread, fast, S_START);
+    times_start = start ? times_field(times, times_type, T_START, str_start) : NULL;
+    if (times_start == NULL)
+        goto done;
+    same = PyObject_RichCompareBool(start, times_start, Py_EQ);
+    if (same <= 0) {
+        status = same;              /* 0: a TID now naming another thread */
+        goto done;
+    }
+    run_obj = times_field(times, times_type, T_RUN, str_run_ns);
+    lat_obj = run_obj ? times_field(times, times_type, T_LAT, str_lat_ns) : NULL;
+    prev_run_obj = lat_obj ? get_slot(thread, fast, S_PREV_RUN) : NULL;
+    prev_wall_obj = prev_run_obj ? get_slot(thread, fast, S_PREV_WALL) : NULL;
+    first = prev_wall_obj ? get_slot(thread, fast, S_FIRST) : NULL;
+    if (first == NULL)
+        goto done;
+    old = PyDict_GetItemWithError(base_threads, tid);
+    if (old == NULL && PyErr_Occurred())
+        goto done;
+    Py_XINCREF(old);
+    status = 2;
+    if (!PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) != 3
+            || !plain(run_obj, &run_ns) || !plain(prev_run_obj, &prev_run)
+            || !plain(prev_wall_obj, &prev_wall) || !plain_or_none(lat_obj, &lat_ns, &have_lat)
+            || !plain(PyTuple_GET_ITEM(first, 0), &first_wall))
+        goto done;
+    if (old != NULL && first_wall < base_wall && base_wall < now) {
+        old_start = times_field(old, times_type, T_START, str_start);
+        from_base = old_start ? PyObject_RichCompareBool(old_start, times_start, Py_EQ) : -1;
+        if (from_base < 0)
+            goto failed;
+    }
+    if (from_base) {
+        old_wall = base_wall;
+        old_run_obj = times_field(old, times_type, T_RUN, str_run_ns);
+        old_lat_obj = old_run_obj ? times_field(old, times_type, T_LAT, str_lat_ns) : NULL;
+    } else {
+        old_wall = first_wall;
+        old_run_obj = Py_NewRef(PyTuple_GET_ITEM(first, 1));
+        old_lat_obj = Py_NewRef(PyTuple_GET_ITEM(first, 2));
+    }
+    if (old_lat_obj == NULL)
+        goto failed;
+    if (!plain(old_run_obj, &old_run) || !plain_or_none(old_lat_obj, &old_lat, &have_old_lat))
+        goto done;
+    /* The arithmetic of threads.py's _py_measure_threads. */
+    status = -1;
+    if (set_slot(thread, fast, S_EXEC_NS,
+                 PyLong_FromLongLong(run_ns > prev_run ? run_ns - prev_run : 0)) < 0
+            || set_slot(thread, fast, S_WALL_NS, PyLong_FromLongLong(now - prev_wall)) < 0
+            || set_slot(thread, fast, S_PREV_WALL, Py_NewRef(now_obj)) < 0
+            || set_slot(thread, fast, S_PREV_RUN, Py_NewRef(run_obj)) < 0)
+        goto done;
+    status = 1;                     /* measured, whatever follows */
+    long long wall = now - old_wall;
+    if (wall <= 0)
+        goto done;
+    long long run = run_ns > old_run ? run_ns - old_run : 0;
+    cpu = true_divide(run, wall);
+    if (cpu == NULL || set_slot(thread, fast, S_CPU, Py_NewRef(cpu)) < 0)
+        goto failed;
+    if (have_lat && have_old_lat) {
+        PyObject *runnable = true_divide(run + (lat_ns > old_lat ? lat_ns - old_lat : 0), wall);
+        if (runnable == NULL || set_slot(thread, fast, S_RUNNABLE, Py_NewRef(runnable)) < 0) {
+            Py_XDECREF(runnable);
+            goto failed;
+        }
+        /* demand (engine/window.py) */
+        double share = PyFloat_AS_DOUBLE(runnable), got = PyFloat_AS_DOUBLE(cpu);
+        PyObject *load;
+        if (share >= runnable_share)
+            load = share < 1.0 ? Py_NewRef(runnable) : PyFloat_FromDouble(1.0);
+        else
+            load = got < 1.0 ? Py_NewRef(cpu) : PyFloat_FromDouble(1.0);
+        Py_DECREF(runnable);
+        if (set_slot(thread, fast, S_LOAD, load) < 0)
+            goto failed;
+    } else if (set_slot(thread, fast, S_LOAD, Py_NewRef(cpu)) < 0)
+        goto failed;
+    goto done;
+failed:
+    status = -1;
+done:
+    Py_XDECREF(cpu);
+    Py_XDECREF(old_lat_obj);
+    Py_XDECREF(old_run_obj);
+    Py_XDECREF(old_start);
+    Py_XDECREF(old);
+    Py_XDECREF(first);
+    Py_XDECREF(prev_wall_obj);
+    Py_XDECREF(prev_run_obj);
+    Py_XDECREF(lat_obj);
+    Py_XDECREF(run_obj);
+    Py_XDECREF(times_start);
+    Py_XDECREF(start);
+    return status;
+}
+
+static PyObject *measure_threads(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *threads, *pid, *sample_threads, *now_obj, *base_wall_obj, *base_threads;
+    PyTypeObject *thread_type, *times_type;
+    double runnable_share;
+    long long now, base_wall;
+
+    if (!PyArg_ParseTuple(args, "O!OO!OOO!dO!O!:measure_threads", &PyDict_Type, &threads,
+                          &pid, &PyDict_Type, &sample_threads, &now_obj, &base_wall_obj,
+                          &PyDict_Type, &base_threads, &runnable_share, &PyType_Type,
+                          &thread_type, &PyType_Type, &times_type))
+        return NULL;
+    PyObject *unknown = PyList_New(0);
+    if (unknown == NULL)
+        return NULL;
+    Py_ssize_t position = 0, measured = 0, done = 0;
+    if (!plain(now_obj, &now) || !plain(base_wall_obj, &base_wall))
+        return Py_BuildValue("(nNn)", measured, unknown, done);
+    int fast = learn_slots(thread_type);
+    if (fast < 0) {
+        Py_DECREF(unknown);
+        return NULL;
+    }
+    PyObject *tid, *times;
+    while (PyDict_Next(sample_threads, &position, &tid, &times)) {
+        PyObject *key = PyTuple_Pack(2, pid, tid);
+        PyObject *thread = key ? PyDict_GetItemWithError(threads, key) : NULL;
+        Py_XDECREF(key);
+        int status = 0;
+        if (thread == NULL && (key == NULL || PyErr_Occurred()))
+            status = -1;
+        else if (thread != NULL) {
+            Py_INCREF(thread);
+            Py_INCREF(tid);
+            Py_INCREF(times);
+            status = measure_one(thread, fast && Py_IS_TYPE(thread, thread_type), times,
+                                 times_type, now_obj, now, base_wall, base_threads, tid,
+                                 runnable_share);
+            Py_DECREF(times);
+            Py_DECREF(tid);
+            Py_DECREF(thread);
+        }
+        if (status < 0) {
+            Py_DECREF(unknown);
+            return NULL;
+        }
+        if (status == 2)
+            break;                  /* the Python pass goes on from this thread */
+        done++;
+        if (status == 1)
+            measured++;
+        else if (PyList_Append(unknown, tid) < 0) {
+            Py_DECREF(unknown);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(nNn)", measured, unknown, done);
+}
+
+/* The value of slot ``i``, borrowed (the thread holds it), of a known-type thread. */
+#define BORROWED(thread, i) (*(PyObject **)((char *)(thread) + offsets[i]))
+
+static PyObject *thread_views(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *threads, *sequence, *measured = NULL, *views = NULL, *runnable = NULL;
+    PyTypeObject *view_type;
+    double runnable_share;
+
+    if (!PyArg_ParseTuple(args, "OO!d:thread_views", &threads, &PyType_Type, &view_type,
+                          &runnable_share))
+        return NULL;
+    if (!PyType_IsSubtype(view_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "thread_views: ThreadView must be a tuple type");
+        return NULL;
+    }
+    sequence = PySequence_Fast(threads, "thread_views: threads must be iterable");
+    if (sequence == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+    PyObject **items = PySequence_Fast_ITEMS(sequence);
+    measured = PyList_New(0);
+    views = measured ? PyList_New(0) : NULL;
+    runnable = views ? PyDict_New() : NULL;
+    if (runnable == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *thread = items[i];
+        if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != known_type)
+            goto unusual;
+        PyObject *load = BORROWED(thread, S_LOAD), *eligible = BORROWED(thread, S_ELIGIBLE);
+        PyObject *unmovable = BORROWED(thread, S_UNMOVABLE);
+        PyObject *share = BORROWED(thread, S_RUNNABLE), *domain = BORROWED(thread, S_DOMAIN);
+        if (load == NULL || eligible == NULL || unmovable == NULL || share == NULL
+                || domain == NULL || BORROWED(thread, S_TID) == NULL
+                || BORROWED(thread, S_PINNED_CPU) == NULL || BORROWED(thread, S_EXEC_NS) == NULL
+                || BORROWED(thread, S_WALL_NS) == NULL)
+            goto unusual;
+        if (load == Py_None)
+            continue;
+        if (unmovable != Py_False) {
+            if (unmovable == Py_True)
+                continue;
+            goto unusual;
+        }
+        if (!PyFrozenSet_CheckExact(eligible) || PySet_GET_SIZE(eligible) == 0) {
+            if (eligible == Py_None || (PyFrozenSet_CheckExact(eligible)))
+                continue;       /* no domain it may use: left alone */
+            goto unusual;
+        }
+        PyObject *view = view_type->tp_alloc(view_type, 10);
+        if (view == NULL)
+            goto error;
+        PyTuple_SET_ITEM(view, 0, Py_NewRef(BORROWED(thread, S_TID)));
+        PyTuple_SET_ITEM(view, 1, Py_NewRef(load));
+        PyTuple_SET_ITEM(view, 2, Py_NewRef(domain));
+        PyTuple_SET_ITEM(view, 3, Py_NewRef(eligible));
+        PyTuple_SET_ITEM(view, 4, Py_NewRef(BORROWED(thread, S_PINNED_CPU)));
+        PyTuple_SET_ITEM(view, 5, Py_NewRef(BORROWED(thread, S_EXEC_NS)));
+        PyTuple_SET_ITEM(view, 6, Py_NewRef(BORROWED(thread, S_WALL_NS)));
+        PyTuple_SET_ITEM(view, 7, Py_NewRef(share));
+        PyTuple_SET_ITEM(view, 8, Py_NewRef(Py_None));
+        PyTuple_SET_ITEM(view, 9, Py_NewRef(Py_None));
+        int failed = PyList_Append(views, view) < 0 || PyList_Append(measured, thread) < 0;
+        Py_DECREF(view);
+        if (failed)
+            goto error;
+        /* (thread.runnable or 0) >= RUNNABLE_SHARE */
+        int is_runnable;
+        if (share == Py_None)
+            is_runnable = 0.0 >= runnable_share;
+        else if (PyFloat_CheckExact(share))
+            is_runnable = PyFloat_AS_DOUBLE(share) >= runnable_share;
+        else
+            goto unusual;
+        if (is_runnable) {
+            PyObject *counted = PyDict_GetItemWithError(runnable, domain);
+            long so_far = 0;
+            if (counted == NULL && PyErr_Occurred())
+                goto error;
+            if (counted != NULL)
+                so_far = PyLong_AsLong(counted);
+            PyObject *next = PyLong_FromLong(so_far + 1);
+            if (next == NULL || PyDict_SetItem(runnable, domain, next) < 0) {
+                Py_XDECREF(next);
+                goto error;
+            }
+            Py_DECREF(next);
+        }
+    }
+    Py_DECREF(sequence);
+    return Py_BuildValue("(NNN)", measured, views, runnable);
+unusual:
+    Py_DECREF(sequence);
+    Py_DECREF(measured);
+    Py_DECREF(views);
+    Py_DECREF(runnable);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(sequence);
+    Py_XDECREF(measured);
+    Py_XDECREF(views);
+    Py_XDECREF(runnable);
+    return NULL;
+}
+
+static PyObject *received(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *threads, *sequence;
+    Py_ssize_t domain_count;
+
+    if (!PyArg_ParseTuple(args, "On:received", &threads, &domain_count))
+        return NULL;
+    if (domain_count < 0 || domain_count > 1 << 20) {
+        PyErr_SetString(PyExc_ValueError, "received: bad domain count");
+        return NULL;
+    }
+    sequence = PySequence_Fast(threads, "received: threads must be iterable");
+    if (sequence == NULL)
+        return NULL;
+    double *sums = PyMem_Calloc(domain_count ? domain_count : 1, sizeof(double));
+    if (sums == NULL) {
+        Py_DECREF(sequence);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+    PyObject **items = PySequence_Fast_ITEMS(sequence), *result = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *thread = items[i];
+        if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != known_type)
+            goto unusual;
+        PyObject *domain = BORROWED(thread, S_DOMAIN), *cpu = BORROWED(thread, S_CPU);
+        if (domain == NULL || cpu == NULL)
+            goto unusual;
+        if (domain == Py_None || cpu == Py_None)
+            continue;
+        if (!PyLong_CheckExact(domain) || !PyFloat_CheckExact(cpu))
+            goto unusual;
+        Py_ssize_t index = PyLong_AsSsize_t(domain);
+        if (index < 0 || index >= domain_count) {
+            PyErr_Clear();
+            goto unusual;
+        }
+        sums[index] += PyFloat_AS_DOUBLE(cpu);
+    }
+    result = PyList_New(domain_count);
+    for (Py_ssize_t d = 0; result != NULL && d < domain_count; d++) {
+        PyObject *sum = PyFloat_FromDouble(sums[d]);
+        if (sum == NULL)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, d, sum);
+    }
+    PyMem_Free(sums);
+    Py_DECREF(sequence);
+    return result;
+unusual:
+    PyMem_Free(sums);
+    Py_DECREF(sequence);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef rounds_methods[] = {
+    {"measure_threads", measure_threads, METH_VARARGS,
+     "measure_threads(threads, pid, sample_threads, now, base_wall, base_threads,\n"
+     "                runnable_share, TrackedThread, ThreadTimes) -> (measured, unknown)"},
+    {"thread_views", thread_views, METH_VARARGS,
+     "thread_views(threads, ThreadView, runnable_share) -> (measured, views, runnable) or None"},
+    {"received", received, METH_VARARGS,
+     "received(threads, domain_count) -> [CPUs per domain] or None"},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef rounds_module = {
+    PyModuleDef_HEAD_INIT, "_rounds",
+    "A full round's per-thread passes in C (optional; see balance/threads.py).",
+    -1, rounds_methods, NULL, NULL, NULL, NULL
+};
+
+PyMODINIT_FUNC PyInit__rounds(void)
+{
+    if (str_start == NULL) {
+        for (int i = 0; i < SLOT_COUNT; i++)
+            if ((slot_strings[i] = PyUnicode_InternFromString(slot_names[i])) == NULL)
+                return NULL;
+        str_start = PyUnicode_InternFromString("start");
+        str_run_ns = PyUnicode_InternFromString("run_ns");
+        str_lat_ns = PyUnicode_InternFromString("lat_ns");
+        if (!str_start || !str_run_ns || !str_lat_ns)
+            return NULL;
+    }
+    return PyModule_Create(&rounds_module);
+}
