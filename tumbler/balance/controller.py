@@ -53,7 +53,7 @@ the ticks of all its programs' controllers from one loop.
 """
 
 import resource
-# ``signal`` without its enums (balance/waiting.py says why).
+# ``signal`` without its enums (platform/signals.py says why).
 import _signal as signal
 import sys
 import time
