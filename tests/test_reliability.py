@@ -598,6 +598,28 @@ def test_sigkill_then_restore_covers_threads_and_children_born_since(
     assert not os.listdir(state)
 
 
+def test_restore_catches_threads_born_while_their_creator_is_put_back(
+        spawner, domains, procs, state, two_cpus):
+    """spawner-0 makes a thread every millisecond: between restore's
+    listing and putting spawner-0 back it makes more with tumbler's mask,
+    which only the next listing shows (restore lists again until a pass
+    finds none)."""
+    spec, doms = domains
+    both = frozenset(two_cpus)
+    for _ in range(3):
+        target = started_ready(procs, [spawner, "2", "1", "1", "0", "0"], both)
+        tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+        wait_bound(target.pid, doms, count=3)
+        tumbler.kill()
+        tumbler.wait()
+        result = run_tumbler("restore", env=env_for(state))
+        assert result.returncode == 0, result.stderr
+        masks = thread_masks(target.pid)
+        assert all(mask == both for mask in masks.values()), masks
+        assert not os.listdir(state)
+        target.kill()
+
+
 def test_sigkill_then_restore_adopts_threads_born_of_a_speed_pin(spawner, procs, state,
                                                                  two_cpus):
     """One domain: killed while spawner-0 was pinned to one CPU by speed

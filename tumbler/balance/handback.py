@@ -6,12 +6,7 @@ found; children are handed back when found -- threads.py,
 
 import os
 
-from ..platform.base import NoSuchProcess
-
-
-#: At exit, threads and children born of bound threads are looked for
-#: until a pass finds none, at most this many passes.
-SWEEP_PASSES = 20
+from ..platform.base import SWEEP_PASSES, NoSuchProcess
 
 
 class HandBack:

@@ -163,6 +163,12 @@ class Topology:
 
 # -- interfaces --------------------------------------------------------------
 
+#: Threads and child processes born of bound threads carry tumbler's
+#: masks; at exit and in ``tumbler restore`` they are looked for until a
+#: pass finds none, at most this many passes.
+SWEEP_PASSES = 20
+
+
 class Binder:
     """Binds threads to CPU sets and restores them.
 

@@ -4,7 +4,7 @@
 
 from ..cpulist import parse_cpulist
 from ..errors import UsageError
-from ..platform.base import NoSuchProcess, PlatformError
+from ..platform.base import SWEEP_PASSES, NoSuchProcess, PlatformError
 from ..safefile import UnsafePath
 from .paths import StateError, unlink_quietly
 from .store import Busy, Lock, boot_id, read_state, read_state_bytes
@@ -99,6 +99,7 @@ def _restore_locked(state_file, backend, remove_resources):
         # A child process born of a bound thread carries tumbler's mask
         # even when the target itself is gone.
         _restore_children(data, backend, binder, logged, report)
+        _sweep(data, backend, binder, logged, report)
     else:
         report.process_gone = not alive
     if remove_resources and binder is not None:
@@ -187,8 +188,8 @@ class _MaskLog:
 
 
 def _restore_threads(data, backend, binder, logged, report):
-    """The target's threads: the ones recorded, then the ones it made since
-    the last write that carry a placement of the dead tumbler's."""
+    """The target's recorded threads (the ones it made since the last write
+    are ``_sweep``'s)."""
     pid = data["target"]["pid"]
     try:
         sample = backend.sample(pid)
@@ -198,30 +199,54 @@ def _restore_threads(data, backend, binder, logged, report):
     starts = {tid: times.start for tid, times in sample.threads.items()}
     records = [r for r in data["threads"] if r.get("pid", pid) == pid]
     _restore_records(pid, starts, records, data, backend, binder, logged, report)
-    _adopt(pid, starts, {r["tid"] for r in records}, data, backend, binder, logged, report)
 
 
 def _restore_children(data, backend, binder, logged, report):
-    """Child processes (and theirs) born of threads tumbler had bound: the
-    ones recorded, and the ones found now below the target (born after the
-    tumbler started: none earlier can carry its masks)."""
+    """The recorded threads of child processes (and theirs) born of threads
+    tumbler had bound."""
     pid = data["target"]["pid"]
     records = {}
     for record in data["threads"]:
         if record.get("pid", pid) != pid:
             records.setdefault(record["pid"], []).append(record)
-    found = set(records)
-    if not report.process_gone:
-        found |= _descendants(backend, pid, data["tumbler"].get("start"))
-    for child in sorted(found - {pid}):
+    for child, mine in sorted(records.items()):
         try:
             starts = {tid: times.start for tid, times in backend.sample(child).threads.items()}
         except NoSuchProcess:
-            report.gone += len(records.get(child, ()))
+            report.gone += len(mine)
             continue
-        mine = records.get(child, [])
         _restore_records(child, starts, mine, data, backend, binder, logged, report)
-        _adopt(child, starts, {r["tid"] for r in mine}, data, backend, binder, logged, report)
+
+
+def _sweep(data, backend, binder, logged, report):
+    """Threads the state does not list, of the target and of the processes
+    below it born after the tumbler started (none earlier can carry its
+    masks): a bound thread made them after the last write, or goes on
+    making them while the ones before it are put back -- one born after its
+    creator was listed but before the creator was put back carries
+    tumbler's mask and shows up only in the next listing.  List again,
+    adopting, until a pass finds none (at most SWEEP_PASSES: a program setting tumbler's masks on its
+    own threads over and over cannot keep restore busy forever)."""
+    pid = data["target"]["pid"]
+    handled = {}                # pid -> TIDs recorded, or put back already
+    for record in data["threads"]:
+        handled.setdefault(record.get("pid", pid), set()).add(record["tid"])
+    for _ in range(SWEEP_PASSES):
+        found = set(handled) - {pid}
+        if not report.process_gone:
+            found |= _descendants(backend, pid, data["tumbler"].get("start")) | {pid}
+        adopted = False
+        for each in sorted(found):
+            try:
+                tids = backend.thread_ids(each)
+            except NoSuchProcess:
+                continue
+            done = handled.setdefault(each, set())
+            new = _adopt(each, tids, done, data, backend, binder, logged, report)
+            done |= new
+            adopted = adopted or bool(new)
+        if not adopted:
+            return
 
 
 def _descendants(backend, pid, born_after):
@@ -263,13 +288,14 @@ def _restore_records(pid, starts, records, data, backend, binder, logged, report
             report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
 
 
-def _adopt(pid, starts, recorded, data, backend, binder, logged, report):
+def _adopt(pid, tids, recorded, data, backend, binder, logged, report):
     """Threads the state file does not list were created by a bound thread
     (after the last write) and inherited its placement: the binder says,
     from the state and the masks tumbler logged, whether they did and where
     they belong (``Binder.leftover_placement``)."""
     state = logged.view(data)
-    for tid in starts:
+    adopted = set()
+    for tid in tids:
         if tid in recorded:
             continue
         try:
@@ -278,11 +304,13 @@ def _adopt(pid, starts, recorded, data, backend, binder, logged, report):
                 continue
             binder.restore(pid, tid, saved)
             report.adopted += 1
+            adopted.add(tid)
         except NoSuchProcess:
             continue
         except PlatformError as exc:
             report.failed += 1
             report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
+    return adopted
 
 
 def remove_resources_of(binder, resources, owner):
