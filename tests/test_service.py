@@ -30,7 +30,9 @@ class Service:
         self.config = directory / "tumbler.yaml"
         self.socket = str(directory / "tumbler.sock")
         self.write(text)
-        self.stderr = open(directory / "service.log", "w+")
+        # Append mode: the service shares the file's offset, and the test's
+        # seek(0) would make its next line overwrite the ones it read.
+        self.stderr = open(directory / "service.log", "a+")
         self.proc = procs.start(tumbler_cmd("service", "--config", str(self.config)),
                                 env=env_for(state), cwd=REPO, stderr=self.stderr,
                                 stdout=subprocess.DEVNULL)
@@ -282,7 +284,7 @@ def test_service_log_draws_one_program(spawner, domains, procs, state, tmp_path,
     config_file.write_text(config('  - name: mine\n    match: {cmdline: " 0 0 [xy]$"}\n'
                                   '    domains: "%s"\n' % spec)
                            .replace("SOCKET", str(tmp_path / "tumbler.sock")))
-    stderr = open(tmp_path / "service.log", "w+")
+    stderr = open(tmp_path / "service.log", "a+")      # (see Service)
     proc = procs.start(tumbler_cmd("service", "--config", str(config_file), "--log", str(log)),
                        env=env_for(state), cwd=REPO, stderr=stderr)
     wait_bound(first.pid, doms, count=3)
