@@ -340,17 +340,21 @@ def test_someone_else_changes_affinity_mid_run(duty, domains, procs, state, two_
 
 
 @needs_cpuset
-def test_cpuset_cgroup_removed_underneath(duty, domains, procs, state, cgroups_gone):
+def test_cpuset_cgroup_removed_underneath(spawner, domains, procs, state, cgroups_gone,
+                                          two_cpus):
+    """An admin empties and removes tumbler's cgroups under it: tumbler
+    goes on, makes them again for the next thread it binds (spawner-0
+    makes one every 50 ms; the threads moved out are the admin's now), and
+    puts every thread back where it was on SIGTERM."""
     spec, doms = domains
     mount = cgroups_gone
-    target = procs.start([duty, "30", "70", "50", "30", "10"])
-    wait_for_threads(target.pid, 5)
-    before_masks, before_cgroups = thread_masks(target.pid), cgroups_of(target.pid)
+    both = frozenset(two_cpus)
+    target = started_ready(procs, [spawner, "2", "50", "30", "0", "0"], both)
+    origin = cgroups_of(target.pid)[target.pid]
     tumbler = procs.tumbler("--binder", "cpuset", "--domains", spec, "--interval", "50",
                             "-p", str(target.pid), state_dir=state)
-    wait_bound(target.pid, doms, count=len(before_masks))
-    ours = os.path.join(mount, before_cgroups[target.pid].lstrip("/"),
-                        "tumbler.%d" % tumbler.pid)
+    wait_bound(target.pid, doms, count=3)
+    ours = os.path.join(mount, origin.lstrip("/"), "tumbler.%d" % tumbler.pid)
     assert os.path.isdir(ours)
     # Someone moves every thread out and removes tumbler's cgroups.
     for attempt in range(50):
@@ -358,12 +362,15 @@ def test_cpuset_cgroup_removed_underneath(duty, domains, procs, state, cgroups_g
         if not os.path.exists(ours):
             break
     assert not os.path.exists(ours), "could not remove tumbler's cgroups"
+    moved_out = set(thread_masks(target.pid))
     # tumbler goes on: it creates its cgroups again when it next binds.
-    wait_bound(target.pid, doms)
+    wait_until(lambda: os.path.isdir(ours) and bound(
+        {tid: m for tid, m in thread_masks(target.pid).items() if tid not in moved_out}, doms),
+               what="a thread born since bound in tumbler's cgroups made again")
     status, stderr = finish(tumbler, signal.SIGTERM)
     assert status == 0, stderr
-    assert cgroups_of(target.pid) == before_cgroups
-    assert thread_masks(target.pid) == before_masks
+    assert set(cgroups_of(target.pid).values()) == {origin}
+    assert all(mask == both for mask in thread_masks(target.pid).values())
     assert not leftover_cgroups(mount)
 
 

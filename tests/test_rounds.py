@@ -77,7 +77,7 @@ def scripted_run(seed, policy, with_c, monkeypatch):
                 {key: tuple(getattr(t, name) for name in FIELDS)
                  for key, t in controller.threads.items()},
                 [(m.tid, m.src, m.dst) for m in decision.plan.moves],
-                controller._received()))
+                controller._received_all()))
         assert bool(python_passes) == (not with_c)     # plain int counters: all in C
         return history, seen
 
@@ -112,7 +112,9 @@ def test_unusual_threads_take_the_python_pass():
     measured, views, runnable = thread_views(good, ThreadView, 0.9)
     assert measured == good and [v.load for v in views] == [0.5, 0.2]
     assert runnable == {0: 1, 1: 1}
-    assert received(good, 2) == [0.5, 0.2]
+    assert received(good, 2) == [0.5, 0.2, 0.0]
+    # A thread in no domain yet: its CPU comes last.
+    assert received(good + [tracked(0.3, 0.3, None)], 2) == [0.5, 0.2, 0.3]
     odd = good + [tracked(1, 1)]                # ints, not floats
     assert received(odd, 2) is None
     assert received(good, 1) is None            # a domain out of range

@@ -32,6 +32,8 @@ class Service:
         self.write(text)
         # Append mode: the service shares the file's offset, and the test's
         # seek(0) would make its next line overwrite the ones it read.
+        self.stderr = open(directory / "service.log", "w+")
+        self.stderr.close()                 # (emptied: a service before it wrote there)
         self.stderr = open(directory / "service.log", "a+")
         self.proc = procs.start(tumbler_cmd("service", "--config", str(self.config)),
                                 env=env_for(state), cwd=REPO, stderr=self.stderr,
@@ -83,10 +85,12 @@ def test_rules_pick_programs_up_and_bind_them(spawner, domains, procs, state, tm
     by_name = spinners(procs, spawner, both, 2)
     small = spinners(procs, spawner, both, 1, tag)      # 2 threads: under min_threads
     big = spinners(procs, spawner, both, 3, tag)        # 4 threads
+    # The tumbler policy: six spinners on two CPUs, one of them unmanaged
+    # (small), are other work auto rightly leaves the CPUs to.
     rules = ('  - name: by-name\n    match: {comm: "spawn.*", cmdline: " 0 0 x$"}\n'
-             '    domains: "%s"\n'
+             '    domains: "%s"\n    policy: tumbler\n'
              '  - name: by-threads\n    match: {cmdline: "%s"}\n    min_threads: 3\n'
-             '    domains: "%s"\n' % (spec, tag, spec))
+             '    domains: "%s"\n    policy: tumbler\n' % (spec, tag, spec))
     service = Service(procs, state, tmp_path, config(rules))
     wait_bound(by_name.pid, doms, count=3)
     wait_bound(big.pid, doms, count=4)

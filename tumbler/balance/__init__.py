@@ -3,7 +3,8 @@
 Owns everything a balancing run does over time: the controller and its
 parts (``controller.py``; threads.py tracks the threads and their loads,
 quiet.py the quiet rounds, speedstep.py speed balancing's steps,
-placer.py the binding, handback.py putting threads back), the domains
+placer.py the binding, handback.py putting threads back, merged.py
+merging domains and splitting them again), the domains
 (domains.py, from the targets' CPUs: targets.py), following the machine
 (machine.py, capacity.py), space sharing between programs (sharing.py,
 llc.py), the spread the summary reports (spreads.py), and the static

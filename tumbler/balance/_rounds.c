@@ -35,8 +35,9 @@
  *     the fast pass knows (the Python pass then runs; nothing is changed).
  *
  * received(threads, domain_count)
- *     controller.py's _received: the CPU the threads received in each domain
- *     (summed in order, as Python adds them), or None as above.
+ *     threads.py's _received: the CPU the threads received in each domain
+ *     (summed in order, as Python adds them) and, last, by the threads in
+ *     no domain yet; or None as above.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -461,7 +462,7 @@ static PyObject *received(PyObject *module, PyObject *args)
     sequence = PySequence_Fast(threads, "received: threads must be iterable");
     if (sequence == NULL)
         return NULL;
-    double *sums = PyMem_Calloc(domain_count ? domain_count : 1, sizeof(double));
+    double *sums = PyMem_Calloc(domain_count + 1, sizeof(double));
     if (sums == NULL) {
         Py_DECREF(sequence);
         return PyErr_NoMemory();
@@ -475,9 +476,15 @@ static PyObject *received(PyObject *module, PyObject *args)
         PyObject *domain = BORROWED(thread, S_DOMAIN), *cpu = BORROWED(thread, S_CPU);
         if (domain == NULL || cpu == NULL)
             goto unusual;
-        if (domain == Py_None || cpu == Py_None)
+        if (cpu == Py_None)
             continue;
-        if (!PyLong_CheckExact(domain) || !PyFloat_CheckExact(cpu))
+        if (!PyFloat_CheckExact(cpu))
+            goto unusual;
+        if (domain == Py_None) {
+            sums[domain_count] += PyFloat_AS_DOUBLE(cpu);
+            continue;
+        }
+        if (!PyLong_CheckExact(domain))
             goto unusual;
         Py_ssize_t index = PyLong_AsSsize_t(domain);
         if (index < 0 || index >= domain_count) {
@@ -486,8 +493,8 @@ static PyObject *received(PyObject *module, PyObject *args)
         }
         sums[index] += PyFloat_AS_DOUBLE(cpu);
     }
-    result = PyList_New(domain_count);
-    for (Py_ssize_t d = 0; result != NULL && d < domain_count; d++) {
+    result = PyList_New(domain_count + 1);
+    for (Py_ssize_t d = 0; result != NULL && d <= domain_count; d++) {
         PyObject *sum = PyFloat_FromDouble(sums[d]);
         if (sum == NULL)
             Py_CLEAR(result);
@@ -510,7 +517,7 @@ static PyMethodDef rounds_methods[] = {
     {"thread_views", thread_views, METH_VARARGS,
      "thread_views(threads, ThreadView, runnable_share) -> (measured, views, runnable) or None"},
     {"received", received, METH_VARARGS,
-     "received(threads, domain_count) -> [CPUs per domain] or None"},
+     "received(threads, domain_count) -> [CPUs per domain..., CPUs in none] or None"},
     {NULL, NULL, 0, NULL}
 };
 

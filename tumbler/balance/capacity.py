@@ -103,6 +103,23 @@ def other_work(cpus, busy, received):
     return max(0.0, sum(busy.get(cpu, 0.0) for cpu in cpus) - received)
 
 
+def spread_unplaced(domains, busy, managed, unplaced):
+    """``managed`` (CPU the program got per domain) with ``unplaced``, the
+    CPU its threads in no domain got, spread over the domains in
+    proportion to what their CPUs were busy with beyond ``managed``.
+    Where those threads ran is not known (the OS placed them); spread so,
+    a program alone shows no other work, and work beside it shows where
+    it is only once the threads are bound -- which the controller does
+    not do before other work is read (controller.py, ``_other_unread``)."""
+    free = [max(0.0, sum(busy.get(cpu, 0.0) for cpu in domain.cpus) - mine)
+            for domain, mine in zip(domains, managed)]
+    total = sum(free)
+    if total <= 0.0:
+        return managed
+    share = min(1.0, unplaced / total)
+    return [mine + share * spare for mine, spare in zip(managed, free)]
+
+
 class CapacityMeter:
     """Per-domain capacity of one program's domains, from the CPUs' busy
     time over the load window.  ``backend.cpu_times()`` is read once per
@@ -125,15 +142,32 @@ class CapacityMeter:
         self.other = {}                 # domain CPUs -> other work in use (CPUs, in steps)
         self.left_out = {}              # domain CPUs -> _LeftOut, while it is out or on trial
         self.failed = None              # why cpu_times cannot be read: measuring stopped
+        self.ready = False              # a reading has spanned half a window
+        self.held_until = None          # wall ns: other work held as it is until then
 
-    def update(self, domains, domain_cpu, wall_ns, loads=None):
+    def start(self, wall_ns):
+        """The first reading, when the first target is added (``wall_ns``:
+        its sample's clock): other work is known half a window later
+        (``ready``), not half a window after the first round."""
+        self._read(wall_ns)
+
+    def hold(self, wall_ns):
+        """Threads that ran where the OS put them were bound just now (at
+        ``wall_ns``): for a load window the CPU they received counts in
+        their new domain, though some of it was taken on the other CPUs,
+        which would read as other work there.  Until the window has
+        passed, other work stays as read before (``spread_unplaced``)."""
+        self.held_until = wall_ns + self.window_ns
+
+    def update(self, domains, domain_cpu, wall_ns, loads=None, unplaced=0.0):
         """Capacities of ``domains`` (by index) given the CPU their threads
         received over the load window (``domain_cpu``, CPUs by index) and
         the loads of the threads to plan: ints (the CPU count) where no
         other work shows, 0.0 where the domain is left out, else floats.
         ``loads`` None (a quiet round's check, which plans nothing): the
-        domains left out stay so, and none is left out anew."""
-        held = self.other_work(domains, domain_cpu, wall_ns)
+        domains left out stay so, and none is left out anew.  ``unplaced``:
+        as other_work's."""
+        held = self.other_work(domains, domain_cpu, wall_ns, unplaced)
         if held is None:
             return [len(d.cpus) for d in domains]
         capacities = [len(domain.cpus) if other <= 0.0
@@ -148,12 +182,14 @@ class CapacityMeter:
                     capacities[index] = 0.0
         return capacities
 
-    def other_work(self, domains, domain_cpu, wall_ns):
+    def other_work(self, domains, domain_cpu, wall_ns, unplaced=0.0):
         """CPUs of each of ``domains`` (by index) that other work took over
         the load window, through the dead band: 0.0 until it takes most of
         a step, then whole steps (the module docstring); ``domain_cpu``:
-        the CPU the program's threads received there.  None until the
-        readings span half a window, or when they cannot be read.
+        the CPU the program's threads received there; ``unplaced``: the
+        CPU received by its threads in no domain yet, which the OS ran
+        anywhere (``spread_unplaced``).  None until the readings span half
+        a window, or when they cannot be read.
 
         auto reads this with ``--capacity cpus`` too: a domain where other
         work competes with the program's threads is left to the OS
@@ -161,13 +197,21 @@ class CapacityMeter:
         busy = self._read(wall_ns)
         if busy is None:
             return None
+        if self.held_until is not None:
+            if wall_ns < self.held_until:
+                return [self.other.get(domain.cpus, 0.0) for domain in domains]
+            self.held_until = None
+        managed = list(domain_cpu)
+        if self.managed_elsewhere is not None:
+            for index, domain in enumerate(domains):
+                self.elsewhere[domain.cpus] = elsewhere = self.managed_elsewhere(domain.cpus)
+                managed[index] += elsewhere
+        if unplaced > 0.0:
+            managed = spread_unplaced(domains, busy, managed, unplaced)
         result = []
-        for domain, managed in zip(domains, domain_cpu):
+        for domain, mine in zip(domains, managed):
             cpus = domain.cpus
-            if self.managed_elsewhere is not None:
-                self.elsewhere[cpus] = elsewhere = self.managed_elsewhere(cpus)
-                managed += elsewhere
-            other = other_work(cpus, busy, managed)
+            other = other_work(cpus, busy, mine)
             if self.smooth_ns:
                 other = self._smooth(cpus, other, wall_ns)
             step = step_of(len(cpus))
@@ -241,6 +285,7 @@ class CapacityMeter:
             # /proc/stat counts in clock ticks (10 ms): over 100 ms one tick
             # is a tenth of a CPU, a whole step of the dead band.
             return None
+        self.ready = True
         return busy_shares(base, times, span)
 
 

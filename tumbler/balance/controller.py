@@ -61,12 +61,12 @@ import time
 from ..cpulist import format_cpulist
 from ..engine.model import Domain
 from ..platform.priority import settle_priority
-from ..engine.merging import OTHER_WORK, OVERSUBSCRIBED, merge_wanted, stay_merged
 from ..engine.policy import JUDGE_INTERVAL_MS
 from .capacity import CapacityMeter, weighed
-from .domains import DomainChoice, mergeable
+from .domains import DomainChoice
 from .handback import HandBack
 from .machine import FollowMachine, MachineWatch
+from .merged import MergedDomains
 from .placer import Placer
 from .quiet import QuietRound, QuietRounds, Roster
 from .speedstep import SpeedSteps
@@ -79,15 +79,6 @@ from .threads import ThreadTracking
 #: the programs' cadences fall together and the loop wakes once for them
 #: all (half the default discovery interval; speed steps keep their time).
 SLACK_S = 0.05
-#: Domains merge once every round for this many load windows asked for it,
-#: and split after this many (engine/policy.py, 5.; _merge_or_split).
-#: Merging hands threads back to the OS, the safe way, so it comes sooner:
-#: every second 3 busy threads stay 2 + 1 on two 1-CPU domains costs the
-#: pair a third of their speed.
-MERGE_HOLD_WINDOWS = 1
-SPLIT_HOLD_WINDOWS = 2
-
-
 class RunStats:
     """What the exit summary reports of a run (observers/summary.py)."""
 
@@ -108,7 +99,8 @@ class RunStats:
         self.startup_s = 0.0            # wall time from tumbler's start to balancing
 
 
-class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, FollowMachine):
+class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, FollowMachine,
+                 MergedDomains):
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
                  load_window_ms=500, journal=None, quiet_rounds=True, capacity="cpus",
@@ -216,8 +208,14 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         if merge_note:                  # other domains: other eligibility, views
             other = self._held_other()
             measured, views = self._measured_views(other)
-        self._other_seen = other
         decision = self.policy.decide(views, self.domains, other)
+        if not merge_note and other and any(v.domain is None for v in views):
+            merge_note = self._merge_before_placing(views, samples, other, decision.plan)
+            if merge_note:
+                other = self._held_other()
+                measured, views = self._measured_views(other)
+                decision = self.policy.decide(views, self.domains, other)
+        self._other_seen = other
         plan = decision.plan
         if self._merge_pending and decision.interval_ms > JUDGE_INTERVAL_MS:
             # Whether to merge is being judged: at auto's judging pace.
@@ -229,10 +227,17 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         applied, self.placed_between_rounds = self.placed_between_rounds, []
         for thread, _, _ in applied:
             self._refresh_name(thread)      # placed at birth, often renamed since
-        if self.moves_threads:
+        unread = self._other_unread()
+        if unread:
+            decision.interval_ms = plan.interval_ms = min(decision.interval_ms, JUDGE_INTERVAL_MS)
+            decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
+            plan.reason += "; nothing moved until other work is read"
+        if self.moves_threads and not unread:
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
             applied += self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
                                      samples)
+            if self.other_meter is not None and any(m.src is None for m in plan.moves):
+                self.other_meter.hold(samples[0].wall_ns if samples else time.monotonic_ns())
             self.pins_made = self._pins_between + self._pin(by_tid, decision.pins)
             self._pins_between = []
             self._follow_speed(decision, measured)
@@ -244,10 +249,21 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             observer.write_round(self, plan, applied)
         # Merged domains split again on what full rounds see: none quiet.
         if self.quiet_rounds and self._split_choice is None and not (
-                self._merge_pending or applied or plan.moves or decision.pins
+                self._merge_pending or unread or applied or plan.moves or decision.pins
                 or self.pins_made or decision.engaged or self.observers):
             self._rosters = self._quiet_rosters(samples, decision)
         return decision
+
+    def _other_unread(self):
+        """auto over two or more domains moves no thread until other work is
+        read (readings over half a load window, 0.25 s from the start): a
+        thread bound beside work it has not seen yet -- a hog on one of the
+        CPUs -- goes at that work's pace until a round merges the domains
+        (3-4% of a 5 s barrier program, BENCHMARKS.md); meanwhile the OS
+        places every thread, as it would alone."""
+        meter = self.other_meter
+        return (meter is not None and not meter.ready and meter.failed is None
+                and self.policy.merges_domains and not self.choice.single)
 
     def _other_work(self, now_ns):
         """Other work per domain (CPUs, dead-banded: balance/capacity.py)
@@ -262,7 +278,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         if self.capacity_meter is not None and len(self.domains) > 1:
             self._weigh(now_ns)
         else:
-            meter.other_work(self.domains, self._received(), now_ns)
+            *received, unplaced = self._received_all()
+            meter.other_work(self.domains, received, now_ns, unplaced)
         return self._held_other()
 
     def _held_other(self):
@@ -280,8 +297,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         samples' clock)."""
         loads = [t.load for t in self.threads.values()
                  if t.load is not None and not t.unmovable and t.eligible]
+        *received, unplaced = self._received_all()
         self.domains = weighed(self.domains, self.capacity_meter.update(
-            self.domains, self._received(), now_ns, loads))
+            self.domains, received, now_ns, loads, unplaced))
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are
@@ -310,77 +328,6 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         if any(src is not None for _, src, _ in made):
             self._regrouped_ns = now
         return made
-
-    # -- merged domains (engine/policy.py, 5.) ----------------------------------
-
-    def _may_merge(self):
-        """Whether this run's domains may merge: auto moving threads, domains
-        of a level that may (balance/domains.py), and capacity counted in
-        CPUs -- measured capacity weighs the domains instead (and may leave
-        one out): merging would hand threads back to CPUs it found taken."""
-        return (self.policy.merges_domains and self.moves_threads
-                and self.capacity_meter is None
-                and mergeable(self._split_choice or self.choice))
-
-    def _merge_or_split(self, views, samples, other):
-        """Merge the domains into one when the program is oversubscribed
-        across them unevenly, or other work crowds one (engine/merging.py;
-        ``other``: other work per domain, None if not measured), split them
-        again once neither holds -- once every judgement over
-        MERGE_HOLD_WINDOWS (SPLIT_HOLD_WINDOWS) load windows asked for it,
-        so never on a passing change: the loads that decide it reach back
-        a window, so a thread idle for a moment counts as not runnable for
-        a window after.
-        Returns a note for the round's reason when it did either; sets
-        ``_merge_pending`` while a judgement waits for readings or its
-        hold (rounds come at auto's judging pace then, none quiet)."""
-        self._merge_pending = False
-        if not self._may_merge():
-            return None
-        split = self._split_choice or self.choice
-        now = samples[0].wall_ns if samples else time.monotonic_ns()
-        cores = [len(d) for d in split.domains]
-        if self._split_choice is None:
-            merged = merge_wanted(views, cores, other)
-        else:
-            merged = stay_merged(views, cores, other[0] if other else None)
-        if merged is None:
-            self._merge_pending = True
-            return None                 # not judged yet: nothing changes
-        if bool(merged) == (self._split_choice is not None):
-            self._merge_wanted_ns = None
-            return None
-        if self._merge_wanted_ns is None:
-            self._merge_wanted_ns = now
-        # Other work is measured over a load window already (the capacity
-        # meter): a merge for it comes at once.
-        hold = (0 if merged == OTHER_WORK else MERGE_HOLD_WINDOWS) if merged \
-            else SPLIT_HOLD_WINDOWS
-        if now - self._merge_wanted_ns < hold * self.load_window_ns:
-            self._merge_pending = True
-            return None
-        self._merge_wanted_ns = None
-        if not merged:
-            self._reshape(split)
-            self._split_choice = None
-            return "domains split again: the grouping can be even, no other work"
-        union = frozenset().union(*split.domains)
-        may_use = self._may_use()
-        confined = split.confined or not may_use <= union
-        names = " / ".join(format_cpulist(d) for d in split.domains)
-        if merged == OVERSUBSCRIBED:
-            note = ("domains %s merged: more runnable threads than their %d CPUs, "
-                    "and no grouping even" % (names, len(union)))
-        else:
-            note = ("domains %s merged: other work (%s CPU) competes with busy threads"
-                    % (names, " / ".join("%.1f" % o for o in other)))
-        self._reshape(DomainChoice(split.level, (union,), note, confined))
-        if other and self.other_meter is not None:
-            # What the split domains held until the meter reads the union:
-            # speed balancing must not engage in it for a round meanwhile.
-            self.other_meter.other[union] = sum(other)
-        self._split_choice = split
-        return note
 
     def _may_use(self):
         """Every CPU the targets may use (their allowed CPUs when added)."""

@@ -27,10 +27,17 @@ class Placer:
     def _place_new(self, new):
         from ..engine.grouping import place_new
         # A placed thread not measured yet counts as busy (1 CPU): threads
-        # created one by one then alternate between domains.
-        placed = [ThreadLoad(t.tid, 1.0 if t.load is None else t.load, t.domain, t.eligible)
-                  for t in self.threads.values() if t.domain is not None]
+        # created one by one then alternate between domains.  Keyed by TID:
+        # a thread of a process that exited since the last round is still
+        # tracked, and its TID may already name a new thread (one of
+        # ``new``, or another's: the engine takes each TID once).
         movable = [t for t in new if t.eligible]
+        placed = {t.tid: ThreadLoad(t.tid, 1.0 if t.load is None else t.load, t.domain,
+                                    t.eligible)
+                  for t in self.threads.values() if t.domain is not None}
+        for thread in new:
+            placed.pop(thread.tid, None)
+        placed = list(placed.values())
         moves = place_new([ThreadLoad(t.tid, 0.0, None, t.eligible) for t in movable],
                           placed, self.domains)
         by_tid = {t.tid: t for t in movable}

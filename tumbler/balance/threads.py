@@ -78,6 +78,10 @@ class ThreadTracking:
         # (a target that exited, whose reuse it refuses to read otherwise).
         self.backend.forget_process(pid)
         sample = self.backend.sample(pid)
+        if self.other_meter is not None and not self.other_meter.readings:
+            # Other work is known half a load window from now, not from the
+            # first round (controller.py, _other_unread).
+            self.other_meter.start(sample.wall_ns)
         token = self.backend.process(pid).start if children or start is not None else None
         if start is not None and token != start:
             raise NoSuchProcess(pid)
@@ -272,7 +276,8 @@ class ThreadTracking:
                 inherited.append((thread, mask))
         if inherited:
             self._adopt_inherited(inherited)
-        if place and new and self.moves_threads and not self.choice.single:
+        if place and new and self.moves_threads and not self.choice.single \
+                and not self._other_unread():
             self._place_new(new)
         return new
 
@@ -461,15 +466,22 @@ class ThreadTracking:
 
     def _received(self):
         """The CPU the program's threads received in each domain over the
-        load window (CPUs, by domain index): one C pass when built."""
+        load window (CPUs, by domain index)."""
+        return self._received_all()[:-1]
+
+    def _received_all(self):
+        """``_received``, and last the CPU received by threads in no domain
+        (not placed yet: the OS ran them on any of the CPUs); one C pass
+        when built."""
         if _c_received is not None:
             received = _c_received(self.threads.values(), len(self.domains))
             if received is not None:
                 return received
-        received = [0.0] * len(self.domains)
+        received = [0.0] * (len(self.domains) + 1)
+        unplaced = len(self.domains)
         for thread in self.threads.values():
-            if thread.domain is not None and thread.cpu is not None:
-                received[thread.domain] += thread.cpu
+            if thread.cpu is not None:
+                received[unplaced if thread.domain is None else thread.domain] += thread.cpu
         return received
 
     def received_now(self):
