@@ -209,7 +209,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             other = self._held_other()
             measured, views = self._measured_views(other)
         decision = self.policy.decide(views, self.domains, other)
-        if not merge_note and other and any(v.domain is None for v in views):
+        if not merge_note and other and any(other) and any(v.domain is None for v in views):
             merge_note = self._merge_before_placing(views, samples, other, decision.plan)
             if merge_note:
                 other = self._held_other()
@@ -231,7 +231,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         if unread:
             decision.interval_ms = plan.interval_ms = min(decision.interval_ms, JUDGE_INTERVAL_MS)
             decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
-            plan.reason += "; nothing moved until other work is read"
+            plan.reason = "nothing moved until other work is read (planned: %s)" % plan.reason
         if self.moves_threads and not unread:
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
             applied += self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
