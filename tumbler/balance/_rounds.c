@@ -44,6 +44,8 @@
 #include <structmember.h>
 #include <limits.h>
 
+#include "../platform/_slots.h"
+
 /* TrackedThread's slots this module uses, in this order. */
 enum { S_START, S_FIRST, S_PREV_WALL, S_PREV_RUN, S_EXEC_NS, S_WALL_NS, S_LOAD, S_CPU,
        S_RUNNABLE, S_DOMAIN, S_ELIGIBLE, S_UNMOVABLE, S_PINNED_CPU, S_TID, SLOT_COUNT };
@@ -53,37 +55,14 @@ static const char *slot_names[SLOT_COUNT] = {
 static PyObject *slot_strings[SLOT_COUNT];
 static PyObject *str_start, *str_run_ns, *str_lat_ns;
 
-/* The type whose offsets are known, and them. */
-static PyTypeObject *known_type;
-static Py_ssize_t offsets[SLOT_COUNT];
+/* TrackedThread's offsets, learnt once (../platform/_slots.h). */
+static struct slot_cache slots;
 
 /* Learn ``type``'s slot offsets: 1 done, 0 not a type with those object
- * slots (the attribute protocol is used then), -1 error. */
+ * slots (the attribute protocol is used then). */
 static int learn_slots(PyTypeObject *type)
 {
-    Py_ssize_t found[SLOT_COUNT];
-
-    if (type == known_type)
-        return 1;
-    for (int i = 0; i < SLOT_COUNT; i++) {
-        PyObject *descr = PyObject_GetAttr((PyObject *)type, slot_strings[i]);
-        if (descr == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
-            && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            found[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!ok)
-            return 0;
-    }
-    memcpy(offsets, found, sizeof offsets);
-    Py_XDECREF(known_type);
-    Py_INCREF(type);
-    known_type = type;
-    return 1;
+    return slots_learn(&slots, type, slot_strings, SLOT_COUNT);
 }
 
 /* A new reference to slot ``i`` of ``thread``; NULL with an exception if unset. */
@@ -91,7 +70,7 @@ static PyObject *get_slot(PyObject *thread, int fast, int i)
 {
     if (!fast)
         return PyObject_GetAttr(thread, slot_strings[i]);
-    PyObject *value = *(PyObject **)((char *)thread + offsets[i]);
+    PyObject *value = slot_at(&slots, thread, i);
     if (value == NULL) {
         PyErr_SetObject(PyExc_AttributeError, slot_strings[i]);
         return NULL;
@@ -109,7 +88,7 @@ static int set_slot(PyObject *thread, int fast, int i, PyObject *value)
         Py_DECREF(value);
         return status;
     }
-    PyObject **place = (PyObject **)((char *)thread + offsets[i]);
+    PyObject **place = (PyObject **)((char *)thread + slots.offsets[i]);
     PyObject *old = *place;
     *place = value;
     Py_XDECREF(old);
@@ -341,7 +320,7 @@ static PyObject *measure_threads(PyObject *module, PyObject *args)
 }
 
 /* The value of slot ``i``, borrowed (the thread holds it), of a known-type thread. */
-#define BORROWED(thread, i) (*(PyObject **)((char *)(thread) + offsets[i]))
+#define BORROWED(thread, i) slot_at(&slots, (thread), (i))
 
 static PyObject *thread_views(PyObject *module, PyObject *args)
 {
@@ -369,7 +348,7 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
         goto error;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *thread = items[i];
-        if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != known_type)
+        if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != slots.type)
             goto unusual;
         PyObject *load = BORROWED(thread, S_LOAD), *eligible = BORROWED(thread, S_ELIGIBLE);
         PyObject *unmovable = BORROWED(thread, S_UNMOVABLE);
@@ -471,7 +450,7 @@ static PyObject *received(PyObject *module, PyObject *args)
     PyObject **items = PySequence_Fast_ITEMS(sequence), *result = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *thread = items[i];
-        if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != known_type)
+        if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != slots.type)
             goto unusual;
         PyObject *domain = BORROWED(thread, S_DOMAIN), *cpu = BORROWED(thread, S_CPU);
         if (domain == NULL || cpu == NULL)

@@ -50,6 +50,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../_slots.h"
+
 #if PY_VERSION_HEX < 0x030A0000          /* Py_NewRef came with 3.10 */
 static inline PyObject *Py_NewRef(PyObject *object)
 {
@@ -68,42 +70,19 @@ static PyObject *str_schedstat_fd, *str_start, *str_name, *str_unknown_state;
  * __slots__) whose slots schedstat_fd, start and name are read at the
  * offsets of Python's own member descriptors, learnt once; any other
  * object through the attribute protocol. */
-static PyTypeObject *files_type;
-static Py_ssize_t files_offsets[3];
+static struct slot_cache files_slots;
 
 static int learn_files_type(PyTypeObject *type)
 {
     PyObject *names[3] = {str_schedstat_fd, str_start, str_name};
-    Py_ssize_t found[3];
-
-    if (type == files_type)
-        return 1;
-    for (int i = 0; i < 3; i++) {
-        PyObject *descr = PyObject_GetAttr((PyObject *)type, names[i]);
-        if (descr == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
-            && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            found[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!ok)
-            return 0;
-    }
-    memcpy(files_offsets, found, sizeof found);
-    Py_XDECREF(files_type);
-    Py_INCREF(type);
-    files_type = type;
-    return 1;
+    return slots_learn(&files_slots, type, names, 3);
 }
 
 /* Attribute ``i`` (0 schedstat_fd, 1 start, 2 name) of an entry, a new reference. */
 static PyObject *files_attr(PyObject *entry, int i, PyObject *name)
 {
     if (learn_files_type(Py_TYPE(entry)) == 1) {
-        PyObject *value = *(PyObject **)((char *)entry + files_offsets[i]);
+        PyObject *value = slot_at(&files_slots, entry, i);
         if (value == NULL) {
             PyErr_SetObject(PyExc_AttributeError, name);
             return NULL;
