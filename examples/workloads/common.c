@@ -185,3 +185,34 @@ double cli_parse_double(const char *option, const char *text, double min, double
                  min, max);
     return value;
 }
+
+void cli_parse(int argc, char **argv, const char *optstring, const struct option *options,
+               struct common_options *common, void (*own)(int code, const char *arg, void *data),
+               void (*usage)(void), void *data)
+{
+    int code;
+
+    opterr = 0;
+    while ((code = getopt_long(argc, argv, optstring, options, NULL)) != -1) {
+        switch (code) {
+        case 't':
+            common->threads = (unsigned)cli_parse_long("--threads", optarg, 1, MAX_THREADS);
+            break;
+        case 'w':
+            common->work = (uint64_t)cli_parse_long("--work", optarg, 0, MAX_WORK);
+            break;
+        case 'p':
+            common->phases = (uint64_t)cli_parse_long("--phases", optarg, 1, MAX_PHASES);
+            break;
+        case 'h':
+            usage();
+            exit(0);
+        case '?':
+        case ':':
+            cli_fail_getopt(code, optstring, argv);
+        default:
+            own(code, optarg, data);
+        }
+    }
+    cli_no_operands(argc, argv);
+}

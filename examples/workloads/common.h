@@ -118,6 +118,34 @@ void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretur
 void cli_fail_getopt(int code, const char *optstring, char **argv)
     __attribute__((noreturn));
 
+/*
+ * The options every workload has, and their long names for getopt_long:
+ * -t/--threads, -w/--work, -p/--phases and -h/--help.  A workload's
+ * optstring starts with COMMON_OPTSTRING and its option table with
+ * COMMON_LONG_OPTIONS, then adds its own.
+ */
+struct common_options {
+    unsigned threads;
+    uint64_t work;
+    uint64_t phases;
+};
+#define COMMON_OPTSTRING ":t:w:p:h"
+#define COMMON_LONG_OPTIONS                                 \
+    {"threads", required_argument, NULL, 't'},              \
+    {"work", required_argument, NULL, 'w'},                 \
+    {"phases", required_argument, NULL, 'p'},               \
+    {"help", no_argument, NULL, 'h'}
+
+/*
+ * Parse the command line: the common options into `common` (which holds
+ * the workload's defaults), each of the workload's own to
+ * `own(code, optarg, data)`; --help prints `usage()` and exits 0; a bad
+ * option, value or operand is one line on stderr and exit status 2.
+ */
+void cli_parse(int argc, char **argv, const char *optstring, const struct option *options,
+               struct common_options *common, void (*own)(int code, const char *arg, void *data),
+               void (*usage)(void), void *data);
+
 /* Reject positional arguments left after option parsing. */
 void cli_no_operands(int argc, char **argv);
 

@@ -93,57 +93,37 @@ static void print_usage(void)
            DEFAULT_CRITICAL * 1000.0 / (double)WORK_UNIT_ITERS, DEFAULT_ACQUIRES);
 }
 
+static void own_option(int code, const char *arg, void *data)
+{
+    struct locks_config *config = data;
+
+    if (code == 'm')
+        config->mutexes = (unsigned)cli_parse_long("--mutexes", arg, 1, MAX_MUTEXES);
+    else if (code == 'c')
+        config->critical = (uint64_t)cli_parse_long("--critical", arg, 0, MAX_CRITICAL);
+    else if (code == 'a')
+        config->acquires = (uint64_t)cli_parse_long("--acquires", arg, 1, MAX_ACQUIRES);
+}
+
 static void parse_args(int argc, char **argv, struct locks_config *config)
 {
-    static const char optstring[] = ":t:w:p:m:c:a:h";
     static const struct option options[] = {
-        {"threads", required_argument, NULL, 't'},
-        {"work", required_argument, NULL, 'w'},
-        {"phases", required_argument, NULL, 'p'},
+        COMMON_LONG_OPTIONS,
         {"mutexes", required_argument, NULL, 'm'},
         {"critical", required_argument, NULL, 'c'},
         {"acquires", required_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int code;
+    struct common_options common = {DEFAULT_THREADS, DEFAULT_WORK, DEFAULT_PHASES};
 
-    config->threads = DEFAULT_THREADS;
-    config->work = DEFAULT_WORK;
-    config->phases = DEFAULT_PHASES;
     config->mutexes = DEFAULT_MUTEXES;
     config->critical = DEFAULT_CRITICAL;
     config->acquires = DEFAULT_ACQUIRES;
-
-    opterr = 0;
-    while ((code = getopt_long(argc, argv, optstring, options, NULL)) != -1) {
-        switch (code) {
-        case 't':
-            config->threads = (unsigned)cli_parse_long("--threads", optarg, 1, MAX_THREADS);
-            break;
-        case 'w':
-            config->work = (uint64_t)cli_parse_long("--work", optarg, 0, MAX_WORK);
-            break;
-        case 'p':
-            config->phases = (uint64_t)cli_parse_long("--phases", optarg, 1, MAX_PHASES);
-            break;
-        case 'm':
-            config->mutexes = (unsigned)cli_parse_long("--mutexes", optarg, 1, MAX_MUTEXES);
-            break;
-        case 'c':
-            config->critical = (uint64_t)cli_parse_long("--critical", optarg, 0, MAX_CRITICAL);
-            break;
-        case 'a':
-            config->acquires = (uint64_t)cli_parse_long("--acquires", optarg, 1, MAX_ACQUIRES);
-            break;
-        case 'h':
-            print_usage();
-            exit(0);
-        default:
-            cli_fail_getopt(code, optstring, argv);
-        }
-    }
-    cli_no_operands(argc, argv);
+    cli_parse(argc, argv, COMMON_OPTSTRING "m:c:a:", options, &common, own_option, print_usage,
+              config);
+    config->threads = common.threads;
+    config->work = common.work;
+    config->phases = common.phases;
 }
 
 static void lock_or_die(pthread_mutex_t *mutex)

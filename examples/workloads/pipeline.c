@@ -144,53 +144,33 @@ static void parse_weights(const char *text, struct pipeline_config *config)
     config->stages = count;
 }
 
+static void own_option(int code, const char *arg, void *data)
+{
+    struct pipeline_config *config = data;
+
+    if (code == 'W')
+        parse_weights(arg, config);
+    else if (code == 'q')
+        config->queue_capacity = (unsigned)cli_parse_long("--queue", arg, 1, MAX_QUEUE);
+}
+
 static void parse_args(int argc, char **argv, struct pipeline_config *config)
 {
-    static const char optstring[] = ":t:w:p:W:q:h";
     static const struct option options[] = {
-        {"threads", required_argument, NULL, 't'},
-        {"work", required_argument, NULL, 'w'},
-        {"phases", required_argument, NULL, 'p'},
+        COMMON_LONG_OPTIONS,
         {"weights", required_argument, NULL, 'W'},
         {"queue", required_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int code;
+    struct common_options common = {DEFAULT_THREADS, DEFAULT_WORK, DEFAULT_PHASES};
 
-    config->threads_per_stage = DEFAULT_THREADS;
-    config->work = DEFAULT_WORK;
-    config->items = DEFAULT_PHASES;
     config->queue_capacity = DEFAULT_QUEUE;
     parse_weights(DEFAULT_WEIGHTS, config);
-
-    opterr = 0;
-    while ((code = getopt_long(argc, argv, optstring, options, NULL)) != -1) {
-        switch (code) {
-        case 't':
-            config->threads_per_stage =
-                (unsigned)cli_parse_long("--threads", optarg, 1, MAX_THREADS);
-            break;
-        case 'w':
-            config->work = (uint64_t)cli_parse_long("--work", optarg, 0, MAX_WORK);
-            break;
-        case 'p':
-            config->items = (uint64_t)cli_parse_long("--phases", optarg, 1, MAX_PHASES);
-            break;
-        case 'W':
-            parse_weights(optarg, config);
-            break;
-        case 'q':
-            config->queue_capacity = (unsigned)cli_parse_long("--queue", optarg, 1, MAX_QUEUE);
-            break;
-        case 'h':
-            print_usage();
-            exit(0);
-        default:
-            cli_fail_getopt(code, optstring, argv);
-        }
-    }
-    cli_no_operands(argc, argv);
+    cli_parse(argc, argv, COMMON_OPTSTRING "W:q:", options, &common, own_option, print_usage,
+              config);
+    config->threads_per_stage = common.threads;     /* --threads: per stage */
+    config->work = common.work;
+    config->items = common.phases;                  /* --phases: items */
     if ((uint64_t)config->threads_per_stage * config->stages > MAX_THREADS)
         cli_fail("%u stages of %u threads is more than %d threads", config->stages,
                  config->threads_per_stage, MAX_THREADS);

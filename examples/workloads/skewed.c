@@ -72,52 +72,33 @@ static void print_usage(void)
            DEFAULT_PHASES, DEFAULT_SKEW, barrier_kind_name(DEFAULT_BARRIER));
 }
 
+static void own_option(int code, const char *arg, void *data)
+{
+    struct skewed_config *config = data;
+
+    if (code == 's')
+        config->skew = cli_parse_double("--skew", arg, 0.0, MAX_SKEW);
+    else if (code == 'b')
+        config->barrier = barrier_kind_parse("--barrier", arg);
+}
+
 static void parse_args(int argc, char **argv, struct skewed_config *config)
 {
-    static const char optstring[] = ":t:w:p:s:b:h";
     static const struct option options[] = {
-        {"threads", required_argument, NULL, 't'},
-        {"work", required_argument, NULL, 'w'},
-        {"phases", required_argument, NULL, 'p'},
+        COMMON_LONG_OPTIONS,
         {"skew", required_argument, NULL, 's'},
         {"barrier", required_argument, NULL, 'b'},
-        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int code;
+    struct common_options common = {DEFAULT_THREADS, DEFAULT_WORK, DEFAULT_PHASES};
 
-    config->threads = DEFAULT_THREADS;
-    config->work = DEFAULT_WORK;
-    config->phases = DEFAULT_PHASES;
     config->skew = DEFAULT_SKEW;
     config->barrier = DEFAULT_BARRIER;
-
-    opterr = 0;
-    while ((code = getopt_long(argc, argv, optstring, options, NULL)) != -1) {
-        switch (code) {
-        case 't':
-            config->threads = (unsigned)cli_parse_long("--threads", optarg, 1, MAX_THREADS);
-            break;
-        case 'w':
-            config->work = (uint64_t)cli_parse_long("--work", optarg, 0, MAX_WORK);
-            break;
-        case 'p':
-            config->phases = (uint64_t)cli_parse_long("--phases", optarg, 1, MAX_PHASES);
-            break;
-        case 's':
-            config->skew = cli_parse_double("--skew", optarg, 0.0, MAX_SKEW);
-            break;
-        case 'b':
-            config->barrier = barrier_kind_parse("--barrier", optarg);
-            break;
-        case 'h':
-            print_usage();
-            exit(0);
-        default:
-            cli_fail_getopt(code, optstring, argv);
-        }
-    }
-    cli_no_operands(argc, argv);
+    cli_parse(argc, argv, COMMON_OPTSTRING "s:b:", options, &common, own_option, print_usage,
+              config);
+    config->threads = common.threads;
+    config->work = common.work;
+    config->phases = common.phases;
 }
 
 /* Thread i's share of one phase, in work units (see the header comment). */
