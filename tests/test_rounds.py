@@ -113,8 +113,20 @@ def test_unusual_threads_take_the_python_pass():
     assert measured == good and [v.load for v in views] == [0.5, 0.2]
     assert runnable == {0: 1, 1: 1}
     assert received(good, 2) == [0.5, 0.2, 0.0]
-    # A thread in no domain yet: its CPU comes last.
-    assert received(good + [tracked(0.3, 0.3, None)], 2) == [0.5, 0.2, 0.3]
+    # A thread in no domain yet: its CPU comes last; an outsider's (no
+    # domain it may use) and someone else's placement (unmovable) do not.
+    outsider, foreign = tracked(0.4, 0.4, None), tracked(0.1, 0.1, None)
+    outsider.eligible, foreign.unmovable = frozenset(), True
+    threads = good + [tracked(0.3, 0.3, None), outsider, foreign]
+    assert received(threads, 2) == [0.5, 0.2, 0.3]
+    from tumbler.balance import threads as module
+    controller = type("Controller", (), {"domains": [0, 1], "threads": {
+        i: t for i, t in enumerate(threads)}, "_received_all": module.ThreadTracking._received_all})()
+    original, module._c_received = module._c_received, None
+    try:
+        assert controller._received_all() == [0.5, 0.2, 0.3]
+    finally:
+        module._c_received = original
     odd = good + [tracked(1, 1)]                # ints, not floats
     assert received(odd, 2) is None
     assert received(good, 1) is None            # a domain out of range

@@ -36,8 +36,9 @@
  *
  * received(threads, domain_count)
  *     threads.py's _received: the CPU the threads received in each domain
- *     (summed in order, as Python adds them) and, last, by the threads in
- *     no domain yet; or None as above.
+ *     (summed in order, as Python adds them) and, last, by the movable
+ *     threads with a domain they may use that are in none yet; or None as
+ *     above.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -460,7 +461,15 @@ static PyObject *received(PyObject *module, PyObject *args)
         if (!PyFloat_CheckExact(cpu))
             goto unusual;
         if (domain == Py_None) {
-            sums[domain_count] += PyFloat_AS_DOUBLE(cpu);
+            /* In none yet, where the OS runs it; not an outsider's (allowed
+             * only CPUs outside the domains) nor someone else's placement. */
+            PyObject *eligible = BORROWED(thread, S_ELIGIBLE);
+            PyObject *unmovable = BORROWED(thread, S_UNMOVABLE);
+            if (eligible == NULL || !PyFrozenSet_CheckExact(eligible)
+                    || (unmovable != Py_False && unmovable != Py_True))
+                goto unusual;
+            if (PySet_GET_SIZE(eligible) > 0 && unmovable == Py_False)
+                sums[domain_count] += PyFloat_AS_DOUBLE(cpu);
             continue;
         }
         if (!PyLong_CheckExact(domain))

@@ -159,6 +159,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             self.other_meter = CapacityMeter(backend, self.load_window_ns, self.warn,
                                              managed_elsewhere=managed_elsewhere)
         self._other_seen = None     # other work per domain at the last full round
+        self._unread_placing = False    # threads left to the OS until other work was read
         self._next_round = None     # monotonic s; set by start_clock
         self._calm = None           # (threads, ms) of the last paced watch (quiet.py)
         self._reshaped = False      # reshape() gave new domains: place every thread
@@ -209,12 +210,6 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             other = self._held_other()
             measured, views = self._measured_views(other)
         decision = self.policy.decide(views, self.domains, other)
-        if not merge_note and other and any(other) and any(v.domain is None for v in views):
-            merge_note = self._merge_before_placing(views, samples, other, decision.plan)
-            if merge_note:
-                other = self._held_other()
-                measured, views = self._measured_views(other)
-                decision = self.policy.decide(views, self.domains, other)
         self._other_seen = other
         plan = decision.plan
         if self._merge_pending and decision.interval_ms > JUDGE_INTERVAL_MS:
@@ -229,6 +224,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             self._refresh_name(thread)      # placed at birth, often renamed since
         unread = self._other_unread()
         if unread:
+            self._unread_placing = True
             decision.interval_ms = plan.interval_ms = min(decision.interval_ms, JUDGE_INTERVAL_MS)
             decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
             plan.reason = "nothing moved until other work is read (planned: %s)" % plan.reason
@@ -236,7 +232,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
             applied += self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
                                      samples)
-            if self.other_meter is not None and any(m.src is None for m in plan.moves):
+            if self._unread_placing and applied:
+                # The first binding after other work was read: the threads
+                # ran where the OS put them until now (capacity.py, hold).
+                self._unread_placing = False
                 self.other_meter.hold(samples[0].wall_ns if samples else time.monotonic_ns())
             self.pins_made = self._pins_between + self._pin(by_tid, decision.pins)
             self._pins_between = []
@@ -255,15 +254,18 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         return decision
 
     def _other_unread(self):
-        """auto over two or more domains moves no thread until other work is
-        read (readings over half a load window, 0.25 s from the start): a
-        thread bound beside work it has not seen yet -- a hog on one of the
-        CPUs -- goes at that work's pace until a round merges the domains
-        (3-4% of a 5 s barrier program, BENCHMARKS.md); meanwhile the OS
-        places every thread, as it would alone."""
+        """auto over two or more domains that may merge moves no thread
+        until other work is read (readings over half a load window, 0.25 s
+        from add_target by default): a thread bound beside work it has not
+        seen yet -- a hog on one of the CPUs -- goes at that work's pace
+        until a round merges the domains (3-4% of a 5 s barrier program,
+        BENCHMARKS.md); meanwhile the OS places every thread, as it would
+        alone.  Domains that never merge (packages, NUMA nodes, measured
+        capacity) bind at once: a thread's memory is placed where it first
+        runs."""
         meter = self.other_meter
         return (meter is not None and not meter.ready and meter.failed is None
-                and self.policy.merges_domains and not self.choice.single)
+                and not self.choice.single and self._may_merge())
 
     def _other_work(self, now_ns):
         """Other work per domain (CPUs, dead-banded: balance/capacity.py)
@@ -307,7 +309,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         self._reshaped = False
         unplaced = [t for t in self.threads.values()
                     if t.domain is None and t.load is None and t.eligible and not t.unmovable]
-        if unplaced and self.moves_threads and not self.choice.single:
+        if unplaced and self.moves_threads and not self.choice.single \
+                and not self._other_unread():
             self._place_new(unplaced)
 
     def _regroup(self, plan, moves, samples):

@@ -89,13 +89,3 @@ class MergedDomains:
             self.other_meter.other[union] = sum(other)
         self._split_choice = split
         return note
-
-    def _merge_before_placing(self, views, samples, other, plan):
-        """Merging is judged on threads where they are bound; the ones not
-        placed yet count in no domain, and ``plan`` is about to bind them:
-        judged again as if it had, so that no thread is bound beside other
-        work for a round before the domains merge (``_other_unread``)."""
-        assignment = plan.assignment
-        return self._merge_or_split(
-            [v if v.domain is not None else v._replace(domain=assignment.get(v.tid))
-             for v in views], samples, other)

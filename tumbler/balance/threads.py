@@ -470,9 +470,11 @@ class ThreadTracking:
         return self._received_all()[:-1]
 
     def _received_all(self):
-        """``_received``, and last the CPU received by threads in no domain
-        (not placed yet: the OS ran them on any of the CPUs); one C pass
-        when built."""
+        """``_received``, and last the CPU received by the threads not
+        placed yet (in no domain, movable, with a domain they may use: the
+        OS ran them on any of the domains' CPUs; an outsider's ran outside
+        them, and someone else's placement is other work); one C pass when
+        built."""
         if _c_received is not None:
             received = _c_received(self.threads.values(), len(self.domains))
             if received is not None:
@@ -480,8 +482,12 @@ class ThreadTracking:
         received = [0.0] * (len(self.domains) + 1)
         unplaced = len(self.domains)
         for thread in self.threads.values():
-            if thread.cpu is not None:
-                received[unplaced if thread.domain is None else thread.domain] += thread.cpu
+            if thread.cpu is None:
+                continue
+            if thread.domain is not None:
+                received[thread.domain] += thread.cpu
+            elif thread.eligible and not thread.unmovable:
+                received[unplaced] += thread.cpu
         return received
 
     def received_now(self):
@@ -493,7 +499,13 @@ class ThreadTracking:
         if summary is not None and len(summary.domain_cpu) == len(self.domains):
             received = summary.domain_cpu
         else:
-            received = self._received()
+            *received, unplaced = self._received_all()
+            if unplaced:
+                # Not placed yet: spread over the domains by their CPUs, as
+                # a parked program's use (service/loop.py).
+                total = sum(len(domain.cpus) for domain in self.domains)
+                received = [cpu + unplaced * len(domain.cpus) / total
+                            for domain, cpu in zip(self.domains, received)]
         return [(domain.cpus, cpu) for domain, cpu in zip(self.domains, received)]
 
     def discover(self):

@@ -98,8 +98,8 @@ def _restore_locked(state_file, backend, remove_resources):
             report.process_gone = True
         # A child process born of a bound thread carries tumbler's mask
         # even when the target itself is gone.
-        _restore_children(data, backend, binder, logged, report)
-        _sweep(data, backend, binder, logged, report)
+        children = _restore_children(data, backend, binder, logged, report)
+        _sweep(data, backend, binder, logged, report, children)
     else:
         report.process_gone = not alive
     if remove_resources and binder is not None:
@@ -203,22 +203,27 @@ def _restore_threads(data, backend, binder, logged, report):
 
 def _restore_children(data, backend, binder, logged, report):
     """The recorded threads of child processes (and theirs) born of threads
-    tumbler had bound."""
+    tumbler had bound; returns the PIDs that still name those processes
+    (one of their recorded threads alive, same start)."""
     pid = data["target"]["pid"]
     records = {}
     for record in data["threads"]:
         if record.get("pid", pid) != pid:
             records.setdefault(record["pid"], []).append(record)
+    same = set()
     for child, mine in sorted(records.items()):
         try:
             starts = {tid: times.start for tid, times in backend.sample(child).threads.items()}
         except NoSuchProcess:
             report.gone += len(mine)
             continue
+        if any(starts.get(r["tid"]) == r.get("start") for r in mine):
+            same.add(child)
         _restore_records(child, starts, mine, data, backend, binder, logged, report)
+    return same
 
 
-def _sweep(data, backend, binder, logged, report):
+def _sweep(data, backend, binder, logged, report, children):
     """Threads the state does not list, of the target and of the processes
     below it born after the tumbler started (none earlier can carry its
     masks): a bound thread made them after the last write, or goes on
@@ -226,13 +231,15 @@ def _sweep(data, backend, binder, logged, report):
     creator was listed but before the creator was put back carries
     tumbler's mask and shows up only in the next listing.  List again,
     adopting, until a pass finds none (at most SWEEP_PASSES: a program setting tumbler's masks on its
-    own threads over and over cannot keep restore busy forever)."""
+    own threads over and over cannot keep restore busy forever: said).
+    ``children``: the recorded child processes their PIDs still name; a
+    PID of one that exited may name anybody's process now."""
     pid = data["target"]["pid"]
-    handled = {}                # pid -> TIDs recorded, or put back already
+    handled = {}                # pid -> TIDs recorded, put back, or failed already
     for record in data["threads"]:
         handled.setdefault(record.get("pid", pid), set()).add(record["tid"])
     for _ in range(SWEEP_PASSES):
-        found = set(handled) - {pid}
+        found = set(children)
         if not report.process_gone:
             found |= _descendants(backend, pid, data["tumbler"].get("start")) | {pid}
         adopted = False
@@ -242,11 +249,14 @@ def _sweep(data, backend, binder, logged, report):
             except NoSuchProcess:
                 continue
             done = handled.setdefault(each, set())
-            new = _adopt(each, tids, done, data, backend, binder, logged, report)
-            done |= new
-            adopted = adopted or bool(new)
+            put_back, failed = _adopt(each, tids, done, data, backend, binder, logged, report)
+            done |= put_back | failed       # each said once, tried once
+            adopted = adopted or bool(put_back)
         if not adopted:
             return
+    report.errors.append("threads with tumbler's binding were still being created after "
+                         "%d listings; run tumbler restore again" % SWEEP_PASSES)
+    report.failed += 1
 
 
 def _descendants(backend, pid, born_after):
@@ -292,9 +302,10 @@ def _adopt(pid, tids, recorded, data, backend, binder, logged, report):
     """Threads the state file does not list were created by a bound thread
     (after the last write) and inherited its placement: the binder says,
     from the state and the masks tumbler logged, whether they did and where
-    they belong (``Binder.leftover_placement``)."""
+    they belong (``Binder.leftover_placement``).  Returns the TIDs put
+    back and those that failed."""
     state = logged.view(data)
-    adopted = set()
+    adopted, failed = set(), set()
     for tid in tids:
         if tid in recorded:
             continue
@@ -310,7 +321,8 @@ def _adopt(pid, tids, recorded, data, backend, binder, logged, report):
         except PlatformError as exc:
             report.failed += 1
             report.errors.append("thread %d of process %d: %s" % (tid, pid, exc))
-    return adopted
+            failed.add(tid)
+    return adopted, failed
 
 
 def remove_resources_of(binder, resources, owner):
