@@ -576,3 +576,31 @@ def test_a_tid_taken_again_before_the_round_drops_the_old_thread_is_placed_once(
     controller.threads[(PID + 2, 101)] = born
     controller._place_new([born])
     assert born.domain in (0, 1)
+
+
+def test_cpu_from_before_a_thread_was_bound_counts_apart_for_a_load_window():
+    """Two busy threads bound 1 + 1 once other work is read: for the load
+    window after, the part of their CPU from before (when the OS ran them
+    on both CPUs) counts as not placed, shrinking round by round; no other
+    work is seen meanwhile, and after the window nothing is kept."""
+    from tumbler.engine.policy import make_policy
+    backend = BusyCpusBackend()
+    for tid in (101, 102):
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy("auto"), choice, dry_run=True)
+    controller.add_target(PID)
+    apart = []
+    for _ in range(10):
+        backend.now += 100 * MS
+        for tid in (101, 102):
+            backend.run(tid, 100)
+        backend.busy[0] += 100 * MS
+        backend.busy[1] += 100 * MS
+        controller.round()
+        apart.append(round(controller._received_all()[-1], 3))
+        assert controller._held_other() == [0.0, 0.0]
+    bound = next(i for i, t in enumerate(apart) if 0 < t < 2)
+    assert sorted(t.domain for t in controller.threads.values()) == [0, 1]
+    assert all(a > b for a, b in zip(apart[bound:bound + 3], apart[bound + 1:bound + 4])), apart
+    assert apart[-1] == 0.0 and not controller._placed_at, apart

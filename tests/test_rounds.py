@@ -120,7 +120,7 @@ def test_unusual_threads_take_the_python_pass():
     threads = good + [tracked(0.3, 0.3, None), outsider, foreign]
     assert received(threads, 2) == [0.5, 0.2, 0.3]
     from tumbler.balance import threads as module
-    controller = type("Controller", (), {"domains": [0, 1], "threads": {
+    controller = type("Controller", (), {"domains": [0, 1], "_placed_at": {}, "threads": {
         i: t for i, t in enumerate(threads)}, "_received_all": module.ThreadTracking._received_all})()
     original, module._c_received = module._c_received, None
     try:

@@ -105,8 +105,10 @@ def other_work(cpus, busy, received):
 
 def spread_unplaced(domains, busy, managed, unplaced):
     """``managed`` (CPU the program got per domain) with ``unplaced``, the
-    CPU its threads in no domain got, spread over the domains in
-    proportion to what their CPUs were busy with beyond ``managed``.
+    CPU its threads got where the OS ran them -- in no domain yet, or
+    before they were bound within the load window (controller.py,
+    _before_placed) -- spread over the domains in proportion to what
+    their CPUs were busy with beyond ``managed``.
     Where those threads ran is not known (the OS placed them); spread so,
     a program alone shows no other work, and work beside it shows where
     it is only once the threads are bound -- which the controller does
@@ -143,21 +145,12 @@ class CapacityMeter:
         self.left_out = {}              # domain CPUs -> _LeftOut, while it is out or on trial
         self.failed = None              # why cpu_times cannot be read: measuring stopped
         self.ready = False              # a reading has spanned half a window
-        self.held_until = None          # wall ns: other work held as it is until then
 
     def start(self, wall_ns):
         """The first reading, when the first target is added (``wall_ns``:
         its sample's clock): other work is known half a window later
         (``ready``), not half a window after the first round."""
         self._read(wall_ns)
-
-    def hold(self, wall_ns):
-        """Threads that ran where the OS put them were bound just now (at
-        ``wall_ns``): for a load window the CPU they received counts in
-        their new domain, though some of it was taken on the other CPUs,
-        which would read as other work there.  Until the window has
-        passed, other work stays as read before (``spread_unplaced``)."""
-        self.held_until = wall_ns + self.window_ns
 
     def update(self, domains, domain_cpu, wall_ns, loads=None, unplaced=0.0):
         """Capacities of ``domains`` (by index) given the CPU their threads
@@ -197,10 +190,6 @@ class CapacityMeter:
         busy = self._read(wall_ns)
         if busy is None:
             return None
-        if self.held_until is not None:
-            if wall_ns < self.held_until:
-                return [self.other.get(domain.cpus, 0.0) for domain in domains]
-            self.held_until = None
         managed = list(domain_cpu)
         if self.managed_elsewhere is not None:
             for index, domain in enumerate(domains):

@@ -159,7 +159,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             self.other_meter = CapacityMeter(backend, self.load_window_ns, self.warn,
                                              managed_elsewhere=managed_elsewhere)
         self._other_seen = None     # other work per domain at the last full round
-        self._unread_placing = False    # threads left to the OS until other work was read
+        # (pid, tid) -> monotonic ns it was first bound at, having run where
+        # the OS put it before (threads.py, _received_all); for a load window.
+        self._placed_at = {}
         self._next_round = None     # monotonic s; set by start_clock
         self._calm = None           # (threads, ms) of the last paced watch (quiet.py)
         self._reshaped = False      # reshape() gave new domains: place every thread
@@ -224,19 +226,16 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             self._refresh_name(thread)      # placed at birth, often renamed since
         unread = self._other_unread()
         if unread:
-            self._unread_placing = True
             decision.interval_ms = plan.interval_ms = min(decision.interval_ms, JUDGE_INTERVAL_MS)
             decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
             plan.reason = "nothing moved until other work is read (planned: %s)" % plan.reason
         if self.moves_threads and not unread:
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
-            applied += self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
-                                     samples)
-            if self._unread_placing and applied:
-                # The first binding after other work was read: the threads
-                # ran where the OS put them until now (capacity.py, hold).
-                self._unread_placing = False
-                self.other_meter.hold(samples[0].wall_ns if samples else time.monotonic_ns())
+            regrouped = self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
+                                      samples)
+            applied += regrouped
+            if self.other_meter is not None:
+                self._note_placed(regrouped, samples)
             self.pins_made = self._pins_between + self._pin(by_tid, decision.pins)
             self._pins_between = []
             self._follow_speed(decision, measured)
@@ -248,7 +247,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             observer.write_round(self, plan, applied)
         # Merged domains split again on what full rounds see: none quiet.
         if self.quiet_rounds and self._split_choice is None and not (
-                self._merge_pending or unread or applied or plan.moves or decision.pins
+                self._merge_pending or unread or self._placed_at or applied or plan.moves
+                or decision.pins
                 or self.pins_made or decision.engaged or self.observers):
             self._rosters = self._quiet_rosters(samples, decision)
         return decision
@@ -266,6 +266,42 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         meter = self.other_meter
         return (meter is not None and not meter.ready and meter.failed is None
                 and not self.choice.single and self._may_merge())
+
+    def _note_placed(self, made, samples):
+        """Threads measured where the OS put them and bound now (the first
+        binding after other work was read, or after a split): for a load
+        window their CPU counts in their domain only from now on
+        (_before_placed)."""
+        now = samples[0].wall_ns if samples else time.monotonic_ns()
+        placed = self._placed_at
+        for key in [k for k, at in placed.items() if now - at >= self.load_window_ns]:
+            del placed[key]
+        for thread, src, _ in made:
+            if src is None:
+                placed[(thread.pid, thread.tid)] = now
+
+    def _before_placed(self, received):
+        """Move from ``received``'s domains to its last entry (not placed)
+        the part of each thread's CPU over the load window from before it
+        was bound (_note_placed): the OS ran it anywhere
+        until then.  Time-weighted: the thread's CPU is a rate over the
+        window, taken as even over it."""
+        unplaced = len(received) - 1
+        for key, placed in list(self._placed_at.items()):
+            thread = self.threads.get(key)
+            history = self.histories.get(key[0])
+            if thread is None or thread.domain is None or thread.cpu is None or not history:
+                del self._placed_at[key]
+                continue
+            base = max(history[0].wall_ns, thread.first[0])
+            span = thread.prev_wall - base
+            if placed <= base or span <= 0:
+                if placed <= base:
+                    del self._placed_at[key]     # its whole window is in its domain
+                continue
+            before = thread.cpu * min(1.0, (placed - base) / span)
+            received[thread.domain] -= before
+            received[unplaced] += before
 
     def _other_work(self, now_ns):
         """Other work per domain (CPUs, dead-banded: balance/capacity.py)

@@ -475,19 +475,21 @@ class ThreadTracking:
         OS ran them on any of the domains' CPUs; an outsider's ran outside
         them, and someone else's placement is other work); one C pass when
         built."""
+        received = None
         if _c_received is not None:
             received = _c_received(self.threads.values(), len(self.domains))
-            if received is not None:
-                return received
-        received = [0.0] * (len(self.domains) + 1)
-        unplaced = len(self.domains)
-        for thread in self.threads.values():
-            if thread.cpu is None:
-                continue
-            if thread.domain is not None:
-                received[thread.domain] += thread.cpu
-            elif thread.eligible and not thread.unmovable:
-                received[unplaced] += thread.cpu
+        if received is None:
+            received = [0.0] * (len(self.domains) + 1)
+            unplaced = len(self.domains)
+            for thread in self.threads.values():
+                if thread.cpu is None:
+                    continue
+                if thread.domain is not None:
+                    received[thread.domain] += thread.cpu
+                elif thread.eligible and not thread.unmovable:
+                    received[unplaced] += thread.cpu
+        if self._placed_at:
+            self._before_placed(received)
         return received
 
     def received_now(self):
