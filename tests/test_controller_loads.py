@@ -501,10 +501,13 @@ def test_auto_merges_domains_other_work_crowds_and_splits_them_when_it_leaves():
                      merged[0].plan.reason), merged[0].plan.reason
     assert controller.choice.single and [d.cpus for d in controller.domains] == \
         [frozenset({0, 1})]
-    # Merged while the hog runs (even though two threads group evenly).
+    # Merged while the hog runs (even though two threads group evenly),
+    # the rounds paced as on any single domain auto only watches.
     decisions = rounds(20, hog=True)
     assert len(controller.domains) == 1
     assert not any("split" in d.plan.reason for d in decisions)
+    assert [d.interval_ms for d in decisions[-3:]] == [800] * 3, \
+        [d.interval_ms for d in decisions]
     # The hog goes: split after two load windows, one thread per domain.
     decisions = rounds(20, hog=False)
     assert sum("split" in d.plan.reason for d in decisions) == 1

@@ -263,7 +263,8 @@ class QuietRounds:
         """The interval to the next round: the decision's (``interval``;
         ``acting``: it engaged or pinned), except where auto
         only watches a single domain (WATCH_INTERVAL_MS: nothing engaged,
-        pinned or being judged, no merged domains to split) and the rounds
+        pinned or being judged; merged domains too, whose split, once
+        wanted, is judged at auto's judging pace) and the rounds
         keep finding the same threads: then twice the last, up to the
         variation table's idle interval (800 ms).  Such rounds can only
         find that speed balancing should engage now, and each costs CPU the
@@ -274,7 +275,7 @@ class QuietRounds:
         policy = self.policy
         if acting or interval != WATCH_INTERVAL_MS or policy.name != "auto" \
                 or policy.fixed_interval_ms is not None or not self.choice.single \
-                or self._split_choice is not None or self._speeding:
+                or self._speeding:
             self._calm = None
             return interval
         count = len(self.threads)
