@@ -79,6 +79,9 @@ from .threads import ThreadTracking
 #: the programs' cadences fall together and the loop wakes once for them
 #: all (half the default discovery interval; speed steps keep their time).
 SLACK_S = 0.05
+#: The first binding waits for the first judgement of merging at most this
+#: many load windows (_binding_deferred).
+FIRST_JUDGEMENT_WINDOWS = 4
 class RunStats:
     """What the exit summary reports of a run (observers/summary.py)."""
 
@@ -162,6 +165,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         # (pid, tid) -> monotonic ns it was first bound at, having run where
         # the OS put it before (threads.py, _received_all); for a load window.
         self._placed_at = {}
+        self._judging_first = True      # no binding yet: see _binding_deferred
         self._next_round = None     # monotonic s; set by start_clock
         self._calm = None           # (threads, ms) of the last paced watch (quiet.py)
         self._reshaped = False      # reshape() gave new domains: place every thread
@@ -224,12 +228,12 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         applied, self.placed_between_rounds = self.placed_between_rounds, []
         for thread, _, _ in applied:
             self._refresh_name(thread)      # placed at birth, often renamed since
-        unread = self._other_unread()
-        if unread:
+        deferred = self._binding_deferred()
+        if deferred:
             decision.interval_ms = plan.interval_ms = min(decision.interval_ms, JUDGE_INTERVAL_MS)
             decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
-            plan.reason = "nothing moved until other work is read (planned: %s)" % plan.reason
-        if self.moves_threads and not unread:
+            plan.reason = "nothing moved %s (planned: %s)" % (deferred, plan.reason)
+        if self.moves_threads and not deferred:
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
             regrouped = self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
                                       samples)
@@ -247,11 +251,30 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             observer.write_round(self, plan, applied)
         # Merged domains split again on what full rounds see: none quiet.
         if self.quiet_rounds and self._split_choice is None and not (
-                self._merge_pending or unread or self._placed_at or applied or plan.moves
+                self._merge_pending or deferred or self._placed_at or applied or plan.moves
                 or decision.pins
                 or self.pins_made or decision.engaged or self.observers):
             self._rosters = self._quiet_rosters(samples, decision)
         return decision
+
+    def _binding_deferred(self):
+        """Why auto binds no thread yet (a phrase for the round's reason),
+        or None: until other work is read (``_other_unread``), and, for the
+        first binding, while the first judgement of merging waits for its
+        readings or hold -- 3 busy threads on two 1-CPU domains bound 2 + 1
+        until the domains merge cost the pair half their speed for that
+        second; the OS alone shares the CPUs.  That wait ends at
+        FIRST_JUDGEMENT_WINDOWS load windows (a program making runnable
+        threads all the time is never judged: it is grouped)."""
+        if self._other_unread():
+            return "until other work is read"
+        if self._judging_first:
+            if self._merge_pending and self._split_choice is None and \
+                    time.monotonic() - self.stats.started < \
+                    FIRST_JUDGEMENT_WINDOWS * self.load_window_ns / 1e9:
+                return "while merging is judged"
+            self._judging_first = False
+        return None
 
     def _other_unread(self):
         """auto over two or more domains that may merge moves no thread
@@ -346,7 +369,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         unplaced = [t for t in self.threads.values()
                     if t.domain is None and t.load is None and t.eligible and not t.unmovable]
         if unplaced and self.moves_threads and not self.choice.single \
-                and not self._other_unread():
+                and not self._binding_deferred():
             self._place_new(unplaced)
 
     def _regroup(self, plan, moves, samples):

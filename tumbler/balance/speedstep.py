@@ -119,13 +119,15 @@ class SpeedSteps:
         crowded = {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
         if not runnable or not self._may_merge():
             return crowded
+        # None: the threads not placed yet (controller.py, _binding_deferred)
+        # are judged with the program, as where they will be placed.
         if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains):
-            return {d.index for d in self.domains}
+            return {d.index for d in self.domains} | {None}
         if other and any(others > 0.0 and runnable.get(d.index, 0) + others > len(d.cpus)
                          for d, others in zip(self.domains, other)):
             # Other work crowds a domain: its threads are compared with
             # those of every other (engine/merging.py).
-            return {d.index for d in self.domains}
+            return {d.index for d in self.domains} | {None}
         return crowded
 
     def _views(self, threads, crowded):

@@ -277,7 +277,7 @@ class ThreadTracking:
         if inherited:
             self._adopt_inherited(inherited)
         if place and new and self.moves_threads and not self.choice.single \
-                and not self._other_unread():
+                and not self._binding_deferred():
             self._place_new(new)
         return new
 
