@@ -205,7 +205,7 @@ def test_summary_json_is_written_with_quiet_and_checked_first(tmp_path):
 
 def test_illumos_fixture_tree_through_the_cli(tmp_path):
     """--platform illumos --root DIR: topology, stat and a dry run on a captured tree."""
-    from illumos_fixtures import build_example_tree
+    from support.illumos_fixtures import build_example_tree
     root = str(build_example_tree(str(tmp_path / "tree")))
     base = ("--platform", "illumos", "--root", root)
     topo = run_tumbler(*base, "topology", "--json")

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from simulate import SLEEP, SPIN, Simulator, Workload, round_robin, run
+from support.simulate import SLEEP, SPIN, Simulator, Workload, round_robin, run
 from tumbler.engine.speed import (
     EMPTY_CORE_SPEED,
     CoreMove,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-import illumos_fixtures as fx
+from support import illumos_fixtures as fx
 from test_counters import FakeLibs
 from tumbler.platform.illumos import counters as cpc
 from tumbler.platform.illumos import kstat

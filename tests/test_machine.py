@@ -878,7 +878,7 @@ OURS = (frozenset({0, 1, 2}), frozenset({3, 4, 5}))
 def illumos_run(tmp_path, lwps=None):
     """8 CPUs, CPU 7 in an administrator's set 7, a process of two LWPs,
     and a pset binder whose sets 8 and 9 hold 0-2 and 3-5."""
-    import illumos_fixtures as fx
+    from support import illumos_fixtures as fx
     from test_illumos_backend import PID as IPID, FakeLibc, lwp
     from tumbler.platform.illumos.backend import IllumosBackend
     root = str(tmp_path)
@@ -895,7 +895,7 @@ def illumos_run(tmp_path, lwps=None):
 
 
 def set_states(tmp_path, offline):
-    import illumos_fixtures as fx
+    from support import illumos_fixtures as fx
     fx.write_kstat(str(tmp_path), fx.machine(1, 2, 2, 2, offline=offline))
 
 

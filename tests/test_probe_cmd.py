@@ -259,7 +259,7 @@ def test_probe_check_on_illumos_against_lwpusage(tmp_path):
     """illumos keeps LCK and LAT itself (pr_ltime, pr_wtime): --check
     compares each LWP's probe figures with their change between the
     window's two samples, over the LWP's own elapsed time (pr_rtime)."""
-    import illumos_fixtures as fx
+    from support import illumos_fixtures as fx
     from tumbler.commands.probe import Window, probe_record
     from tumbler.commands.shared import Snapshot
     from tumbler.platform.illumos.backend import IllumosBackend

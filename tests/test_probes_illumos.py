@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import illumos_fixtures as fx
-from d_model import Program
+from support import illumos_fixtures as fx
+from support.d_model import Program
 from tumbler.platform.illumos.backend import IllumosBackend
 
 PROBES = Path(__file__).resolve().parent.parent / "probes" / "illumos"

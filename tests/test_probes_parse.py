@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from d_model import split_script
+from support.d_model import split_script
 from tumbler.tracing import parse as pp
 from tumbler.tracing import process as probe_process
 from tumbler.tracing import scripts

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-import illumos_fixtures as fx
+from support import illumos_fixtures as fx
 from conftest import wait_for_threads
 from conftest import run_in_process as run
 from tumbler.commands.main import main
