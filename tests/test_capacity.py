@@ -14,9 +14,11 @@ import time
 
 import pytest
 
-from conftest import REPO, thread_masks, thread_names, tumbler_cmd
-from test_reliability import env_for, finish, procs, spawner, state, wait_until  # noqa: F401
-from test_sharing import spinners
+from support.capacity import (hog, linux_root, other_work_reading, other_work_since, rounds_of,
+                              split)
+from support.helpers import REPO, thread_masks, tumbler_cmd
+from support.processes import env_for, finish, wait_until
+from support.sharing import spinners
 from tumbler.balance.capacity import HYSTERESIS_STEPS, CapacityMeter, step_of, weighed
 from tumbler.engine.model import Domain
 from tumbler.platform.base import PlatformError, Unsupported
@@ -289,60 +291,12 @@ def test_one_domain_is_never_left_out():
 
 # -- real processes ---------------------------------------------------------------
 
-linux_root = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
-                                reason="Linux, as root")
-
-
-def split(pid, cpu_a, cpu_b):
-    """How many of ``pid``'s spinning threads (spawner-N; not the idle main
-    thread) are bound to each CPU."""
-    names = thread_names(pid)
-    masks = [m for tid, m in thread_masks(pid).items()
-             if names.get(tid, "").startswith("spawner-")]
-    return (sum(1 for m in masks if m == {cpu_a}), sum(1 for m in masks if m == {cpu_b}))
-
-
-def rounds_of(log):
-    try:
-        with open(log) as f:
-            return [json.loads(line) for line in f if line.endswith("\n")]
-    except FileNotFoundError:
-        return []
-
-
-def other_work_reading(pid, cpus):
-    """(monotonic s, busy ticks of ``cpus``, CPU ticks of process ``pid``)."""
-    busy = 0
-    with open("/proc/stat") as f:
-        for line in f:
-            fields = line.split()
-            if fields[0] in ("cpu%d" % c for c in cpus):
-                ticks = [int(x) for x in fields[1:9]]
-                busy += sum(ticks) - ticks[3] - ticks[4]        # all but idle, iowait
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return time.monotonic(), busy, int(fields[11]) + int(fields[12])
-
-
-def other_work_since(before, pid, cpus):
-    """CPUs' worth of time ``cpus`` spent on anything but ``pid`` since ``before``."""
-    now, busy, own = other_work_reading(pid, cpus)
-    return (busy - before[1] - (own - before[2])) / os.sysconf("SC_CLK_TCK") / (now - before[0])
-
 
 def measured(procs, state, two_cpus, log, target, *options):
     """``tumbler --capacity measured`` on ``target`` over one domain per CPU."""
     return procs.start(tumbler_cmd("--capacity", "measured", "--domains", "%d/%d" % two_cpus,
                                    "--log", str(log), *options, "-p", str(target.pid)),
                        env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
-
-
-def hog(procs, duty, cpu, nice, percent):
-    """``duty`` busy ``percent``% of the time, pinned to ``cpu``, at ``nice``."""
-    def hogged():
-        os.sched_setaffinity(0, {cpu})
-        os.nice(nice)
-    return procs.start([duty, "600", str(percent)], preexec_fn=hogged)
 
 
 def stopped_and_restored(tumbler, target, cpus):

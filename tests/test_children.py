@@ -14,9 +14,8 @@ import sys
 
 import pytest
 
-from conftest import on_cpus, run_tumbler, thread_masks, wait_for_threads
-from test_reliability import (descendants, domains, env_for, finish, procs,  # noqa: F401
-                              spawner, state, wait_bound, wait_until)
+from support.helpers import on_cpus, run_tumbler, thread_masks, wait_for_threads
+from support.processes import descendants, env_for, finish, wait_bound, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from conftest import assert_no_traceback, run_tumbler, tumbler_cmd
+from support.helpers import assert_no_traceback, run_tumbler, tumbler_cmd
 
 
 def test_version_and_help():

@@ -18,7 +18,7 @@ from tumbler.commands.compare.stats import slowdown_spread, speedup, summarize
 from tumbler.commands.compare.variants import parse_policies, split_variant, variant_flags
 from tumbler.errors import UsageError
 
-from conftest import thread_masks, wait_for_threads
+from support.helpers import thread_masks, wait_for_threads
 
 cli.main.add_command(compare_command)       # as commands/main.py's SUBCOMMANDS loads it
 

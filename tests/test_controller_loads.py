@@ -9,53 +9,11 @@ so each expected load is exact.
 
 import pytest
 
+from support.scripted import MS, PID, ScriptedBackend
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import ObservePolicy
-from tumbler.platform.base import Backend, NoSuchProcess, NullBinder, Sample, ThreadTimes
-
-MS = 1_000_000
-PID = 100
-
-
-class ScriptedBackend(Backend):
-    """A process whose threads' CPU times the test sets before each sample."""
-
-    name = "scripted"
-
-    def __init__(self):
-        super().__init__("/nonexistent")
-        self.now = 0
-        self.threads = {}           # tid -> [start, run_ns, lat_ns]
-        self.forgotten = []
-
-    def run(self, tid, run_ms, lat_ms=0, start=None):
-        entry = self.threads.setdefault(tid, [start or tid, 0, 0])
-        entry[1] += run_ms * MS
-        entry[2] += lat_ms * MS
-
-    def thread_ids(self, pid):
-        if pid != PID:
-            raise NoSuchProcess(pid)
-        return sorted(self.threads)
-
-    def process_state(self, pid, fresh=False):
-        if pid != PID:
-            raise NoSuchProcess(pid)
-        return False, None
-
-    def sample(self, pid):
-        if pid != PID:
-            raise NoSuchProcess(pid)
-        return Sample(pid, self.now, {
-            tid: ThreadTimes(tid, start, "t%d" % tid, run, None, None, lat)
-            for tid, (start, run, lat) in sorted(self.threads.items())})
-
-    def allowed_cpus(self, pid, tid):
-        return frozenset({0, 1})
-
-    def forget(self, pid, tid):
-        self.forgotten.append(tid)
+from tumbler.platform.base import NullBinder
 
 
 def controller_for(backend, window_ms=500):
@@ -173,7 +131,6 @@ def test_load_is_demand_capped_at_one_cpu():
     assert load(controller, 101) == 1.0
     assert controller.threads[(PID, 101)].cpu == pytest.approx(0.4)
     assert load(controller, 102) == pytest.approx(0.3)
-
 
 
 def test_newcomers_are_placed_before_anyone_is_measured():

@@ -28,46 +28,15 @@ import time
 
 import pytest
 
-from conftest import (REPO, assert_no_traceback, cpuset_mount, thread_masks, tumbler_cmd,
-                      wait_for_threads)
+from support.helpers import (REPO, assert_no_traceback, cpuset_mount, thread_masks, tumbler_cmd,
+                             wait_for_threads)
+from support.cgroup2 import (SWAP_ENV, cgroup2_mount, controllers, read, release_v1_cpuset,
+                             remount_v1_cpuset, v1_cpuset_options, write)
 from tumbler.platform.linux import cpuset
 from tumbler.platform.linux.backend import LinuxBackend
 
-SWAP_ENV = "TUMBLER_TEST_CGROUP_SWAP"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
-
-
-def cgroup2_mount():
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            fields = line.split()
-            if fields[2] == "cgroup2":
-                return fields[1]
-    return None
-
-
-def v1_cpuset_options():
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            fields = line.split()
-            if fields[2] == "cgroup" and "cpuset" in fields[3].split(","):
-                return fields[3]
-    return None
-
-
-def read(path):
-    with open(path) as f:
-        return f.read().strip()
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def controllers(v2):
-    return read(os.path.join(v2, "cgroup.controllers")).split()
 
 
 def cgroup2_of(pid, tid=None):
@@ -259,30 +228,6 @@ def test_leftover_tree_of_a_killed_tumbler_is_emptied_and_removed(v2, scratch_fa
 
 # -- the cpuset controller on v2 -----------------------------------------------------
 
-def _release_v1_cpuset(v1):
-    if any(os.path.isdir(os.path.join(v1, n)) for n in os.listdir(v1)):
-        pytest.skip("the v1 cpuset hierarchy has child cgroups: it cannot be released")
-    result = subprocess.run(["umount", v1], capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip("cannot unmount %s to release cpuset to cgroup v2: %s"
-                    % (v1, result.stderr.strip()))
-
-
-def _remount_v1_cpuset(v1, options):
-    """Mount the v1 cpuset hierarchy again; it binds once v2 lets go of
-    cpuset (its css may take a moment to die).  Raises if it cannot."""
-    deadline = time.monotonic() + 20
-    while True:
-        result = subprocess.run(["mount", "-t", "cgroup", "-o", options, "cgroup", v1],
-                                capture_output=True, text=True)
-        if result.returncode == 0 and cpuset_mount() == v1:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("could not mount the cpuset hierarchy at %s again: %s; "
-                                 "run: mount -t cgroup -o %s cgroup %s"
-                                 % (v1, result.stderr.strip(), options, v1))
-        time.sleep(0.2)
-
 
 @pytest.fixture(scope="module")
 def cgroup2_cpuset():
@@ -301,7 +246,7 @@ def cgroup2_cpuset():
     if os.environ.get(SWAP_ENV) != "1":
         pytest.skip("cpuset is on cgroup v1 here; %s=1 lets this module move it to v2 "
                     "for a moment" % SWAP_ENV)
-    _release_v1_cpuset(v1)
+    release_v1_cpuset(v1)
     try:
         deadline = time.monotonic() + 5
         while "cpuset" not in controllers(v2) and time.monotonic() < deadline:
@@ -311,7 +256,7 @@ def cgroup2_cpuset():
                         "is still held (an open file in it, or another mount of it)" % v1)
         yield v2
     finally:
-        _remount_v1_cpuset(v1, options)
+        remount_v1_cpuset(v1, options)
 
 
 def test_binder_on_cgroup2_cpuset(cgroup2_cpuset, scratch_factory, two_cpus):

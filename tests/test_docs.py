@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, run_tumbler
+from support.helpers import REPO, run_tumbler
 
 MAN = os.path.join(REPO, "man", "tumbler.8")
 

@@ -1,4 +1,4 @@
-"""Speed balancing (tumbler.engine.speed) and its simulator (tumbler.engine.simulate)."""
+"""Speed balancing (tumbler.engine.speed) and its simulator (tests/support/simulate.py)."""
 
 import math
 import random

@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from conftest import REPO, assert_no_traceback, thread_masks, tumbler_cmd, wait_for_threads
+from support.helpers import REPO, assert_no_traceback, thread_masks, tumbler_cmd, wait_for_threads
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from support.helpers import REPO
 
 PACKAGE = os.path.join(REPO, "tumbler")
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from conftest import (REPO, assert_no_traceback, cpuset_mount, exited_cleanly, run_tumbler,
-                      started, thread_masks, thread_names, tumbler_cmd, wait_for_threads,
-                      wait_until)
+from support.helpers import (REPO, assert_no_traceback, cpuset_mount, exited_cleanly, run_tumbler,
+                             started, thread_masks, thread_names, tumbler_cmd, wait_for_threads,
+                             wait_until)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -18,7 +18,7 @@ from array import array
 
 import pytest
 
-from conftest import wait_until
+from support.helpers import wait_until
 from tumbler.platform.linux.backend import LinuxBackend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")

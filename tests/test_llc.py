@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from conftest import REPO
-from test_reliability import wait_until
-from test_counters import FakeSyscall, Reads, SoftwareEvents, group_read
-from test_sharing import StandIn, Thread
+from support.helpers import REPO
+from support.processes import wait_until
+from support.counters import FakeSyscall, Reads, SoftwareEvents, group_read
+from support.sharing import StandIn, Thread
 from tumbler.balance.llc import LlcMeter
 from tumbler.balance.sharing import SpaceSharing
 from tumbler.engine.share import MAX_QOS

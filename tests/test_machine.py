@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from conftest import REPO, assert_no_traceback, thread_masks, thread_names, tumbler_cmd
-from test_capacity import linux_root, split as bound_split
-from test_controller_loads import MS, PID, ScriptedBackend
-from test_other_work import bound_across
-from test_reliability import env_for, finish, procs, spawner, state, wait_until  # noqa: F401
-from test_sharing import spinners
+from support.helpers import REPO, assert_no_traceback, thread_masks, thread_names, tumbler_cmd
+from support.capacity import linux_root, split as bound_split
+from support.scripted import MS, PID, ScriptedBackend
+from support.capacity import bound_across
+from support.processes import env_for, finish, wait_until
+from support.sharing import spinners
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
@@ -497,8 +497,8 @@ def test_an_admins_taskset_while_a_cpu_is_off_line_is_left_alone(spawner, procs,
 
 @linux_root
 def test_the_service_says_a_real_cpu_change_once(spawner, procs, state, tmp_path, two_cpus):
-    from test_service import Service, config
-    from test_service import spinners as tagged_spinners
+    from support.service import Service, config
+    from support.service import spinners as tagged_spinners
     cpu_a, cpu_b = two_cpus
     _can_take_off_line(cpu_b)
     both = frozenset(two_cpus)
@@ -607,7 +607,7 @@ def test_a_real_cgroup_v1_cpuset_narrowed_and_widened_is_followed(
 def v1_cgroup(two_cpus):
     """A cgroup v1 cpuset of the two CPUs, removed at the end (its tasks
     moved back to the root first)."""
-    from conftest import cpuset_mount
+    from support.helpers import cpuset_mount
     from tumbler.cpulist import format_cpulist
     mount = cpuset_mount()
     if mount is None:
@@ -630,8 +630,8 @@ def v1_cgroup(two_cpus):
 @linux_root
 def test_the_service_says_a_real_cpuset_change_once(spawner, procs, state, tmp_path, two_cpus,
                                                      v1_cgroup):
-    from test_service import Service, config
-    from test_service import spinners as tagged_spinners
+    from support.service import Service, config
+    from support.service import spinners as tagged_spinners
     from tumbler.cpulist import format_cpulist
     cpu_a, cpu_b = two_cpus
     both = frozenset(two_cpus)
@@ -667,8 +667,8 @@ def cgroup2_cpuset_now():
     """The cgroup2 mount with the cpuset controller on it, for one test:
     moved there from its v1 hierarchy with TUMBLER_TEST_CGROUP_SWAP=1, and
     back after (test_cpuset_v2_real.py's swap, for one test only)."""
-    import test_cpuset_v2_real as v2real
-    from conftest import cpuset_mount
+    from support import cgroup2 as v2real
+    from support.helpers import cpuset_mount
     v2 = v2real.cgroup2_mount()
     if v2 is None:
         pytest.skip("no cgroup2 hierarchy mounted")
@@ -681,7 +681,7 @@ def cgroup2_cpuset_now():
     if os.environ.get(v2real.SWAP_ENV) != "1":
         pytest.skip("cpuset is on cgroup v1 here; %s=1 lets this test move it to v2 "
                     "for a moment" % v2real.SWAP_ENV)
-    v2real._release_v1_cpuset(v1)
+    v2real.release_v1_cpuset(v1)
     try:
         for _ in range(50):
             if "cpuset" in v2real.controllers(v2):
@@ -691,7 +691,7 @@ def cgroup2_cpuset_now():
             pytest.skip("cpuset did not move to cgroup v2 after unmounting %s" % v1)
         yield v2
     finally:
-        v2real._remount_v1_cpuset(v1, options)
+        v2real.remount_v1_cpuset(v1, options)
 
 
 @linux_root
@@ -879,7 +879,7 @@ def illumos_run(tmp_path, lwps=None):
     """8 CPUs, CPU 7 in an administrator's set 7, a process of two LWPs,
     and a pset binder whose sets 8 and 9 hold 0-2 and 3-5."""
     from support import illumos_fixtures as fx
-    from test_illumos_backend import PID as IPID, FakeLibc, lwp
+    from support.illumos_fakes import PID as IPID, FakeLibc, lwp
     from tumbler.platform.illumos.backend import IllumosBackend
     root = str(tmp_path)
     fx.write_kstat(root, fx.machine(1, 2, 2, 2))
@@ -949,7 +949,7 @@ def test_illumos_a_cpu_of_a_set_of_tumblers_off_line_and_back(tmp_path, every_ro
 
 
 def test_illumos_a_process_in_an_administrators_set_has_that_sets_cpus(tmp_path):
-    from test_illumos_backend import lwp
+    from support.illumos_fakes import lwp
     pid, libc, backend, binder = illumos_run(tmp_path, [lwp(1, bindpset=7), lwp(2, bindpset=7)])
     assert backend.cpuset_cpus(pid) == ("processor set 7", {7})
     libc.psets[7].add(6)                        # psrset -a 7 6

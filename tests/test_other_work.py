@@ -4,30 +4,15 @@ hand the program's threads back to the OS, with the default ``--capacity
 cpus``; once the hog has gone the domains split again."""
 
 import signal
-import subprocess
 import time
 
 import pytest
 
-from conftest import REPO, thread_masks, tumbler_cmd
-from test_capacity import hog, linux_root, other_work_reading, other_work_since, rounds_of, split
-from test_reliability import env_for, finish, procs, spawner, state, wait_until  # noqa: F401
-from test_sharing import spinners
+from support.capacity import (bound_across, hog, linux_root, other_work_reading, other_work_since,
+                              rounds_of, split)
+from support.helpers import thread_masks
+from support.processes import finish, wait_until
 from tumbler.balance.capacity import step_of
-
-
-def bound_across(procs, spawner, state, two_cpus, count, *options):
-    """``count`` spinners under ``tumbler --domains A/B OPTIONS -p``, once
-    they are bound evenly, one domain per CPU: (the spinners, tumbler)."""
-    cpu_a, cpu_b = two_cpus
-    target = spinners(procs, spawner, frozenset(two_cpus), count)
-    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, *options,
-                                      "-p", str(target.pid)),
-                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
-    even = (count // 2, count // 2)
-    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == even, timeout=20,
-               what="%d spinners bound to each CPU" % even[0])
-    return target, tumbler
 
 
 @linux_root

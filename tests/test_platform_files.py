@@ -11,7 +11,8 @@ import xml.dom.minidom
 
 import pytest
 
-from conftest import REPO, run_tumbler
+from support.helpers import REPO, run_tumbler
+from support.prometheus import parse_text_format
 from tumbler.observers.metrics import format_metrics, write_metrics
 
 PLATFORM = os.path.join(REPO, "platform")
@@ -99,31 +100,6 @@ STATUS = {"version": "0.1.0", "pid": 42, "uptime_s": 12.5, "own_cpu_s": 0.25,
           "programs": [{"pid": 7, "name": 'we"ird\\name', "rule": "solvers", "policy": "auto",
                         "domains": ["0-3", "4-7"], "domain_load": [3.5, 3.25], "threads": 9,
                         "moves": 4, "moves_per_min": 2.0, "pins": 11, "speed": True}]}
-
-
-def parse_text_format(text):
-    """{(name, frozenset of labels): value}, checking the 0.0.4 text format:
-    HELP and TYPE before each family, names and labels as the format says."""
-    samples, typed = {}, set()
-    label = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            name, kind = line.split()[2:4]
-            assert kind in ("counter", "gauge")
-            typed.add(name)
-            continue
-        if line.startswith("#"):
-            assert line.startswith("# HELP ")
-            continue
-        match = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)", line)
-        assert match, line
-        name, labels, value = match.groups()
-        assert name in typed, name
-        pairs = frozenset(label.findall(labels[1:-1])) if labels else frozenset()
-        if labels:
-            assert ",".join('%s="%s"' % p for p in label.findall(labels[1:-1])) == labels[1:-1]
-        samples[(name, pairs)] = float(value)
-    return samples
 
 
 def test_metrics_parse_back(tmp_path):

@@ -17,8 +17,8 @@ import types
 
 import pytest
 
-from conftest import REPO, WAIT_LIMIT_S, wait_for_threads, wait_until
-from conftest import run_in_process as run
+from support.helpers import REPO, WAIT_LIMIT_S, wait_for_threads, wait_until
+from support.helpers import run_in_process as run
 from tumbler.tracing import check as probe_check
 from tumbler.tracing import parse
 from tumbler.tracing import session as probe

@@ -16,9 +16,10 @@ import pytest
 
 from support import illumos_fixtures as fx
 from support.d_model import Program
+from support.helpers import REPO
 from tumbler.platform.illumos.backend import IllumosBackend
 
-PROBES = Path(__file__).resolve().parent.parent / "probes" / "illumos"
+PROBES = Path(REPO) / "probes" / "illumos"
 PID = 4242
 OTHER_PID = 77                  # the process of a waker: not traced
 

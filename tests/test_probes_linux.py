@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_until
+from support import helpers
+from support.helpers import wait_until
 from tumbler.tracing import check as probe_check
 from tumbler.tracing import session as probe
 from tumbler.tracing.tool import ensure_tracefs
@@ -34,7 +35,7 @@ pytestmark = [
                        reason="bpftrace is not installed (apt-get install bpftrace)"),
 ]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(helpers.REPO)
 
 WORKLOAD_C = textwrap.dedent(r"""
     /* work MODE NTHREADS CPU: lock | spin | sleep; CPU -1 = not pinned */

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from support import helpers
 from support.d_model import split_script
 from tumbler.tracing import parse as pp
 from tumbler.tracing import process as probe_process
@@ -22,8 +23,8 @@ from tumbler.tracing import tool as probe_tool
 from tumbler.errors import TumblerError, UsageError
 from tumbler.platform.linux import backend as linux_backend
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data" / "probes"
+REPO = Path(helpers.REPO)
+DATA = REPO / "tests" / "data" / "probes"
 PROBES = REPO / "probes"
 
 

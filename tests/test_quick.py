@@ -9,7 +9,7 @@ import sys
 import click
 import pytest
 
-from conftest import REPO, assert_no_traceback, run_tumbler, tumbler_cmd
+from support.helpers import REPO, assert_no_traceback, run_tumbler, tumbler_cmd
 from tumbler.commands import quick, run
 from tumbler.commands.main import main
 from tumbler.commands.options import BALANCING_OPTIONS

@@ -12,7 +12,7 @@ from array import array
 
 import pytest
 
-from test_controller_loads import MS, PID, ScriptedBackend
+from support.scripted import MS, PID, ScriptedBackend
 from tumbler.balance.controller import Controller
 from tumbler.balance.quiet import QuietRound
 from tumbler.balance.domains import DomainChoice

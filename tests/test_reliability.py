@@ -19,8 +19,10 @@ import time
 
 import pytest
 
-from conftest import (REPO, build_workload, cpuset_mount, assert_no_traceback, on_cpus,
-                      run_tumbler, thread_masks, thread_names, tumbler_cmd, wait_for_threads)
+from support.helpers import (REPO, assert_no_traceback, build_workload, cpuset_mount, on_cpus,
+                             run_tumbler, thread_masks, thread_names, tumbler_cmd,
+                             wait_for_threads)
+from support.processes import bound, descendants, env_for, finish, wait_bound, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -31,73 +33,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 def churn(tmp_path_factory):
     """Path of tests/workloads/churn.c, built."""
     return build_workload(tmp_path_factory, "churn")
-
-
-@pytest.fixture
-def state(tmp_path):
-    """A private state directory; asserts at the end that nothing is left in it."""
-    directory = tmp_path / "state"
-    yield directory
-    left = sorted(os.listdir(directory)) if directory.exists() else []
-    assert not left, "state files left behind: %s" % left
-
-
-def env_for(state_dir):
-    return dict(os.environ, TUMBLER_STATE_DIR=str(state_dir))
-
-
-class Processes:
-    """Starts processes and makes sure every one is gone at the end."""
-
-    def __init__(self):
-        self.procs = []
-
-    def start(self, args, **kwargs):
-        proc = subprocess.Popen(args, **kwargs)
-        self.procs.append(proc)
-        return proc
-
-    def tumbler(self, *args, state_dir, **kwargs):
-        kwargs.setdefault("stderr", subprocess.PIPE)
-        return self.start(tumbler_cmd(*args), env=env_for(state_dir), text=True, cwd=REPO,
-                          **kwargs)
-
-    def close(self):
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            try:
-                proc.communicate(timeout=10)
-            except (ValueError, subprocess.TimeoutExpired):
-                proc.wait()
-
-
-@pytest.fixture
-def procs():
-    keeper = Processes()
-    yield keeper
-    keeper.close()
-
-
-def bound(masks, domains):
-    """Threads whose mask lies inside one domain."""
-    return {tid for tid, mask in masks.items() if any(mask <= d for d in domains)}
-
-
-def wait_until(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def wait_bound(pid, domains, count=1):
-    """Wait until tumbler has bound at least ``count`` threads of ``pid``."""
-    return wait_until(lambda: len(bound(thread_masks(pid), domains)) >= count,
-                      what="tumbler to bind %d thread(s) of %d" % (count, pid))
 
 
 def duty_bound_by_tumbler(duty, procs, state, spec, doms, *options):
@@ -124,16 +59,6 @@ def placed_in_log(path, rounds_after=0):
         if len(rounds) - 1 - i >= rounds_after:
             placed |= {m["tid"] for m in record["moves"]}
     return placed
-
-
-def finish(proc, signum=None, timeout=30):
-    if signum is not None:
-        proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=timeout)
-    assert_no_traceback(stderr)
-    return proc.returncode, stderr
-
-
 
 
 def cgroups_of(pid):
@@ -187,12 +112,6 @@ def empty_and_remove(top):
             os.rmdir(sub)
         except OSError:
             pass
-
-
-@pytest.fixture
-def domains(two_cpus):
-    cpu_a, cpu_b = two_cpus
-    return "%d/%d" % (cpu_a, cpu_b), [frozenset([cpu_a]), frozenset([cpu_b])]
 
 
 # -- the target misbehaves -------------------------------------------------------
@@ -472,31 +391,6 @@ def test_restore_leaves_a_move_to_another_domain_after_the_kill(duty, domains, p
 # A new thread or child process starts with its creator's CPU mask: born of
 # a thread tumbler bound, it carries tumbler's mask whether tumbler saw it
 # or not, and is tumbler's to put back.
-
-@pytest.fixture(scope="session")
-def spawner(tmp_path_factory):
-    """Path of tests/workloads/spawner.c, built."""
-    return build_workload(tmp_path_factory, "spawner")
-
-
-def descendants(pid):
-    """PIDs below ``pid`` (children, theirs, ...)."""
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir("/proc/%d/task" % parent)
-        except FileNotFoundError:
-            continue
-        for tid in tasks:
-            try:
-                with open("/proc/%d/task/%s/children" % (parent, tid)) as f:
-                    children = [int(c) for c in f.read().split()]
-            except OSError:
-                continue
-            found += children
-            todo += children
-    return found
 
 
 def masks_below(pid):

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from test_controller_loads import MS, PID, ScriptedBackend
+from support.scripted import MS, PID, ScriptedBackend
 from tumbler.balance import speedstep, threads
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice

@@ -30,10 +30,9 @@ from unittest import mock
 
 import pytest
 
-from conftest import REPO, run_tumbler, thread_masks, thread_names, tumbler_cmd
-from test_reliability import (descendants, domains, env_for, procs, spawner,  # noqa: F401
-                              state, wait_bound, wait_until)
-from test_service import Service, config
+from support.helpers import REPO, run_tumbler, thread_masks, thread_names, tumbler_cmd
+from support.processes import descendants, env_for, wait_bound, wait_until
+from support.service import Service, config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                                 reason="Linux, as root (the attacker is nobody)")
@@ -348,7 +347,7 @@ def test_catastrophic_regex_against_a_hostile_command_line(procs, state, tmp_pat
     minutes in one call no signal interrupts; the service answers status,
     goes on balancing the program it manages beside it, and on SIGTERM
     hands that program's threads back."""
-    from test_service import spinners
+    from support.service import spinners
     spec, doms = domains
     both = frozenset(two_cpus)
     hostile = procs.start(["a" * 28 + "b", "-c", "import time; time.sleep(60)"],

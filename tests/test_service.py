@@ -13,66 +13,13 @@ import time
 
 import pytest
 
-from conftest import REPO, on_cpus, run_tumbler, thread_masks, tumbler_cmd
-from test_reliability import (domains, env_for, procs, spawner, state,  # noqa: F401
-                              wait_bound, wait_until)
+from support.helpers import REPO, on_cpus, run_tumbler, thread_masks, tumbler_cmd
+from support.processes import env_for, wait_bound, wait_until
+from support.service import Service, config, spinners
 from tumbler.service.config import load_service_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                                 reason="Linux, as root")
-
-
-class Service:
-    """A service started by a test: its config file, socket and log."""
-
-    def __init__(self, procs, state, directory, text):
-        self.directory = directory
-        self.config = directory / "tumbler.yaml"
-        self.socket = str(directory / "tumbler.sock")
-        self.write(text)
-        # Append mode: the service shares the file's offset, and the test's
-        # seek(0) would make its next line overwrite the ones it read.
-        self.stderr = open(directory / "service.log", "a+")
-        self.proc = procs.start(tumbler_cmd("service", "--config", str(self.config)),
-                                env=env_for(state), cwd=REPO, stderr=self.stderr,
-                                stdout=subprocess.DEVNULL)
-        # (not the socket file: a killed service's is still there)
-        wait_until(lambda: "service started" in self.log() or self.proc.poll() is not None,
-                   what="the service to start")
-        assert self.proc.poll() is None, self.log()
-
-    def write(self, text):
-        self.config.write_text(text.replace("SOCKET", str(self.directory / "tumbler.sock")))
-
-    def log(self):
-        self.stderr.seek(0)
-        return self.stderr.read()
-
-    def status(self):
-        result = run_tumbler("status", "--json", "--socket", self.socket)
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
-
-    def managed(self):
-        return {p["pid"] for p in self.status()["programs"]}
-
-    def stop(self, signum=signal.SIGTERM):
-        self.proc.send_signal(signum)
-        self.proc.wait(timeout=30)
-        assert "Traceback" not in self.log(), self.log()
-        return self.proc.returncode
-
-
-def config(rules, scan=0.2):
-    return "service:\n  scan_interval: %s\n  socket: SOCKET\nprograms:\n%s" % (scan, rules)
-
-
-def spinners(procs, spawner, cpus, count=2, tag="x"):
-    """spawner with ``count`` spinning threads, its argv tagged for rules."""
-    proc = procs.start([spawner, str(count), "100000", "1", "0", "0", tag],
-                       stdout=subprocess.PIPE, text=True, preexec_fn=on_cpus(cpus))
-    assert proc.stdout.readline().strip() == "spawner: ready"
-    return proc
 
 
 def test_rules_pick_programs_up_and_bind_them(spawner, domains, procs, state, tmp_path,
@@ -239,7 +186,7 @@ def test_drop_ins_replace_rules_by_name_and_append_new_ones(tmp_path):
 
 
 def test_metrics_file(spawner, domains, procs, state, tmp_path, two_cpus):
-    from test_platform_files import parse_text_format
+    from support.prometheus import parse_text_format
     spec, doms = domains
     target = spinners(procs, spawner, frozenset(two_cpus), 2)
     metrics = tmp_path / "tumbler.prom"

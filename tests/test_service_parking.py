@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from conftest import REPO, thread_masks, tumbler_cmd, wait_for_threads
-from test_reliability import domains, env_for, procs, state, wait_bound, wait_until  # noqa: F401
-from test_service import Service, config
+from support.helpers import REPO, thread_masks, tumbler_cmd, wait_for_threads
+from support.processes import wait_bound, wait_until
+from support.service import Service, config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                                 reason="Linux, as root")

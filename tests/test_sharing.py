@@ -11,11 +11,10 @@ import sys
 
 import pytest
 
-from conftest import REPO, on_cpus, run_tumbler, thread_masks, tumbler_cmd
-from test_reliability import (domains, env_for, finish, procs, spawner, state,  # noqa: F401
-                              wait_until)
+from support.helpers import REPO, run_tumbler, thread_masks, tumbler_cmd
+from support.processes import env_for, finish, wait_until
+from support.sharing import StandIn, Thread, spinners
 from tumbler.balance import sharing as sharing_module
-from tumbler.balance.domains import DomainChoice
 from tumbler.balance.sharing import SpaceSharing
 from tumbler.config import SHARE_POLICY_CHOICES
 from tumbler.engine.share import DEFAULT_TOLERANCE, POLICIES
@@ -24,28 +23,6 @@ from tumbler.service.config import load_service_config
 
 
 # -- the coordinator, on stand-ins ---------------------------------------------
-
-class Thread:
-    def __init__(self, load):
-        self.load = load
-
-
-class StandIn:
-    """What SpaceSharing reads of a controller (choice, threads) and what it
-    calls (reshape), recorded."""
-
-    def __init__(self, domains, loads):
-        self.choice = DomainChoice("explicit", tuple(frozenset(d) for d in domains), "")
-        self.threads = {i: Thread(load) for i, load in enumerate(loads)}
-        self.shapes = []
-
-    def reshape(self, domains, confined):
-        self.shapes.append((tuple(sorted(min(d) for d in domains)),
-                            frozenset().union(*domains), confined))
-
-    @property
-    def cpus(self):
-        return self.shapes[-1][1] if self.shapes else None
 
 
 FOUR = [{0, 1}, {2, 3}, {4, 5}, {6, 7}]
@@ -204,13 +181,6 @@ linux_root = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteu
                                 reason="Linux, as root")
 
 
-def spinners(procs, spawner, cpus, count):
-    proc = procs.start([spawner, str(count), "100000", "1", "0", "0"],
-                       stdout=subprocess.PIPE, text=True, preexec_fn=on_cpus(cpus))
-    assert proc.stdout.readline().strip() == "spawner: ready"
-    return proc
-
-
 def disjoint(a, b):
     """The CPU sets of two programs' threads, if every thread of each is
     confined and the two do not overlap; else None."""
@@ -284,7 +254,7 @@ def test_space_sharing_refuses_what_it_cannot_do(spawner, procs, two_cpus):
 @linux_root
 def test_the_service_shares_in_space_and_hands_back(spawner, domains, procs, state, tmp_path,
                                                      two_cpus):
-    from test_service import Service, config
+    from support.service import Service, config
     spec, _ = domains
     both = frozenset(two_cpus)
     a = spinners(procs, spawner, both, 2)

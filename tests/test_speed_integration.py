@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from conftest import (REPO, assert_no_traceback, exited_cleanly, on_cpus, started,
-                      thread_masks, thread_names, tumbler_cmd, wait_for_threads, wait_until)
+from support.helpers import (REPO, assert_no_traceback, exited_cleanly, on_cpus, started,
+                             thread_masks, thread_names, tumbler_cmd, wait_for_threads, wait_until)
 
 
 def workers_of(tumbler_pid, timeout=5.0):

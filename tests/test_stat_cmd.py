@@ -1,7 +1,7 @@
 """``tumbler stat``: per-thread microstates on fixture trees and for real.
 
 Fixture trees give exact percentages (illumos: the example tree of
-tests/illumos_fixtures.py; Linux: a minimal /proc and /sys built here).
+tests/support/illumos_fixtures.py; Linux: a minimal /proc and /sys built here).
 The real run compares a spinning and a sleeping thread with each other,
 never against a clock.
 """
@@ -16,8 +16,8 @@ import time
 import pytest
 
 from support import illumos_fixtures as fx
-from conftest import wait_for_threads
-from conftest import run_in_process as run
+from support.helpers import wait_for_threads
+from support.helpers import run_in_process as run
 from tumbler.commands.main import main
 from tumbler.balance.domains import choose_domains
 from tumbler.platform import open_backend

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from support import helpers
+
+REPO_ROOT = Path(helpers.REPO)
 WORKLOADS_DIR = REPO_ROOT / "examples" / "workloads"
 
 COMMON_KEYS = ("workload", "threads", "phases", "elapsed_s", "throughput")

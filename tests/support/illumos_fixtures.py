@@ -16,7 +16,7 @@ A tree looks like::
     ROOT/proc/PID/lwp/LWPID/lwpsinfo    lwpsinfo_t
     ROOT/proc/PID/lwp/LWPID/lwpname     char[32]
 
-Run ``python3 tests/illumos_fixtures.py DIR`` to build the example tree
+Run ``python3 tests/support/illumos_fixtures.py DIR`` to build the example tree
 (see ``build_example_tree``).
 """
 
