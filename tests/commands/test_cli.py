@@ -100,12 +100,26 @@ def test_bad_config_exits_2(tmp_path, config_text, words):
     assert_no_traceback(result.stderr)
 
 
-def test_good_config_is_accepted(tmp_path):
+def test_good_config_is_accepted(tmp_path, spawner):
+    """The file's settings take effect: its default policy runs, and its
+    variation table sets the rounds' intervals (a CV of 0.4 or more: 100
+    ms by this table, 50 ms by the built-in one)."""
     path = tmp_path / "tumbler.yaml"
     path.write_text("variation_table:\n  - {cv: 0.3, interval_ms: 100}\n  - [0.1, 300]\n"
                     "tolerance: 0.2\ndefaults: {policy: observe}\n")
-    result = run_tumbler("--config", str(path), "-q", "exec", "--", "true")
+    log, summary = tmp_path / "run.jsonl", tmp_path / "summary.json"
+    # two spinners and an idle main thread: a CV of about 0.7 every round
+    result = run_tumbler("--config", str(path), "-q", "--log", str(log), "--summary-json",
+                         str(summary), "exec", "--", spawner, "2", "100000", "1", "1", "0")
     assert result.returncode == 0, result.stderr
+    assert json.loads(summary.read_text())["policy"] == "observe"
+    rounds = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(record["thread_cv"] >= 0.4 for record in rounds), rounds
+    for record in rounds:
+        assert record["policy"] == "observe" and record["moves"] == []
+        # (the idle interval, 800 ms, below the table's last row)
+        cv = record["thread_cv"]
+        assert record["interval_ms"] == (100 if cv >= 0.3 else 300 if cv >= 0.1 else 800), record
 
 
 @pytest.mark.parametrize("command, status", [

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -22,6 +23,7 @@ from tumbler.commands.main import main
 from tumbler.balance.domains import choose_domains
 from tumbler.platform import open_backend
 from tumbler.platform.base import Sample, ThreadTimes
+from tumbler.platform.illumos import backend as illumos_backend
 from tumbler.commands.shared import (Snapshot, linux_over_interval, snapshot,
                                      thread_percentages)
 from tumbler.commands.stat import collect_reports, report_record, stat_command
@@ -98,7 +100,11 @@ def test_illumos_text_table(illumos_root):
     assert len(lines) == 7 and err == ""
 
 
-def test_illumos_later_reports_are_deltas_over_the_interval(illumos_root):
+def test_illumos_later_reports_are_deltas_over_the_interval(illumos_root, monkeypatch):
+    # The samples' own clock (the backend's monotonic_ns): 250 ms a sample.
+    ticks = iter(range(10**9, 10**10, 250_000_000))
+    monkeypatch.setattr(illumos_backend, "time",
+                        types.SimpleNamespace(monotonic_ns=lambda: next(ticks)))
     status, out, err = run(*illumos(illumos_root, "--count", "3", "--interval", "10"),
                            "--json")
     assert status == 0, err
@@ -106,8 +112,8 @@ def test_illumos_later_reports_are_deltas_over_the_interval(illumos_root):
     assert [r["report"] for r in reports] == [1, 2, 3]
     assert [r["since_start"] for r in reports] == [True, False, False]
     for report in reports[1:]:
-        # the samples' own clock, --interval (10 ms) or more apart
-        assert report["elapsed_s"] >= 0.01
+        # the time between the samples, not the --interval asked for (10 ms)
+        assert report["elapsed_s"] == 0.25
         # Nothing changed in the tree between the samples.
         for row in report["threads"]:
             assert all(row[c] == 0.0 for c in report["columns"]), row

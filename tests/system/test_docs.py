@@ -1,12 +1,14 @@
 """The manual renders cleanly and documents what the CLI offers."""
 
 import os
+import re
 import shutil
 import subprocess
 
 import pytest
 
 from support.helpers import REPO, run_tumbler
+from tumbler.commands.main import SUBCOMMANDS
 
 MAN = os.path.join(REPO, "man", "tumbler.8")
 
@@ -30,11 +32,20 @@ def test_every_option_and_command_is_in_the_man_page():
     options.discard("--help")
     for option in options:
         assert option in text, option
-    commands = help_text.split("Commands:")[1].split()
+    # each command's line of --help: two spaces, the name, its description
+    commands = re.findall(r"^  (\S+)  ", help_text.split("Commands:")[1], re.M)
+    assert sorted(commands) == sorted(SUBCOMMANDS)
+    synopsis = man_section(text, "SYNOPSIS")
+    entries = {line.split()[1] for line in man_section(text, "COMMANDS").splitlines()
+               if line.startswith(".B ") and len(line.split()) > 1}
     for command in commands:
-        if command.isalpha() and command.islower():
-            assert "\n.B %s" % command in text or ".B %s " % command in text or \
-                command in text, command
+        assert re.search(r"^\.B (tumbler )?%s\b" % command, synopsis, re.M), command
+        assert command in entries, command
+
+
+def man_section(text, name):
+    """The text of the man page's section ``.SH NAME`` (to the next .SH)."""
+    return text.split("\n.SH %s\n" % name, 1)[1].split("\n.SH ", 1)[0]
 
 
 def test_every_service_key_is_in_tumbler_yaml_5():
