@@ -1,6 +1,6 @@
-"""OS integration files (``platform/``), the metrics file and ``tumbler
-plot``: the unit passes systemd-analyze verify, the SMF manifest has what
-SMF needs, the metrics parse back, and a real run's log draws."""
+"""OS integration files (``platform/``) and ``tumbler plot``: the unit
+passes systemd-analyze verify, the SMF manifest has what SMF needs, and a
+real run's log draws.  (The metrics file: tests/observers/test_metrics.py.)"""
 
 import json
 import os
@@ -12,8 +12,6 @@ import xml.dom.minidom
 import pytest
 
 from support.helpers import REPO, run_tumbler
-from support.prometheus import parse_text_format
-from tumbler.observers.metrics import format_metrics, write_metrics
 
 PLATFORM = os.path.join(REPO, "platform")
 UNIT = os.path.join(PLATFORM, "systemd", "tumbler.service")
@@ -92,31 +90,6 @@ def test_smf_method_script():
     text = open(METHOD).read()
     assert "smf_include.sh" in text and "config/file" in text
     assert "tumbler service --check" in text and "SMF_EXIT_ERR_CONFIG" in text
-
-
-# -- metrics ---------------------------------------------------------------------
-
-STATUS = {"version": "0.1.0", "pid": 42, "uptime_s": 12.5, "own_cpu_s": 0.25,
-          "programs": [{"pid": 7, "name": 'we"ird\\name', "rule": "solvers", "policy": "auto",
-                        "domains": ["0-3", "4-7"], "domain_load": [3.5, 3.25], "threads": 9,
-                        "moves": 4, "moves_per_min": 2.0, "pins": 11, "speed": True}]}
-
-
-def test_metrics_parse_back(tmp_path):
-    path = tmp_path / "tumbler.prom"
-    write_metrics(str(path), STATUS)
-    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
-    assert [p.name for p in tmp_path.iterdir()] == ["tumbler.prom"]     # no temp file left
-    samples = parse_text_format(path.read_text())
-    who = {("pid", "7"), ("name", 'we\\"ird\\\\name'), ("rule", "solvers")}
-    assert samples[("tumbler_cpu_seconds_total", frozenset())] == 0.25
-    assert samples[("tumbler_programs", frozenset())] == 1
-    assert samples[("tumbler_program_moves_total", frozenset(who))] == 4
-    assert samples[("tumbler_program_speed_pins_total", frozenset(who))] == 11
-    assert samples[("tumbler_program_speed_balancing", frozenset(who))] == 1
-    assert samples[("tumbler_program_domain_load_cpus",
-                    frozenset(who | {("domain", "4-7")}))] == 3.25
-    assert format_metrics(dict(STATUS, programs=[])).count("tumbler_program_threads{") == 0
 
 
 # -- plot ------------------------------------------------------------------------
