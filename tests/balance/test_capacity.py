@@ -371,7 +371,7 @@ def test_with_nothing_else_running_capacity_is_the_cpu_count(spawner, procs, sta
     rounds = rounds_of(log)
     assert len(rounds) >= 5
     # Integral capacities: the engine's plans are then bit-identical to
-    # --capacity cpus (tests/test_engine_grouping.py checks that part).
+    # --capacity cpus (tests/engine/test_engine_grouping.py checks that part).
     assert all(r["capacity"] == [1, 1] for r in rounds), \
         "%s (other work %.3f)" % ([(i, r["capacity"]) for i, r in enumerate(rounds)
                                   if r["capacity"] != [1, 1]], other)

@@ -2,7 +2,7 @@
 on stderr and exit 2 -- and nothing changed: the target's masks are what
 they were, no command was started, no state file was written.
 
-tests/test_cli.py checks messages for the common mistakes; this file adds
+tests/commands/test_cli.py checks messages for the common mistakes; this file adds
 the malicious and absurd ones and the "nothing changed" half.  tumbler runs
 under a 1.5 GB address-space limit, so input that would make it allocate
 without bound fails the test instead of the machine.

@@ -102,7 +102,7 @@ def test_exec_binds_every_worker_inside_one_domain_and_loads_converge(duty, two_
     log = tmp_path / "run.jsonl"
     domains = [frozenset([cpu_a]), frozenset([cpu_b])]
     # Wave grouping's policy: under auto, other work on a busy machine (the
-    # rest of the suite) rightly hands the threads back (tests/test_other_work.py).
+    # rest of the suite) rightly hands the threads back (tests/balance/test_other_work.py).
     with started(tumbler_cmd("--policy", "tumbler", "--domains", "%d/%d" % (cpu_a, cpu_b),
                              "--log", str(log), "exec",
                              "--", duty, "4", "80", "60", "40", "20"),
@@ -521,7 +521,7 @@ def test_overload_cannot_starve_the_loop(crowd):
     assert "401 threads seen" in result.stderr
     # At nice 0 once balancing starts, raised again if its waits for a CPU
     # say so (whether they do depends on how much its rounds need: quiet
-    # ones may not; tests/test_priority.py holds the rule itself).
+    # ones may not; tests/platform/test_priority.py holds the rule itself).
     assert re.search(r"loop priority: nice (0 \(-20 at start-up|-20 \(raised: it waited)",
                      result.stderr), result.stderr
     startup = re.search(r"start-up took (\d+\.\d) s", result.stderr)
