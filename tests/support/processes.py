@@ -45,6 +45,9 @@ def bound(masks, domains):
 
 
 def wait_until(predicate, timeout=10.0, what="condition"):
+    """``predicate()``'s first true value; AssertionError naming ``what``
+    after ``timeout`` s (a failure guard, never the thing tested).
+    (support.helpers.wait_until: one limit, WAIT_LIMIT_S, for every wait.)"""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

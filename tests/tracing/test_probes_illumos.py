@@ -424,7 +424,6 @@ def test_a_sleep_in_progress_at_the_start_counts_from_the_start(tmp_path):
 def test_a_wait_the_script_saw_begin_is_not_counted_from_the_start_too(tmp_path):
     """An LWP found asleep whose sleep the script saw begin after the start
     (an event before the check) is counted once, by the script."""
-    from tumbler.tracing import parse
     backend = waiting_lwps(tmp_path)
     waiters = {(PID, tid): ns for tid, ns in backend.lock_waiters(PID, [2]).items()}
     checked = waiters[(PID, 2)]

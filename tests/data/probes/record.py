@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
