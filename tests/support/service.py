@@ -2,6 +2,7 @@
 programs tagged for its rules."""
 
 import json
+import os
 import signal
 import subprocess
 
@@ -20,6 +21,11 @@ class Service:
         # Append mode: the service shares the file's offset, and the test's
         # seek(0) would make its next line overwrite the ones it read.
         self.stderr = open(directory / "service.log", "a+")
+        # A service started again in the same directory appends to the log
+        # of the one before: its own lines begin here.  (Reading from 0,
+        # the old "service started" was taken for the new one's, before
+        # the new one had restored anything or opened its socket.)
+        self.begins = self.stderr.seek(0, os.SEEK_END)
         self.proc = procs.start(tumbler_cmd("service", "--config", str(self.config)),
                                 env=env_for(state), cwd=REPO, stderr=self.stderr,
                                 stdout=subprocess.DEVNULL)
@@ -32,7 +38,8 @@ class Service:
         self.config.write_text(text.replace("SOCKET", str(self.directory / "tumbler.sock")))
 
     def log(self):
-        self.stderr.seek(0)
+        """What this service wrote to stderr."""
+        self.stderr.seek(self.begins)
         return self.stderr.read()
 
     def status(self):
