@@ -231,7 +231,7 @@ def test_service_log_draws_one_program(spawner, domains, procs, state, tmp_path,
     config_file.write_text(config('  - name: mine\n    match: {cmdline: " 0 0 [xy]$"}\n'
                                   '    domains: "%s"\n' % spec)
                            .replace("SOCKET", str(tmp_path / "tumbler.sock")))
-    stderr = open(tmp_path / "service.log", "a+")      # (see Service)
+    stderr = open(tmp_path / "service.log", "a+")      # (see support.service.Service)
     proc = procs.start(tumbler_cmd("service", "--config", str(config_file), "--log", str(log)),
                        env=env_for(state), cwd=REPO, stderr=stderr)
     wait_bound(first.pid, doms, count=3)

@@ -549,7 +549,7 @@ def test_a_reused_pid_of_a_followed_child_is_not_adopted(spawner, domains, procs
     spec, doms = domains
     marker = tmp_path / "child.pid"
     script = "%s 2 100000 1 0 0 & echo $! > %s; while :; do sleep 0.1; done" % (spawner, marker)
-    err = open(tmp_path / "stderr", "a+")     # shared offset: see test_service.Service
+    err = open(tmp_path / "stderr", "a+")     # shared offset: see support.service.Service
     # Rounds every 3 s: the PID is taken between two (discovery looks every 0.1 s).
     run = procs.start(tumbler_cmd("--domains", spec, "--interval", "3000", "exec", "--",
                                   "sh", "-c", script),
