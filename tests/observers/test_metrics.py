@@ -30,7 +30,6 @@ def test_metrics_parse_back(tmp_path):
     assert format_metrics(dict(STATUS, programs=[])).count("tumbler_program_threads{") == 0
 
 
-
 def test_the_text_of_two_programs_one_parked():
     status = {"version": "1.2", "uptime_s": 3, "own_cpu_s": 0.5, "programs": [
         {"pid": 7, "name": "solver", "rule": "hpc", "domains": ["0", "1"],

@@ -64,7 +64,6 @@ def hog(procs, duty, cpu, nice, percent):
     return procs.start([duty, "600", str(percent)], preexec_fn=hogged)
 
 
-
 def bound_across(procs, spawner, state, two_cpus, count, *options):
     """``count`` spinners under ``tumbler --domains A/B OPTIONS -p``, once
     they are bound evenly, one domain per CPU: (the spinners, tumbler)."""
@@ -77,4 +76,3 @@ def bound_across(procs, spawner, state, two_cpus, count, *options):
     wait_until(lambda: split(target.pid, cpu_a, cpu_b) == even, timeout=20,
                what="%d spinners bound to each CPU" % even[0])
     return target, tumbler
-

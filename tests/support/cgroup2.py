@@ -21,7 +21,6 @@ def write(path, text):
         f.write(text)
 
 
-
 SWAP_ENV = "TUMBLER_TEST_CGROUP_SWAP"
 
 
@@ -70,4 +69,3 @@ def remount_v1_cpuset(v1, options):
                                  "run: mount -t cgroup -o %s cgroup %s"
                                  % (v1, result.stderr.strip(), options, v1))
         time.sleep(0.2)
-

@@ -217,4 +217,3 @@ class FakeLibs:
 
     def _priv_ineffect(self, name):
         return int(self.privileged)
-

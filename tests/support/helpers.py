@@ -175,4 +175,3 @@ class LockWait:
         self.proc.wait()
         self.proc.stdin.close()
         self.proc.stdout.close()
-

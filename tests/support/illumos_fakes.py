@@ -97,4 +97,3 @@ class FakeLibc:
 
     def names(self):
         return [c for c, _ in self.calls]
-

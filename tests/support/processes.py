@@ -89,4 +89,3 @@ def descendants(pid):
             found += children
             todo += children
     return found
-

@@ -27,4 +27,3 @@ def parse_text_format(text):
             assert ",".join('%s="%s"' % p for p in label.findall(labels[1:-1])) == labels[1:-1]
         samples[(name, pairs)] = float(value)
     return samples
-

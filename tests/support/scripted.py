@@ -48,4 +48,3 @@ class ScriptedBackend(Backend):
 
     def forget(self, pid, tid):
         self.forgotten.append(tid)
-

@@ -67,4 +67,3 @@ def spinners(procs, spawner, cpus, count=2, tag="x"):
                        stdout=subprocess.PIPE, text=True, preexec_fn=on_cpus(cpus))
     assert proc.stdout.readline().strip() == "spawner: ready"
     return proc
-

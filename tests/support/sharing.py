@@ -35,4 +35,3 @@ def spinners(procs, spawner, cpus, count):
                        stdout=subprocess.PIPE, text=True, preexec_fn=on_cpus(cpus))
     assert proc.stdout.readline().strip() == "spawner: ready"
     return proc
-
