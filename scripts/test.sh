@@ -3,7 +3,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
-# The Debian package test (tests/test_platform_files.py) builds the .deb:
+# The Debian package test (tests/system/test_platform_files.py) builds the .deb:
 # its tools, as root on Debian, if missing (elsewhere the test is skipped).
 deb_tools="debhelper dh-python pybuild-plugin-pyproject python3-all-dev python3-setuptools \
 python3-build python3-installer fakeroot"
@@ -15,7 +15,7 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 && \
     # shellcheck disable=SC2086
     apt-get install -y -qq --no-install-recommends $deb_tools >/dev/null
 fi
-# The cgroup v2 cpuset tests (tests/test_cpuset_v2_real.py) may move the
+# The cgroup v2 cpuset tests (tests/platform/linux/test_cpuset_v2_real.py) may move the
 # cpuset controller from an unused v1 hierarchy to v2 for their duration
 # (always put back and checked); TUMBLER_TEST_CGROUP_SWAP=0 skips them.
 export TUMBLER_TEST_CGROUP_SWAP="${TUMBLER_TEST_CGROUP_SWAP:-1}"

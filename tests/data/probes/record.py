@@ -2,7 +2,7 @@
 
     cd REPO && sudo python3 tests/data/probes/record.py locktime|runqlat|migrations
 
-Runs the workloads of tests/test_probes_linux.py and tests/workloads/ and
+Runs the workloads of tests/tracing/test_probes_linux.py and tests/workloads/ and
 the script as tumbler runs it (prelude included), for four periods of
 100 ms, then SIGINT; writes the output to tests/data/probes/SCRIPT.ndjson.
 The workloads are built into a temporary directory.
@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,0 +1,156 @@
+"""A full round's per-thread passes in C (balance/_rounds.c) against their
+Python versions: the same scripted program run twice, once each way,
+gives every thread the same numbers (bit for bit), the policy the same
+views and the plans the same moves, round after round -- threads born,
+exiting, reused TIDs, run-queue waits, counters going backwards, a
+thread allowed no domain, a policy that reads switching rates."""
+
+import random
+
+import pytest
+
+from support.scripted import MS, PID, ScriptedBackend
+from tumbler.balance import speedstep, threads
+from tumbler.balance.controller import Controller
+from tumbler.balance.domains import DomainChoice
+from tumbler.engine.policy import make_policy
+from tumbler.platform.base import NullBinder
+
+pytestmark = pytest.mark.skipif(threads._c_measure_threads is None,
+                                reason="balance/_rounds.c not built")
+
+FIELDS = ("start", "prev_wall", "prev_run", "exec_ns", "wall_ns", "load", "cpu", "runnable",
+          "domain", "eligible", "unmovable", "pinned_cpu")
+
+
+class Scripted(ScriptedBackend):
+    """ScriptedBackend whose thread 199 may use no domain's CPUs."""
+
+    def allowed_cpus(self, pid, tid):
+        return frozenset({7}) if tid == 199 else frozenset({0, 1})
+
+    def context_switches(self, pid, tid):
+        return tid * 3, tid
+
+
+def scripted_run(seed, policy, with_c, monkeypatch):
+    """Every round's per-thread numbers, views and moves of one scripted run."""
+    with monkeypatch.context() as patch:
+        if not with_c:
+            patch.setattr(threads, "_c_measure_threads", None)
+            patch.setattr(threads, "_c_received", None)
+            patch.setattr(speedstep, "_c_thread_views", None)
+        rng = random.Random(seed)
+        backend = Scripted()
+        for tid in range(100, 140):
+            backend.run(tid, 0)
+        backend.run(199, 0)
+        choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+        controller = Controller(backend, NullBinder(), make_policy(policy), choice,
+                                dry_run=True, load_window_ms=300, quiet_rounds=False)
+        controller.add_target(PID)
+        decide = controller.policy.decide
+        seen = []
+
+        def recording(views, domains, other=None):
+            seen.append([tuple(v) for v in views])
+            return decide(views, domains, other)
+        controller.policy.decide = recording
+        python_passes = []
+        py_measure = controller._py_measure_threads
+        controller._py_measure_threads = lambda *args: python_passes.append(1) or py_measure(*args)
+        history = []
+        for step in range(40):
+            backend.now += rng.choice((50, 100, 130)) * MS
+            for tid in list(backend.threads):
+                share = rng.choice((0.0, 0.02, 0.3, 0.95, 1.0))
+                backend.run(tid, int(share * 100), lat_ms=rng.choice((0, 0, 5, 60)))
+            if step % 7 == 3:               # one exits, one is born
+                del backend.threads[rng.choice(sorted(set(backend.threads) - {199}))]
+                backend.run(200 + step, 0)
+            if step % 11 == 5:              # a TID now names another thread
+                backend.threads[120] = [5000 + step, 0, 0]
+            if step == 20:                  # a counter going backwards
+                backend.threads[101][1] -= 3 * MS
+            decision = controller.round()
+            history.append((
+                {key: tuple(getattr(t, name) for name in FIELDS)
+                 for key, t in controller.threads.items()},
+                [(m.tid, m.src, m.dst) for m in decision.plan.moves],
+                controller._received_all()))
+        assert bool(python_passes) == (not with_c)     # plain int counters: all in C
+        return history, seen
+
+
+@pytest.mark.parametrize("policy", ["tumbler", "auto"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_c_and_python_passes_agree(seed, policy, monkeypatch):
+    python = scripted_run(seed, policy, False, monkeypatch)
+    c = scripted_run(seed, policy, True, monkeypatch)
+    assert c == python
+    history, views = c
+    assert any(moves for _, moves, _ in history)        # the plans moved threads
+    assert any(t[5] is not None and t[5] >= 0.9 for round_, _, _ in history
+               for t in round_.values())               # some thread always runnable
+    assert all(all(v[0] != 199 for v in round_views) for round_views in views)
+
+
+def test_unusual_threads_take_the_python_pass():
+    """An object that is not a TrackedThread, or a value of another kind,
+    makes the view and sum passes answer None (nothing changed): the
+    Python passes then run."""
+    from tumbler.balance._rounds import received, thread_views
+    from tumbler.balance.threads import TrackedThread
+    from tumbler.engine.policy import ThreadView
+
+    def tracked(load, cpu, domain=0):
+        thread = TrackedThread(PID, 1, 1, "t", frozenset({0}), frozenset({0}), (0, 0, 0),
+                               domain=domain)
+        thread.load, thread.cpu, thread.runnable = load, cpu, 0.95
+        return thread
+    good = [tracked(0.5, 0.5), tracked(0.2, 0.2, 1)]
+    measured, views, runnable = thread_views(good, ThreadView, 0.9)
+    assert measured == good and [v.load for v in views] == [0.5, 0.2]
+    assert runnable == {0: 1, 1: 1}
+    assert received(good, 2) == [0.5, 0.2, 0.0]
+    # A thread in no domain yet: its CPU comes last; an outsider's (no
+    # domain it may use) and someone else's placement (unmovable) do not.
+    outsider, foreign = tracked(0.4, 0.4, None), tracked(0.1, 0.1, None)
+    outsider.eligible, foreign.unmovable = frozenset(), True
+    threads = good + [tracked(0.3, 0.3, None), outsider, foreign]
+    assert received(threads, 2) == [0.5, 0.2, 0.3]
+    from tumbler.balance import threads as module
+    controller = type("Controller", (), {"domains": [0, 1], "_placed_at": {}, "threads": {
+        i: t for i, t in enumerate(threads)}, "_received_all": module.ThreadTracking._received_all})()
+    original, module._c_received = module._c_received, None
+    try:
+        assert controller._received_all() == [0.5, 0.2, 0.3]
+    finally:
+        module._c_received = original
+    odd = good + [tracked(1, 1)]                # ints, not floats
+    assert received(odd, 2) is None
+    assert received(good, 1) is None            # a domain out of range
+    assert thread_views(good + [object()], ThreadView, 0.9) is None
+
+
+def test_counters_that_are_not_plain_ints_go_on_in_python(monkeypatch):
+    """From the first thread whose counters the C pass does not take (a
+    float here), the Python pass measures the rest, as it would all."""
+    def loads(with_c):
+        with monkeypatch.context() as patch:
+            if not with_c:
+                patch.setattr(threads, "_c_measure_threads", None)
+            backend = Scripted()
+            for tid in range(100, 110):
+                backend.run(tid, 0)
+            controller = Controller(backend, NullBinder(), make_policy("tumbler"),
+                                    DomainChoice("explicit", (frozenset({0}), frozenset({1})),
+                                                 "test"), dry_run=True)
+            controller.add_target(PID)
+            backend.now += 100 * MS
+            for tid in range(100, 110):
+                backend.run(tid, 30 if tid < 105 else 30.5)
+            controller.round()
+            return {tid: (t.load, t.exec_ns, t.cpu) for (_, tid), t in controller.threads.items()}
+    assert loads(True) == loads(False)
+    assert loads(True)[107][0] == pytest.approx(0.305)

@@ -1,0 +1,155 @@
+"""``tumbler exec``'s quick path (tumbler/commands/quick.py): the same
+settings as click makes, or none at all; bad options still refused before
+the command starts."""
+
+import os
+import subprocess
+import sys
+
+import click
+import pytest
+
+from support.helpers import REPO, assert_no_traceback, run_tumbler, tumbler_cmd
+from tumbler.commands import quick, run
+from tumbler.commands.main import main
+from tumbler.commands.options import BALANCING_OPTIONS
+
+#: exec lines the quick path takes.
+TAKEN = [
+    ["exec", "--", "prog"],
+    ["exec", "prog", "-q", "--", "x"],
+    ["-q", "exec", "--", "prog", "a", "b"],
+    ["--policy", "tumbler", "exec", "--policy", "speed", "--", "prog"],
+    ["--domains", "0/1", "exec", "-v", "--interval", "200", "prog"],
+    ["--domains=0/1", "exec", "--interval=200", "--duration=2.5", "--", "prog"],
+    ["exec", "--no-children", "-n", "--level", "llc", "--", "prog"],
+    ["--children", "exec", "--no-children", "--", "prog"],
+    ["exec", "--interval", " 300 ", "--", "prog"],
+    ["exec", "--duration", "1e3", "--", "prog", "--"],
+    ["exec", "--quiet", "--verbose", "--dry-run", "--", "-prog"],
+]
+
+#: Lines it leaves to click: anything else, and every mistake.
+LEFT = [
+    ["exec"],
+    ["exec", "--"],
+    ["exec", "-qv", "--", "prog"],
+    ["exec", "--config", "c.yaml", "--", "prog"],
+    ["exec", "--log", "l.jsonl", "--", "prog"],
+    ["exec", "--probe", "--", "prog"],
+    ["exec", "--help"],
+    ["-p", "1", "exec", "--", "prog"],
+    ["--root", "/tmp", "exec", "--", "prog"],
+    ["exec", "--policy", "nope", "--", "prog"],
+    ["exec", "--interval", "abc", "--", "prog"],
+    ["exec", "--interval"],
+    ["exec", "--quiet=yes", "--", "prog"],
+    ["topology"],
+    ["compare", "exec", "--", "prog"],
+]
+
+
+def click_settings(args, monkeypatch):
+    """(settings, command) as the click path makes them for ``args``."""
+    seen = []
+    monkeypatch.setattr(run, "run_exec", lambda settings, command: seen.append(
+        (settings, command)) or 0)
+    with pytest.raises(SystemExit) as stop:
+        main.main(list(args), prog_name="tumbler")
+    assert stop.value.code == 0
+    return seen[0]
+
+
+def comparable(settings):
+    return {key: value for key, value in settings.items() if key != "config"}
+
+
+@pytest.mark.parametrize("args", TAKEN, ids=" ".join)
+def test_quick_path_makes_clicks_settings(args, monkeypatch):
+    parsed = quick.parse(args)
+    assert parsed is not None
+    options, command = parsed
+    mine = quick.make_settings(options, "/", None)
+    theirs, their_command = click_settings(args, monkeypatch)
+    assert command == their_command
+    assert comparable(mine) == comparable(theirs)
+    assert mine["config"] == theirs["config"]
+
+
+@pytest.mark.parametrize("args", LEFT, ids=" ".join)
+def test_quick_path_leaves_the_rest_to_click(args):
+    assert quick.parse(args) is None
+
+
+def test_quick_options_are_the_click_options():
+    """Every option the quick path reads has the name, kind and choices of
+    the click option it stands for."""
+    by_flag = {}
+    for decorator in BALANCING_OPTIONS:
+        @decorator
+        def probe():
+            pass
+        param = probe.__click_params__[0]
+        for flag in param.opts + param.secondary_opts:
+            by_flag[flag] = param
+    for flag, (name, kind) in quick.QUICK_OPTIONS.items():
+        param = by_flag[flag]
+        assert param.name == name, flag
+        if kind is True or kind is False:
+            assert param.is_flag
+            assert (flag in param.secondary_opts) == (kind is False), flag
+        elif isinstance(kind, tuple):
+            assert isinstance(param.type, click.Choice)
+            assert tuple(param.type.choices) == kind
+        else:
+            expected = {int: click.INT, float: click.FLOAT, str: click.STRING}[kind]
+            assert param.type == expected, flag
+
+
+@pytest.mark.parametrize("options", [
+    ["--interval", "5"],                # below the minimum
+    ["--duration", "-1"],
+    ["--duration", "nan"],
+    ["--policy", "nope"],
+    ["--domains", "0/9999"],            # CPUs that do not exist
+    ["--domains", "0-"],
+    ["--level", "core", "--domains", "0"],
+])
+def test_bad_options_are_refused_before_the_command_starts(options, tmp_path):
+    marker = tmp_path / "ran"
+    result = run_tumbler("exec", *options, "--", "touch", str(marker))
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("tumbler: ")
+    assert not marker.exists()
+
+
+def test_missing_command_is_127_in_one_line():
+    result = run_tumbler("exec", "-q", "--", "/nonexistent/command")
+    assert result.returncode == 127
+    assert result.stderr == "tumbler: /nonexistent/command: command not found\n"
+
+
+def test_unwritable_state_directory_is_refused_before_the_command_starts(tmp_path):
+    marker = tmp_path / "ran"
+    state = tmp_path / "state"
+    state.write_text("not a directory")
+    result = subprocess.run(tumbler_cmd("exec", "--", "touch", str(marker)), cwd=REPO,
+                            capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, TUMBLER_STATE_DIR=str(state)))
+    assert result.returncode == 1, result.stderr
+    assert "state directory" in result.stderr
+    assert not marker.exists()
+
+
+def test_exec_passes_the_status_through_the_quick_path():
+    result = run_tumbler("exec", "-q", "--", "sh", "-c", "exit 7")
+    assert result.returncode == 7
+    assert_no_traceback(result.stderr)
+
+
+def test_version_without_click():
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "tumbler", "--version"],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.stdout == "tumbler, version %s\n" % __import__("tumbler").__version__
+    assert " click" not in result.stderr

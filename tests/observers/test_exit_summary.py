@@ -1,0 +1,88 @@
+"""The exit summary (observers/summary.py): its lines on stderr, the same
+figures for ``--summary-json``, and a space-shared run's summary."""
+
+from types import SimpleNamespace
+
+from support.observed import make_controller
+from tumbler.engine.model import Domain
+from tumbler.observers.summary import shared_summary_lines, summary_lines, summary_record
+
+
+def finished(**changes):
+    """A run of 40 rounds (10 quiet) over domains 0 and 1 (other work left
+    0.5 of CPU 1), its spread falling from 0.8 to 0.2, speed balancing and
+    an outsider, a slow start."""
+    fields = dict(intervals=40, quiet=10, threads_seen=5, migrations=6, pins=3,
+                  outsiders=1, priority=lambda: "nice -5, balancing at nice 0",
+                  startup_s=1.5, policy="auto", note="explicit domains 0/1")
+    fields.update(changes)
+    controller = make_controller([Domain(0, {0}), Domain(1, {1}, measured=0.5)], **fields)
+    for spread in (0.8, 0.8, 0.6, 0.6, 0.4, 0.4, 0.2, 0.2):
+        controller.stats.spreads.append(spread)
+    return controller
+
+
+def test_every_line_of_a_full_summary():
+    assert summary_lines(finished(), 10.0, 0.06, "command exited") == [
+        "ran 10.0 s (command exited): 40 intervals (10 quiet), 5 threads seen, "
+        "6 migrations (0.6/s), policy auto",
+        "explicit domains 0/1",
+        "measured capacity at the end (CPUs other work leaves): 1.00 / 0.50",
+        "1 thread allowed only CPUs outside the domains: left alone",
+        "speed balancing: 3 core changes (0.3/s)",
+        "domain load spread (CV): early 0.80, late 0.20",
+        "loop priority: nice -5, balancing at nice 0",
+        "start-up took 1.5 s of it (an overloaded machine delays the start before tumbler "
+        "can raise its priority)",
+        "own CPU time 0.060 s (0.60% of one CPU)"]
+
+
+def test_a_quiet_run_says_only_what_happened():
+    """No measured capacity, outsider, pin, round, priority or slow start:
+    none of their lines; a run of no time has rates of 0."""
+    controller = make_controller([Domain(0, {0}), Domain(1, {1})], dry_run=True,
+                                 note="explicit domains 0/1", outsiders=2)
+    assert summary_lines(controller, 0.0, 0.0, "SIGTERM") == [
+        "ran 0.0 s (SIGTERM): 0 intervals (0 quiet), 0 threads seen, 0 migrations (0.0/s), "
+        "policy tumbler, dry run",
+        "explicit domains 0/1",
+        "2 threads allowed only CPUs outside the domains: left alone",
+        "own CPU time 0.000 s (0.00% of one CPU)"]
+
+
+def test_the_json_summary_has_the_same_figures():
+    assert summary_record(finished(), 10.0, 0.06, "command exited") == {
+        "wall_s": 10.0, "end_reason": "command exited", "intervals": 40,
+        "quiet_intervals": 10, "threads_seen": 5, "migrations": 6, "core_changes": 3,
+        "policy": "auto", "dry_run": False, "domain_note": "explicit domains 0/1",
+        "spread_early": 0.8, "spread_late": 0.2, "own_cpu_s": 0.06, "capacity": [1, 0.5]}
+    empty = summary_record(make_controller([Domain(0, {0, 1})]), 1.0, 0.0, "SIGINT")
+    assert (empty["spread_early"], empty["spread_late"], empty["capacity"]) == (None, None, [2])
+
+
+def test_a_space_shared_run_names_each_program_and_its_own_cost_once():
+    first, second = finished(), finished(intervals=8, quiet=0, migrations=1, pins=0,
+                                         outsiders=0, note="explicit domains 1")
+    sharing = SimpleNamespace(policy="llc", repartitions=2,
+                              counters=SimpleNamespace(rates={101: 0.01234}))
+    assert shared_summary_lines([(101, first), (102, second)], sharing, 10.0, 0.06,
+                                "SIGTERM") == [
+        "ran 10.0 s (SIGTERM): 2 programs sharing in space (llc), 2 partitions",
+        "PID 101: 40 intervals (10 quiet), 5 threads seen, 6 migrations (0.6/s), policy auto",
+        "PID 101: explicit domains 0/1",
+        "PID 101: measured capacity at the end (CPUs other work leaves): 1.00 / 0.50",
+        "PID 101: 1 thread allowed only CPUs outside the domains: left alone",
+        "PID 101: speed balancing: 3 core changes (0.3/s)",
+        "PID 101: domain load spread (CV): early 0.80, late 0.20",
+        "PID 101: LLC misses per cycle 0.0123 at the last check",
+        "PID 102: 8 intervals (0 quiet), 5 threads seen, 1 migrations (0.1/s), policy auto",
+        "PID 102: explicit domains 1",
+        "PID 102: measured capacity at the end (CPUs other work leaves): 1.00 / 0.50",
+        "PID 102: domain load spread (CV): early 0.80, late 0.20",
+        "loop priority: nice -5, balancing at nice 0",
+        "start-up took 1.5 s of it (an overloaded machine delays the start before tumbler "
+        "can raise its priority)",
+        "own CPU time 0.060 s (0.60% of one CPU)"]
+    without_counters = SimpleNamespace(policy="balance", repartitions=0, counters=None)
+    lines = shared_summary_lines([(101, first)], without_counters, 10.0, 0.06, "SIGTERM")
+    assert not any("LLC" in line for line in lines)

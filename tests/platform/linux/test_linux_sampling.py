@@ -1,0 +1,421 @@
+"""LinuxBackend.sample on real threads: the batched steady-state path.
+
+A round calls sample and then process_state; when the thread count (the
+link count of /proc/PID/task) is unchanged, sample reads the kept-open
+schedstat fds of the threads it knew without listing /proc/PID/task, in
+one batch.  These tests
+check that the batch agrees with the per-thread path, and that threads
+exiting and starting between rounds are neither kept nor missed for long.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+from array import array
+
+import pytest
+
+from support.helpers import wait_until
+from tumbler.platform.linux.backend import LinuxBackend
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+C_MODULE_MISSING = ("tumbler.platform.linux._steady was not built: scripts/setup.sh "
+                    "builds it (it needs gcc and Python's headers, python3-dev)")
+
+CHILD = textwrap.dedent("""
+    import sys, threading, time
+    threads = []
+    def worker(stop, ready):
+        ready.append(threading.get_native_id())
+        x = 0
+        while not stop.is_set():
+            for _ in range(20000):
+                x += 1
+            time.sleep(0.001)
+    def start():
+        stop, ready = threading.Event(), []
+        t = threading.Thread(target=worker, args=(stop, ready))
+        t.start()
+        while not ready:
+            time.sleep(0.001)
+        threads.append((t, stop, ready[0]))
+        return ready[0]
+    for _ in range(3):
+        start()
+    print("ready", *[tid for _, _, tid in threads], flush=True)
+    for line in sys.stdin:
+        if line.strip() == "swap":           # the oldest thread exits, a new one starts
+            t, stop, tid = threads.pop(0)
+            stop.set()
+            t.join()
+            print("swapped", tid, start(), flush=True)
+        elif line.strip() == "more":         # one more thread
+            print("started", start(), flush=True)
+""")
+
+
+@pytest.fixture
+def child():
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, universal_newlines=True)
+    words = proc.stdout.readline().split()
+    assert words[0] == "ready"
+    yield proc, [int(w) for w in words[1:]]
+    proc.kill()
+    proc.wait()
+
+
+def reaped(pid, tid):
+    """Wait until an exited thread is gone from /proc: pthread_join returns
+    when the thread has exited, a moment before the kernel releases it."""
+    wait_until(lambda: not os.path.exists("/proc/%d/task/%d" % (pid, tid)),
+               "thread %d to be released" % tid)
+
+
+def round_sample(backend, pid):
+    """What the controller does each round: sample, then process_state."""
+    sample = backend.sample(pid)
+    backend.process_state(pid)
+    return sample
+
+
+@pytest.fixture(params=["c", "python"])
+def steady(child, request):
+    """(child process, its worker TIDs, a LinuxBackend past two rounds of
+    it: every schedstat file open, the thread count known).  Each test runs
+    with the steady sample in C (``_linux_steady``) and in Python."""
+    proc, workers = child
+    backend = LinuxBackend()
+    if request.param == "python":
+        backend._c_steady_times = backend._c_read_columns = None
+    else:
+        assert backend._c_steady_times is not None, C_MODULE_MISSING
+        assert backend._c_read_columns is not None, C_MODULE_MISSING
+    round_sample(backend, proc.pid)
+    round_sample(backend, proc.pid)
+    yield proc, workers, backend
+    backend.close()
+
+
+def test_batched_sample_agrees_with_the_per_thread_path(steady):
+    proc, workers, backend = steady
+    calls = []
+    for name in ("thread_ids", "_read_times"):
+        original = getattr(backend, name)
+        setattr(backend, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    batched = round_sample(backend, proc.pid)       # steady: fds open, count known
+    assert calls == []          # neither listed nor read thread by thread
+    careful = backend.sample(proc.pid, detail=True)  # per thread, stat read too
+    assert "thread_ids" in calls and "_read_times" in calls
+    assert set(batched.threads) == set(careful.threads) == {proc.pid, *workers}
+    for tid, times in batched.threads.items():
+        other = careful.threads[tid]
+        assert (times.tid, times.start, times.name) == (other.tid, other.start, other.name)
+        assert 0 < times.run_ns <= other.run_ns      # read a moment earlier
+        assert times.lat_ns is not None and times.lat_ns <= other.lat_ns
+    # Same numbers as the kernel's own file.
+    with open("/proc/%d/task/%d/schedstat" % (proc.pid, workers[0])) as f:
+        run_now = int(f.read().split()[0])
+    assert batched.threads[workers[0]].run_ns <= run_now
+
+
+def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(steady):
+    proc, workers, backend = steady
+    proc.stdin.write("swap\n")
+    proc.stdin.flush()
+    words = proc.stdout.readline().split()
+    assert words[0] == "swapped"
+    gone, new = int(words[1]), int(words[2])
+    assert gone == workers[0]
+    reaped(proc.pid, gone)
+    # Same number of threads as before: the first round after may not list
+    # the new thread yet, but never reports the one that exited, and lets go
+    # of its file.
+    first = round_sample(backend, proc.pid)
+    assert gone not in first.threads
+    assert (proc.pid, gone) not in backend._files
+    second = round_sample(backend, proc.pid)
+    assert set(second.threads) == {proc.pid, new, *workers[1:]}
+    third = round_sample(backend, proc.pid)
+    assert set(third.threads) == set(second.threads)
+
+
+def test_a_listing_that_finds_a_replaced_thread_makes_the_next_sample_list_too(steady):
+    """discover lists the threads, sees a new one and samples the process: a
+    thread replaced one that exited, so the count is the same, but the
+    sample must still find the newcomer."""
+    proc, workers, backend = steady
+    proc.stdin.write("swap\n")
+    proc.stdin.flush()
+    words = proc.stdout.readline().split()
+    gone, new = int(words[1]), int(words[2])
+    reaped(proc.pid, gone)
+    assert new in backend.thread_ids(proc.pid)
+    sample = backend.sample(proc.pid)
+    assert new in sample.threads and gone not in sample.threads
+    assert proc.pid not in backend._relist      # and the next one is batched again
+
+
+def test_exited_process_raises_no_such_process(steady):
+    from tumbler.platform.base import NoSuchProcess
+    proc, _, backend = steady
+    proc.kill()
+    proc.wait()
+    with pytest.raises(NoSuchProcess):
+        backend.sample(proc.pid)
+
+
+def test_thread_count_is_the_task_directory_link_count(steady):
+    proc, workers, backend = steady
+    assert backend.thread_count(proc.pid) == len(workers) + 1 \
+        == len(os.listdir("/proc/%d/task" % proc.pid))
+
+
+def test_process_state_is_read_again_only_when_threads_change(steady, monkeypatch):
+    """The main thread's stat (zombie? another program?) is re-read when a
+    sample finds threads gone or new -- an exec ends every other thread --
+    and otherwise at most every STATE_READ_NS."""
+    proc, _, backend = steady
+    reads = []
+    original = backend._read_state
+    monkeypatch.setattr(backend, "_read_state", lambda pid: reads.append(pid) or original(pid))
+    for _ in range(3):
+        round_sample(backend, proc.pid)
+    assert reads == []                  # same threads, within a second: the last answer
+    proc.stdin.write("swap\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().split()[0] == "swapped"
+    round_sample(backend, proc.pid)     # a thread gone: read again
+    assert reads == [proc.pid]
+    assert backend.process_state(proc.pid, fresh=True) == original(proc.pid)
+    monkeypatch.setattr("tumbler.platform.linux.backend.STATE_READ_NS", 0)
+    del reads[:]
+    round_sample(backend, proc.pid)
+    round_sample(backend, proc.pid)
+    assert len(reads) == 2              # no answer is recent enough any more
+
+
+def test_thread_run_ns_reads_the_same_clock_as_sample(steady):
+    """Speed balancing's steps read only the threads it pinned."""
+    from tumbler.platform.base import Backend
+    proc, workers, backend = steady
+    before = round_sample(backend, proc.pid)
+    run_ns, now = backend.thread_run_ns(proc.pid, workers[:2] + [999999999])
+    after = round_sample(backend, proc.pid)
+    assert set(run_ns) == set(workers[:2])          # an unknown TID is left out
+    assert before.wall_ns <= now <= after.wall_ns
+    for tid in workers[:2]:
+        assert before.threads[tid].run_ns <= run_ns[tid] <= after.threads[tid].run_ns
+    # The generic fallback (a whole sample) agrees on which threads it finds.
+    generic, _ = Backend.thread_run_ns(backend, proc.pid, workers[:2] + [999999999])
+    assert set(generic) == set(workers[:2])
+
+
+def send(proc, command):
+    proc.stdin.write(command + "\n")
+    proc.stdin.flush()
+    return proc.stdout.readline().split()
+
+
+def columns(backend, pid, tids):
+    """A reader of ``tids`` and one read of it: (reader, now, run, lat)."""
+    reader = backend.columns_reader(pid, tids)
+    assert reader is not None
+    run, lat = array("q", bytes(8 * len(tids))), array("q", bytes(8 * len(tids)))
+    return reader, reader(run, lat), run, lat
+
+
+def test_columns_reader_reads_what_sample_reads(steady):
+    """Quiet rounds read the same numbers, on the same clock, as sample."""
+    proc, workers, backend = steady
+    before = round_sample(backend, proc.pid)
+    tids = list(before.threads)
+    reader, now, run, lat = columns(backend, proc.pid, tids)
+    after = round_sample(backend, proc.pid)
+    assert before.wall_ns <= now <= after.wall_ns
+    for i, tid in enumerate(tids):
+        assert before.threads[tid].run_ns <= run[i] <= after.threads[tid].run_ns
+        assert before.threads[tid].lat_ns <= lat[i] <= after.threads[tid].lat_ns
+    assert max(run[i] - before.threads[tid].run_ns for i, tid in enumerate(tids)) > 0 \
+        or after.wall_ns - before.wall_ns < 2_000_000       # workers did run meanwhile
+    # Another read of the same reader: later numbers.
+    again_run, again_lat = array("q", run), array("q", lat)
+    assert reader(again_run, again_lat) >= now
+    assert all(a >= b for a, b in zip(again_run, run))
+
+
+def test_columns_reader_is_refused_for_threads_sample_has_not_seen(steady):
+    proc, workers, backend = steady
+    tids = list(round_sample(backend, proc.pid).threads)
+    assert backend.columns_reader(proc.pid, tids[:-1]) is None
+    assert backend.columns_reader(proc.pid, tids + [999999999]) is None
+
+
+def test_columns_reader_says_none_once_threads_change(steady):
+    proc, workers, backend = steady
+    tids = list(round_sample(backend, proc.pid).threads)
+    reader, now, run, lat = columns(backend, proc.pid, tids)
+    assert now is not None
+    # One exits and another starts: the same count, but the exited one's
+    # kept-open file reads as an error.
+    words = send(proc, "swap")
+    reaped(proc.pid, int(words[1]))
+    assert reader(run, lat) is None
+    # The round after drops the exited thread, the one after finds the new
+    # one (see test_thread_replaced_between_rounds...).
+    round_sample(backend, proc.pid)
+    tids = list(round_sample(backend, proc.pid).threads)
+    assert int(words[2]) in tids and int(words[1]) not in tids
+    reader, now, run, lat = columns(backend, proc.pid, tids)
+    assert now is not None
+    # One more thread: the count says so.
+    send(proc, "more")
+    assert reader(run, lat) is None
+
+
+@pytest.fixture
+def read_columns():
+    from tumbler.platform.linux import backend as linux
+    assert linux._c_read_columns is not None, C_MODULE_MISSING
+    return linux._c_read_columns
+
+
+@pytest.fixture
+def task_dir(tmp_path):
+    """task_dir(n) -> fd of a directory whose link count says n threads."""
+    fds = []
+
+    def make(threads):
+        path = tmp_path / ("task%d" % len(fds))
+        path.mkdir()
+        for i in range(threads):
+            (path / str(i)).mkdir()
+        fds.append(os.open(path, os.O_RDONLY | os.O_DIRECTORY))
+        if os.fstat(fds[-1]).st_nlink != threads + 2:
+            pytest.skip("this file system does not count subdirectory links")
+        return fds[-1]
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("implementation", ["c", "python"])
+def test_read_columns_fills_both_columns_or_says_none(implementation, read_columns,
+                                                       schedstat_file, task_dir):
+    from tumbler.platform.linux import backend as linux
+    read = read_columns if implementation == "c" else linux._py_read_columns
+    fds = array("i", [schedstat_file(b"123 456 7\n"), schedstat_file(b"5 0 1\n")])
+    run, lat = array("q", [0, 0]), array("q", [0, 0])
+    before = time.monotonic_ns()
+    now = read(task_dir(2), fds, run, lat)
+    assert before <= now <= time.monotonic_ns()
+    assert (list(run), list(lat)) == ([123, 5], [456, 0])
+    assert read(task_dir(3), fds, run, lat) is None             # a thread more
+    for text in (b"", b"x 1 2\n", b"12\n", b"%d 1 1\n" % 2 ** 63):
+        odd = array("i", [fds[0], schedstat_file(text)])
+        assert read(task_dir(2), odd, run, lat) is None, text
+    closed = os.open(os.devnull, os.O_RDONLY)
+    os.close(closed)
+    assert read(task_dir(2), array("i", [fds[0], closed]), run, lat) is None
+
+
+def test_c_read_columns_rejects_bad_arguments(read_columns, schedstat_file, task_dir):
+    fds = array("i", [schedstat_file(b"1 2 3\n")])
+    task = task_dir(1)
+    with pytest.raises(TypeError):
+        read_columns(task, fds, array("d", [0.0]), array("q", [0]))      # not int64
+    with pytest.raises(TypeError):
+        read_columns(task, [fds[0]], array("q", [0]), array("q", [0]))   # fds not an array
+    with pytest.raises(ValueError):
+        read_columns(task, fds, array("q", [0, 0]), array("q", [0]))     # lengths differ
+    with pytest.raises(BufferError):
+        read_columns(task, fds, b"\0" * 8, array("q", [0]))             # read-only
+
+
+# -- the C steady sample on its own: every unusual case answers None ----------
+
+class Files:
+    """What _linux_steady reads of linux._ThreadFiles."""
+
+    def __init__(self, schedstat_fd, start=7, name="worker"):
+        self.schedstat_fd, self.start, self.name = schedstat_fd, start, name
+
+
+@pytest.fixture
+def steady_times():
+    from tumbler.platform.linux import backend as linux
+    assert linux._c_steady_times is not None, C_MODULE_MISSING
+    return linux._c_steady_times
+
+
+@pytest.fixture
+def schedstat_file(tmp_path):
+    """open(text) -> fd of a file holding ``text`` (closed at the end)."""
+    fds = []
+
+    def make(text):
+        path = tmp_path / ("schedstat%d" % len(fds))
+        path.write_bytes(text)
+        fds.append(os.open(path, os.O_RDONLY))
+        return fds[-1]
+    yield make
+    for fd in fds:
+        os.close(fd)
+
+
+def call(steady_times, files, tids, zero_ok=True):
+    from tumbler.platform.base import NO_MICROSTATES, ThreadTimes
+    return steady_times(files, 42, tids, zero_ok, ThreadTimes, NO_MICROSTATES)
+
+
+def test_c_steady_sample_builds_the_same_thread_times_as_python(steady_times, schedstat_file):
+    from tumbler.platform.base import ThreadTimes
+    big = 2 ** 64 - 1
+    files = {(42, 1): Files(schedstat_file(b"123 456 7\n"), 11, "a"),
+             (42, 2): Files(schedstat_file(b"%d 0 1\n" % big), 12, "b")}
+    got = call(steady_times, files, [1, 2])
+    assert got == {1: ThreadTimes(tid=1, start=11, name="a", run_ns=123, lat_ns=456),
+                   2: ThreadTimes(tid=2, start=12, name="b", run_ns=big, lat_ns=0)}
+    assert all(type(times) is ThreadTimes for times in got.values())
+    assert got[1].state == "?" and got[1].usr_ns is None and got[1].micro == {}
+    # Read from offset 0 every time, like os.pread: the same answer again.
+    assert call(steady_times, files, [1, 2]) == got
+    assert call(steady_times, files, []) == {}
+
+
+@pytest.mark.parametrize("text", [b"", b"x 1 2\n", b"12\n", b"1 -2 3\n",
+                                  b"%d 1 1\n" % 2 ** 64])
+def test_c_steady_sample_answers_none_for_an_odd_read(steady_times, schedstat_file, text):
+    files = {(42, 1): Files(schedstat_file(b"5 6 7\n")), (42, 2): Files(schedstat_file(text))}
+    assert call(steady_times, files, [1, 2]) is None
+
+
+def test_c_steady_sample_answers_none_for_threads_it_cannot_read(steady_times, schedstat_file):
+    good = Files(schedstat_file(b"5 6 7\n"))
+    assert call(steady_times, {(42, 1): good}, [1, 2]) is None            # not known
+    for fd in (None, -1):                                                  # read by path / no schedstat
+        assert call(steady_times, {(42, 1): good, (42, 2): Files(fd)}, [1, 2]) is None
+    closed = os.open(os.devnull, os.O_RDONLY)
+    os.close(closed)
+    assert call(steady_times, {(42, 1): good, (42, 2): Files(closed)}, [1, 2]) is None
+    # A zero run time when schedstat is not known to be accounted.
+    zero = {(42, 1): good, (42, 2): Files(schedstat_file(b"0 0 0\n"))}
+    assert call(steady_times, zero, [1, 2], zero_ok=False) is None
+    assert call(steady_times, zero, [1, 2], zero_ok=True)[2].run_ns == 0
+
+
+def test_c_steady_sample_rejects_bad_arguments(steady_times, schedstat_file):
+    from tumbler.platform.base import NO_MICROSTATES
+    files = {(42, 1): Files(schedstat_file(b"5 6 7\n"))}
+    with pytest.raises(TypeError):
+        steady_times(files, 42, [1], True, dict, NO_MICROSTATES)        # not a tuple type
+    with pytest.raises(TypeError):
+        steady_times([], 42, [1], True, tuple, NO_MICROSTATES)          # files not a dict
+    with pytest.raises(AttributeError):
+        call(steady_times, {(42, 1): object()}, [1])
+    with pytest.raises(TypeError):
+        call(steady_times, {(42, 1): Files("3")}, [1])

@@ -1,0 +1,78 @@
+"""Other work on real processes: a hog pinned to one CPU, how many
+spinners tumbler bound to each CPU, the CPU time others used, the run
+log's rounds."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.helpers import REPO, thread_masks, thread_names, tumbler_cmd
+from support.processes import env_for, wait_until
+from support.sharing import spinners
+
+
+linux_root = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                                reason="Linux, as root")
+
+
+def split(pid, cpu_a, cpu_b):
+    """How many of ``pid``'s spinning threads (spawner-N; not the idle main
+    thread) are bound to each CPU."""
+    names = thread_names(pid)
+    masks = [m for tid, m in thread_masks(pid).items()
+             if names.get(tid, "").startswith("spawner-")]
+    return (sum(1 for m in masks if m == {cpu_a}), sum(1 for m in masks if m == {cpu_b}))
+
+
+def rounds_of(log):
+    try:
+        with open(log) as f:
+            return [json.loads(line) for line in f if line.endswith("\n")]
+    except FileNotFoundError:
+        return []
+
+
+def other_work_reading(pid, cpus):
+    """(monotonic s, busy ticks of ``cpus``, CPU ticks of process ``pid``)."""
+    busy = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            fields = line.split()
+            if fields[0] in ("cpu%d" % c for c in cpus):
+                ticks = [int(x) for x in fields[1:9]]
+                busy += sum(ticks) - ticks[3] - ticks[4]        # all but idle, iowait
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return time.monotonic(), busy, int(fields[11]) + int(fields[12])
+
+
+def other_work_since(before, pid, cpus):
+    """CPUs' worth of time ``cpus`` spent on anything but ``pid`` since ``before``."""
+    now, busy, own = other_work_reading(pid, cpus)
+    return (busy - before[1] - (own - before[2])) / os.sysconf("SC_CLK_TCK") / (now - before[0])
+
+
+def hog(procs, duty, cpu, nice, percent):
+    """``duty`` busy ``percent``% of the time, pinned to ``cpu``, at ``nice``."""
+    def hogged():
+        os.sched_setaffinity(0, {cpu})
+        os.nice(nice)
+    return procs.start([duty, "600", str(percent)], preexec_fn=hogged)
+
+
+def bound_across(procs, spawner, state, two_cpus, count, *options):
+    """``count`` spinners under ``tumbler --domains A/B OPTIONS -p``, once
+    they are bound evenly, one domain per CPU: (the spinners, tumbler)."""
+    cpu_a, cpu_b = two_cpus
+    target = spinners(procs, spawner, frozenset(two_cpus), count)
+    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, *options,
+                                      "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    even = (count // 2, count // 2)
+    wait_until(lambda: split(target.pid, cpu_a, cpu_b) == even, timeout=20,
+               what="%d spinners bound to each CPU" % even[0])
+    return target, tumbler
