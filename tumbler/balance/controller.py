@@ -55,7 +55,6 @@ the ticks of all its programs' controllers from one loop.
 import resource
 # ``signal`` without its enums (platform/signals.py says why).
 import _signal as signal
-import sys
 import time
 
 from ..cpulist import format_cpulist
@@ -63,6 +62,7 @@ from ..engine.model import Domain
 from ..platform.priority import settle_priority
 from ..engine.merging import OTHER_WORK, OVERSUBSCRIBED, merge_wanted, stay_merged
 from ..engine.policy import JUDGE_INTERVAL_MS
+from ..errors import warn as warn_line
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, mergeable
 from .handback import HandBack
@@ -126,8 +126,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         self.first_interval_ms = first_interval_ms
         self.journal = journal          # crash-safe record of original placements
         self.observers = list(observers)   # each has write_round(controller, plan, moves)
-        self.warn = warn or (lambda message: print("tumbler: warning: " + message,
-                                                   file=sys.stderr))
+        self.warn = warn or warn_line
         self.targets = []
         self.followed = {}                  # pid -> start token: targets whose
                                             # descendants are targets too
