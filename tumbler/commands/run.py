@@ -54,40 +54,40 @@ def check_target(backend, pid, force):
 
 def _moves_threads(settings):
     """Whether this run may move threads (a policy that does, no -n)."""
-    return moves_threads(settings["policy"], settings["dry_run"])
+    return moves_threads(settings.policy, settings.dry_run)
 
 
 def _open_backend(settings):
     from ..platform import open_backend
     from ..platform.limits import raise_file_limit
     raise_file_limit()
-    return open_backend(settings["platform"], settings["root"])
+    return open_backend(settings.platform, settings.root)
 
 
 def _policy(settings):
     from ..service.assembly import policy_for
-    return policy_for(settings["policy"], settings["config"], settings["interval_ms"])
+    return policy_for(settings.policy, settings.config, settings.interval_ms)
 
 
 def _choose(backend, allowed, settings):
     """Domains for this run; ``speed`` never crosses NUMA nodes by default."""
     from ..balance.domains import choose_domains
     topology = backend.topology()
-    level = settings["level"]
-    if settings["policy"] == "speed" and level == "auto" and settings["domains"] is None:
+    level = settings.level
+    if settings.policy == "speed" and level == "auto" and settings.domains is None:
         level = "numa" if "numa" in topology.levels else "package"
-    return choose_domains(topology, allowed, level, settings["domains"])
+    return choose_domains(topology, allowed, level, settings.domains)
 
 
 def _binder(backend, settings):
     from ..service.assembly import binder_for
-    return binder_for(backend, _moves_threads(settings), settings["binder"])
+    return binder_for(backend, _moves_threads(settings), settings.binder)
 
 
 def _journals(settings):
     """Whether the run keeps crash-safe state (tumbler.state): it may move
     threads of the running system."""
-    return _moves_threads(settings) and settings["root"] == "/"
+    return _moves_threads(settings) and settings.root == "/"
 
 
 def _journal(backend, settings):
@@ -96,17 +96,17 @@ def _journal(backend, settings):
 
 
 def _observers(settings):
-    if not (settings["probe"] or settings["log_path"] or settings["verbose"]):
+    if not (settings.probe or settings.log_path or settings.verbose):
         return []               # exec: nothing more to import before the command starts
     from ..service.assembly import observers_for
-    return observers_for(probe=settings["probe"], log_path=settings["log_path"],
-                         verbose=settings["verbose"])
+    return observers_for(probe=settings.probe, log_path=settings.log_path,
+                         verbose=settings.verbose)
 
 
 def _summary_file(settings):
     """``--summary-json FILE``, opened now: a path that cannot be written
     is a usage error before anything changes."""
-    path = settings["summary_json"]
+    path = settings.summary_json
     if path is None:
         return None
     from ..safefile import UnsafePath, open_output
@@ -138,7 +138,7 @@ def _begin(controller, settings):
     balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
     started = _launched()
     controller.stats.startup_s = balancing - started
-    deadline = balancing + settings["duration"] if settings["duration"] else None
+    deadline = balancing + settings.duration if settings.duration else None
     return started, cpu_before, deadline
 
 
@@ -146,8 +146,8 @@ def _run(key, backend, binder, policy, choice, settings, observers, journal, **o
     """The run (service/assembly.py) of these parts, with the settings'
     loop options, capacity and -n."""
     from ..service.assembly import Run
-    return Run(key, backend, policy, choice, binder, settings["config"],
-               capacity=settings["capacity"], dry_run=settings["dry_run"], journal=journal,
+    return Run(key, backend, policy, choice, binder, settings.config,
+               capacity=settings.capacity, dry_run=settings.dry_run, journal=journal,
                observers=observers, **options)
 
 
@@ -181,7 +181,7 @@ def _finish(run, waiter, settings, started, cpu_before, reason, summary_out=None
         for observer in observers:
             record.update(observer.summary_fields())
         _write_summary(summary_out, record)
-    if not settings["quiet"]:
+    if not settings.quiet:
         from ..observers.summary import summary_lines
         for line in summary_lines(controller, wall, cpu, reason):
             tell(line)
@@ -192,7 +192,7 @@ def _finish(run, waiter, settings, started, cpu_before, reason, summary_out=None
 
 
 def run_attach(settings, pids):
-    if settings["share"] == "space" and len(set(pids)) > 1:
+    if settings.share == "space" and len(set(pids)) > 1:
         return run_space_shared(settings, list(dict.fromkeys(pids)))
     from ..balance.targets import allowed_union
     from ..platform.base import NoSuchProcess
@@ -202,9 +202,9 @@ def run_attach(settings, pids):
     backend = _open_backend(settings)
     policy = _policy(settings)
     for pid in pids:
-        info = check_target(backend, pid, settings["force"])
+        info = check_target(backend, pid, settings.force)
         if _moves_threads(settings):
-            backend.check_can_bind(info, settings["binder"])
+            backend.check_can_bind(info, settings.binder)
     journal = _journal(backend, settings)
     summary_out = _summary_file(settings)
     waiter = SignalWaiter()         # from here on a stop signal ends the run cleanly
@@ -228,7 +228,7 @@ def run_attach(settings, pids):
     try:
         for pid in pids:
             try:
-                run.controller.add_target(pid, children=bool(settings["children"]))
+                run.controller.add_target(pid, children=bool(settings.children))
             except NoSuchProcess:
                 pass
         run.observe()
@@ -243,10 +243,10 @@ def run_attach(settings, pids):
 def check_space_sharing(settings, backend):
     """``--share space`` with what it cannot work with is a usage error
     before anything changes."""
-    if settings["probe"]:
+    if settings.probe:
         raise UsageError("--probe traces one balancing run; with --share space, trace a "
                          "program with `tumbler probe -p PID`")
-    binder = settings["binder"] or backend.default_binder
+    binder = settings.binder or backend.default_binder
     if binder != "affinity" and _moves_threads(settings):
         raise UsageError("--share space binds with --binder affinity only (%s sets would have "
                          "to trade CPUs between programs)%s"
@@ -270,9 +270,9 @@ def run_space_shared(settings, pids):
     first = _open_backend(settings)
     check_space_sharing(settings, first)
     for pid in pids:
-        info = check_target(first, pid, settings["force"])
+        info = check_target(first, pid, settings.force)
         if _moves_threads(settings):
-            first.check_can_bind(info, settings["binder"])
+            first.check_can_bind(info, settings.binder)
     summary_out = _summary_file(settings)
     waiter = SignalWaiter()
     runs, journals, observers = [], [], []
@@ -295,8 +295,8 @@ def run_space_shared(settings, pids):
             journal.close()
         discard(None, observers, summary_out)
         raise
-    say = (lambda message: None) if settings["quiet"] else tell
-    sharing = SpaceSharing(settings["share_policy"], log=say, counters=LlcMeter(first, say))
+    say = (lambda message: None) if settings.quiet else tell
+    sharing = SpaceSharing(settings.share_policy, log=say, counters=LlcMeter(first, say))
     started, cpu_before, deadline = _begin(runs[0].controller, settings)
     reason = "error"
     try:
@@ -306,7 +306,7 @@ def run_space_shared(settings, pids):
             controller.stats.priority = runs[0].controller.stats.priority
             controller.stats.startup_s = runs[0].controller.stats.startup_s
             try:
-                controller.add_target(run.key, children=bool(settings["children"]))
+                controller.add_target(run.key, children=bool(settings.children))
             except NoSuchProcess:
                 continue
             run.observe()
@@ -327,11 +327,11 @@ def _program_observers(settings, pid, first, started):
     """-v, and --log FILE for a space-shared run: one file, a line per round
     of each program (with its ``pid``), as the service writes it."""
     from ..service.assembly import observers_for
-    if settings["log_path"] and first:
+    if settings.log_path and first:
         from ..observers.runlog import open_run_log
         # Emptied once; every program's log then appends (O_APPEND).
-        open_run_log(settings["log_path"]).file.close()
-    return observers_for(log_path=settings["log_path"], verbose=settings["verbose"],
+        open_run_log(settings.log_path).file.close()
+    return observers_for(log_path=settings.log_path, verbose=settings.verbose,
                          log_fields=lambda controller: {"pid": pid}, append=True,
                          started=started)
 
@@ -355,7 +355,7 @@ def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
                                     llc_per_cycle=sharing.counters.rates.get(pid))
                                for pid, c in programs]}
         _write_summary(summary_out, record)
-    if not settings["quiet"]:
+    if not settings.quiet:
         for line in shared_summary_lines(programs, sharing, wall, cpu, reason):
             tell(line)
     return failed
@@ -372,7 +372,7 @@ def run_exec(settings, command):
     platform layer, the engine, the loop, the journal) is imported and
     built while it runs.  Threads it made meanwhile are placed at the
     first look, as new threads are."""
-    if settings["share"] == "space":
+    if settings.share == "space":
         raise UsageError("--share space shares the CPUs between several programs (-p PID "
                          "-p PID, or the service); exec balances one command")
     machine = _machine(settings) if _checks_machine_first(settings) else None
@@ -381,7 +381,7 @@ def run_exec(settings, command):
         from ..state.paths import ensure_dir, state_dir
         ensure_dir(state_dir())     # full, read-only or foreign: refused now
     gate = None
-    if settings["probe"]:
+    if settings.probe:
         from .gate import Gate, check_command
         missing = check_command(command[0])
         if missing is not None:
@@ -434,7 +434,7 @@ def run_exec(settings, command):
                 controller.keep_orphans(child.pid, allowed, lambda: {
                     pid for observer in observers for pid in observer.processes()})
             controller.add_target(child.pid, allowed,
-                                  children=settings["children"] is not False)
+                                  children=settings.children is not False)
             run.observe()                   # --probe: attached on return
             if gate is not None:
                 gate.open(lambda: child.poll() is None)
@@ -508,16 +508,16 @@ def _checks_machine_first(settings):
     Otherwise nothing there can refuse it: tumbler's own CPUs, on-line,
     at the auto level (a single domain at worst), bound with the
     platform's own binder."""
-    return (settings["domains"] is not None or settings["level"] != "auto"
-            or settings["binder"] is not None or settings["policy"] == "speed"
-            or settings["root"] != "/" or settings["platform"] is not None
+    return (settings.domains is not None or settings.level != "auto"
+            or settings.binder is not None or settings.policy == "speed"
+            or settings.root != "/" or settings.platform is not None
             or not sys.platform.startswith("linux"))
 
 
 def _machine(settings):
     """(backend, the CPUs the command may use, the domains, the binder)."""
     backend = _open_backend(settings)
-    allowed = backend.own_allowed() if settings["root"] == "/" else \
+    allowed = backend.own_allowed() if settings.root == "/" else \
         backend.topology().online
     choice = _choose(backend, allowed, settings)
     return backend, allowed, choice, _binder(backend, settings)
