@@ -191,3 +191,15 @@ def test_on_tick_sees_each_run_that_goes_on_and_may_drop_it():
     driver.run(waiter)
     assert seen == [0] and list(driver.runs) == [1]
     assert waiter.slept[0] > LATER_S / 2
+
+
+def test_a_run_whose_targets_are_gone_leaves_untouched():
+    """-p whose every target exited before it was added: not ticked (a
+    round of no threads), it leaves at the first turn."""
+    log, left = [], []
+    controller = Controller(log, "a")
+    controller.targets = []
+    driver = driver_with(log, controller, ends_when_empty="target exited")
+    driver.on_exit = lambda run: left.append(run.key)
+    assert driver.run(Waiter()) == "target exited"
+    assert ("tick", "a") not in log and left == [0]

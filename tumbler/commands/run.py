@@ -233,7 +233,8 @@ def run_attach(settings, pids):
                 pass
         run.observe()
         driver = _driver(deadline, "target exited")
-        driver.add(run)
+        if run.controller.targets:          # else every target exited before it was added
+            driver.add(run)
         reason = driver.run(waiter)
     finally:
         failed = _finish(run, waiter, settings, started, cpu_before, reason, summary_out)

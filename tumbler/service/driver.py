@@ -107,8 +107,8 @@ class Driver:
             for run in list(runs.values()):
                 if run.parked:
                     continue
-                due = run.controller.due()
-                if due <= time.monotonic() + self.slack:
+                due = run.controller.due() if run.controller.targets else None
+                if due is None or due <= time.monotonic() + self.slack:
                     due = self._tick(run)
                     if due is None:
                         continue
@@ -121,15 +121,17 @@ class Driver:
                 self.on_ready()
 
     def _tick(self, run):
-        """Tick ``run``; when it is due next, or None if it left."""
+        """Tick ``run`` (unless its targets are gone already); when it is
+        due next, or None if it left."""
         controller = run.controller
-        try:
-            due = controller.tick(self.slack)
-        except (TumblerError, PlatformError) as exc:
-            if self.on_error is None:
-                raise
-            self.on_error(run, exc)
-            return None
+        if controller.targets:
+            try:
+                due = controller.tick(self.slack)
+            except (TumblerError, PlatformError) as exc:
+                if self.on_error is None:
+                    raise
+                self.on_error(run, exc)
+                return None
         if not controller.targets:
             self.runs.pop(run.key, None)
             if self.on_exit is not None:
