@@ -61,7 +61,7 @@ def click_settings(args, monkeypatch):
 
 
 def comparable(settings):
-    return {key: value for key, value in settings.items() if key != "config"}
+    return {key: value for key, value in settings._asdict().items() if key != "config"}
 
 
 @pytest.mark.parametrize("args", TAKEN, ids=" ".join)
@@ -73,7 +73,7 @@ def test_quick_path_makes_clicks_settings(args, monkeypatch):
     theirs, their_command = click_settings(args, monkeypatch)
     assert command == their_command
     assert comparable(mine) == comparable(theirs)
-    assert mine["config"] == theirs["config"]
+    assert mine.config == theirs.config
 
 
 @pytest.mark.parametrize("args", LEFT, ids=" ".join)

@@ -134,9 +134,9 @@ def test_no_import_cycle():
 
 #: Packages split into a module per job, and the size none of their modules
 #: may grow past (issue 28: "no module above 550 lines").  Not yet held by
-#: service/ (loop.py) and platform/ (the backends, cpuset.py, pset.py).
+#: platform/ (the backends, cpuset.py, pset.py).
 SPLIT_PACKAGES = ("tumbler.commands", "tumbler.engine", "tumbler.balance",
-                  "tumbler.tracing", "tumbler.observers", "tumbler.state")
+                  "tumbler.tracing", "tumbler.observers", "tumbler.state", "tumbler.service")
 MAX_MODULE_LINES = 550
 
 
@@ -149,6 +149,33 @@ def test_split_packages_have_no_module_above_the_limit(package):
         (module, sum(1 for _ in open(path))) for module, path in found.items())
         if count > MAX_MODULE_LINES]
     assert not long, "\n".join(long)
+
+
+#: The one module that builds a Controller: every run is assembled there
+#: (-p, exec, --share space, the service; issue 28).
+RUN_ASSEMBLY = "tumbler.service.assembly"
+
+
+def controller_calls(path):
+    """Lines of ``path`` that call ``Controller(...)`` (by name or attribute)."""
+    tree = ast.parse(open(path).read(), path)
+    return sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
+        getattr(node.func, "id", None) == "Controller"
+        or getattr(node.func, "attr", None) == "Controller"))
+
+
+def test_the_run_assembly_is_the_only_caller_of_controller():
+    callers = {module: lines for module, path in modules().items()
+               for lines in [controller_calls(path)] if lines}
+    assert set(callers) == {RUN_ASSEMBLY}, callers
+
+
+def test_the_controller_check_sees_a_call(tmp_path):
+    path = tmp_path / "x.py"
+    path.write_text("from tumbler.balance import controller\n"
+                    "def f():\n    return controller.Controller(1, 2)\n"
+                    "c = Controller()\n")
+    assert controller_calls(str(path)) == [3, 4]
 
 
 def test_the_checker_sees_a_violation(tmp_path):

@@ -47,21 +47,19 @@ The jobs, one module each (mixins of ``Controller``, sharing its state):
 =================  ========================================================
 
 This module holds what ties them: one round, and the cadences -- ``tick``
-does whatever is due (a round, a speed step, a look for new threads), and
-``run`` calls it until the run ends; the service (service/loop.py) calls
-the ticks of all its programs' controllers from one loop.
+does whatever is due (a round, a speed step, a look for new threads) and
+``due`` says when the next is; one loop (service/driver.py) ticks the
+controllers of every run, one or many, until the runs end.
 """
 
 import resource
-# ``signal`` without its enums (platform/signals.py says why).
-import _signal as signal
-import sys
 import time
 
 from ..cpulist import format_cpulist
 from ..engine.model import Domain
 from ..platform.priority import settle_priority
 from ..engine.policy import JUDGE_INTERVAL_MS
+from ..errors import warn as warn_line
 from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice
 from .handback import HandBack
@@ -121,8 +119,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         self.first_interval_ms = first_interval_ms
         self.journal = journal          # crash-safe record of original placements
         self.observers = list(observers)   # each has write_round(controller, plan, moves)
-        self.warn = warn or (lambda message: print("tumbler: warning: " + message,
-                                                   file=sys.stderr))
+        self.warn = warn or warn_line
         self.targets = []
         self.followed = {}                  # pid -> start token: targets whose
                                             # descendants are targets too
@@ -450,39 +447,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             self._next_round = self._scanned = time.monotonic()
             self._next_step = None
 
-    # -- the loop ------------------------------------------------------------
-
-    def run(self, waiter, deadline=None, child=None, on_signal=None):
-        """Balance until targets exit, the deadline passes or a stop signal.
-
-        Returns a short reason string.  ``on_signal(signum)`` decides what a
-        signal means (exec mode forwards it); it returns True to stop.
-        """
-        self.start_clock()
-        # A waiter that records SIGCHLD says when the child may have
-        # exited: only then is it polled (a wait4 call each time).
-        poll_child = child is not None
-        while True:
-            for signum in waiter.take():
-                if signum == signal.SIGCHLD:
-                    poll_child = child is not None
-                    self.reap_orphans()
-                if on_signal is None or on_signal(signum):
-                    return "signal %d" % signum
-            if poll_child:
-                if child.poll() is not None:
-                    return "command exited"
-                poll_child = not waiter.watches_children
-            if not self.targets:
-                return "target exited"
-            if deadline is not None and time.monotonic() >= deadline:
-                return "duration reached"
-            wake = self.tick()
-            if deadline is not None:
-                wake = min(wake, deadline)
-            waiter.sleep(max(0.0, wake - time.monotonic()))
-
-    # -- the cadences (run, and the service's loop) -----------------------------
+    # -- the cadences (service/driver.py, the one loop) --------------------------
 
     def start_clock(self):
         """Balancing starts now: the first round comes first_interval_ms
@@ -526,6 +491,11 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         elif self._calm is None and early - self._scanned >= self.discover_s:
             self.discover()
             self._scanned = now
+        return self.due()
+
+    def due(self):
+        """The monotonic time the next round, speed step or look for new
+        threads is due (what ``tick`` returns)."""
         # A paced watch (quiet.py) looks for new threads at its rounds only.
         wake = self._next_round if self._calm else min(self._next_round, self._scanned
                                                        + self.discover_s)

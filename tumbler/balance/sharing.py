@@ -42,12 +42,9 @@ the paper's memory model where the platform has them; without them (this
 VM has no PMU) the model stands on demand alone (engine/share.py).
 """
 
-import time
-
 from ..cpulist import format_cpulist
 from ..engine.share import (DEFAULT_TOLERANCE, EQUAL_QOS, ProgramDemand, partition,
                             qos_values)
-from .controller import SLACK_S
 
 #: Seconds between two checks of a pool's partition (two agreeing checks
 #: are needed before a re-partition: a phase shorter than this moves nothing).
@@ -232,35 +229,3 @@ class SpaceSharing:
 
 def _cpus(domains):
     return format_cpulist(frozenset().union(*domains))
-
-
-def run_shared(programs, sharing, waiter, deadline=None):
-    """Balance ``programs`` ((key, controller) pairs, targets added) in
-    space until they all exit, ``deadline`` (monotonic s) passes or a stop
-    signal comes; returns why.  Each controller's cadence is its own
-    (``Controller.tick``); a program that exits leaves its pool at once,
-    and the others get its CPUs.  Handing back is the caller's."""
-    for _, controller in programs:
-        controller.start_clock()
-    live = {}
-    for key, controller in programs:
-        live[key] = controller
-        sharing.join(key, controller)
-    while True:
-        for signum in waiter.take():
-            return "signal %d" % signum
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            return "duration reached"
-        wake = sharing.tick(now)
-        for key, controller in list(live.items()):
-            if controller.targets:
-                wake = min(wake, controller.tick(SLACK_S))
-            if not controller.targets:
-                del live[key]
-                sharing.leave(key)
-        if not live:
-            return "targets exited"
-        if deadline is not None:
-            wake = min(wake, deadline)
-        waiter.sleep(max(0.0, wake - time.monotonic()))

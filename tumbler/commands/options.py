@@ -79,5 +79,5 @@ def balancing_options(func):
 
 
 def settings(ctx, options):
-    """Merge config-file defaults and options into one validated settings dict."""
+    """Merge config-file defaults and options into one validated Settings record."""
     return make_settings(options, ctx.obj["root"], ctx.obj["platform"])

@@ -2,8 +2,10 @@
 
 Everything that can be wrong with the input is checked before anything is
 changed or any command is started, so a usage error leaves the system as it
-was.  Once threads are moved, every exit path (the targets exit, the
-duration passes, a signal, an error) goes through ``restore_all``.
+was.  Each run is assembled by service/assembly.py and driven by the one
+loop, service/driver.py, as the service's are; once threads are moved,
+every exit path (the targets exit, the duration passes, a signal, an
+error) hands the run back (``Run.hand_back``: every thread restored).
 """
 
 import os
@@ -52,83 +54,59 @@ def check_target(backend, pid, force):
 
 def _moves_threads(settings):
     """Whether this run may move threads (a policy that does, no -n)."""
-    return moves_threads(settings["policy"], settings["dry_run"])
+    return moves_threads(settings.policy, settings.dry_run)
 
 
 def _open_backend(settings):
     from ..platform import open_backend
     from ..platform.limits import raise_file_limit
     raise_file_limit()
-    return open_backend(settings["platform"], settings["root"])
+    return open_backend(settings.platform, settings.root)
 
 
 def _policy(settings):
-    from ..engine.policy import make_policy
-    from ..engine.speed import SpeedParams
-    from ..engine.variation import VariationTable
-    config = settings["config"]
-    # The file's values where it has any; the engine's defaults elsewhere.
-    table = VariationTable(**{key: value for key, value in (
-        ("rows", config.variation_table), ("idle_interval_ms", config.idle_interval_ms))
-        if value is not None})
-    tolerance = {} if config.tolerance is None else {"tolerance": config.tolerance}
-    return make_policy(settings["policy"], table, fixed_interval_ms=settings["interval_ms"],
-                       speed=SpeedParams(**config.speed), **tolerance)
+    from ..service.assembly import policy_for
+    return policy_for(settings.policy, settings.config, settings.interval_ms)
 
 
 def _choose(backend, allowed, settings):
     """Domains for this run; ``speed`` never crosses NUMA nodes by default."""
     from ..balance.domains import choose_domains
     topology = backend.topology()
-    level = settings["level"]
-    if settings["policy"] == "speed" and level == "auto" and settings["domains"] is None:
+    level = settings.level
+    if settings.policy == "speed" and level == "auto" and settings.domains is None:
         level = "numa" if "numa" in topology.levels else "package"
-    return choose_domains(topology, allowed, level, settings["domains"])
+    return choose_domains(topology, allowed, level, settings.domains)
 
 
 def _binder(backend, settings):
-    if not _moves_threads(settings):
-        from ..platform.base import NullBinder
-        return NullBinder()
-    return backend.binder(settings["binder"])       # None: the platform's default
+    from ..service.assembly import binder_for
+    return binder_for(backend, _moves_threads(settings), settings.binder)
 
 
 def _journals(settings):
     """Whether the run keeps crash-safe state (tumbler.state): it may move
     threads of the running system."""
-    return _moves_threads(settings) and settings["root"] == "/"
+    return _moves_threads(settings) and settings.root == "/"
 
 
 def _journal(backend, settings):
-    if not _journals(settings):
-        return None
-    from ..state import Journal
-    return Journal(backend)
+    from ..service.assembly import journal_for
+    return journal_for(backend, _journals(settings))
 
 
 def _observers(settings):
-    observers, tracer = [], None
-    if settings["probe"]:
-        from ..observers.probes import ProbeObserver
-        tracer = ProbeObserver()
-        tracer.check()                  # before any change: a missing bpftrace is exit 1
-        observers.append(tracer)
-    if settings["log_path"]:
-        from ..observers.runlog import open_run_log
-        log = open_run_log(settings["log_path"])
-        if tracer is not None:
-            log.extra.append(tracer.log_fields)
-        observers.append(log)
-    if settings["verbose"]:
-        from ..observers.verbose import VerboseReport
-        observers.append(VerboseReport())
-    return observers
+    if not (settings.probe or settings.log_path or settings.verbose):
+        return []               # exec: nothing more to import before the command starts
+    from ..service.assembly import observers_for
+    return observers_for(probe=settings.probe, log_path=settings.log_path,
+                         verbose=settings.verbose)
 
 
 def _summary_file(settings):
     """``--summary-json FILE``, opened now: a path that cannot be written
     is a usage error before anything changes."""
-    path = settings["summary_json"]
+    path = settings.summary_json
     if path is None:
         return None
     from ..safefile import UnsafePath, open_output
@@ -151,11 +129,6 @@ def _write_summary(out, record):
         tell("cannot write summary %s: %s" % (out.name, exc.strerror))
 
 
-def _tell_unrestored(failed):
-    tell("%d thread%s could not be restored; `tumbler restore` retries"
-         % (failed, "" if failed == 1 else "s"))
-
-
 def _begin(controller, settings):
     """Balancing begins: (when tumbler started -- "ran N s" is the wall
     time the user waited --, tumbler's CPU time now, the --duration
@@ -165,28 +138,40 @@ def _begin(controller, settings):
     balancing, cpu_before = time.monotonic(), controller.own_cpu_seconds()
     started = _launched()
     controller.stats.startup_s = balancing - started
-    deadline = balancing + settings["duration"] if settings["duration"] else None
+    deadline = balancing + settings.duration if settings.duration else None
     return started, cpu_before, deadline
 
 
-def _start_observers(observers, controller):
-    for observer in observers:
-        observer.start(controller)
+def _run(key, backend, binder, policy, choice, settings, observers, journal, **options):
+    """The run (service/assembly.py) of these parts, with the settings'
+    loop options, capacity and -n."""
+    from ..service.assembly import Run
+    return Run(key, backend, policy, choice, binder, settings.config,
+               capacity=settings.capacity, dry_run=settings.dry_run, journal=journal,
+               observers=observers, **options)
 
 
-def _finish(controller, observers, waiter, settings, started, cpu_before, reason,
-            summary_out=None):
-    """End balancing: restore every thread, close the observers and print
-    the summary (and write it as JSON to ``summary_out``, if given, even
-    with -q).  ``waiter`` is closed too unless it is None (exec mode keeps
-    it to forward signals to a command that outlives balancing)."""
-    failed = controller.restore_all()
-    if failed and controller.journal is not None:
-        _tell_unrestored(failed)
+def _driver(deadline, ends_when_empty, slack=0.0):
+    """The loop (service/driver.py) for this command's runs: ends when they
+    do, or at the --duration ``deadline`` (None: none)."""
+    from ..service.driver import Driver
+    driver = Driver(slack=slack, ends_when_empty=ends_when_empty)
+    if deadline is not None:
+        driver.end_at(deadline, "duration reached")
+    return driver
+
+
+def _finish(run, waiter, settings, started, cpu_before, reason, summary_out=None):
+    """End balancing: hand the run back (every thread restored, observers
+    closed) and print the summary (and write it as JSON to
+    ``summary_out``, if given, even with -q).  ``waiter`` is closed too
+    unless it is None (exec mode keeps it to forward signals to a command
+    that outlives balancing)."""
+    from ..service.assembly import hand_back_all
+    failed = hand_back_all([run])
     if waiter is not None:
         waiter.close()
-    for observer in observers:
-        observer.close()
+    controller, observers = run.controller, run.observers
     wall = time.monotonic() - started
     cpu = controller.own_cpu_seconds() - cpu_before
     if summary_out is not None:
@@ -196,7 +181,7 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
         for observer in observers:
             record.update(observer.summary_fields())
         _write_summary(summary_out, record)
-    if not settings["quiet"]:
+    if not settings.quiet:
         from ..observers.summary import summary_lines
         for line in summary_lines(controller, wall, cpu, reason):
             tell(line)
@@ -207,21 +192,23 @@ def _finish(controller, observers, waiter, settings, started, cpu_before, reason
 
 
 def run_attach(settings, pids):
-    if settings["share"] == "space" and len(set(pids)) > 1:
+    if settings.share == "space" and len(set(pids)) > 1:
         return run_space_shared(settings, list(dict.fromkeys(pids)))
     from ..balance.targets import allowed_union
     from ..platform.base import NoSuchProcess
     from ..platform.priority import raise_priority
+    from ..service.assembly import discard
     raise_priority()        # already done by the tumbler command; other ways in too
     backend = _open_backend(settings)
     policy = _policy(settings)
     for pid in pids:
-        info = check_target(backend, pid, settings["force"])
+        info = check_target(backend, pid, settings.force)
         if _moves_threads(settings):
-            backend.check_can_bind(info, settings["binder"])
+            backend.check_can_bind(info, settings.binder)
     journal = _journal(backend, settings)
     summary_out = _summary_file(settings)
     waiter = SignalWaiter()         # from here on a stop signal ends the run cleanly
+    observers = ()
     try:
         if journal is not None:
             # Before anything is read or changed: a second tumbler is refused
@@ -231,39 +218,36 @@ def run_attach(settings, pids):
         choice = _choose(backend, allowed_union(backend, pids), settings)
         binder = _binder(backend, settings)
         observers = _observers(settings)
-        controller = _controller(backend, binder, policy, choice, settings, observers, journal)
-        if journal is not None:
-            journal.attach(binder, choice.domains)
+        run = _run(pids[0], backend, binder, policy, choice, settings, observers, journal)
     except BaseException:
         waiter.close()
-        if journal is not None:
-            journal.close()
-        if summary_out is not None:
-            summary_out.close()
+        discard(journal, observers, summary_out)
         raise
-    started, cpu_before, deadline = _begin(controller, settings)
+    started, cpu_before, deadline = _begin(run.controller, settings)
     reason = "error"
     try:
         for pid in pids:
             try:
-                controller.add_target(pid, children=bool(settings["children"]))
+                run.controller.add_target(pid, children=bool(settings.children))
             except NoSuchProcess:
                 pass
-        _start_observers(observers, controller)
-        reason = controller.run(waiter, deadline=deadline)
+        run.observe()
+        driver = _driver(deadline, "target exited")
+        if run.controller.targets:          # else every target exited before it was added
+            driver.add(run)
+        reason = driver.run(waiter)
     finally:
-        failed = _finish(controller, observers, waiter, settings, started, cpu_before, reason,
-                         summary_out)
+        failed = _finish(run, waiter, settings, started, cpu_before, reason, summary_out)
     return EXIT_FAILURE if failed else 0
 
 
 def check_space_sharing(settings, backend):
     """``--share space`` with what it cannot work with is a usage error
     before anything changes."""
-    if settings["probe"]:
+    if settings.probe:
         raise UsageError("--probe traces one balancing run; with --share space, trace a "
                          "program with `tumbler probe -p PID`")
-    binder = settings["binder"] or backend.default_binder
+    binder = settings.binder or backend.default_binder
     if binder != "affinity" and _moves_threads(settings):
         raise UsageError("--share space binds with --binder affinity only (%s sets would have "
                          "to trade CPUs between programs)%s"
@@ -273,67 +257,69 @@ def check_space_sharing(settings, backend):
 
 def run_space_shared(settings, pids):
     """``tumbler --share space -p A -p B ...``: each program gets CPUs of
-    its own (balance/sharing.py) and is balanced inside them by a
-    controller of its own, as the service does; all are handed back at
-    the end, whatever ends it."""
+    its own (balance/sharing.py) and is balanced inside them by a run of
+    its own, as the service does; all are handed back at the end,
+    whatever ends it."""
     from ..balance.llc import LlcMeter
-    from ..balance.sharing import SpaceSharing, run_shared
+    from ..balance.sharing import SpaceSharing
     from ..balance.targets import allowed_union
+    from ..platform.base import NoSuchProcess
     from ..platform.priority import raise_priority
+    from ..service.assembly import discard
+    from ..service.driver import SLACK_S
     raise_priority()
     first = _open_backend(settings)
     check_space_sharing(settings, first)
     for pid in pids:
-        info = check_target(first, pid, settings["force"])
+        info = check_target(first, pid, settings.force)
         if _moves_threads(settings):
-            first.check_can_bind(info, settings["binder"])
+            first.check_can_bind(info, settings.binder)
     summary_out = _summary_file(settings)
     waiter = SignalWaiter()
-    programs, journals, observers = [], [], []
+    runs, journals, observers = [], [], []
     opened = time.monotonic()
     try:
         for pid in pids:
-            backend = first if not programs else _open_backend(settings)
+            backend = first if not runs else _open_backend(settings)
             journal = _journal(backend, settings)
             if journal is not None:
                 journals.append(journal)
                 journal.claim(pid)
             choice = _choose(backend, allowed_union(backend, [pid]), settings)
-            mine = _program_observers(settings, pid, not programs, opened)
+            mine = _program_observers(settings, pid, not runs, opened)
             observers += mine
-            controller = _controller(backend, _binder(backend, settings), _policy(settings),
-                                     choice, settings, mine, journal)
-            if journal is not None:
-                journal.attach(controller.binder, choice.domains)
-            programs.append((pid, controller))
+            runs.append(_run(pid, backend, _binder(backend, settings), _policy(settings),
+                             choice, settings, mine, journal))
     except BaseException:
         waiter.close()
         for journal in journals:
             journal.close()
-        if summary_out is not None:
-            summary_out.close()
-        for observer in observers:
-            observer.close()
+        discard(None, observers, summary_out)
         raise
-    say = (lambda message: None) if settings["quiet"] else tell
-    sharing = SpaceSharing(settings["share_policy"], log=say, counters=LlcMeter(first, say))
-    started, cpu_before, deadline = _begin(programs[0][1], settings)
+    say = (lambda message: None) if settings.quiet else tell
+    sharing = SpaceSharing(settings.share_policy, log=say, counters=LlcMeter(first, say))
+    started, cpu_before, deadline = _begin(runs[0].controller, settings)
     reason = "error"
-    live = []
     try:
-        from ..platform.base import NoSuchProcess
-        for pid, controller in programs:
-            controller.stats.priority = programs[0][1].stats.priority
-            controller.stats.startup_s = programs[0][1].stats.startup_s
+        driver = _driver(deadline, "targets exited", SLACK_S)
+        for run in runs:
+            controller = run.controller
+            controller.stats.priority = runs[0].controller.stats.priority
+            controller.stats.startup_s = runs[0].controller.stats.startup_s
             try:
-                controller.add_target(pid, children=bool(settings["children"]))
+                controller.add_target(run.key, children=bool(settings.children))
             except NoSuchProcess:
                 continue
-            _start_observers(controller.observers, controller)
-            live.append((pid, controller))
-        reason = run_shared(live, sharing, waiter, deadline)
+            run.observe()
+            driver.add(run)
+        for run in driver.runs.values():
+            sharing.join(run.key, run.controller)
+        # A program that exits leaves its pool at once: the others get its CPUs.
+        driver.on_exit = lambda run: sharing.leave(run.key)
+        driver.at("sharing", time.monotonic(), sharing.tick)
+        reason = driver.run(waiter)
     finally:
-        failed = _finish_shared(programs, sharing, waiter, settings, started, cpu_before,
+        failed = _finish_shared(runs, sharing, waiter, settings, started, cpu_before,
                                 reason, summary_out)
     return EXIT_FAILURE if failed else 0
 
@@ -341,36 +327,25 @@ def run_space_shared(settings, pids):
 def _program_observers(settings, pid, first, started):
     """-v, and --log FILE for a space-shared run: one file, a line per round
     of each program (with its ``pid``), as the service writes it."""
-    observers = []
-    if settings["log_path"]:
+    from ..service.assembly import observers_for
+    if settings.log_path and first:
         from ..observers.runlog import open_run_log
-        if first:       # emptied once; every program's log then appends (O_APPEND)
-            open_run_log(settings["log_path"]).file.close()
-        runlog = open_run_log(settings["log_path"], append=True, started=started)
-        runlog.extra.append(lambda controller: {"pid": pid})
-        observers.append(runlog)
-    if settings["verbose"]:
-        from ..observers.verbose import VerboseReport
-        observers.append(VerboseReport())
-    return observers
+        # Emptied once; every program's log then appends (O_APPEND).
+        open_run_log(settings.log_path).file.close()
+    return observers_for(log_path=settings.log_path, verbose=settings.verbose,
+                         log_fields=lambda controller: {"pid": pid}, append=True,
+                         started=started)
 
 
-def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, reason,
+def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
                    summary_out):
     """Hand every program back and report each (``_finish`` for one)."""
-    failed = 0
-    # Counters first: a CPU's counting LWP is bound to it, and a set with a
-    # bound CPU cannot be destroyed (platform/illumos/pset.py).
-    sharing.close()
-    for _, controller in programs:
-        failed += controller.restore_all()
-        for observer in controller.observers:
-            observer.close()
+    from ..service.assembly import hand_back_all
+    failed = hand_back_all(runs, sharing)
     waiter.close()
-    if failed and programs[0][1].journal is not None:
-        _tell_unrestored(failed)
     wall = time.monotonic() - started
-    cpu = programs[0][1].own_cpu_seconds() - cpu_before
+    cpu = runs[0].controller.own_cpu_seconds() - cpu_before
+    programs = [(run.key, run.controller) for run in runs]
     from ..observers.summary import shared_summary_lines, summary_record
     if summary_out is not None:
         record = {"wall_s": wall, "end_reason": reason, "own_cpu_s": cpu,
@@ -381,17 +356,10 @@ def _finish_shared(programs, sharing, waiter, settings, started, cpu_before, rea
                                     llc_per_cycle=sharing.counters.rates.get(pid))
                                for pid, c in programs]}
         _write_summary(summary_out, record)
-    if not settings["quiet"]:
+    if not settings.quiet:
         for line in shared_summary_lines(programs, sharing, wall, cpu, reason):
             tell(line)
     return failed
-
-
-def _controller(backend, binder, policy, choice, settings, observers, journal, **options):
-    from ..balance.controller import Controller
-    return Controller(backend, binder, policy, choice, dry_run=settings["dry_run"],
-                      observers=observers, journal=journal, capacity=settings["capacity"],
-                      **settings["config"].loop_options(), **options)
 
 
 def run_exec(settings, command):
@@ -405,7 +373,7 @@ def run_exec(settings, command):
     platform layer, the engine, the loop, the journal) is imported and
     built while it runs.  Threads it made meanwhile are placed at the
     first look, as new threads are."""
-    if settings["share"] == "space":
+    if settings.share == "space":
         raise UsageError("--share space shares the CPUs between several programs (-p PID "
                          "-p PID, or the service); exec balances one command")
     machine = _machine(settings) if _checks_machine_first(settings) else None
@@ -414,7 +382,7 @@ def run_exec(settings, command):
         from ..state.paths import ensure_dir, state_dir
         ensure_dir(state_dir())     # full, read-only or foreign: refused now
     gate = None
-    if settings["probe"]:
+    if settings.probe:
         from .gate import Gate, check_command
         missing = check_command(command[0])
         if missing is not None:
@@ -430,17 +398,14 @@ def run_exec(settings, command):
         from .spawn import Command
         child = Command(gate.argv(command) if gate is not None else command)
     except BaseException:
+        from ..service.assembly import discard
         waiter.close()
-        if gate is not None:
-            gate.close()
-        if summary_out is not None:
-            summary_out.close()
-        for observer in observers:
-            observer.close()
+        discard(None, observers, gate, summary_out)
         raise
 
     from ..platform.base import NoSuchProcess, PlatformError
     from ..platform.priority import raise_priority
+    from ..service.assembly import discard
     raise_priority()        # after the start: the command keeps its own priority
 
     def forward(signum):
@@ -449,33 +414,32 @@ def run_exec(settings, command):
                 os.kill(child.pid, signum)
             except ProcessLookupError:
                 pass
-        return False
 
     # The summary's code is loaded now, while the command runs: after it
     # exits, every millisecond tumbler takes is the user's.
     from ..observers import summary     # noqa: F401
-    controller = journal = None
+    run = journal = None
     reason = "error"
     stopped = None
     try:
         try:
             backend, allowed, choice, binder = machine or _machine(settings)
             journal = _journal(backend, settings)
-            controller = _controller(backend, binder, _policy(settings), choice, settings,
-                                     observers, journal, first_interval_ms=50)
+            run = _run(child.pid, backend, binder, _policy(settings), choice, settings,
+                       observers, journal, first_interval_ms=50)
+            controller = run.controller
             started, cpu_before, deadline = _begin(controller, settings)
-            if journal is not None:
+            if journal is not None:         # attached to the binder already (the run)
                 journal.claim(child.pid, allowed)
-                journal.attach(binder, choice.domains)
             if controller.moves_threads:    # before anything is bound
                 controller.keep_orphans(child.pid, allowed, lambda: {
                     pid for observer in observers for pid in observer.processes()})
             controller.add_target(child.pid, allowed,
-                                  children=settings["children"] is not False)
-            _start_observers(observers, controller)     # --probe: attached on return
+                                  children=settings.children is not False)
+            run.observe()                   # --probe: attached on return
             if gate is not None:
                 gate.open(lambda: child.poll() is None)
-            reason = controller.run(waiter, deadline=deadline, child=child, on_signal=forward)
+            reason = _drive_command(run, child, waiter, deadline, forward)
         except NoSuchProcess:
             pass
         except (TumblerError, PlatformError) as exc:
@@ -492,16 +456,10 @@ def run_exec(settings, command):
         # Balancing is over (the command exited, --duration passed, or an
         # error): every thread is handed back now, even if the command
         # runs on, and the summary covers the balancing alone.
-        if controller is not None:
-            _finish(controller, observers, None, settings, started, cpu_before, reason,
-                    summary_out)
+        if run is not None:
+            _finish(run, None, settings, started, cpu_before, reason, summary_out)
         else:                               # failed before balancing began
-            if journal is not None:
-                journal.close()
-            for observer in observers:
-                observer.close()
-            if summary_out is not None:
-                summary_out.close()
+            discard(journal, observers, summary_out)
         if stopped is not None:
             tell("%s; balancing stopped, the command runs on" % stopped)
         try:
@@ -516,6 +474,34 @@ def run_exec(settings, command):
     return exit_status(child.returncode)
 
 
+def _drive_command(run, child, waiter, deadline, forward):
+    """Balance exec's command until it exits (or its targets do, or the
+    deadline passes); every signal is ``forward``ed to it.  SIGCHLD says
+    when the command may have exited: only then is it polled (a wait4
+    call each time), and orphans kept for it are reaped."""
+    controller = run.controller
+    polling = [True]
+
+    def on_signal(signum):
+        if signum == signal.SIGCHLD:
+            polling[0] = True
+            controller.reap_orphans()
+        forward(signum)
+
+    def command_exited():
+        if polling[0]:
+            if child.poll() is not None:
+                return "command exited"
+            polling[0] = not waiter.watches_children
+        return None
+
+    driver = _driver(deadline, "target exited")
+    driver.on_signal = on_signal
+    driver.checks.append(command_exited)
+    driver.add(run)
+    return driver.run(waiter)
+
+
 def _checks_machine_first(settings):
     """Whether options name something only the platform layer can check
     (domains, a level, a binder, a policy with its own level, another
@@ -523,16 +509,16 @@ def _checks_machine_first(settings):
     Otherwise nothing there can refuse it: tumbler's own CPUs, on-line,
     at the auto level (a single domain at worst), bound with the
     platform's own binder."""
-    return (settings["domains"] is not None or settings["level"] != "auto"
-            or settings["binder"] is not None or settings["policy"] == "speed"
-            or settings["root"] != "/" or settings["platform"] is not None
+    return (settings.domains is not None or settings.level != "auto"
+            or settings.binder is not None or settings.policy == "speed"
+            or settings.root != "/" or settings.platform is not None
             or not sys.platform.startswith("linux"))
 
 
 def _machine(settings):
     """(backend, the CPUs the command may use, the domains, the binder)."""
     backend = _open_backend(settings)
-    allowed = backend.own_allowed() if settings["root"] == "/" else \
+    allowed = backend.own_allowed() if settings.root == "/" else \
         backend.topology().online
     choice = _choose(backend, allowed, settings)
     return backend, allowed, choice, _binder(backend, settings)

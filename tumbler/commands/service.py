@@ -69,8 +69,9 @@ def run_service(config_path, socket_path=None, verbose=False, log_path=None):
     try:
         if list_states(state_dir()):
             # What a killed service (or tumbler) left is put back first.
-            from .restore import run_restore
-            run_restore([])
+            from ..platform import open_backend
+            from ..state.leftovers import restore_left
+            restore_left(open_backend(None, "/"), say=click.echo)
         control = ControlSocket(socket_path or config.socket)
         service = Service(config, config_path, log, verbose=verbose, log_path=log_path)
         metrics = _metrics_writer(config, log)

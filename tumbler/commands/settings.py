@@ -3,45 +3,73 @@ config file, every value checked once, before anything is changed or
 started.  No click here: ``tumbler exec``'s quick path (quick.py) makes
 the same settings from the same options without it."""
 
+from __future__ import annotations      # annotations stay strings (records.py)
+
 from ..config import MAX_INTERVAL_MS, MIN_INTERVAL_MS, load_config
 from ..cpulist import parse_domains
 from ..errors import UsageError
+from ..records import record
+
+
+@record
+class Settings:
+    """A balancing run's settings: each option as given or, where it was
+    not, the config file's default (``config``); flags are booleans.  A
+    named tuple (``@record``, not a dataclass: ``exec`` makes one before
+    its command starts)."""
+    level: str                  # a LEVEL_CHOICES name
+    domains_text: str | None    # --domains as given
+    policy: str
+    interval_ms: int | None     # --interval: a fixed interval instead of the table
+    config_path: str | None
+    binder: str | None          # None: the platform's own default
+    log_path: str | None
+    summary_json: str | None
+    dry_run: bool
+    duration: float | None      # seconds of balancing; None: until the targets exit
+    force: bool
+    probe: bool
+    children: bool | None       # None: the command's default (exec yes, -p no)
+    quiet: bool
+    verbose: bool
+    share: str
+    share_policy: str
+    capacity: str
+    config: object              # tumbler.config.Config, the file's
+    root: str                   # "/" or a captured tree (--root)
+    platform: str | None        # --platform; None: the running OS's
+    domains: tuple | None       # --domains parsed: CPU frozensets
+
 
 #: The balancing options' names, as click passes them (options.py).
-OPTION_NAMES = ("level", "domains_text", "policy", "interval_ms", "config_path", "binder",
-                "log_path", "summary_json", "dry_run", "duration", "force", "probe", "children",
-                "quiet", "verbose", "share", "share_policy", "capacity")
+OPTION_NAMES = Settings._fields[:Settings._fields.index("config")]
 
 
 def make_settings(options, root, platform_name):
-    """One validated settings dict from the options (None where not given)."""
+    """The validated Settings of the options (None where not given)."""
     config = load_config(options.get("config_path"))
-    settings = {k: options.get(k) for k in OPTION_NAMES}
-    settings["config"] = config
-    settings["root"] = root
-    settings["platform"] = platform_name
-    settings["level"] = settings["level"] or config.level
-    settings["policy"] = settings["policy"] or config.policy
-    settings["binder"] = settings["binder"] or config.binder
-    settings["share"] = settings["share"] or config.share
-    settings["share_policy"] = settings["share_policy"] or config.share_policy
-    settings["capacity"] = settings["capacity"] or config.capacity
-    settings["dry_run"] = bool(settings["dry_run"])
-    settings["force"] = bool(settings["force"])
-    settings["quiet"] = bool(settings["quiet"])
-    settings["verbose"] = bool(settings["verbose"])
-    settings["probe"] = bool(settings["probe"])
-    if settings["probe"] and settings["root"] != "/":
+    given = {name: options.get(name) for name in OPTION_NAMES}
+    if given["probe"] and root != "/":
         raise UsageError("--probe traces the running system; it cannot be combined with --root")
-    settings["domains"] = (parse_domains(settings["domains_text"])
-                           if settings["domains_text"] is not None else None)
-    if settings["domains"] is not None and options.get("level"):
+    domains = (parse_domains(given["domains_text"])
+               if given["domains_text"] is not None else None)
+    if domains is not None and options.get("level"):
         raise UsageError("--domains and --level exclude each other")
-    if settings["interval_ms"] is not None:
-        check_interval(settings["interval_ms"])
-    if settings["duration"] is not None:
-        check_duration(settings["duration"])
-    return settings
+    if given["interval_ms"] is not None:
+        check_interval(given["interval_ms"])
+    if given["duration"] is not None:
+        check_duration(given["duration"])
+    return Settings(**dict(
+        given, config=config, root=root, platform=platform_name, domains=domains,
+        level=given["level"] or config.level,
+        policy=given["policy"] or config.policy,
+        binder=given["binder"] or config.binder,
+        share=given["share"] or config.share,
+        share_policy=given["share_policy"] or config.share_policy,
+        capacity=given["capacity"] or config.capacity,
+        dry_run=bool(given["dry_run"]), force=bool(given["force"]),
+        quiet=bool(given["quiet"]), verbose=bool(given["verbose"]),
+        probe=bool(given["probe"])))
 
 
 def check_interval(interval_ms):

@@ -1,20 +1,21 @@
 """Platform layer: one small interface (``base``), one backend per OS
 (``linux/``, ``illumos/``), and what tumbler's own process needs from the
-OS (priority.py, limits.py, signals.py).  Processes and threads are read
-(/proc, /sys, kstat) and bound here only; it imports nothing above the
-leaves.
+OS (priority.py, limits.py, signals.py); files.py reads a small file for
+all of them.  Processes and threads are read (/proc, /sys, kstat) and
+bound here only; it imports nothing above the leaves.
 
 The backend is chosen from ``sys.platform`` (psutil style), or explicitly
 with ``--platform`` so captured trees of either OS can be read anywhere.
 """
 
-import os
 import sys
 
 from ..errors import TumblerError, UsageError
 from .base import (LEVELS, STAT_COLUMNS, AccessDenied, Backend, Binder, NoSuchProcess,  # noqa: F401
                    PlatformError, ProcessInfo, Sample, ThreadTimes, Topology,
                    Unmovable, Unsupported)
+
+from .files import read_file  # noqa: F401  (the one file reader: files.py)
 
 PLATFORMS = ("linux", "illumos")
 
@@ -30,18 +31,6 @@ def native_platform(required=False):
         raise TumblerError("unsupported platform %r: tumbler runs on Linux and illumos"
                            % sys.platform)
     return None
-
-
-def read_file(path, size=4096):
-    """The first ``size`` bytes of ``path`` -- all of a /proc or /sys file
-    of a few lines -- in one pread(2) of a descriptor closed at once and
-    never inherited (a child ``exec`` starts must not hold it).  OSError
-    as ``os.open`` and ``os.pread`` raise it: each caller maps it."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.pread(fd, size, 0)
-    finally:
-        os.close(fd)
 
 
 def boot_token():

@@ -1,23 +1,18 @@
 """``tumbler service``: find the programs the rules select and balance each
 as ``tumbler -p`` would, in one loop.
 
-The loop, each turn:
+The loop is the driver's (driver.py), as for ``tumbler -p``: SIGHUP
+reloads the configuration (a bad one is refused and the running one
+kept), any other stop signal ends the service; every ``scan_interval`` a
+look at every process (``scan``) -- a new one that a rule selects, with
+enough threads and, over one scan interval, enough CPU, becomes a managed
+*program*; every program not parked gets whatever its controller has
+due, and one whose process exited, or whose balancing failed, is handed
+back and dropped; control socket requests (``status``), the metrics file.
 
-1. signals: SIGHUP reloads the configuration (a bad one is refused and the
-   running one kept), any other stop signal ends the service;
-2. every ``scan_interval``: look at every process (``scan``) -- a new one
-   that a rule selects, with enough threads and, over one scan interval,
-   enough CPU, becomes a managed *program*;
-3. every program not parked: whatever its controller has due (a round, a
-   speed step, a look for new threads: ``Controller.tick``), quiet rounds
-   included; a program whose process exited, or whose balancing failed, is
-   handed back and dropped;
-4. control socket requests (``status``), the metrics file;
-5. sleep until the next thing due, a signal or a request.
-
-Each program has its own controller, backend, binder and journal (state
-file), so it gets every restore guarantee ``tumbler -p`` has, and one
-program's failure or exit never touches another's threads.
+Each program is a run of its own (assembly.py: controller, backend,
+binder, journal), so it gets every restore guarantee ``tumbler -p`` has,
+and one program's failure or exit never touches another's threads.
 
 Parked programs (issue 29).  A program using too little CPU to make any
 of its domains busier than the tolerance allows -- less than ``park_below``
@@ -79,22 +74,22 @@ import sys
 import time
 
 from .. import __version__
-from ..balance.controller import SLACK_S, Controller
 from ..balance.domains import choose_domains
 from ..balance.llc import LlcMeter
 from ..balance.machine import MachineWatch
 from ..balance.sharing import SpaceSharing
-from ..engine.policy import make_policy
-from ..engine.speed import SpeedParams
-from ..engine.variation import VariationTable
+from ..balance.targets import allowed_union
+from ..cpulist import format_cpulist
 from ..errors import TumblerError
 from ..escape import one_line
 from ..platform import open_backend
-from ..platform.base import NoSuchProcess, NullBinder, PlatformError
+from ..platform.base import NoSuchProcess, PlatformError
 from ..platform.priority import settle_priority
-from ..state import Journal
+from .assembly import binder_for, discard, journal_for, observers_for, policy_for, unrestored
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
+from .driver import Driver
+from .program import Program
 
 INFO, WARNING, ERROR = 6, 4, 3
 #: Share of one CPU a scan may use, of its scan interval: past it (thousands
@@ -136,76 +131,6 @@ class Log:
             pass
 
 
-class Program:
-    """A managed program: its controller and what the status reports."""
-
-    __slots__ = ("pid", "name", "rule", "controller", "journal", "since", "wake", "parked",
-                 "cpu_mark", "used", "received")
-
-    def __init__(self, pid, name, rule, controller, journal):
-        self.pid = pid
-        self.name = name
-        self.rule = rule
-        self.controller = controller
-        self.journal = journal
-        self.since = time.monotonic()
-        self.wake = self.since
-        self.parked = None          # why it is parked (text), or None
-        self.cpu_mark = None        # (monotonic s, process CPU ns) at the last scan
-        self.used = 0.0             # CPUs it used between the last two scans
-        self.received = None        # (rounds, controller.received_now()) cached
-
-    def received_on(self, cpus):
-        """CPU this program's threads received on ``cpus`` (CPUs) as its last
-        round measured it, each domain's spread evenly over its CPUs; a
-        parked program's use between the last two scans, spread over all
-        its domains (balance/capacity.py: not other work to the others)."""
-        controller = self.controller
-        if self.parked:
-            everywhere = frozenset().union(*(d.cpus for d in controller.domains))
-            shares = [(everywhere, self.used)]
-        else:
-            rounds = controller.stats.intervals
-            if self.received is None or self.received[0] != rounds:
-                self.received = (rounds, controller.received_now())
-            shares = self.received[1]
-        return sum(cpu * len(cpus & where) / len(where) for where, cpu in shares
-                   if cpu and not cpus.isdisjoint(where))
-
-    def status(self):
-        c = self.controller
-        decision = c.last_decision
-        minutes = max(time.monotonic() - self.since, 1e-9) / 60.0
-        loads = list(decision.plan.domain_loads) if decision is not None else []
-        return {"pid": self.pid, "name": self.name, "rule": self.rule.name,
-                "policy": c.policy.name,
-                "domains": [_cpulist(d.cpus) for d in c.domains],
-                "domain_load": [round(x, 3) for x in loads],
-                "capacity": [round(d.capacity, 3) for d in c.domains],
-                "threads": len(c.threads), "moves": c.stats.migrations,
-                "moves_per_min": round(c.stats.migrations / minutes, 2),
-                "pins": c.stats.pins,
-                "parked": self.parked,
-                "other_work": _per_domain(c.other_meter, "other", c.domains),
-                "other_programs": _per_domain(c.other_meter, "elsewhere", c.domains),
-                "speed": bool(decision is not None and decision.engaged),
-                "intervals": c.stats.intervals, "quiet_intervals": c.stats.quiet}
-
-
-def _per_domain(meter, table, domains):
-    """A meter's ``table`` (other work held, or the service's other programs'
-    CPU taken off it) per domain, rounded; None without a meter."""
-    if meter is None:
-        return None
-    values = getattr(meter, table)
-    return [round(values.get(d.cpus, 0.0), 3) for d in domains]
-
-
-def _cpulist(cpus):
-    from ..cpulist import format_cpulist
-    return format_cpulist(cpus)
-
-
 class Service:
     def __init__(self, config, config_path, log, verbose=False, log_path=None):
         self.config = config
@@ -213,7 +138,10 @@ class Service:
         self.log = log
         self.verbose = verbose
         self.log_path = log_path    # --log: one JSON line per round of each program
-        self.programs = {}          # pid -> Program
+        # The one loop (driver.py): it ticks every program's controller
+        # (``programs``: pid -> Program) beside the scans.
+        self.driver = Driver()
+        self.programs = self.driver.runs
         self.declined = {}          # pid -> its start token: refused, not looked at again
         self.candidates = {}        # pid -> (monotonic s, CPU ns) at the scan that saw it
         self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
@@ -233,58 +161,57 @@ class Service:
     # -- the loop ------------------------------------------------------------
 
     def run(self, waiter, control=None, metrics=None):
-        """Serve until a stop signal; returns its description."""
+        """Serve until a stop signal; returns its description.  The turns
+        (the module doc) are the driver's: a scan every scan_interval, a
+        look at the machine at every turn (at its own pace), space
+        sharing's checks, the metrics file, then every program not parked."""
         settle_priority()           # nice 0 unless its waits say otherwise
-        next_scan = time.monotonic()
+        driver = self.driver
+        driver.on_signal = self._signal
+        driver.on_error = self._failed
+        driver.on_tick = self._check_cap
+        driver.on_exit = lambda program: self._drop(program, "exited")
+
+        def scan(now):
+            self.scan(stop=lambda: bool(waiter.pending))
+            return time.monotonic() + self.config.scan_interval
+        driver.at("scan", time.monotonic(), scan)
+        driver.at("machine", None, self._look_at_machine)
+        if self.sharing is not None:
+            driver.at("sharing", time.monotonic(), self.sharing.tick)
+        if metrics is not None:
+            driver.at("metrics", 0.0, lambda now: metrics(self))
         if control is not None:
             waiter.watch(control.fileno())
-        while True:
-            for signum in waiter.take():
-                if signum == signal.SIGHUP:
-                    self.reload()
-                else:
-                    return "signal %d" % signum
-            now = time.monotonic()
-            if now >= next_scan:
-                self.scan(stop=lambda: bool(waiter.pending))
-                next_scan = time.monotonic() + self.config.scan_interval
-            for change, pids in self.machine.look(
-                    self.programs, lambda pid: self.programs[pid].controller.backend):
-                count = len(self.programs if pids is None else pids)
-                self.log(WARNING, "%s: %d program%s re-planned"
-                         % (change, count, "" if count == 1 else "s"))
-            wake = next_scan
-            if self.sharing is not None:
-                wake = min(wake, self.sharing.tick(time.monotonic()))
-            for program in list(self.programs.values()):
-                if program.parked:
-                    continue
-                if program.wake <= time.monotonic() + SLACK_S:
-                    self._tick(program)
-                if program.pid in self.programs:
-                    wake = min(wake, program.wake)
-            if metrics is not None:
-                wake = min(wake, metrics(self))
-            ready = waiter.sleep(max(0.0, wake - time.monotonic()))
-            if ready and control is not None:
-                control.serve(self.answer)
+            driver.on_ready = lambda: control.serve(self.answer)
+        return driver.run(waiter)
 
-    def _tick(self, program):
-        controller = program.controller
-        try:
-            program.wake = controller.tick(SLACK_S)
-        except (TumblerError, PlatformError) as exc:
-            self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
-                     % (program.pid, program.name, exc))
-            self._drop(program, "failed")
-            return
-        if not controller.targets:
-            self._drop(program, "exited")
-            return
+    def _signal(self, signum):
+        """SIGHUP reloads the configuration; any other signal ends the service."""
+        if signum == signal.SIGHUP:
+            self.reload()
+            return None
+        return "signal %d" % signum
+
+    def _look_at_machine(self, now):
+        for change, pids in self.machine.look(
+                self.programs, lambda pid: self.programs[pid].controller.backend):
+            count = len(self.programs if pids is None else pids)
+            self.log(WARNING, "%s: %d program%s re-planned"
+                     % (change, count, "" if count == 1 else "s"))
+
+    def _failed(self, program, exc):
+        self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
+                 % (program.pid, program.name, exc))
+        self._drop(program, "failed")
+
+    def _check_cap(self, program):
+        """A program grown past its thread cap is handed back."""
+        threads = len(program.controller.threads)
         cap = self._thread_cap(program.rule, exclude=program)
-        if len(controller.threads) > cap:
+        if threads > cap:
             self.log(WARNING, "PID %d (%s): %d threads, past the cap of %d (max_threads); "
-                     "handed back" % (program.pid, program.name, len(controller.threads), cap))
+                     "handed back" % (program.pid, program.name, threads, cap))
             self._drop(program, "too many threads")
 
     def stop(self):
@@ -299,12 +226,11 @@ class Service:
     def _drop(self, program, why, quiet=False):
         self.programs.pop(program.pid, None)
         self.capped.clear()         # room now: those waiting are looked at again
-        failed = program.controller.restore_all()
+        failed = program.hand_back()
         if self.sharing is not None:
             self.sharing.leave(program.pid)     # after: its CPUs are free now
         if failed:
-            self.log(ERROR, "PID %d (%s): %d thread(s) could not be restored; "
-                     "`tumbler restore` retries" % (program.pid, program.name, failed))
+            self.log(ERROR, "PID %d (%s): %s" % (program.pid, program.name, unrestored(failed)))
         elif not quiet:
             self.log(INFO, "PID %d (%s): dropped (%s), rule %s"
                      % (program.pid, program.name, why, program.rule.name))
@@ -430,7 +356,6 @@ class Service:
         except PlatformError:
             if program.parked:
                 program.parked = None       # its tick finds it gone and drops it
-                program.wake = now
             return
         mark, program.cpu_mark = program.cpu_mark, (now, cpu_ns)
         if mark is None or now <= mark[0]:
@@ -446,8 +371,7 @@ class Service:
                     "tolerance x smallest domain, min_cpu")
         elif program.parked:
             program.parked = None
-            program.controller.resume()
-            program.wake = now
+            program.controller.resume()     # a full round at once
 
     def _park_below(self, program):
         """CPUs below which ``program`` is parked (the module doc)."""
@@ -490,19 +414,14 @@ class Service:
 
     def _manage(self, pid, start, facts, rule):
         backend = open_backend(None, "/")
-        allowed = frozenset()
-        for tid in backend.thread_ids(pid):
-            try:
-                allowed |= backend.allowed_cpus(pid, tid)
-            except NoSuchProcess:
-                continue
+        allowed = allowed_union(backend, [pid])
         may_use = backend.may_use(pid)
         if allowed < may_use and not rule.override:
             self._decline(pid, INFO, "PID %d (%s), rule %s: left alone: its threads may run on "
                           "CPUs %s of the %s it may use, a placement someone else made "
-                          "(override: true manages it)" % (pid, facts.comm, rule.name,
-                                                           _cpulist(allowed), _cpulist(may_use)),
-                          start)
+                          "(override: true manages it)"
+                          % (pid, facts.comm, rule.name, format_cpulist(allowed),
+                             format_cpulist(may_use)), start)
             return
         isolated, nohz_full = backend.reserved_cpus()
         usable = allowed - isolated - nohz_full
@@ -514,49 +433,47 @@ class Service:
             self._decline(pid, WARNING, "PID %d (%s), rule %s: not managed: %s"
                           % (pid, facts.comm, rule.name, exc), start)
             return
-        policy = self._policy(rule)
-        journal = None
+        balancing = self.config.balancing
+        policy = policy_for(rule.policy, balancing)
+        warn = lambda message: self.log(WARNING, message)      # noqa: E731
+        journal = program = None
+        observers = ()
         try:
-            binder = backend.binder() if policy.moves_threads else NullBinder()
-            if policy.moves_threads:
-                journal = Journal(backend, warn=lambda m: self.log(WARNING, m))
+            binder = binder_for(backend, policy.moves_threads)     # the backend's default
+            journal = journal_for(backend, policy.moves_threads, warn)
+            if journal is not None:
                 refused = journal.try_claim(pid, allowed)
                 if refused is not None:
                     journal.close()
                     self._decline(pid, INFO, "PID %d (%s), rule %s: not managed: %s"
                                   % (pid, facts.comm, rule.name, refused), start)
                     return
-            controller = Controller(backend, binder, policy, choice, journal=journal,
-                                    warn=lambda m: self.log(WARNING, m),
-                                    observers=self._observers(pid, facts.comm, rule),
-                                    capacity=self.config.balancing.capacity,
-                                    managed_elsewhere=self._managed_elsewhere(pid),
-                                    smooth_windows=CAPACITY_SMOOTH_WINDOWS,
-                                    **self.config.balancing.loop_options())
-            controller.tell_machine = lambda note: None     # said once for all (run)
-            if journal is not None:
-                journal.attach(binder, choice.domains)
-            controller.start_clock()
-            controller.add_target(pid, allowed)
+            observers = self._observers(pid, facts.comm, rule)
+            program = Program(pid, facts.comm, rule, backend, policy, choice, binder, balancing,
+                              capacity=balancing.capacity, journal=journal,
+                              observers=observers, warn=warn,
+                              managed_elsewhere=self._managed_elsewhere(pid),
+                              smooth_windows=CAPACITY_SMOOTH_WINDOWS)
+            program.controller.tell_machine = lambda note: None     # said once for all
+            program.controller.add_target(pid, allowed)
             self.machine.add(pid, backend)      # its cpuset now: a change is told
-        except NoSuchProcess:
-            if journal is not None:
-                journal.close()
-            return
         except (TumblerError, PlatformError) as exc:
-            if journal is not None:
-                journal.close()
-            self._decline(pid, WARNING, "PID %d (%s), rule %s: not managed: %s"
-                          % (pid, facts.comm, rule.name, exc), start)
+            if program is not None:
+                program.hand_back()         # whatever add_target placed goes back
+            else:
+                discard(journal, observers)
+            if not isinstance(exc, NoSuchProcess):
+                self._decline(pid, WARNING, "PID %d (%s), rule %s: not managed: %s"
+                              % (pid, facts.comm, rule.name, exc), start)
             return
-        program = Program(pid, facts.comm, rule, controller, journal)
-        self.programs[pid] = program
+        self.driver.add(program)
         self.log(INFO, "PID %d (%s): managed by rule %s, policy %s, %s"
                  % (pid, facts.comm, rule.name, policy.name, choice.note))
         if self.sharing is not None and policy.moves_threads:
             # Sets new domains only: the binding is done by the rounds
-            # (``_tick``), where a failure drops this program alone.
-            self.sharing.join(pid, controller, rule.weight, "PID %d (%s)" % (pid, facts.comm))
+            # (driver.py), where a failure drops this program alone.
+            self.sharing.join(pid, program.controller, rule.weight,
+                              "PID %d (%s)" % (pid, facts.comm))
 
     def _managed_elsewhere(self, pid):
         """For the capacity meters of program ``pid``: the CPU the service's
@@ -575,32 +492,18 @@ class Service:
         return SpaceSharing(sharing["policy"], sharing["tolerance"], log=say,
                             counters=LlcMeter(self.backend, say))
 
-    def _policy(self, rule):
-        balancing = self.config.balancing
-        table = VariationTable(**{key: value for key, value in (
-            ("rows", balancing.variation_table), ("idle_interval_ms", balancing.idle_interval_ms))
-            if value is not None})
-        tolerance = {} if balancing.tolerance is None else {"tolerance": balancing.tolerance}
-        return make_policy(rule.policy, table, speed=SpeedParams(**balancing.speed), **tolerance)
-
     def _observers(self, pid, name, rule):
-        """-v and --log (both make every round a full one, as with -p)."""
-        observers = []
-        if self.verbose:
-            from ..observers.verbose import VerboseReport
-            observers.append(VerboseReport())
-        if self.log_path is not None:
-            from ..observers.runlog import open_run_log
-            try:
-                runlog = open_run_log(self.log_path, warn=lambda m: self.log(WARNING, m),
-                                      append=True, started=self.started)
-            except TumblerError as exc:
-                self.log(WARNING, str(exc))
-                return observers
-            runlog.extra.append(lambda controller: {"pid": pid, "name": name,
-                                                    "rule": rule.name})
-            observers.append(runlog)
-        return observers
+        """-v and --log (both make every round a full one, as with -p): one
+        log for all programs, a line per round of each."""
+        try:
+            return observers_for(log_path=self.log_path, verbose=self.verbose,
+                                 log_fields=lambda controller: {"pid": pid, "name": name,
+                                                                "rule": rule.name},
+                                 append=True, started=self.started,
+                                 warn=lambda message: self.log(WARNING, message))
+        except TumblerError as exc:
+            self.log(WARNING, str(exc))
+            return observers_for(verbose=self.verbose)
 
     # -- reload and status -------------------------------------------------------
 

@@ -9,8 +9,9 @@ tumbler left.
 Modules: paths.py (the directory and atomic writes: all ``exec`` needs
 before its command starts), store.py (locks and state files), journal.py
 (what a running tumbler writes), restore.py (what a dead one's files are
-put back from).  Imports the platform layer (to put threads back) and the
-leaves only.
+put back from), leftovers.py (every state file dead tumblers left, then
+what they created: ``tumbler restore`` and the service's start).
+Imports the platform layer (to put threads back) and the leaves only.
 
 Where: ``/run/tumbler`` for root (``/var/run/tumbler`` on illumos), ``$XDG_RUNTIME_DIR/tumbler`` otherwise
 (``/tmp/tumbler-UID`` if that is unset); ``$TUMBLER_STATE_DIR`` overrides

@@ -1064,37 +1064,29 @@ class CountingCpc(FakeLibs):
 
 
 def test_counters_are_closed_before_the_sets_are_destroyed(bound_tree):
-    """_finish_shared (commands/run.py) hands programs back after closing
-    the counters: the counting LWPs' CPU bindings would make pset_destroy
-    refuse the sets."""
-    from tumbler.commands import run
+    """hand_back_all (service/assembly.py, every --share space run's end)
+    closes the counters before it hands the programs back: the counting
+    LWPs' CPU bindings would make pset_destroy refuse the sets."""
+    from tumbler.service.assembly import hand_back_all
     libc, log = FakeLibc(), []
     binder = backend(bound_tree, libc=libc).binder("pset")
     binder.setup(DOMAINS)
     counters = cpc.CpuCounters([0, 8], lib=CountingCpc(libc, log).lib())
     assert set(libc.cpu_bound) == {0, 8}
 
-    class Program:
-        observers, journal = [], None
+    class Run:
+        journal = None
 
-        def restore_all(self):
+        def hand_back(self):
             log.append("sets destroyed")
             return len(binder.close())
-
-        def own_cpu_seconds(self):
-            return 0.0
 
     class Sharing:
         def close(self):
             counters.close()
 
-    class Waiter:
-        def close(self):
-            pass
-
-    failed = run._finish_shared([(PID, Program())], Sharing(), Waiter(), {"quiet": True},
-                                0.0, 0.0, "exited", None)
-    assert failed == 0 and log == ["cpc_unbind", "cpc_unbind", "sets destroyed"]
+    assert hand_back_all([Run()], Sharing()) == 0
+    assert log == ["cpc_unbind", "cpc_unbind", "sets destroyed"]
     assert libc.names().count("pset_destroy") == 2 and "unbind_cpu" not in libc.names()
     assert libc.psets == {}
 

@@ -34,14 +34,14 @@ _FORWARDED = (("level", "--level"), ("domains_text", "--domains"),
 
 def _tumbler_args(settings, options):
     args = []
-    if settings["platform"]:
-        args += ["--platform", settings["platform"]]
+    if settings.platform:
+        args += ["--platform", settings.platform]
     for key, flag in _FORWARDED:
         if options.get(key) is not None:
             args += [flag, "%s" % options[key]]
-    if settings["dry_run"]:
+    if settings.dry_run:
         args.append("--dry-run")
-    if settings["verbose"]:
+    if settings.verbose:
         args.append("--verbose")
     return args
 
@@ -60,7 +60,7 @@ def _reject_unusable(ctx, options, settings):
                                  "--policies default,auto+%s=%s"
                                  % (flag, flag[2:], options[name]))
             raise UsageError("%s does not apply to compare" % flag)
-    if settings["root"] != "/":
+    if settings.root != "/":
         raise UsageError("--root cannot be used with compare: it runs real programs")
 
 
@@ -105,8 +105,8 @@ def _check_combinations(policies, together, probe):
 def _make_setup(ctx, options, policies, command, together=(), background=()):
     settings = make_settings(ctx, options)
     _reject_unusable(ctx, options, settings)
-    _check_combinations(policies, together, settings["probe"])
-    backend = open_backend(settings["platform"], settings["root"])
+    _check_combinations(policies, together, settings.probe)
+    backend = open_backend(settings.platform, settings.root)
     static = [p for p in policies if p in ("pinned", "psets")]
     if static:
         try:
@@ -114,18 +114,18 @@ def _make_setup(ctx, options, policies, command, together=(), background=()):
         except PlatformError as exc:
             raise UsageError("policies %s: %s" % (", ".join(static), exc)) from None
     probe_kinds = ()
-    if settings["probe"]:
+    if settings.probe:
         from ...tracing import session as probe
         from ...observers.probes import check_tracing
         check_tracing(backend.name)     # one clear line if it cannot
         probe_kinds = tuple(probe.KINDS)
     choice = choose_domains(backend.topology(), backend.own_allowed(),
-                            settings["level"], settings["domains"])
+                            settings.level, settings.domains)
     return RunSetup(command=list(command), domains=choice.domains, domain_note=choice.note,
                     tumbler_args=_tumbler_args(settings, options),
-                    echo_tumbler_summary=settings["verbose"], probe_kinds=probe_kinds,
+                    echo_tumbler_summary=settings.verbose, probe_kinds=probe_kinds,
                     together=[list(c) for c in together],
-                    background=[list(c) for c in background], dry_run=settings["dry_run"],
+                    background=[list(c) for c in background], dry_run=settings.dry_run,
                     backend=backend), settings
 
 
@@ -177,7 +177,7 @@ def compare_command(ctx, runs, policies_text, as_json, together_texts, backgroun
     setup, settings = _make_setup(ctx, merged, policies, command, together, background)
     schedule = ([ALONE] if together else []) + policies
     results, failed = run_all(setup, schedule, runs,
-                              progress=None if settings["quiet"] else _print_progress)
+                              progress=None if settings.quiet else _print_progress)
     data = report(setup, schedule, runs, results, failed)
     if as_json:
         click.echo(json.dumps(data, indent=2))

@@ -51,6 +51,7 @@ import time
 from ...cpulist import parse_cpulist
 from ...errors import UsageError
 from ...escape import printable
+from ..files import read_file
 from . import kstat as kstat
 from . import pset as pset
 from . import zone as zones
@@ -352,7 +353,7 @@ class IllumosBackend(Backend):
         the LWP is gone (or the file is short)."""
         path = "%s/%d/lwp/%d/%s" % (self.proc, pid, tid, name)
         try:
-            data = _read_file(path, size)
+            data = read_file(path, size)
         except OSError as exc:
             raise _read_error(exc, path, pid, tid) from None
         if len(data) < size:
@@ -374,7 +375,7 @@ class IllumosBackend(Backend):
             lwps = ()
             for _ in range(3):
                 try:
-                    lwps = parse_lpsinfo(_read_file(path, size))
+                    lwps = parse_lpsinfo(read_file(path, size))
                     break
                 except Truncated as exc:
                     size = exc.needed + exc.needed // 4
@@ -433,7 +434,7 @@ class IllumosBackend(Backend):
 
     def _read_lwpname(self, pid, lwpid):
         try:
-            data = _read_file("%s/%d/lwp/%d/lwpname" % (self.proc, pid, lwpid),
+            data = read_file("%s/%d/lwp/%d/lwpname" % (self.proc, pid, lwpid),
                               _LWPNAME_SIZE)
         except OSError:
             return ""               # no such file before RFD 96, or the LWP exited
@@ -444,7 +445,7 @@ class IllumosBackend(Backend):
     def _read_small(self, pid, name, size):
         path = "%s/%d/%s" % (self.proc, pid, name)
         try:
-            data = _read_file(path, size)
+            data = read_file(path, size)
         except OSError as exc:
             raise _read_error(exc, path, pid) from None
         if not data:
@@ -479,7 +480,7 @@ class IllumosBackend(Backend):
         path = "%s/%d/%s" % (self.proc, pid, name)
         try:
             if not self._live:
-                return _read_file(path, size)
+                return read_file(path, size)
             fd = self._fds.get(key)
             if fd is None:
                 fd = self._fds[key] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -637,14 +638,6 @@ def _microstates(times):
 
 def _state_letter(sname):
     return "R" if sname == "O" else sname
-
-
-def _read_file(path, size):
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.pread(fd, size, 0)
-    finally:
-        os.close(fd)
 
 
 def _read_error(exc, path, pid, tid=None):

@@ -31,6 +31,7 @@ from operator import attrgetter
 from ...cpulist import parse_cpulist
 from ...errors import UsageError
 from ...escape import printable
+from ..files import read_file
 from ..base import (MAX_CMDLINE, NO_MICROSTATES, AccessDenied, Backend, NoSuchProcess,
                     PlatformError, ProcessFacts, ProcessInfo, Sample, ThreadTimes,
                     Unsupported)
@@ -141,14 +142,6 @@ def _cgroup_path(text):
         if "cpuset" in parts[1].split(","):
             found = parts[2]
     return found
-
-
-def _read_path(path, size=4096):
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.pread(fd, size, 0)
-    finally:
-        os.close(fd)
 
 
 _NO_TIDS = frozenset()
@@ -295,7 +288,7 @@ class LinuxBackend(Backend):
     def _open_thread(self, pid, tid):
         base = "%s/%d/task/%d/" % (self.proc, pid, tid)
         with mapped(pid, tid, "read %sstat" % base):
-            comm, fields = parse_stat(_read_path(base + "stat").decode(errors="replace"))
+            comm, fields = parse_stat(read_file(base + "stat").decode(errors="replace"))
         try:
             schedstat_fd = os.open(base + "schedstat", os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -312,7 +305,7 @@ class LinuxBackend(Backend):
     def _read_stat(self, files, tid):
         """Fields of the thread's stat, checked to be the same thread."""
         try:
-            text = _read_path(files.base + "stat").decode(errors="replace")
+            text = read_file(files.base + "stat").decode(errors="replace")
         except OSError:
             raise NoSuchProcess(0, tid) from None
         if not text:
@@ -549,7 +542,7 @@ class LinuxBackend(Backend):
         if files.schedstat_fd != -1 and self._schedstat_ok is not False:
             try:
                 if files.schedstat_fd is None:
-                    data = _read_path(files.base + "schedstat", 128)
+                    data = read_file(files.base + "schedstat", 128)
                 else:
                     data = os.pread(files.schedstat_fd, 128, 0)
             except OSError:
@@ -594,8 +587,8 @@ class LinuxBackend(Backend):
         for tid in tids:
             base = "%s/%d/task/%d/" % (self.proc, pid, tid)
             try:
-                call = _read_path(base + "syscall", 512).split()
-                state = parse_stat(_read_path(base + "stat").decode(errors="replace"))[1][
+                call = read_file(base + "syscall", 512).split()
+                state = parse_stat(read_file(base + "stat").decode(errors="replace"))[1][
                     _STAT_STATE]
             except (OSError, IndexError):
                 continue                    # gone, or not ours to read
@@ -629,7 +622,7 @@ class LinuxBackend(Backend):
         found = set()
         for tid in tids:
             try:
-                data = _read_path("%s/%d/task/%d/children" % (self.proc, pid, tid), 1 << 20)
+                data = read_file("%s/%d/task/%d/children" % (self.proc, pid, tid), 1 << 20)
             except FileNotFoundError:
                 if not os.path.exists("%s/%d/task/%d" % (self.proc, pid, tid)):
                     continue                # the thread exited
@@ -655,9 +648,9 @@ class LinuxBackend(Backend):
         path = "%s/%d" % (self.proc, pid)
         try:
             with mapped(pid, attempted="read " + path):
-                comm, fields = parse_stat(_read_path(path + "/stat").decode(errors="replace"))
+                comm, fields = parse_stat(read_file(path + "/stat").decode(errors="replace"))
                 uid = int(_read_status(path + "/status")["Uid"].split()[0])
-                cgroups = _read_path(path + "/cgroup", 1 << 16).decode(errors="replace")
+                cgroups = read_file(path + "/cgroup", 1 << 16).decode(errors="replace")
         except (KeyError, ValueError, IndexError):
             raise NoSuchProcess(pid) from None      # cut short: the process exited mid-read
         ticks = int(fields[_STAT_UTIME]) + int(fields[_STAT_STIME])
@@ -691,7 +684,7 @@ class LinuxBackend(Backend):
         """/proc/PID/cmdline, its first MAX_CMDLINE bytes."""
         path = "%s/%d/cmdline" % (self.proc, pid)
         with mapped(pid, attempted="read " + path):
-            data = _read_path(path, MAX_CMDLINE)
+            data = read_file(path, MAX_CMDLINE)
         return printable(data.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace"))
 
     def online_cpus(self):
@@ -781,7 +774,7 @@ class LinuxBackend(Backend):
         found = []
         for name in ("isolated", "nohz_full"):
             try:
-                text = _read_path("%s/devices/system/cpu/%s" % (self.sys, name)).decode()
+                text = read_file("%s/devices/system/cpu/%s" % (self.sys, name)).decode()
                 found.append(frozenset(parse_cpulist(text.strip())) if text.strip()
                              else frozenset())
             except (OSError, UsageError):
@@ -809,7 +802,7 @@ class LinuxBackend(Backend):
 
     def parent_of(self, pid):
         try:
-            data = _read_path("%s/%d/stat" % (self.proc, pid))
+            data = read_file("%s/%d/stat" % (self.proc, pid))
             return int(parse_stat(data.decode(errors="replace"))[1][1])
         except (OSError, ValueError, IndexError):
             raise NoSuchProcess(pid) from None
@@ -829,7 +822,7 @@ class LinuxBackend(Backend):
         found = set()
         for child in self.process_ids():
             try:
-                fields = parse_stat(_read_path("%s/%d/stat" % (self.proc, child))
+                fields = parse_stat(read_file("%s/%d/stat" % (self.proc, child))
                                     .decode(errors="replace"))[1]
             except (OSError, ValueError):
                 continue

@@ -74,10 +74,9 @@ take back the ``+cpuset`` writes its state file records.
 import errno
 import os
 import re
-import sys
 
 from ...cpulist import format_cpulist, parse_cpulist
-from ...errors import UsageError
+from ...errors import UsageError, warn as warn_line
 from .affinity import set_affinity
 from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 
@@ -117,10 +116,6 @@ def _under_root(root, path):
     return path if root == "/" else os.path.join(root, path.lstrip("/"))
 
 
-def _warn(message):
-    print("tumbler: warning: " + message, file=sys.stderr)
-
-
 class CpusetBinder(Binder):
     kind = "cpuset"
 
@@ -135,7 +130,7 @@ class CpusetBinder(Binder):
         self._enabled = []      # v2: dirs tumbler wrote +cpuset to, outermost first
         self._prepared = set()  # v2: original cgroups whose thread root is ready
         self._name = "tumbler.%d" % os.getpid()
-        self.warn = warn or _warn
+        self.warn = warn or warn_line
 
     def setup(self, domains):
         self.domains = [frozenset(d) for d in domains]
