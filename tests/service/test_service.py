@@ -57,7 +57,10 @@ def test_no_rule_and_foreign_masks_are_left_alone(spawner, domains, procs, state
     other = spinners(procs, spawner, both, 2, "other")
     narrow = spinners(procs, spawner, frozenset(two_cpus[:1]), 2)   # taskset by someone
     marker = spinners(procs, spawner, both, 2)                        # proves a scan ran
-    rules = '  - name: mine\n    match: {cmdline: " 0 0 x$"}\n    domains: "%s"\n' % spec
+    # The tumbler policy: six spinners on two CPUs, four of them unmanaged,
+    # are other work auto rightly leaves the CPUs to (it binds nothing).
+    rules = ('  - name: mine\n    match: {cmdline: " 0 0 x$"}\n    domains: "%s"\n'
+             '    policy: tumbler\n' % spec)
     service = Service(procs, state, tmp_path, config(rules))
     wait_bound(marker.pid, doms, count=3)
     wait_until(lambda: "left alone" in service.log(), what="the narrow program's log line")
