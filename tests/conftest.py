@@ -5,12 +5,20 @@ Helpers that are not fixtures are in tests/support/ (importable as
 """
 
 import os
+import signal
 import subprocess
 
 import pytest
 
 from support.helpers import WORKLOADS, LockWait, build_workload
 from support.processes import Processes
+
+# A suite started in the background by a shell without job control (`cmd &`)
+# inherits SIGINT ignored, and so would every tumbler it starts: the tests
+# that stop tumbler with SIGINT (as a terminal's Ctrl-C does) then time out.
+# Ignored dispositions survive exec; a handler of the suite's own does not.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
