@@ -5,8 +5,9 @@ found; children are handed back when found -- threads.py,
 ``_look_at_new_processes`` -- and at the end)."""
 
 import os
+import time
 
-from ..platform.base import SWEEP_PASSES, NoSuchProcess
+from ..platform.base import SWEEP_PASSES, SWEEP_SETTLE_S, NoSuchProcess
 
 
 class HandBack:
@@ -61,6 +62,7 @@ class HandBack:
         if not (self.binder.binds_masks and self._bound_masks):
             return 0
         failed = 0
+        settled = False
         for _ in range(SWEEP_PASSES):
             found = 0
             for pid in list(self.targets):
@@ -91,8 +93,13 @@ class HandBack:
                                                    for pid in orphans])
                 found += done
                 failed += error
-            if not found:
+            if found:
+                settled = False
+            elif settled:
                 break
+            else:
+                time.sleep(SWEEP_SETTLE_S)  # creations begun before their creator's restore
+                settled = True
         return failed
 
     def _same_process(self, pid):

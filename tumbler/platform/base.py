@@ -167,6 +167,10 @@ class Topology:
 #: masks; at exit and in ``tumbler restore`` they are looked for until a
 #: pass finds none, at most this many passes.
 SWEEP_PASSES = 20
+#: A thread or process whose creation began before its creator was put
+#: back copies the old mask, and may show in a listing only after the
+#: pass that found none: the last pass comes this long after it.
+SWEEP_SETTLE_S = 0.02
 
 
 class Binder:

@@ -2,9 +2,11 @@
 ``tumbler.state``; the command is ``tumbler.commands.restore``)."""
 
 
+import time
+
 from ..cpulist import parse_cpulist
 from ..errors import UsageError
-from ..platform.base import SWEEP_PASSES, NoSuchProcess, PlatformError
+from ..platform.base import SWEEP_PASSES, SWEEP_SETTLE_S, NoSuchProcess, PlatformError
 from ..safefile import UnsafePath
 from .paths import StateError, unlink_quietly
 from .store import Busy, Lock, boot_id, read_state, read_state_bytes
@@ -238,6 +240,7 @@ def _sweep(data, backend, binder, logged, report, children):
     handled = {}                # pid -> TIDs recorded, put back, or failed already
     for record in data["threads"]:
         handled.setdefault(record.get("pid", pid), set()).add(record["tid"])
+    settled = False
     for _ in range(SWEEP_PASSES):
         found = set(children)
         if not report.process_gone:
@@ -252,8 +255,13 @@ def _sweep(data, backend, binder, logged, report, children):
             put_back, failed = _adopt(each, tids, done, data, backend, binder, logged, report)
             done |= put_back | failed       # each said once, tried once
             adopted = adopted or bool(put_back)
-        if not adopted:
+        if adopted:
+            settled = False
+        elif settled:
             return
+        else:
+            time.sleep(SWEEP_SETTLE_S)      # creations begun before their creator's restore
+            settled = True
     report.errors.append("threads with tumbler's binding were still being created after "
                          "%d listings; run tumbler restore again" % SWEEP_PASSES)
     report.failed += 1
