@@ -80,6 +80,8 @@ SLACK_S = 0.05
 #: The first binding waits for the first judgement of merging at most this
 #: many load windows (_binding_deferred).
 FIRST_JUDGEMENT_WINDOWS = 4
+
+
 class RunStats:
     """What the exit summary reports of a run (observers/summary.py)."""
 
@@ -160,7 +162,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
                                              managed_elsewhere=managed_elsewhere)
         self._other_seen = None     # other work per domain at the last full round
         # (pid, tid) -> monotonic ns it was first bound at, having run where
-        # the OS put it before (threads.py, _received_all); for a load window.
+        # the OS put it before (_before_placed); for a load window.
         self._placed_at = {}
         self._judging_first = True      # no binding yet: see _binding_deferred
         self._next_round = None     # monotonic s; set by start_clock
@@ -212,8 +214,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         if merge_note:                  # other domains: other eligibility, views
             other = self._held_other()
             measured, views = self._measured_views(other)
-        decision = self.policy.decide(views, self.domains, other)
         self._other_seen = other
+        decision = self.policy.decide(views, self.domains, other)
         plan = decision.plan
         if self._merge_pending and decision.interval_ms > JUDGE_INTERVAL_MS:
             # Whether to merge is being judged: at auto's judging pace.
@@ -303,9 +305,9 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
     def _before_placed(self, received):
         """Move from ``received``'s domains to its last entry (not placed)
         the part of each thread's CPU over the load window from before it
-        was bound (_note_placed): the OS ran it anywhere
-        until then.  Time-weighted: the thread's CPU is a rate over the
-        window, taken as even over it."""
+        was bound (_note_placed): the OS ran it anywhere until then.
+        Time-weighted: the thread's CPU is a rate over the window, taken as
+        even over it."""
         unplaced = len(received) - 1
         for key, placed in list(self._placed_at.items()):
             thread = self.threads.get(key)
@@ -315,9 +317,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
                 continue
             base = max(history[0].wall_ns, thread.first[0])
             span = thread.prev_wall - base
-            if placed <= base or span <= 0:
-                if placed <= base:
-                    del self._placed_at[key]     # its whole window is in its domain
+            if placed <= base:
+                del self._placed_at[key]        # its whole window is in its domain
+                continue
+            if span <= 0:
                 continue
             before = thread.cpu * min(1.0, (placed - base) / span)
             received[thread.domain] -= before

@@ -5,9 +5,8 @@ found; children are handed back when found -- threads.py,
 ``_look_at_new_processes`` -- and at the end)."""
 
 import os
-import time
 
-from ..platform.base import SWEEP_PASSES, SWEEP_SETTLE_S, NoSuchProcess
+from ..platform.base import NoSuchProcess, sweep
 
 
 class HandBack:
@@ -57,13 +56,15 @@ class HandBack:
         threads since the last look (tumbler never saw them) and child
         processes born of them carry tumbler's masks; put those back too,
         looking again until a pass finds none (a thread being created while
-        its creator was put back may show up only in the next listing).
+        its creator was put back may show up only in a later listing:
+        platform/base.py, ``sweep``).
         Returns how many could not be put back."""
         if not (self.binder.binds_masks and self._bound_masks):
             return 0
         failed = 0
-        settled = False
-        for _ in range(SWEEP_PASSES):
+
+        def one_pass():
+            nonlocal failed
             found = 0
             for pid in list(self.targets):
                 if not self._same_process(pid):
@@ -93,13 +94,9 @@ class HandBack:
                                                    for pid in orphans])
                 found += done
                 failed += error
-            if found:
-                settled = False
-            elif settled:
-                break
-            else:
-                time.sleep(SWEEP_SETTLE_S)  # creations begun before their creator's restore
-                settled = True
+            return found
+
+        sweep(one_pass)
         return failed
 
     def _same_process(self, pid):

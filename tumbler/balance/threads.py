@@ -464,17 +464,14 @@ class ThreadTracking:
                 thread.load = thread.cpu
         return measured, unknown
 
-    def _received(self):
-        """The CPU the program's threads received in each domain over the
-        load window (CPUs, by domain index)."""
-        return self._received_all()[:-1]
-
     def _received_all(self):
-        """``_received``, and last the CPU received by the threads not
-        placed yet (in no domain, movable, with a domain they may use: the
-        OS ran them on any of the domains' CPUs; an outsider's ran outside
-        them, and someone else's placement is other work); one C pass when
-        built."""
+        """The CPU the program's threads received in each domain over the
+        load window (CPUs, by domain index), and last the CPU received by
+        the threads not placed yet (in no domain, movable, with a domain
+        they may use: the OS ran them on any of the domains' CPUs; an
+        outsider's ran outside them, and someone else's placement is other
+        work) or before they were bound (controller.py, _before_placed);
+        one C pass when built."""
         received = None
         if _c_received is not None:
             received = _c_received(self.threads.values(), len(self.domains))

@@ -21,6 +21,7 @@ layer looks at errno.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -171,6 +172,24 @@ SWEEP_PASSES = 20
 #: back copies the old mask, and may show in a listing only after the
 #: pass that found none: the last pass comes this long after it.
 SWEEP_SETTLE_S = 0.02
+
+
+def sweep(one_pass):
+    """Run ``one_pass()`` (true when it put something back) until a pass
+    finds nothing and a second one SWEEP_SETTLE_S later finds nothing
+    either, at most SWEEP_PASSES passes (the exit's and ``tumbler
+    restore``'s look for what bound threads created).  Returns False when
+    cut at SWEEP_PASSES."""
+    settled = False
+    for _ in range(SWEEP_PASSES):
+        if one_pass():
+            settled = False
+        elif settled:
+            return True
+        else:
+            time.sleep(SWEEP_SETTLE_S)      # creations begun before their creator's restore
+            settled = True
+    return False
 
 
 class Binder:

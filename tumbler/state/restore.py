@@ -2,11 +2,9 @@
 ``tumbler.state``; the command is ``tumbler.commands.restore``)."""
 
 
-import time
-
 from ..cpulist import parse_cpulist
 from ..errors import UsageError
-from ..platform.base import SWEEP_PASSES, SWEEP_SETTLE_S, NoSuchProcess, PlatformError
+from ..platform.base import SWEEP_PASSES, NoSuchProcess, PlatformError, sweep
 from ..safefile import UnsafePath
 from .paths import StateError, unlink_quietly
 from .store import Busy, Lock, boot_id, read_state, read_state_bytes
@@ -231,17 +229,18 @@ def _sweep(data, backend, binder, logged, report, children):
     masks): a bound thread made them after the last write, or goes on
     making them while the ones before it are put back -- one born after its
     creator was listed but before the creator was put back carries
-    tumbler's mask and shows up only in the next listing.  List again,
-    adopting, until a pass finds none (at most SWEEP_PASSES: a program setting tumbler's masks on its
-    own threads over and over cannot keep restore busy forever: said).
+    tumbler's mask and shows up only in a later listing.  List again,
+    adopting, as platform/base.py's ``sweep`` says (a program setting
+    tumbler's masks on its own threads over and over cannot keep restore
+    busy forever: a sweep cut at SWEEP_PASSES is said, the state kept).
     ``children``: the recorded child processes their PIDs still name; a
     PID of one that exited may name anybody's process now."""
     pid = data["target"]["pid"]
     handled = {}                # pid -> TIDs recorded, put back, or failed already
     for record in data["threads"]:
         handled.setdefault(record.get("pid", pid), set()).add(record["tid"])
-    settled = False
-    for _ in range(SWEEP_PASSES):
+
+    def one_pass():
         found = set(children)
         if not report.process_gone:
             found |= _descendants(backend, pid, data["tumbler"].get("start")) | {pid}
@@ -255,13 +254,10 @@ def _sweep(data, backend, binder, logged, report, children):
             put_back, failed = _adopt(each, tids, done, data, backend, binder, logged, report)
             done |= put_back | failed       # each said once, tried once
             adopted = adopted or bool(put_back)
-        if adopted:
-            settled = False
-        elif settled:
-            return
-        else:
-            time.sleep(SWEEP_SETTLE_S)      # creations begun before their creator's restore
-            settled = True
+        return adopted
+
+    if sweep(one_pass):
+        return
     report.errors.append("threads with tumbler's binding were still being created after "
                          "%d listings; run tumbler restore again" % SWEEP_PASSES)
     report.failed += 1
