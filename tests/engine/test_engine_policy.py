@@ -239,6 +239,23 @@ def test_single_domain_watches_calmly_until_speed_engages():
     assert busy.speed_interval_ms == SpeedParams().interval_ms      # no jitter in auto()
 
 
+def test_synchronising_threads_with_even_speeds_are_watched_not_paced():
+    """Three yielders on two cores whose speeds look even over this window
+    stay the OS's, but the decision says it watches them: the controller
+    keeps the next window as short (balance/quiet.py, paced_ms), since
+    over a longer one the OS's sharing evens any speeds out."""
+    even = [spinner(1, 0.67), spinner(2, 0.67), spinner(3, 0.66)]
+    watched = auto().decide(even, ONE_DOMAIN)
+    assert watched.engaged == [] and watched.pins == {} and watched.watching
+    computing = [spinner(t, 0.67, switches=0.0) for t in (1, 2, 3)]
+    assert not auto().decide(computing, ONE_DOMAIN).watching       # no barriers seen
+    four = even + [spinner(4, 0.67)]
+    assert not auto().decide(four, ONE_DOMAIN).watching             # a multiple: the OS's
+    assert not auto().decide(even, ONE_DOMAIN, [0.5]).watching      # other work: the OS's
+    assert not auto().decide([spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)],
+                             ONE_DOMAIN).watching                   # engaged instead
+
+
 def test_observing_policies_are_those_that_never_move_threads():
     """config.OBSERVING_POLICIES (read before the engine is imported, to
     start exec's command early) agrees with the engine's classes."""

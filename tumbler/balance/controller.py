@@ -223,7 +223,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         if merge_note:
             plan.reason += "; " + merge_note
         decision.interval_ms = plan.interval_ms = self.paced_ms(
-            decision.interval_ms, decision.engaged or decision.pins)
+            decision.interval_ms, decision.engaged or decision.pins or decision.watching)
         applied, self.placed_between_rounds = self.placed_between_rounds, []
         for thread, _, _ in applied:
             self._refresh_name(thread)      # placed at birth, often renamed since

@@ -261,7 +261,8 @@ class QuietRounds:
 
     def paced_ms(self, interval, acting=False):
         """The interval to the next round: the decision's (``interval``;
-        ``acting``: it engaged or pinned), except where auto
+        ``acting``: it engaged, pinned, or watches synchronising threads'
+        speeds, which a longer window would even out), except where auto
         only watches a single domain (WATCH_INTERVAL_MS: nothing engaged,
         pinned or being judged; merged domains too, whose split, once
         wanted, is judged at auto's judging pace) and the rounds

@@ -83,9 +83,13 @@ Policies:
                 every ``WATCH_INTERVAL_MS`` (200 ms): there is nothing
                 else to do, and each round costs CPU the program could
                 use (the controller spaces them further while they find
-                the same threads: balance/controller.py, ``paced_ms``).  While a domain has more runnable threads than cores
-                whose sleeping is not yet known (it takes readings over
-                0.3 s), rounds come every ``JUDGE_INTERVAL_MS`` (100 ms).
+                the same threads: balance/quiet.py, ``paced_ms``; not
+                while synchronising threads outnumber the cores, whose
+                speeds look even over a longer window: 2. judges them
+                at this pace).  While a domain has more runnable threads
+                than cores whose sleeping is not yet known (it takes
+                readings over 0.3 s), rounds come every
+                ``JUDGE_INTERVAL_MS`` (100 ms).
              7. *Other work* -- CPU time of a domain's CPUs that no thread
                 of the program got, measured over the load window through
                 the capacity meter's dead band (balance/capacity.py: 0.1
@@ -183,15 +187,21 @@ class Decision:
     step: between full rounds the controller samples only the threads
     speed balancing pinned in those domains and calls ``speed_step``.
     ``pins``: tid -> CPU (None: the whole domain again); ``notes``: domain
-    -> mechanism and why; ``engaged``: the domains speed-balanced.
+    -> mechanism and why; ``engaged``: the domains speed-balanced;
+    ``watching``: some domain's synchronising threads outnumber its cores
+    and only their even speeds kept speed balancing out (auto): the next
+    window must be as short as this one to show unevenness again.
     """
 
-    __slots__ = ("plan", "pins", "interval_ms", "notes", "engaged", "speed_interval_ms")
+    __slots__ = ("plan", "pins", "interval_ms", "notes", "engaged", "speed_interval_ms",
+                 "watching")
 
     def __init__(self, plan: Plan, pins: dict[int, int | None] | None = None,
                  interval_ms: int = 100, notes: dict[int, str] | None = None,
-                 engaged: list[int] | None = None, speed_interval_ms: int | None = None):
+                 engaged: list[int] | None = None, speed_interval_ms: int | None = None,
+                 watching: bool = False):
         self.plan = plan
+        self.watching = watching
         self.pins = {} if pins is None else pins
         self.interval_ms = interval_ms
         self.notes = {} if notes is None else notes
@@ -413,6 +423,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         assignment = plan.assignment
         engaged_before = self.__dict__.setdefault("_engaged", set())
         pins, notes, engaged = {}, {}, []
+        watching = False
         interval = plan.interval_ms
         # One pass each over all threads, then per domain over the few that
         # stay runnable or are pinned: this runs every round.
@@ -431,6 +442,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                            and t.tid not in candidate_tids], pins)
             if verdict is None:
                 engaged_before.discard(index)
+                watching = watching or (not others and self._synchronising(domain, candidates))
                 # Other work is named where it kept speed balancing out (a
                 # crowded domain: never in a quiet round, whose notes match).
                 notes[index] = _os_note(len(candidates), where.count(index), domain,
@@ -458,7 +470,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             interval = self.fixed_interval_ms
         plan.interval_ms = interval
         return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
-                        engaged=engaged, speed_interval_ms=speed_interval)
+                        engaged=engaged, speed_interval_ms=speed_interval, watching=watching)
 
     def quiet_verdict(self, summary, capacities):
         """decide()'s answer when no domain holds more runnable threads than
@@ -495,6 +507,19 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         # Not known yet (fewer than 0.3 s of readings) counts as not
         # sleeping; engaging waits for the switching to be known anyway.
         return thread.sleeps_per_s is None or thread.sleeps_per_s < SLEEPS_PER_SECOND
+
+    @staticmethod
+    def _synchronising(domain, candidates):
+        """Whether ``candidates`` outnumber ``domain``'s cores (not a
+        multiple) and switch as threads meeting at barriers do: speed
+        balancing stays out only while their speeds look even, which a
+        longer window makes them look (the controller does not pace such
+        rounds: balance/quiet.py, ``paced_ms``)."""
+        cores = len(domain.cpus)
+        if len(candidates) <= cores or len(candidates) % cores == 0:
+            return False
+        switching = _mean_switching(candidates)
+        return switching is not None and switching >= SYNC_SWITCHES_PER_CPU_S
 
     def _engagement(self, domain, candidates, was_engaged):
         """Why speed balancing acts in this domain, or None if it should not."""
