@@ -154,7 +154,8 @@ def cold_cost():
     import statistics
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tumbler.engine.model import Domain
-    from tumbler.engine.policy import AutoPolicy, ThreadView
+    from tumbler.engine.model import ThreadView
+    from tumbler.engine.policy import AutoPolicy
     values = [float(i) for i in range(64)]
 
     def passes():

@@ -233,7 +233,8 @@ def test_a_regrouping_is_held_until_the_last_one_is_a_load_window_old():
     that asks for moves every round gets them at most once a window
     (placements of unplaced threads are never held)."""
     from tumbler.engine.model import Move, Plan
-    from tumbler.engine.policy import Decision, TumblerPolicy
+    from tumbler.engine.model import Decision
+    from tumbler.engine.policy import TumblerPolicy
 
     class FlipEveryRound(TumblerPolicy):
         def __init__(self):

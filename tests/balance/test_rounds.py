@@ -101,7 +101,7 @@ def test_unusual_threads_take_the_python_pass():
     Python passes then run."""
     from tumbler.balance._rounds import received, thread_views
     from tumbler.balance.threads import TrackedThread
-    from tumbler.engine.policy import ThreadView
+    from tumbler.engine.model import ThreadView
 
     def tracked(load, cpu, domain=0):
         thread = TrackedThread(PID, 1, 1, "t", frozenset({0}), frozenset({0}), (0, 0, 0),

@@ -9,7 +9,8 @@ import pytest
 from tumbler.engine import window
 from tumbler.engine.grouping import deviation, spread
 from tumbler.engine.model import Domain
-from tumbler.engine.policy import RUNNABLE_SHARE, ThreadView, make_policy
+from tumbler.engine.model import ThreadView
+from tumbler.engine.policy import RUNNABLE_SHARE, make_policy
 from tumbler.engine.variation import cv
 
 C_MODULE_MISSING = ("tumbler.engine._window was not built: scripts/setup.sh builds it "

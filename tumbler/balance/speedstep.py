@@ -4,7 +4,8 @@ re-pin the threads speed balancing took over (``engine.speed``)."""
 
 from collections import deque
 
-from ..engine.policy import RUNNABLE_SHARE, ThreadView
+from ..engine.model import ThreadView
+from ..engine.policy import RUNNABLE_SHARE
 from ..platform.base import NoSuchProcess
 
 try:

@@ -4,7 +4,7 @@ Given per-thread loads and the CPU domains of a target, decide which threads
 go to which domain and when to look again.  Nothing here reads /proc or binds
 a thread; the controller does that with the platform layer.
 
-* model.py     -- Domain, ThreadLoad, Move, Plan.
+* model.py     -- Domain, ThreadLoad, Move, Plan; ThreadView, Decision.
 * variation.py -- CV and the variation-interval table (paper Table IV).
 * wave.py      -- wave grouping (paper Algorithm 2), capacity units.
 * mapping.py   -- slots -> domains with the fewest migrations (Hungarian).

@@ -124,11 +124,10 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from ..records import record
 from .columns import pinned_threads, runnable_at_least
 from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
                        plan_tumbler)
-from .model import Plan, ThreadLoad
+from .model import Decision, Plan, ThreadLoad, ThreadView
 from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
 
@@ -156,61 +155,6 @@ JUDGE_INTERVAL_MS = 100
 ENGAGED_INTERVAL_MS = 200
 #: A tolerance no regrouping can meet: the speed policy only places threads.
 NEVER_REGROUP = 1e9
-
-
-@record
-class ThreadView:
-    """What the controller knows of one thread this round.
-
-    Its first four fields are those of ``ThreadLoad``, so the engine takes
-    views as they are (a named tuple: one is built per thread per round).
-    """
-
-    tid: int
-    load: float                     # CPU share over the load window (Eq. 1)
-    domain: int | None              # domain bound to now (None: not placed)
-    eligible: frozenset | None = None
-    pinned_cpu: int | None = None
-    exec_ns: int = 0                # CPU time over the last round
-    wall_ns: int = 0                # length of the last round
-    runnable: float | None = None
-    sleeps_per_s: float | None = None   # None: not measured
-    switches_per_cpu_s: float | None = None     # all context switches per CPU-second
-
-
-class Decision:
-    """One full round's decision.
-
-    ``interval_ms`` is the time to the next full round (sampling every
-    thread, grouping, judging).  While speed balancing is engaged in some
-    domains (``engaged``), ``speed_interval_ms`` is the time to its next
-    step: between full rounds the controller samples only the threads
-    speed balancing pinned in those domains and calls ``speed_step``.
-    ``pins``: tid -> CPU (None: the whole domain again); ``notes``: domain
-    -> mechanism and why; ``engaged``: the domains speed-balanced;
-    ``watching``: some domain's synchronising threads outnumber its cores
-    and only their even speeds kept speed balancing out (auto): the next
-    window must be as short as this one to show unevenness again.
-    """
-
-    __slots__ = ("plan", "pins", "interval_ms", "notes", "engaged", "speed_interval_ms",
-                 "watching")
-
-    def __init__(self, plan: Plan, pins: dict[int, int | None] | None = None,
-                 interval_ms: int = 100, notes: dict[int, str] | None = None,
-                 engaged: list[int] | None = None, speed_interval_ms: int | None = None,
-                 watching: bool = False):
-        self.plan = plan
-        self.watching = watching
-        self.pins = {} if pins is None else pins
-        self.interval_ms = interval_ms
-        self.notes = {} if notes is None else notes
-        self.engaged = [] if engaged is None else engaged
-        self.speed_interval_ms = speed_interval_ms
-
-    def __repr__(self):
-        return "Decision(%s)" % ", ".join("%s=%r" % (name, getattr(self, name))
-                                          for name in self.__slots__)
 
 
 _TID = attrgetter("tid")
