@@ -49,6 +49,7 @@ FILE`` writes the same, one record per program, with every run's figures.
 """
 
 import argparse
+import compileall
 import itertools
 import json
 import math
@@ -441,6 +442,12 @@ def main():
     if not os.path.exists(TUMBLER):
         sys.exit("real_programs.py: no %s: run this with the venv's python "
                  "(.venv/bin/python), or through benchmarks/suite.sh" % TUMBLER)
+    # Byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (this VM),
+    # a module edited since the last compile is compiled at every start.
+    import tumbler
+    for tree in filter(None, [os.path.dirname(os.path.dirname(tumbler.__file__)),
+                              args.baseline]):
+        compileall.compile_dir(os.path.join(tree, "tumbler"), quiet=1)
     tumbler_args = shlex.split(args.tumbler_args)
     header = {"cpus": CORES, "kernel": os.uname().release,
               "load_average_start": os.getloadavg()[0], "tumbler_args": tumbler_args,

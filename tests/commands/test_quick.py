@@ -153,3 +153,35 @@ def test_version_without_click():
                             capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.stdout == "tumbler, version %s\n" % __import__("tumbler").__version__
     assert " click" not in result.stderr
+
+
+#: Modules that must not be loaded when exec's command starts: each costs
+#: the command's start 0.1-35 ms (BENCHMARKS.md, start-up): click, the
+#: standard library's heavier modules, and tumbler's interface and
+#: balancing code, all imported while the command runs instead.
+NOT_BEFORE_THE_COMMAND = ("click", "collections", "typing", "re", "enum", "signal", "json",
+                          "subprocess", "dataclasses", "tumbler.records",
+                          "tumbler.platform.base", "tumbler.engine", "tumbler.balance",
+                          "tumbler.service", "tumbler.observers")
+
+
+def test_exec_starts_its_command_before_the_heavy_imports(tmp_path):
+    code = ("import os, sys\n"
+            "spawn = os.posix_spawnp\n"
+            "def spy(*args, **kwargs):\n"
+            "    print('LOADED:' + ','.join(sorted(sys.modules)), flush=True)\n"
+            "    return spawn(*args, **kwargs)\n"
+            "os.posix_spawnp = spy\n"
+            "sys.argv = ['tumbler', '-q', 'exec', '--', 'true']\n"
+            "from tumbler.launch import entry_point\n"
+            "entry_point()\n")
+    env = dict(os.environ, TUMBLER_STATE_DIR=str(tmp_path / "state"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = set(next(line for line in result.stdout.splitlines()
+                      if line.startswith("LOADED:"))[len("LOADED:"):].split(","))
+    assert "tumbler.commands.quick" in loaded          # the quick path was taken
+    early = sorted(m for m in loaded for heavy in NOT_BEFORE_THE_COMMAND
+                   if m == heavy or m.startswith(heavy + "."))
+    assert not early, early

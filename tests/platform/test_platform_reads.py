@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from tumbler.platform import boot_token, own_start_ticks, read_file
+from tumbler.platform import boot_token, own_start_ticks
+from tumbler.platform.files import read_file
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -3,20 +3,18 @@ config file, every value checked once, before anything is changed or
 started.  No click here: ``tumbler exec``'s quick path (quick.py) makes
 the same settings from the same options without it."""
 
-from __future__ import annotations      # annotations stay strings (records.py)
-
 from ..config import MAX_INTERVAL_MS, MIN_INTERVAL_MS, load_config
 from ..cpulist import parse_domains
 from ..errors import UsageError
-from ..records import record
 
 
-@record
 class Settings:
     """A balancing run's settings: each option as given or, where it was
-    not, the config file's default (``config``); flags are booleans.  A
-    named tuple (``@record``, not a dataclass: ``exec`` makes one before
-    its command starts)."""
+    not, the config file's default (``config``); flags are booleans; made
+    once, read-only after.  A plain class with slots, not a ``@record``
+    (records.py): ``exec`` makes one before its command starts, and
+    ``collections``, where named tuples come from, costs 1.3 ms there
+    (BENCHMARKS.md, start-up)."""
     level: str                  # a LEVEL_CHOICES name
     domains_text: str | None    # --domains as given
     policy: str
@@ -39,6 +37,23 @@ class Settings:
     root: str                   # "/" or a captured tree (--root)
     platform: str | None        # --platform; None: the running OS's
     domains: tuple | None       # --domains parsed: CPU frozensets
+
+    __slots__ = _fields = tuple(__annotations__)
+
+    def __init__(self, **values):
+        if values.keys() != set(self._fields):
+            raise TypeError("settings: %s" % ", ".join(sorted(values.keys() ^ set(self._fields))))
+        for name in self._fields:
+            object.__setattr__(self, name, values[name])
+
+    def __setattr__(self, name, value):
+        raise AttributeError("settings are read-only")
+
+    def _asdict(self):
+        return {name: getattr(self, name) for name in self._fields}
+
+    def __repr__(self):
+        return "Settings(%s)" % ", ".join("%s=%r" % item for item in self._asdict().items())
 
 
 #: The balancing options' names, as click passes them (options.py).

@@ -35,7 +35,8 @@ import click
 from ..cpulist import format_cpulist
 from ..balance.capacity import busy_shares, other_work
 from ..errors import UsageError
-from ..platform import STAT_COLUMNS, open_backend
+from ..platform import open_backend
+from ..platform.base import STAT_COLUMNS
 from ..platform.base import NoSuchProcess, PlatformError
 from ..balance.targets import check_process
 from .options import domains_option, level_option, pid_option

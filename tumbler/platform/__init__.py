@@ -11,10 +11,9 @@ with ``--platform`` so captured trees of either OS can be read anywhere.
 import sys
 
 from ..errors import TumblerError, UsageError
-from .base import (LEVELS, STAT_COLUMNS, AccessDenied, Backend, Binder, NoSuchProcess,  # noqa: F401
-                   PlatformError, ProcessInfo, Sample, ThreadTimes, Topology,
-                   Unmovable, Unsupported)
-
+# The interface's names live in base.py and are imported from there: this
+# package is imported before ``tumbler exec`` starts its command (for
+# signals.py and priority.py), base.py only after (BENCHMARKS.md, start-up).
 from .files import read_file  # noqa: F401  (the one file reader: files.py)
 
 PLATFORMS = ("linux", "illumos")

@@ -38,7 +38,7 @@ system.
 
 import os
 
-from . import read_file
+from .files import read_file
 
 #: The nice value tumbler runs at when allowed to raise its priority.
 NICE = -20

@@ -44,7 +44,8 @@ import shutil
 import time
 
 from ..errors import TumblerError, UsageError
-from ..platform import NoSuchProcess, PlatformError, native_platform, open_backend
+from ..platform import native_platform, open_backend
+from ..platform.base import NoSuchProcess, PlatformError
 from ..safefile import private_tempdir
 from .parse import (FIELDS, KIND_OF_SCRIPT, KINDS, SCRIPT_OF_KIND, by_tid, delta,  # noqa: F401
                     empty_record, merge, process_totals)
