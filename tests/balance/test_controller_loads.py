@@ -455,7 +455,7 @@ def test_auto_merges_domains_other_work_crowds_and_splits_them_when_it_leaves():
     merged = [d for d in decisions if "merged" in d.plan.reason]
     assert len(merged) == 1, [d.plan.reason for d in decisions]
     # (the hog's CPU as read over a window it started in)
-    assert re.search(r"other work \(0\.0 / 0\.[1-5] CPU\) competes with busy threads",
+    assert re.search(r"other work \(0\.0 / 0\.[1-5] CPU\) competes with the program's threads",
                      merged[0].plan.reason), merged[0].plan.reason
     assert controller.choice.single and [d.cpus for d in controller.domains] == \
         [frozenset({0, 1})]

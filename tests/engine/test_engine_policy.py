@@ -305,6 +305,28 @@ def test_other_work_keeps_speed_balancing_out_and_ends_it():
     assert two.notes[0] == "os: 2 runnable of 2 threads on 2 cores"
 
 
+def test_threads_that_block_and_wait_beside_other_work_merge_the_domains():
+    """engine/merging.py: threads with barriers (runnable 0.7 of the time,
+    CPU 0.35) wait beside a hog while the other domain's CPU idles: the OS
+    alone would run them there."""
+    from tumbler.engine.merging import OTHER_WORK, WAITING_CPU, crowded_by_other_work, merge_wanted
+
+    def blocking(tid, domain, cpu, runnable):
+        return spinner(tid, cpu, domain=domain)._replace(runnable=runnable)
+
+    waiting = [blocking(1, 0, 0.4, 0.45), blocking(2, 1, 0.35, 0.7), blocking(3, 1, 0.3, 0.6)]
+    assert crowded_by_other_work(waiting, [1, 1], [0.0, 0.4]) is True
+    assert merge_wanted(waiting, [1, 1], [0.0, 0.4]) == OTHER_WORK
+    # No other work: the grouping's own business (regrouping).
+    assert crowded_by_other_work(waiting, [1, 1], [0.0, 0.0]) is False
+    # The other domain has no idle CPU to give: nothing to gain.
+    busy_elsewhere = [blocking(1, 0, 0.95, 0.97)] + waiting[1:]
+    assert crowded_by_other_work(busy_elsewhere, [1, 1], [0.0, 0.4]) is False
+    # A little wait, as a program's own bursts overlapping make it.
+    short = [blocking(1, 0, 0.4, 0.45), blocking(2, 1, 0.35, 0.35 + WAITING_CPU / 2)]
+    assert crowded_by_other_work(short, [1, 1], [0.0, 0.4]) is False
+
+
 def test_other_work_crowding_a_domain_merges_and_keeps_it_merged():
     from tumbler.engine.merging import (OTHER_WORK, OVERSUBSCRIBED, crowded_by_other_work,
                                         merge_wanted, stay_merged)

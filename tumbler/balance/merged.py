@@ -80,7 +80,7 @@ class MergedDomains:
             note = ("domains %s merged: more runnable threads than their %d CPUs, "
                     "and no grouping even" % (names, len(union)))
         else:
-            note = ("domains %s merged: other work (%s CPU) competes with busy threads"
+            note = ("domains %s merged: other work (%s CPU) competes with the program's threads"
                     % (names, " / ".join("%.1f" % o for o in other)))
         self._reshape(DomainChoice(split.level, (union,), note, confined))
         if other and self.other_meter is not None:

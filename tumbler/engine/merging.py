@@ -17,6 +17,10 @@ Tumbler paper), and loses to it in two cases the grouping cannot see:
   only (2 busy threads on two 1-CPU domains and a CPU-bound hog on one:
   the thread beside the hog runs at 0.5, the other at 1.0; the OS alone
   runs all three at 0.67).
+  Threads that block at barriers show it another way: beside the hog they
+  wait in the run queue while another domain's CPU idles, where the OS
+  alone would run them (4 uneven threads with barriers beside a hog on
+  one of two 1-CPU domains: 1.09-1.19 times the OS's wall time bound).
   Threads cannot be planned around work tumbler does not manage: it can
   neither move it nor know what it will want next.
 
@@ -39,6 +43,12 @@ from .speed import thread_speed
 #: in another domain before the domains merge (one round's speeds are
 #: noisy).
 SHORTFALL = 0.9
+#: CPUs of run-queue wait of a domain's threads beside other work, and of
+#: idle CPU in another domain, from which the domains merge (the
+#: threads that block: crowded_by_other_work).  Below it, what a
+#: program's own bursts overlapping costs (the load window's wait of
+#: threads that block is mostly that: engine/window.py, demand).
+WAITING_CPU = 0.2
 
 
 def _runnable(threads):
@@ -80,31 +90,45 @@ def crowded_by_other_work(threads, cores, other):
     beside a hog that long (a thread that sleeps shows it in its speed and
     runnable share soon enough).  Those known to sleep do not.
 
-    Only a domain with other work and such threads can answer True: when
-    there is none (the usual round), nothing else is computed."""
-    judged = {t.domain for t in runnable_at_least(threads, RUNNABLE_SHARE)
-              if t.domain is not None and 0 <= t.domain < len(cores) and t.wall_ns > 0
-              and (t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND)}
-    if not any(others > 0.0 and index in judged for index, others in enumerate(other)):
+    Threads that block (runnable less than RUNNABLE_SHARE of the load
+    window) answer True another way: together at least WAITING_CPU of
+    run-queue wait over the load window (runnable share less CPU share)
+    in a domain other work competes for, while another domain left at
+    least WAITING_CPU of its CPUs idle over the last round -- there the OS
+    would have run them.
+
+    Only a domain with other work can answer True: when there is none
+    (the usual round), nothing else is computed."""
+    if not any(others > 0.0 for others in other):
         return False
     speeds = {}                     # domain -> speeds of its always-runnable threads
     got = [0.0] * len(cores)        # domain -> CPU its threads got
+    waited = [0.0] * len(cores)     # domain -> run-queue wait of its threads that block
     for t in threads:
         if t.domain is None or not 0 <= t.domain < len(cores) or t.wall_ns <= 0:
             continue
         speed = thread_speed(t.exec_ns, t.wall_ns)
         got[t.domain] += speed
-        if t.runnable is not None and t.runnable >= RUNNABLE_SHARE and (
-                t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND):
-            speeds.setdefault(t.domain, []).append(speed)
-    best = [sum(speeds[i]) / len(speeds[i]) if i in speeds
-            else max(0.0, min(1.0, count - others - got[i]))
-            for i, (count, others) in enumerate(zip(cores, other))]
-    for index, others in enumerate(other):
-        if others <= 0.0 or index not in speeds:
+        if t.runnable is None:
             continue
-        elsewhere = max((b for i, b in enumerate(best) if i != index), default=0.0)
-        if best[index] < SHORTFALL * elsewhere:
+        if t.runnable >= RUNNABLE_SHARE:
+            if t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND:
+                speeds.setdefault(t.domain, []).append(speed)
+        elif t.runnable > t.load:
+            waited[t.domain] += t.runnable - t.load     # load: its CPU share (demand)
+    idle = [max(0.0, count - others - got[i])
+            for i, (count, others) in enumerate(zip(cores, other))]
+    best = [sum(speeds[i]) / len(speeds[i]) if i in speeds else min(1.0, idle[i])
+            for i in range(len(cores))]
+    for index, others in enumerate(other):
+        if others <= 0.0:
+            continue
+        if index in speeds:
+            elsewhere = max((b for i, b in enumerate(best) if i != index), default=0.0)
+            if best[index] < SHORTFALL * elsewhere:
+                return True
+        if waited[index] >= WAITING_CPU and \
+                max((f for i, f in enumerate(idle) if i != index), default=0.0) >= WAITING_CPU:
             return True
     return False
 
