@@ -3,7 +3,9 @@ engine/merging.py): a CPU-bound hog on one of two 1-CPU domains makes auto
 hand the program's threads back to the OS, with the default ``--capacity
 cpus``; once the hog has gone the domains split again."""
 
+import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -75,4 +77,41 @@ def test_without_per_round_output_the_merge_is_judged_too(spawner, duty, procs, 
     hogging.kill()
     assert status == 0, stderr
     assert "merged: other work" in stderr, stderr
+    assert all(m == both for m in thread_masks(target.pid).values())
+
+
+@linux_root
+def test_threads_that_block_and_wait_beside_a_hog_merge_the_domains(duty, procs, state, tmp_path,
+                                                                     two_cpus):
+    """Two threads busy 40% of every 20 ms (they block the rest), bound one
+    to each of two 1-CPU domains; a hog on one CPU: the thread beside it
+    waits in the run queue (runnable ~0.8, below always-runnable) while
+    the other CPU idles half the time, so auto hands both back to the OS
+    (engine/merging.py, the threads that block)."""
+    from support.helpers import REPO, thread_names, tumbler_cmd
+    from support.processes import env_for
+    cpu_a, cpu_b = two_cpus
+    both = frozenset(two_cpus)
+    log = tmp_path / "run.jsonl"
+    target = procs.start([duty, "600", "40", "40"],
+                         preexec_fn=lambda: os.sched_setaffinity(0, both))
+    tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--log", str(log),
+                                      "-p", str(target.pid)),
+                          env=env_for(state), cwd=REPO, stderr=subprocess.PIPE, text=True)
+
+    def workers():
+        names = thread_names(target.pid)
+        return {tid: m for tid, m in thread_masks(target.pid).items()
+                if names.get(tid, "").startswith("duty-")}
+
+    wait_until(lambda: sorted(map(sorted, workers().values())) == [[cpu_a], [cpu_b]],
+               timeout=20, what="one blocking thread bound to each CPU")
+    hogging = hog(procs, duty, cpu_b, 0, 100)
+    wait_until(lambda: any("merged: other work" in r["reason"] for r in rounds_of(log)),
+               timeout=20, what="auto to merge the domains beside the hog")
+    wait_until(lambda: all(m == both for m in thread_masks(target.pid).values()),
+               timeout=5, what="every thread handed back to both CPUs")
+    status, stderr = finish(tumbler, signal.SIGTERM)
+    hogging.kill()
+    assert status == 0, stderr
     assert all(m == both for m in thread_masks(target.pid).values())
