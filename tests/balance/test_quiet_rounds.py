@@ -146,7 +146,7 @@ def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300, 
             "cv": plan.thread_cv, "loads": plan.domain_loads, "spread": plan.spread_before,
             "assignment": dict(plan.assignment),
             "capacities": [d.capacity for d in controller.domains]})
-    controller._leave_quiet()
+    controller.quiet.leave()
     threads = {tid: (t.start, t.load, t.runnable, t.exec_ns, t.wall_ns, t.prev_wall,
                      t.prev_run, t.domain)
                for (_, tid), t in sorted(controller.threads.items())}
@@ -355,7 +355,7 @@ def test_no_quiet_rounds_with_observers_or_when_disabled():
 
 
 def test_window_base_is_the_same_for_quiet_and_full_rounds():
-    """_window_start finds the base sample before the new one is added
+    """LoadWindow.window_start finds the base sample before the new one is added
     (quiet rounds) as after (full rounds)."""
     backend = ColumnBackend()
     choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
@@ -368,8 +368,9 @@ def test_window_base_is_the_same_for_quiet_and_full_rounds():
     for walls in ([0, 100], [0, 100, 200, 300], [0, 50, 100, 350, 400], [0, 400]):
         history = [At(w * MS) for w in walls]
         now = walls[-1] * MS + 100 * MS
-        before = controller._window_start(history, now, appended=False)
-        after = controller._window_start(history + [At(now)], now, appended=True)
+        window = controller.tracker.loads
+        before = window.window_start(history, now, appended=False)
+        after = window.window_start(history + [At(now)], now, appended=True)
         assert before == after
         assert before <= len(history) - 1
 
