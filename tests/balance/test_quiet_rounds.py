@@ -12,36 +12,12 @@ from array import array
 
 import pytest
 
-from support.scripted import MS, PID, ScriptedBackend
+from support.scripted import MS, PID, ColumnBackend
 from tumbler.balance.controller import Controller
 from tumbler.balance.quiet import QuietRound
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NoSuchProcess, NullBinder, Sample, ThreadTimes
-
-
-class ColumnBackend(ScriptedBackend):
-    """ScriptedBackend with the column reader quiet rounds use."""
-
-    def __init__(self):
-        super().__init__()
-        self.column_reads = 0
-        self.busy = {0: 0, 1: 0}        # per CPU: busy ns, as /proc/stat counts it
-
-    def cpu_times(self):
-        return {cpu: (busy, self.now) for cpu, busy in self.busy.items()}
-
-    def columns_reader(self, pid, tids):
-        tids = list(tids)
-
-        def reader(run, lat):
-            if sorted(self.threads) != sorted(tids):
-                return None         # a thread was born or exited
-            self.column_reads += 1
-            for i, tid in enumerate(tids):
-                _, run[i], lat[i] = self.threads[tid]
-            return self.now
-        return reader
 
 
 #: The wrapper shell of a process tree (``sh -c prog``): one idle thread.
