@@ -562,7 +562,7 @@ def test_cpu_from_before_a_thread_was_bound_counts_apart_for_a_load_window():
         backend.busy[1] += 100 * MS
         controller.round()
         apart.append(round(controller.tracker.loads.received_all()[-1], 3))
-        assert controller._held_other() == [0.0, 0.0]
+        assert controller.other.held() == [0.0, 0.0]
     bound = next(i for i, t in enumerate(apart) if 0 < t < 2)
     assert sorted(t.domain for t in controller.threads.values()) == [0, 1]
     assert all(a > b for a, b in zip(apart[bound:bound + 3], apart[bound + 1:bound + 4])), apart

@@ -48,6 +48,8 @@ The jobs, one component each, built by ``Controller`` with what it needs
 ``handback.py``    HandBack: putting every thread back; children of bound
                    threads
 ``merged.py``      DomainMerger: merging the domains and splitting them again
+``otherwork.py``   OtherWork: other work on the domains' CPUs (its meters);
+                   measured capacity weighs the domains by it
 ``machine.py``     MachineWatch: CPUs off-line and back, cpusets changed
 ``domains.py``     Layout: the domains balanced over now (the controller's)
 =================  ========================================================
@@ -66,11 +68,11 @@ from ..cpulist import format_cpulist
 from ..platform.priority import settle_priority
 from ..engine.policy import JUDGE_INTERVAL_MS
 from ..errors import warn as warn_line
-from .capacity import CapacityMeter, weighed
 from .domains import DomainChoice, Layout
 from .handback import HandBack
 from .machine import MachineWatch
 from .merged import DomainMerger
+from .otherwork import OtherWork
 from .placer import Placer
 from .quiet import QuietRound, QuietRounds
 from .speedstep import SpeedSteps
@@ -113,21 +115,6 @@ class Controller:
         self.quiet_rounds = quiet_rounds    # False: every round is a full one
         self._last_decision = None
         self._regrouped_ns = None   # sample time of the last round that moved threads
-        # --capacity measured: domains weighed by what other work leaves of
-        # them (the service's other programs not counted, and smoothed over
-        # ``smooth_windows``: balance/capacity.py).
-        self.capacity_meter = (CapacityMeter(backend, self.load_window_ns, warn,
-                                             managed_elsewhere=managed_elsewhere,
-                                             smooth_windows=smooth_windows)
-                               if capacity == "measured" else None)
-        # auto leaves domains other work competes for to the OS (engine/
-        # policy.py, 7.): it measures other work with capacity counted in
-        # CPUs too.
-        self.other_meter = self.capacity_meter
-        if self.other_meter is None and policy.merges_domains and self.moves_threads:
-            self.other_meter = CapacityMeter(backend, self.load_window_ns, warn,
-                                             managed_elsewhere=managed_elsewhere)
-        self._other_seen = None     # other work per domain at the last full round
         self._judging_first = True      # no binding yet: see _binding_deferred
         self._next_round = None     # monotonic s; set by start_clock
         self._reshaped = False      # reshape() gave new domains: place every thread
@@ -136,25 +123,30 @@ class Controller:
         # The components, each owning its state; what one needs of another
         # is passed to it here.
         layout, stats = self.layout, self.stats
+        self.other = OtherWork(backend, layout, self.load_window_ns, warn, capacity=capacity,
+                               merges=policy.merges_domains and self.moves_threads,
+                               managed_elsewhere=managed_elsewhere,
+                               smooth_windows=smooth_windows)
+        meter, capacity_meter = self.other.meter, self.other.capacity_meter
         self.placer = Placer(backend, binder, layout, self.machine, stats, warn,
                              journal=journal, dry_run=dry_run)
         self.tracker = ThreadTracker(backend, binder, policy, layout, self.machine, stats, warn,
                                      bound_masks=self.placer.bound_masks,
                                      load_window_ns=self.load_window_ns, journal=journal,
-                                     other_meter=self.other_meter, found=self._threads_found,
+                                     other_meter=meter, found=self._threads_found,
                                      changing=self._leave_quiet)
         self.tracker.hand_back = self.handback = HandBack(backend, binder, self.tracker,
                                                           self.placer, warn, journal)
         self.merger = DomainMerger(policy, layout, self.load_window_ns,
                                    moves_threads=self.moves_threads,
-                                   capacity_meter=self.capacity_meter,
-                                   other_meter=self.other_meter, reshape=self._reshape,
+                                   capacity_meter=capacity_meter, other_meter=meter,
+                                   reshape=self._reshape,
                                    may_use=self._may_use)
         self.speed = SpeedSteps(backend, policy, layout, self.tracker, self.placer, stats,
                                 self.merger.may_merge)
         self.quiet = QuietRounds(backend, policy, layout, self.tracker, stats,
-                                 capacity_meter=self.capacity_meter,
-                                 other_meter=self.other_meter, may_merge=self.merger.may_merge)
+                                 capacity_meter=capacity_meter, other_meter=meter,
+                                 may_merge=self.merger.may_merge)
         binder.setup([d.cpus for d in layout.domains])
 
     # -- what other layers read (observers, the service, the commands) ---------
@@ -174,6 +166,10 @@ class Controller:
     @property
     def threads(self):
         return self.tracker.threads
+
+    @property
+    def other_meter(self):
+        return self.other.meter
 
     @property
     def pins_made(self):
@@ -244,7 +240,7 @@ class Controller:
             self._place_unmeasured()
         quiet = self.quiet
         if quiet.rosters is not None:
-            decision = quiet.round(self._other_seen, self.speed.speeding)
+            decision = quiet.round(self.other.seen, self.speed.speeding)
             if decision is not None:
                 self.speed.pins_made = []
                 self._last_decision = decision
@@ -252,14 +248,15 @@ class Controller:
             quiet.leave()
         samples = self.tracker.sample_all()
         self.tracker.update_loads(samples)
-        other = self._other_work(max((s.wall_ns for s in samples), default=None))
+        other = self.other.measure(max((s.wall_ns for s in samples), default=None),
+                                   self.tracker)
         # Threads outside every domain (no eligible domain) are left alone.
         measured, views = self.speed.measured_views(other)
         merge_note = self.merger.judge(views, samples, other)
         if merge_note:                  # other domains: other eligibility, views
-            other = self._held_other()
+            other = self.other.held()
             measured, views = self.speed.measured_views(other)
-        self._other_seen = other
+        self.other.seen = other
         decision = self.policy.decide(views, self.domains, other)
         plan = decision.plan
         if self.merger.pending and decision.interval_ms > JUDGE_INTERVAL_MS:
@@ -284,7 +281,7 @@ class Controller:
             regrouped = self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
                                       samples)
             applied += regrouped
-            if self.other_meter is not None:
+            if self.other.meter is not None:
                 self.tracker.loads.note_placed(regrouped, samples)
             self.speed.round_pins(by_tid, decision.pins)
             self.speed.follow(decision, measured)
@@ -304,14 +301,23 @@ class Controller:
 
     def _binding_deferred(self):
         """Why auto binds no thread yet (a phrase for the round's reason),
-        or None: until other work is read (``_other_unread``), and, for the
+        or None: until other work is read, and, for the
         first binding, while the first judgement of merging waits for its
         readings or hold -- 3 busy threads on two 1-CPU domains bound 2 + 1
         until the domains merge cost the pair half their speed for that
         second; the OS alone shares the CPUs.  That wait ends at
         FIRST_JUDGEMENT_WINDOWS load windows (a program making runnable
-        threads all the time is never judged: it is grouped)."""
-        if self._other_unread():
+        threads all the time is never judged: it is grouped).
+
+        Until other work is read: auto over two or more domains that may
+        merge moves no thread until then (0.25 s from add_target by
+        default): a thread bound beside work it has not seen yet -- a hog
+        on one of the CPUs -- goes at that work's pace until a round merges
+        the domains (3-4% of a 5 s barrier program, BENCHMARKS.md);
+        meanwhile the OS places every thread, as it would alone.  Domains
+        that never merge (packages, NUMA nodes, measured capacity) bind at
+        once: a thread's memory is placed where it first runs."""
+        if self.other.unread() and not self.choice.single and self.merger.may_merge():
             return "until other work is read"
         if self._judging_first:
             if self.merger.pending and self.merger.split_choice is None and \
@@ -320,56 +326,6 @@ class Controller:
                 return "while merging is judged"
             self._judging_first = False
         return None
-
-    def _other_unread(self):
-        """auto over two or more domains that may merge moves no thread
-        until other work is read (readings over half a load window, 0.25 s
-        from add_target by default): a thread bound beside work it has not
-        seen yet -- a hog on one of the CPUs -- goes at that work's pace
-        until a round merges the domains (3-4% of a 5 s barrier program,
-        BENCHMARKS.md); meanwhile the OS places every thread, as it would
-        alone.  Domains that never merge (packages, NUMA nodes, measured
-        capacity) bind at once: a thread's memory is placed where it first
-        runs."""
-        meter = self.other_meter
-        return (meter is not None and not meter.ready and meter.failed is None
-                and not self.choice.single and self.merger.may_merge())
-
-    def _other_work(self, now_ns):
-        """Other work per domain (CPUs, dead-banded: balance/capacity.py)
-        over the load window, None when it is not measured; with
-        --capacity measured the domains are weighed by it first
-        (``now_ns``: the samples' clock, None if there were none)."""
-        meter = self.other_meter
-        if meter is None:
-            return None
-        if now_ns is None:
-            now_ns = time.monotonic_ns()
-        if self.capacity_meter is not None and len(self.domains) > 1:
-            self._weigh(now_ns)
-        else:
-            *received, unplaced = self.tracker.loads.received_all()
-            meter.other_work(self.domains, received, now_ns, unplaced)
-        return self._held_other()
-
-    def _held_other(self):
-        """Other work per domain as the meter holds it now (0.0 where not
-        measured yet), None without a meter."""
-        meter = self.other_meter
-        if meter is None:
-            return None
-        return [meter.other.get(d.cpus, 0.0) for d in self.domains]
-
-    def _weigh(self, now_ns):
-        """Measured capacity (balance/capacity.py): each domain weighed by
-        what other work leaves of its CPUs, from the CPU the program's
-        threads received there over the load window (``now_ns``: the
-        samples' clock)."""
-        loads = [t.load for t in self.threads.values()
-                 if t.load is not None and not t.unmovable and t.eligible]
-        *received, unplaced = self.tracker.loads.received_all()
-        self.layout.domains = weighed(self.domains, self.capacity_meter.update(
-            self.domains, received, now_ns, loads, unplaced))
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are
