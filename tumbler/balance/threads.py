@@ -119,7 +119,7 @@ class ThreadTracker:
         sample = self.backend.sample(pid)
         if self.other_meter is not None and not self.other_meter.readings:
             # Other work is known half a load window from now, not from the
-            # first round (controller.py, _other_unread).
+            # first round (controller.py, _binding_deferred).
             self.other_meter.start(sample.wall_ns)
         token = self.backend.process(pid).start if children or start is not None else None
         if start is not None and token != start:
