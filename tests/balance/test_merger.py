@@ -6,24 +6,33 @@ from types import SimpleNamespace
 
 from tumbler.balance.domains import DomainChoice, Layout
 from tumbler.balance.merged import MERGE_HOLD_WINDOWS, SPLIT_HOLD_WINDOWS, DomainMerger
+from tumbler.balance.otherwork import OtherWork
 from tumbler.engine.model import ThreadView
 from tumbler.engine.policy import make_policy
+from tumbler.platform.base import Unsupported
 
 WINDOW_NS = 500_000_000
 ZERO, ONE = frozenset({0}), frozenset({1})
 SPLIT = DomainChoice("llc", (ZERO, ONE), "test")
 
 
-def merger_over(choice=SPLIT, policy="auto", capacity_meter=None):
+class Scripted:
+    """No busy time to read: other work measured, never read."""
+
+    def cpu_times(self):
+        raise Unsupported("scripted")
+
+
+def merger_over(choice=SPLIT, policy="auto", capacity="cpus"):
     layout = Layout(choice)
     reshaped = []
 
     def reshape(choice):
         reshaped.append(choice)
         layout.set(choice)
-    merger = DomainMerger(make_policy(policy), layout, WINDOW_NS, moves_threads=True,
-                          capacity_meter=capacity_meter, other_meter=None, reshape=reshape,
-                          may_use=lambda: ZERO | ONE)
+    other = OtherWork(Scripted(), layout, WINDOW_NS, None, capacity=capacity, merges=True)
+    merger = DomainMerger(make_policy(policy), layout, WINDOW_NS, other, moves_threads=True,
+                          reshape=reshape, may_use=lambda: ZERO | ONE)
     return merger, layout, reshaped
 
 
@@ -86,7 +95,7 @@ def test_not_judged_until_the_threads_sleeping_is_known():
 
 def test_which_runs_may_merge_their_domains():
     assert not merger_over(policy="tumbler")[0].may_merge()      # only auto merges
-    assert not merger_over(capacity_meter=object())[0].may_merge()   # measured capacity
+    assert not merger_over(capacity="measured")[0].may_merge()   # measured capacity
     assert not merger_over(DomainChoice("numa", (ZERO, ONE), "test"))[0].may_merge()
     merger, _, _ = merger_over()
     merger.forget()

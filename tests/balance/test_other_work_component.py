@@ -64,3 +64,15 @@ def test_measured_capacity_weighs_the_domains_by_what_other_work_leaves():
     assert a_round() == [0.0, 1.0]
     # Nothing left of CPU 1 for a thread of the program: left out.
     assert [d.capacity for d in other.layout.domains] == [1, 0.0]
+
+
+def test_merged_domains_hold_what_the_split_ones_had_until_read():
+    other, _, _, a_round = beside_a_hog()
+    a_round()
+    a_round()
+    assert not other.weighs_domains
+    other.hold(frozenset({0, 1}), 1.0)
+    other.layout.set(DomainChoice("explicit", (frozenset({0, 1}),), "merged"))
+    assert other.held() == [1.0]
+    assert not beside_a_hog(merges=False)[0].weighs_domains
+    assert beside_a_hog(capacity="measured")[0].weighs_domains

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from support.scripted import MS, PID, ColumnBackend
 from tumbler.balance.domains import DomainChoice, Layout
 from tumbler.balance.machine import MachineWatch
+from tumbler.balance.otherwork import OtherWork
 from tumbler.balance.quiet import ColumnSample, QuietRound, QuietRounds
 from tumbler.balance.spreads import RunStats
 from tumbler.balance.threads import ThreadTracker
@@ -27,8 +28,8 @@ def quiet_over(policy="tumbler", choice=TWO):
     tracker = ThreadTracker(backend, NullBinder(), policy, layout, MachineWatch(backend),
                             stats, lambda line: None, bound_masks=set(),
                             load_window_ns=300 * MS)
-    quiet = QuietRounds(backend, policy, layout, tracker, stats, capacity_meter=None,
-                        other_meter=None, may_merge=lambda: False)
+    other = OtherWork(backend, layout, 300 * MS, None, capacity="cpus", merges=False)
+    quiet = QuietRounds(backend, policy, layout, tracker, stats, other, lambda: False)
     return quiet, backend, tracker
 
 

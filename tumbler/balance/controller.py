@@ -127,26 +127,23 @@ class Controller:
                                merges=policy.merges_domains and self.moves_threads,
                                managed_elsewhere=managed_elsewhere,
                                smooth_windows=smooth_windows)
-        meter, capacity_meter = self.other.meter, self.other.capacity_meter
         self.placer = Placer(backend, binder, layout, self.machine, stats, warn,
                              journal=journal, dry_run=dry_run)
         self.tracker = ThreadTracker(backend, binder, policy, layout, self.machine, stats, warn,
                                      bound_masks=self.placer.bound_masks,
                                      load_window_ns=self.load_window_ns, journal=journal,
-                                     other_meter=meter, found=self._threads_found,
+                                     other_meter=self.other.meter,
+                                     found=self._threads_found,
                                      changing=self._leave_quiet)
         self.tracker.hand_back = self.handback = HandBack(backend, binder, self.tracker,
                                                           self.placer, warn, journal)
-        self.merger = DomainMerger(policy, layout, self.load_window_ns,
-                                   moves_threads=self.moves_threads,
-                                   capacity_meter=capacity_meter, other_meter=meter,
-                                   reshape=self._reshape,
+        self.merger = DomainMerger(policy, layout, self.load_window_ns, self.other,
+                                   moves_threads=self.moves_threads, reshape=self._reshape,
                                    may_use=self._may_use)
         self.speed = SpeedSteps(backend, policy, layout, self.tracker, self.placer, stats,
                                 self.merger.may_merge)
-        self.quiet = QuietRounds(backend, policy, layout, self.tracker, stats,
-                                 capacity_meter=capacity_meter, other_meter=meter,
-                                 may_merge=self.merger.may_merge)
+        self.quiet = QuietRounds(backend, policy, layout, self.tracker, stats, self.other,
+                                 self.merger.may_merge)
         binder.setup([d.cpus for d in layout.domains])
 
     # -- what other layers read (observers, the service, the commands) ---------

@@ -26,16 +26,16 @@ class DomainMerger:
     while not merged), ``wanted_ns`` (since when every judgement asked for
     the change) and ``pending`` (a judgement waits for readings or its
     hold).  Reads the run's Layout; changes it only through ``reshape``
-    (the controller's: a DomainChoice -> balance over it)."""
+    (the controller's: a DomainChoice -> balance over it); ``other``: the
+    run's OtherWork (balance/otherwork.py)."""
 
-    def __init__(self, policy, layout, load_window_ns, *, moves_threads, capacity_meter,
-                 other_meter, reshape, may_use):
+    def __init__(self, policy, layout, load_window_ns, other, *, moves_threads, reshape,
+                 may_use):
         self.policy = policy
         self.layout = layout
         self.load_window_ns = load_window_ns
         self.moves_threads = moves_threads
-        self.capacity_meter = capacity_meter    # measured capacity: never merged
-        self.other_meter = other_meter
+        self.other = other
         self.reshape = reshape
         self.may_use = may_use          # () -> every CPU the program may use
         self.split_choice = None        # the domains merged now (engine/policy.py, 5.)
@@ -57,7 +57,7 @@ class DomainMerger:
         CPUs -- measured capacity weighs the domains instead (and may leave
         one out): merging would hand threads back to CPUs it found taken."""
         return (self.policy.merges_domains and self.moves_threads
-                and self.capacity_meter is None
+                and not self.other.weighs_domains
                 and mergeable(self.unmerged()))
 
     def judge(self, views, samples, other):
@@ -113,9 +113,9 @@ class DomainMerger:
             note = ("domains %s merged: other work (%s CPU) competes with busy threads"
                     % (names, " / ".join("%.1f" % o for o in other)))
         self.reshape(DomainChoice(split.level, (union,), note, confined))
-        if other and self.other_meter is not None:
+        if other:
             # What the split domains held until the meter reads the union:
             # speed balancing must not engage in it for a round meanwhile.
-            self.other_meter.other[union] = sum(other)
+            self.other.hold(union, sum(other))
         self.split_choice = split
         return note

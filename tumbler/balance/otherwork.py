@@ -64,6 +64,19 @@ class OtherWork:
             meter.other_work(domains, received, now_ns, unplaced)
         return self.held()
 
+    @property
+    def weighs_domains(self):
+        """--capacity measured: the domains are weighed by other work (and
+        so never merged: merging would hand threads back to CPUs it found
+        taken)."""
+        return self.capacity_meter is not None
+
+    def hold(self, cpus, other):
+        """Take ``other`` CPUs as the other work on ``cpus`` until the meter
+        reads them (domains just merged: what the split ones held)."""
+        if self.meter is not None:
+            self.meter.other[cpus] = other
+
     def held(self):
         """Other work per domain as the meter holds it now (0.0 where not
         measured yet), None without a meter."""

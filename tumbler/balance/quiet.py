@@ -112,18 +112,17 @@ class QuietRounds:
     when the next round is a full one) and ``calm`` ((threads, ms) of the
     last paced watch, None when rounds are not paced).  Reads the
     tracker's threads and load window histories (and measures them when
-    quiet rounds end), the Layout's domains and capacities;
+    quiet rounds end), the Layout's domains and capacities, other work
+    (``other``, the run's OtherWork: its meters);
     ``may_merge()``: DomainMerger.may_merge."""
 
-    def __init__(self, backend, policy, layout, tracker, stats, *, capacity_meter,
-                 other_meter, may_merge):
+    def __init__(self, backend, policy, layout, tracker, stats, other, may_merge):
         self.backend = backend
         self.policy = policy
         self.layout = layout
         self.tracker = tracker
         self.stats = stats
-        self.capacity_meter = capacity_meter
-        self.other_meter = other_meter
+        self.other = other
         self.may_merge = may_merge
         self.rosters = None         # the threads quiet rounds read, while they may
         self.calm = None            # (threads, ms) of the last paced watch
@@ -135,7 +134,7 @@ class QuietRounds:
         tracker = self.tracker
         if not samples or len(samples) != len(tracker.targets) or placed_between_rounds:
             return None
-        meter = self.capacity_meter
+        meter = self.other.capacity_meter
         if meter is not None and meter.left_out:
             # A domain left out or on trial (balance/capacity.py): only full
             # rounds change that state, so only they run meanwhile.
@@ -182,7 +181,7 @@ class QuietRounds:
             summary = self._tree_summary(reads)
             now = max(read[3] for read in reads)
         capacities = self.layout.capacities
-        meter = self.capacity_meter
+        meter = self.other.capacity_meter
         if meter is not None and len(domains) > 1:
             # Weighed as the last full round weighed them, if that still
             # holds.  For a full round to weigh: a capacity that moved, or
@@ -197,10 +196,10 @@ class QuietRounds:
             if any(d.measured is not None for d in domains):
                 capacities = planned
                 summary = summary._replace(spread=spread(summary.domain_loads, planned))
-        elif self.other_meter is not None and len(domains) > 1 and self.may_merge():
+        elif self.other.meter is not None and len(domains) > 1 and self.may_merge():
             # Other work that rose (or fell) on a domain may merge them
             # (engine/merging.py): a full round judges it.
-            if self.other_meter.other_work(domains, summary.domain_cpu, now) \
+            if self.other.meter.other_work(domains, summary.domain_cpu, now) \
                     not in (None, other_seen):
                 return None
         verdict = self.policy.quiet_verdict(summary, capacities)
