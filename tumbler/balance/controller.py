@@ -55,10 +55,10 @@ The jobs, one component each, built by ``Controller`` with what it needs
 =================  ========================================================
 
 This module holds what ties them: one round, following the machine and
-space sharing (a reshape), and the cadences -- ``tick``
-does whatever is due (a round, a speed step, a look for new threads) and
-``due`` says when the next is; one loop (service/driver.py) ticks the
-controllers of every run, one or many, until the runs end.
+space sharing (a reshape), and the cadences -- ``tick`` does whatever is
+due (a round, a speed step, a look for new threads) and ``due`` says when
+the next is; one loop (service/driver.py) ticks the controllers of every
+run, one or many, until the runs end.
 """
 
 import resource
