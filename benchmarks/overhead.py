@@ -497,9 +497,10 @@ def round_once(crowd, count, rounds, gap_ms, policy_name, phases):
             controller.round()
         totals = {}
         if phases:
-            for name, label in (("sample_all", "sample"), ("update_loads", "loads"),
-                                ("_measured_views", "views")):
-                _timed(controller, name, totals, label)
+            for owner, name, label in ((controller.tracker, "sample_all", "sample"),
+                                        (controller.tracker, "update_loads", "loads"),
+                                        (controller.speed, "measured_views", "views")):
+                _timed(owner, name, totals, label)
             _timed(policy, "decide", totals, "decide")
         floors, round_ns = [], []
         reader = None

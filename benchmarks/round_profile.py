@@ -87,7 +87,7 @@ def steady_cpu(controller, floor):
         if floor is None or state["rounds"] <= WARM_ROUNDS:
             return original(self)
         if floor == "sample":
-            self.sample_all()
+            self.tracker.sample_all()
         self.stats.intervals += 1
         return self.last_decision
 
@@ -103,7 +103,7 @@ def steady_cpu(controller, floor):
 
 
 def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
-    from tumbler.balance import controller
+    from tumbler.balance import controller, placer, quiet, speedstep, threads
     from tumbler.engine import policy, speed, window
     from tumbler.platform.linux import backend as linux
     if python_sampler:
@@ -116,10 +116,13 @@ def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
     if bare or floor is not None:
         return run_tumbler(args)
     totals = {}
-    for name in ("round", "speed_step", "sample_all", "update_loads", "discover",
-                 "_crowded_domains", "_views", "_apply", "_pin", "_quiet_round",
-                 "_leave_quiet", "_quiet_rosters"):
-        wrap(controller.Controller, name, name, totals)
+    for owner, names in ((controller.Controller, ("round",)),
+                         (threads.ThreadTracker, ("sample_all", "update_loads", "discover")),
+                         (speedstep.SpeedSteps, ("step", "crowded_domains", "views", "pin")),
+                         (placer.Placer, ("apply",)),
+                         (quiet.QuietRounds, ("round", "leave", "rosters_for"))):
+        for name in names:
+            wrap(owner, name, "%s.%s" % (owner.__name__, name), totals)
     for name in ("process_state", "sample", "_steady_sample", "thread_ids", "thread_run_ns"):
         wrap(linux.LinuxBackend, name, "linux." + name, totals)
     wrap(linux.os, "pread", "os.pread", totals)     # the kernel's share of sampling

@@ -321,8 +321,8 @@ def test_auto_paces_a_single_domain_it_only_watches():
                     DEFAULT_IDLE_INTERVAL_MS, DEFAULT_IDLE_INTERVAL_MS,
                     DEFAULT_IDLE_INTERVAL_MS, DEFAULT_IDLE_INTERVAL_MS], calm
     # A round that engaged or pinned keeps its interval and restarts the pace.
-    assert controller.paced_ms(WATCH_INTERVAL_MS, acting=True) == WATCH_INTERVAL_MS
-    assert controller.paced_ms(WATCH_INTERVAL_MS) == WATCH_INTERVAL_MS
+    assert controller.quiet.paced_ms(WATCH_INTERVAL_MS, acting=True) == WATCH_INTERVAL_MS
+    assert controller.quiet.paced_ms(WATCH_INTERVAL_MS) == WATCH_INTERVAL_MS
     born, _ = _watched(make_policy("auto"), shares, 6, born_at=4)
     assert born[3] == DEFAULT_IDLE_INTERVAL_MS and born[4] == WATCH_INTERVAL_MS, born
     fixed, _ = _watched(make_policy("auto", fixed_interval_ms=WATCH_INTERVAL_MS), shares, 6)
@@ -537,7 +537,7 @@ def test_a_tid_taken_again_before_the_round_drops_the_old_thread_is_placed_once(
     born = TrackedThread(PID + 2, 101, 9, "born", frozenset({0, 1}), frozenset({0, 1}),
                          (0, 0, 0))
     controller.threads[(PID + 2, 101)] = born
-    controller._place_new([born])
+    controller.placer.place_new([born], controller.threads.values())
     assert born.domain in (0, 1)
 
 
@@ -561,9 +561,9 @@ def test_cpu_from_before_a_thread_was_bound_counts_apart_for_a_load_window():
         backend.busy[0] += 100 * MS
         backend.busy[1] += 100 * MS
         controller.round()
-        apart.append(round(controller._received_all()[-1], 3))
-        assert controller._held_other() == [0.0, 0.0]
+        apart.append(round(controller.tracker.loads.received_all()[-1], 3))
+        assert controller.other.held() == [0.0, 0.0]
     bound = next(i for i, t in enumerate(apart) if 0 < t < 2)
     assert sorted(t.domain for t in controller.threads.values()) == [0, 1]
     assert all(a > b for a, b in zip(apart[bound:bound + 3], apart[bound + 1:bound + 4])), apart
-    assert apart[-1] == 0.0 and not controller._placed_at, apart
+    assert apart[-1] == 0.0 and not controller.tracker.loads.placed_at, apart

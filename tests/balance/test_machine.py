@@ -168,7 +168,7 @@ def test_a_reset_seen_before_the_round_that_notices_the_cpu_is_the_kernels(every
     on_one = [tid for tid in tids if backend.masks[tid] == {1}]
     backend.offline(1)
     thread = controller.threads[(PID, on_one[0])]
-    assert controller._still_ours(thread)
+    assert controller.placer.still_ours(thread)
     assert thread.bound_mask is None and not thread.unmovable
     assert not any("someone else" in w for w in warnings)
 
@@ -179,7 +179,7 @@ def test_an_admins_change_on_cpus_that_stayed_on_line_is_still_left_alone(every_
     on_zero = [tid for tid in tids if backend.masks[tid] == {0}]
     backend.masks[on_zero[0]] = BOTH            # an admin's taskset
     thread = controller.threads[(PID, on_zero[0])]
-    assert not controller._still_ours(thread)   # what the next bind or hand-back asks
+    assert not controller.placer.still_ours(thread)   # what the next bind or hand-back asks
     assert thread.unmovable
     assert any("changed to 0-1 by someone else" in w for w in warnings), warnings
     # Even once a CPU goes off-line later: it stays the admin's.
@@ -331,7 +331,7 @@ def test_a_bind_the_cpuset_refuses_before_the_round_sees_it_leaves_the_thread_tu
     on_zero = [tid for tid in tids if backend.masks[tid] == {0}]
     backend.set_cpuset({0})
     thread = controller.threads[(PID, on_zero[0])]
-    assert controller._bind_all([(thread, 1, None)]) == []
+    assert controller.placer.bind_all([(thread, 1, None)]) == []
     assert not thread.unmovable and not warnings
     busy_rounds(backend, controller, 2, tids)
     assert controller.choice.single and split(backend, tids) == [[0]] * 4

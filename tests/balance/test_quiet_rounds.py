@@ -12,36 +12,12 @@ from array import array
 
 import pytest
 
-from support.scripted import MS, PID, ScriptedBackend
+from support.scripted import MS, PID, ColumnBackend
 from tumbler.balance.controller import Controller
 from tumbler.balance.quiet import QuietRound
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NoSuchProcess, NullBinder, Sample, ThreadTimes
-
-
-class ColumnBackend(ScriptedBackend):
-    """ScriptedBackend with the column reader quiet rounds use."""
-
-    def __init__(self):
-        super().__init__()
-        self.column_reads = 0
-        self.busy = {0: 0, 1: 0}        # per CPU: busy ns, as /proc/stat counts it
-
-    def cpu_times(self):
-        return {cpu: (busy, self.now) for cpu, busy in self.busy.items()}
-
-    def columns_reader(self, pid, tids):
-        tids = list(tids)
-
-        def reader(run, lat):
-            if sorted(self.threads) != sorted(tids):
-                return None         # a thread was born or exited
-            self.column_reads += 1
-            for i, tid in enumerate(tids):
-                _, run[i], lat[i] = self.threads[tid]
-            return self.now
-        return reader
 
 
 #: The wrapper shell of a process tree (``sh -c prog``): one idle thread.
@@ -146,7 +122,7 @@ def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300, 
             "cv": plan.thread_cv, "loads": plan.domain_loads, "spread": plan.spread_before,
             "assignment": dict(plan.assignment),
             "capacities": [d.capacity for d in controller.domains]})
-    controller._leave_quiet()
+    controller.quiet.leave()
     threads = {tid: (t.start, t.load, t.runnable, t.exec_ns, t.wall_ns, t.prev_wall,
                      t.prev_run, t.domain)
                for (_, tid), t in sorted(controller.threads.items())}
@@ -355,7 +331,7 @@ def test_no_quiet_rounds_with_observers_or_when_disabled():
 
 
 def test_window_base_is_the_same_for_quiet_and_full_rounds():
-    """_window_start finds the base sample before the new one is added
+    """LoadWindow.window_start finds the base sample before the new one is added
     (quiet rounds) as after (full rounds)."""
     backend = ColumnBackend()
     choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
@@ -368,8 +344,9 @@ def test_window_base_is_the_same_for_quiet_and_full_rounds():
     for walls in ([0, 100], [0, 100, 200, 300], [0, 50, 100, 350, 400], [0, 400]):
         history = [At(w * MS) for w in walls]
         now = walls[-1] * MS + 100 * MS
-        before = controller._window_start(history, now, appended=False)
-        after = controller._window_start(history + [At(now)], now, appended=True)
+        window = controller.tracker.loads
+        before = window.window_start(history, now, appended=False)
+        after = window.window_start(history + [At(now)], now, appended=True)
         assert before == after
         assert before <= len(history) - 1
 

@@ -10,13 +10,13 @@ import random
 import pytest
 
 from support.scripted import MS, PID, ScriptedBackend
-from tumbler.balance import speedstep, threads
+from tumbler.balance import loads, speedstep
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NullBinder
 
-pytestmark = pytest.mark.skipif(threads._c_measure_threads is None,
+pytestmark = pytest.mark.skipif(loads._c_measure_threads is None,
                                 reason="balance/_rounds.c not built")
 
 FIELDS = ("start", "prev_wall", "prev_run", "exec_ns", "wall_ns", "load", "cpu", "runnable",
@@ -37,8 +37,8 @@ def scripted_run(seed, policy, with_c, monkeypatch):
     """Every round's per-thread numbers, views and moves of one scripted run."""
     with monkeypatch.context() as patch:
         if not with_c:
-            patch.setattr(threads, "_c_measure_threads", None)
-            patch.setattr(threads, "_c_received", None)
+            patch.setattr(loads, "_c_measure_threads", None)
+            patch.setattr(loads, "_c_received", None)
             patch.setattr(speedstep, "_c_thread_views", None)
         rng = random.Random(seed)
         backend = Scripted()
@@ -57,8 +57,9 @@ def scripted_run(seed, policy, with_c, monkeypatch):
             return decide(views, domains, other)
         controller.policy.decide = recording
         python_passes = []
-        py_measure = controller._py_measure_threads
-        controller._py_measure_threads = lambda *args: python_passes.append(1) or py_measure(*args)
+        window = controller.tracker.loads
+        py_measure = window._py_measure_threads
+        window._py_measure_threads = lambda *args: python_passes.append(1) or py_measure(*args)
         history = []
         for step in range(40):
             backend.now += rng.choice((50, 100, 130)) * MS
@@ -77,7 +78,7 @@ def scripted_run(seed, policy, with_c, monkeypatch):
                 {key: tuple(getattr(t, name) for name in FIELDS)
                  for key, t in controller.threads.items()},
                 [(m.tid, m.src, m.dst) for m in decision.plan.moves],
-                controller._received_all()))
+                window.received_all()))
         assert bool(python_passes) == (not with_c)     # plain int counters: all in C
         return history, seen
 
@@ -119,14 +120,15 @@ def test_unusual_threads_take_the_python_pass():
     outsider.eligible, foreign.unmovable = frozenset(), True
     threads = good + [tracked(0.3, 0.3, None), outsider, foreign]
     assert received(threads, 2) == [0.5, 0.2, 0.3]
-    from tumbler.balance import threads as module
-    controller = type("Controller", (), {"domains": [0, 1], "_placed_at": {}, "threads": {
-        i: t for i, t in enumerate(threads)}, "_received_all": module.ThreadTracking._received_all})()
-    original, module._c_received = module._c_received, None
+    from tumbler.balance.domains import Layout
+    from tumbler.balance.loads import LoadWindow
+    layout = Layout(DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test"))
+    window = LoadWindow({i: t for i, t in enumerate(threads)}, TrackedThread, layout, 1)
+    original, loads._c_received = loads._c_received, None
     try:
-        assert controller._received_all() == [0.5, 0.2, 0.3]
+        assert window.received_all() == [0.5, 0.2, 0.3]
     finally:
-        module._c_received = original
+        loads._c_received = original
     odd = good + [tracked(1, 1)]                # ints, not floats
     assert received(odd, 2) is None
     assert received(good, 1) is None            # a domain out of range
@@ -136,10 +138,10 @@ def test_unusual_threads_take_the_python_pass():
 def test_counters_that_are_not_plain_ints_go_on_in_python(monkeypatch):
     """From the first thread whose counters the C pass does not take (a
     float here), the Python pass measures the rest, as it would all."""
-    def loads(with_c):
+    def measured(with_c):
         with monkeypatch.context() as patch:
             if not with_c:
-                patch.setattr(threads, "_c_measure_threads", None)
+                patch.setattr(loads, "_c_measure_threads", None)
             backend = Scripted()
             for tid in range(100, 110):
                 backend.run(tid, 0)
@@ -152,5 +154,5 @@ def test_counters_that_are_not_plain_ints_go_on_in_python(monkeypatch):
                 backend.run(tid, 30 if tid < 105 else 30.5)
             controller.round()
             return {tid: (t.load, t.exec_ns, t.cpu) for (_, tid), t in controller.threads.items()}
-    assert loads(True) == loads(False)
-    assert loads(True)[107][0] == pytest.approx(0.305)
+    assert measured(True) == measured(False)
+    assert measured(True)[107][0] == pytest.approx(0.305)

@@ -472,7 +472,7 @@ def test_three_plus_one_busy_threads_become_two_plus_two(duty, two_cpus):
             workers = sorted((t for t in controller.threads.values() if t.tid != workload.pid),
                              key=lambda t: t.tid)
             assert len(workers) == 4
-            controller._apply([(t, 0) for t in workers[:3]] + [(workers[3], 1)])
+            controller.placer.apply([(t, 0) for t in workers[:3]] + [(workers[3], 1)])
             masks = thread_masks(workload.pid)
             assert sorted(masks[t.tid] == {cpu_a} for t in workers) == [False, True, True, True]
             # The first round measures from the threads' first sighting: let

@@ -34,42 +34,50 @@ an error -- ``restore_all`` puts every touched thread back the way it was
 found, with the threads and child processes born of bound threads, and the
 binder removes what it created.
 
-The jobs, one module each (mixins of ``Controller``, sharing its state):
+The jobs, one component each, built by ``Controller`` with what it needs
+(each owns its state; what several read has one owner, passed to them):
 
 =================  ========================================================
-``threads.py``     targets, their threads (and new processes: --children),
-                   loads over the load window
-``quiet.py``       quiet rounds (and their data); the paced watch
-``speedstep.py``   crowded domains, the policy's view, speed steps
-``placer.py``      every change of placement, journalled before it is made
-``handback.py``    putting every thread back; children of bound threads
-``machine.py``     CPUs off-line and back, cpusets changed: domains re-planned
+``threads.py``     ThreadTracker: targets, their threads (and new
+                   processes: --children); owns the table of threads
+``loads.py``       LoadWindow (the tracker's): loads over the load window
+``quiet.py``       QuietRounds: quiet rounds (and their data); the paced watch
+``speedstep.py``   SpeedSteps: crowded domains, the policy's view, speed steps
+``placer.py``      Placer: every change of placement, journalled before it
+                   is made; owns the masks tumbler set
+``handback.py``    HandBack: putting every thread back; children of bound
+                   threads
+``merged.py``      DomainMerger: merging the domains and splitting them again
+``otherwork.py``   OtherWork: other work on the domains' CPUs (its meters);
+                   measured capacity weighs the domains by it
+``machine.py``     MachineWatch: CPUs off-line and back, cpusets changed
+``domains.py``     Layout: the domains balanced over now (the controller's)
 =================  ========================================================
 
-This module holds what ties them: one round, and the cadences -- ``tick``
-does whatever is due (a round, a speed step, a look for new threads) and
-``due`` says when the next is; one loop (service/driver.py) ticks the
-controllers of every run, one or many, until the runs end.
+This module holds what ties them: one round, following the machine and
+space sharing (a reshape), and the cadences -- ``tick`` does whatever is
+due (a round, a speed step, a look for new threads) and ``due`` says when
+the next is; one loop (service/driver.py) ticks the controllers of every
+run, one or many, until the runs end.
 """
 
 import resource
 import time
 
 from ..cpulist import format_cpulist
-from ..engine.model import Domain
 from ..platform.priority import settle_priority
 from ..engine.policy import JUDGE_INTERVAL_MS
 from ..errors import warn as warn_line
-from .capacity import CapacityMeter, weighed
-from .domains import DomainChoice
+from .domains import DomainChoice, Layout
 from .handback import HandBack
-from .machine import FollowMachine, MachineWatch
-from .merged import MergedDomains
+from .machine import MachineWatch
+from .merged import DomainMerger
+from .otherwork import OtherWork
 from .placer import Placer
-from .quiet import QuietRound, QuietRounds, Roster
+from .quiet import QuietRound, QuietRounds
 from .speedstep import SpeedSteps
-from .spreads import SpreadHistory
-from .threads import ThreadTracking
+from .spreads import RunStats
+from .threads import ThreadTracker
 
 
 #: Rounds and looks for new threads due within this are done at once when
@@ -82,28 +90,10 @@ SLACK_S = 0.05
 FIRST_JUDGEMENT_WINDOWS = 4
 
 
-class RunStats:
-    """What the exit summary reports of a run (observers/summary.py)."""
+class Controller:
+    """One run's balancing: the round, the cadences, and the components
+    that do the jobs (see the module docstring), each owning its state."""
 
-    __slots__ = ("started", "intervals", "quiet", "threads_seen", "migrations", "pins",
-                 "spreads", "warnings", "outsiders", "priority", "startup_s")
-
-    def __init__(self, started):
-        self.started = started
-        self.intervals = 0
-        self.quiet = 0                  # of them, quiet rounds
-        self.threads_seen = 0
-        self.migrations = 0             # moves between domains
-        self.pins = 0                   # speed balancing's core changes
-        self.spreads = SpreadHistory()  # every round's spread (before its moves)
-        self.warnings = 0
-        self.outsiders = 0              # threads allowed no CPU of any domain, left alone
-        self.priority = None            # () -> how the loop ran, for the summary (run.py)
-        self.startup_s = 0.0            # wall time from tumbler's start to balancing
-
-
-class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, FollowMachine,
-                 MergedDomains):
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
                  load_window_ms=500, journal=None, quiet_rounds=True, capacity="cpus",
@@ -111,8 +101,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         self.backend = backend
         self.binder = binder
         self.policy = policy
-        self.choice = domain_choice
-        self.domains = [Domain(i, cpus) for i, cpus in enumerate(domain_choice.domains)]
+        self.layout = Layout(domain_choice)     # the domains balanced over now
         self.dry_run = dry_run
         self.moves_threads = policy.moves_threads
         self.discover_s = discover_ms / 1000.0
@@ -121,61 +110,107 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         self.first_interval_ms = first_interval_ms
         self.journal = journal          # crash-safe record of original placements
         self.observers = list(observers)   # each has write_round(controller, plan, moves)
-        self.warn = warn or warn_line
-        self.targets = []
-        self.followed = {}                  # pid -> start token: targets whose
-                                            # descendants are targets too
-        self._listed_pids = set()           # every process at the last look for them
-        self._newest_pid = None             # Backend.newest_pid at that look
-        self.placed_between_rounds = []     # initial placements, logged next round
-        self._last_decision = None
-        self.pins_made = []                 # (thread, cpu, step) of the last round and the
-                                            # speed steps before it
-        self.steps = 0                      # speed balancing steps so far (rounds included)
-        self._pins_between = []             # pins of speed steps since the last round
-        self._speeding = []                 # threads speed_step samples
-        self._speed_domains = []            # domains where it is engaged
-        self.base_allowed = {}              # pid -> CPUs the process may use
-        self.images = {}                    # pid -> program image token (exec detection)
-        self._bound_masks = set()           # CPU sets tumbler bound threads to
-        self.threads = {}           # (pid, tid) -> TrackedThread
-        self.histories = {}         # pid -> round Samples within the load window
-        self._tracked = {}          # pid -> TIDs in self.threads
+        self.warn = warn = warn or warn_line
         self.stats = RunStats(started=time.monotonic())
         self.quiet_rounds = quiet_rounds    # False: every round is a full one
-        self._rosters = None        # the threads quiet rounds read, while they may
+        self._last_decision = None
         self._regrouped_ns = None   # sample time of the last round that moved threads
-        self._capacities = Roster.capacities(self.domains)
-        # --capacity measured: domains weighed by what other work leaves of
-        # them (the service's other programs not counted, and smoothed over
-        # ``smooth_windows``: balance/capacity.py).
-        self.capacity_meter = (CapacityMeter(backend, self.load_window_ns, self.warn,
-                                             managed_elsewhere=managed_elsewhere,
-                                             smooth_windows=smooth_windows)
-                               if capacity == "measured" else None)
-        # auto leaves domains other work competes for to the OS (engine/
-        # policy.py, 7.): it measures other work with capacity counted in
-        # CPUs too.
-        self.other_meter = self.capacity_meter
-        if self.other_meter is None and policy.merges_domains and self.moves_threads:
-            self.other_meter = CapacityMeter(backend, self.load_window_ns, self.warn,
-                                             managed_elsewhere=managed_elsewhere)
-        self._other_seen = None     # other work per domain at the last full round
-        # (pid, tid) -> monotonic ns it was first bound at, having run where
-        # the OS put it before (_before_placed); for a load window.
-        self._placed_at = {}
         self._judging_first = True      # no binding yet: see _binding_deferred
         self._next_round = None     # monotonic s; set by start_clock
-        self._calm = None           # (threads, ms) of the last paced watch (quiet.py)
         self._reshaped = False      # reshape() gave new domains: place every thread
-        self._orphans_of = None     # (root, its CPUs) while tumbler keeps orphans
-        self._own_processes = frozenset     # () -> PIDs of tumbler's own children
         self.machine = MachineWatch(backend, domain_choice)    # hotplug, cpusets
-        self.tell_machine = self.warn   # says how it followed them (the service: once)
-        self._split_choice = None   # the domains merged now (engine/policy.py, 5.)
-        self._merge_wanted_ns = None    # since when every judgement asked to merge (split)
-        self._merge_pending = False     # a judgement waits for readings or its hold
-        binder.setup([d.cpus for d in self.domains])
+        self.tell_machine = warn    # says how it followed them (the service: once)
+        # The components, each owning its state; what one needs of another
+        # is passed to it here.
+        layout, stats = self.layout, self.stats
+        self.other = OtherWork(backend, layout, self.load_window_ns, warn, capacity=capacity,
+                               merges=policy.merges_domains and self.moves_threads,
+                               managed_elsewhere=managed_elsewhere,
+                               smooth_windows=smooth_windows)
+        self.placer = Placer(backend, binder, layout, self.machine, stats, warn,
+                             journal=journal, dry_run=dry_run)
+        self.tracker = ThreadTracker(backend, binder, policy, layout, self.machine, stats, warn,
+                                     bound_masks=self.placer.bound_masks,
+                                     load_window_ns=self.load_window_ns, journal=journal,
+                                     other_meter=self.other.meter,
+                                     found=self._threads_found,
+                                     changing=self._leave_quiet)
+        self.tracker.hand_back = self.handback = HandBack(backend, binder, self.tracker,
+                                                          self.placer, warn, journal)
+        self.merger = DomainMerger(policy, layout, self.load_window_ns, self.other,
+                                   moves_threads=self.moves_threads, reshape=self._reshape,
+                                   may_use=self._may_use)
+        self.speed = SpeedSteps(backend, policy, layout, self.tracker, self.placer, stats,
+                                self.merger.may_merge)
+        self.quiet = QuietRounds(backend, policy, layout, self.tracker, stats, self.other,
+                                 self.merger.may_merge)
+        binder.setup([d.cpus for d in layout.domains])
+
+    # -- what other layers read (observers, the service, the commands) ---------
+
+    @property
+    def domains(self):
+        return self.layout.domains
+
+    @property
+    def choice(self):
+        return self.layout.choice
+
+    @property
+    def targets(self):
+        return self.tracker.targets
+
+    @property
+    def threads(self):
+        return self.tracker.threads
+
+    @property
+    def other_meter(self):
+        return self.other.meter
+
+    @property
+    def pins_made(self):
+        return self.speed.pins_made
+
+    @property
+    def steps(self):
+        return self.speed.steps
+
+    def add_target(self, pid, allowed=None, children=False, start=None):
+        """Start managing ``pid`` (ThreadTracker.add_target)."""
+        self.tracker.add_target(pid, allowed, children, start)
+
+    def keep_orphans(self, root, allowed, own_processes=frozenset):
+        """``exec``: keep the orphans of ``root``'s tree (ThreadTracker.keep_orphans)."""
+        return self.tracker.keep_orphans(root, allowed, own_processes)
+
+    def reap_orphans(self):
+        self.tracker.reap_orphans()
+
+    def received_now(self):
+        """(domain CPUs, CPU received there) per domain, as the last round
+        measured it (LoadWindow.received_now)."""
+        return self.tracker.loads.received_now(getattr(self._last_decision, "summary", None))
+
+    def restore_all(self):
+        """Put back every thread tumbler touched; return how many failed."""
+        self._leave_quiet()
+        return self.handback.restore_all()
+
+    # -- what the components hand on -------------------------------------------
+
+    def _threads_found(self, new, inherited):
+        """The tracker found threads: those born of a bound thread are
+        tumbler's to put back (Placer.adopt_inherited); the new ones are
+        placed at once, unless binding waits (_binding_deferred)."""
+        if inherited:
+            self.placer.adopt_inherited(inherited)
+        if new and self.moves_threads and not self.choice.single \
+                and not self._binding_deferred():
+            self.placer.place_new(new, self.tracker.threads.values())
+
+    def _leave_quiet(self):
+        self.quiet.leave()
 
     # -- one round -----------------------------------------------------------
 
@@ -194,39 +229,45 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         """One monitor-group-apply round: a quiet one when it may be (see the
         module docstring; returns a QuietRound), else a full one (returns
         the Decision)."""
-        self._look_at_new_processes()
+        self.tracker.look_at_new_processes()
         change = self.machine.replan(self.targets, self._may_use)
         if change is not None:
             self._follow_machine(*change)
         if self._reshaped:
             self._place_unmeasured()
-        if self._rosters is not None:
-            decision = self._quiet_round()
+        quiet = self.quiet
+        if quiet.rosters is not None:
+            decision = quiet.round(self.other.seen, self.speed.speeding)
             if decision is not None:
+                self.speed.pins_made = []
+                self._last_decision = decision
                 return decision
-            self._leave_quiet()
-        samples = self.sample_all()
-        self.update_loads(samples)
-        other = self._other_work(max((s.wall_ns for s in samples), default=None))
+            quiet.leave()
+        samples = self.tracker.sample_all()
+        self.tracker.update_loads(samples)
+        other = self.other.measure(max((s.wall_ns for s in samples), default=None),
+                                   self.tracker)
         # Threads outside every domain (no eligible domain) are left alone.
-        measured, views = self._measured_views(other)
-        merge_note = self._merge_or_split(views, samples, other)
+        measured, views = self.speed.measured_views(other)
+        merge_note = self.merger.judge(views, samples, other)
         if merge_note:                  # other domains: other eligibility, views
-            other = self._held_other()
-            measured, views = self._measured_views(other)
-        self._other_seen = other
+            other = self.other.held()
+            measured, views = self.speed.measured_views(other)
+        self.other.seen = other
         decision = self.policy.decide(views, self.domains, other)
         plan = decision.plan
-        if self._merge_pending and decision.interval_ms > JUDGE_INTERVAL_MS:
+        if self.merger.pending and decision.interval_ms > JUDGE_INTERVAL_MS:
             # Whether to merge is being judged: at auto's judging pace.
             decision.interval_ms = plan.interval_ms = JUDGE_INTERVAL_MS
         if merge_note:
             plan.reason += "; " + merge_note
-        decision.interval_ms = plan.interval_ms = self.paced_ms(
-            decision.interval_ms, decision.engaged or decision.pins or decision.watching)
-        applied, self.placed_between_rounds = self.placed_between_rounds, []
+        decision.interval_ms = plan.interval_ms = quiet.paced_ms(
+            decision.interval_ms, decision.engaged or decision.pins or decision.watching,
+            self.speed.speeding)
+        placer = self.placer
+        applied, placer.placed_between_rounds = placer.placed_between_rounds, []
         for thread, _, _ in applied:
-            self._refresh_name(thread)      # placed at birth, often renamed since
+            placer.refresh_name(thread)     # placed at birth, often renamed since
         deferred = self._binding_deferred()
         if deferred:
             decision.interval_ms = plan.interval_ms = min(decision.interval_ms, JUDGE_INTERVAL_MS)
@@ -237,11 +278,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             regrouped = self._regroup(plan, [(by_tid[m.tid], m.dst) for m in plan.moves],
                                       samples)
             applied += regrouped
-            if self.other_meter is not None:
-                self._note_placed(regrouped, samples)
-            self.pins_made = self._pins_between + self._pin(by_tid, decision.pins)
-            self._pins_between = []
-            self._follow_speed(decision, measured)
+            if self.other.meter is not None:
+                self.tracker.loads.note_placed(regrouped, samples)
+            self.speed.round_pins(by_tid, decision.pins)
+            self.speed.follow(decision, measured)
         self._last_decision = decision
         self.stats.intervals += 1
         if not self.choice.single:
@@ -249,118 +289,40 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         for observer in self.observers:
             observer.write_round(self, plan, applied)
         # Merged domains split again on what full rounds see: none quiet.
-        if self.quiet_rounds and self._split_choice is None and not (
-                self._merge_pending or deferred or self._placed_at or applied or plan.moves
-                or decision.pins
-                or self.pins_made or decision.engaged or self.observers):
-            self._rosters = self._quiet_rosters(samples, decision)
+        if self.quiet_rounds and self.merger.split_choice is None and not (
+                self.merger.pending or deferred or self.tracker.loads.placed_at or applied
+                or plan.moves or decision.pins
+                or self.speed.pins_made or decision.engaged or self.observers):
+            quiet.rosters = quiet.rosters_for(samples, decision, placer.placed_between_rounds)
         return decision
 
     def _binding_deferred(self):
         """Why auto binds no thread yet (a phrase for the round's reason),
-        or None: until other work is read (``_other_unread``), and, for the
+        or None: until other work is read, and, for the
         first binding, while the first judgement of merging waits for its
         readings or hold -- 3 busy threads on two 1-CPU domains bound 2 + 1
         until the domains merge cost the pair half their speed for that
         second; the OS alone shares the CPUs.  That wait ends at
         FIRST_JUDGEMENT_WINDOWS load windows (a program making runnable
-        threads all the time is never judged: it is grouped)."""
-        if self._other_unread():
+        threads all the time is never judged: it is grouped).
+
+        Until other work is read: auto over two or more domains that may
+        merge moves no thread until then (0.25 s from add_target by
+        default): a thread bound beside work it has not seen yet -- a hog
+        on one of the CPUs -- goes at that work's pace until a round merges
+        the domains (3-4% of a 5 s barrier program, BENCHMARKS.md);
+        meanwhile the OS places every thread, as it would alone.  Domains
+        that never merge (packages, NUMA nodes, measured capacity) bind at
+        once: a thread's memory is placed where it first runs."""
+        if self.other.unread() and not self.choice.single and self.merger.may_merge():
             return "until other work is read"
         if self._judging_first:
-            if self._merge_pending and self._split_choice is None and \
+            if self.merger.pending and self.merger.split_choice is None and \
                     time.monotonic() - self.stats.started < \
                     FIRST_JUDGEMENT_WINDOWS * self.load_window_ns / 1e9:
                 return "while merging is judged"
             self._judging_first = False
         return None
-
-    def _other_unread(self):
-        """auto over two or more domains that may merge moves no thread
-        until other work is read (readings over half a load window, 0.25 s
-        from add_target by default): a thread bound beside work it has not
-        seen yet -- a hog on one of the CPUs -- goes at that work's pace
-        until a round merges the domains (3-4% of a 5 s barrier program,
-        BENCHMARKS.md); meanwhile the OS places every thread, as it would
-        alone.  Domains that never merge (packages, NUMA nodes, measured
-        capacity) bind at once: a thread's memory is placed where it first
-        runs."""
-        meter = self.other_meter
-        return (meter is not None and not meter.ready and meter.failed is None
-                and not self.choice.single and self._may_merge())
-
-    def _note_placed(self, made, samples):
-        """Threads measured where the OS put them and bound now (the first
-        binding after other work was read, or after a split): for a load
-        window their CPU counts in their domain only from now on
-        (_before_placed)."""
-        now = samples[0].wall_ns if samples else time.monotonic_ns()
-        placed = self._placed_at
-        for key in [k for k, at in placed.items() if now - at >= self.load_window_ns]:
-            del placed[key]
-        for thread, src, _ in made:
-            if src is None:
-                placed[(thread.pid, thread.tid)] = now
-
-    def _before_placed(self, received):
-        """Move from ``received``'s domains to its last entry (not placed)
-        the part of each thread's CPU over the load window from before it
-        was bound (_note_placed): the OS ran it anywhere until then.
-        Time-weighted: the thread's CPU is a rate over the window, taken as
-        even over it."""
-        unplaced = len(received) - 1
-        for key, placed in list(self._placed_at.items()):
-            thread = self.threads.get(key)
-            history = self.histories.get(key[0])
-            if thread is None or thread.domain is None or thread.cpu is None or not history:
-                del self._placed_at[key]
-                continue
-            base = max(history[0].wall_ns, thread.first[0])
-            span = thread.prev_wall - base
-            if placed <= base:
-                del self._placed_at[key]        # its whole window is in its domain
-                continue
-            if span <= 0:
-                continue
-            before = thread.cpu * min(1.0, (placed - base) / span)
-            received[thread.domain] -= before
-            received[unplaced] += before
-
-    def _other_work(self, now_ns):
-        """Other work per domain (CPUs, dead-banded: balance/capacity.py)
-        over the load window, None when it is not measured; with
-        --capacity measured the domains are weighed by it first
-        (``now_ns``: the samples' clock, None if there were none)."""
-        meter = self.other_meter
-        if meter is None:
-            return None
-        if now_ns is None:
-            now_ns = time.monotonic_ns()
-        if self.capacity_meter is not None and len(self.domains) > 1:
-            self._weigh(now_ns)
-        else:
-            *received, unplaced = self._received_all()
-            meter.other_work(self.domains, received, now_ns, unplaced)
-        return self._held_other()
-
-    def _held_other(self):
-        """Other work per domain as the meter holds it now (0.0 where not
-        measured yet), None without a meter."""
-        meter = self.other_meter
-        if meter is None:
-            return None
-        return [meter.other.get(d.cpus, 0.0) for d in self.domains]
-
-    def _weigh(self, now_ns):
-        """Measured capacity (balance/capacity.py): each domain weighed by
-        what other work leaves of its CPUs, from the CPU the program's
-        threads received there over the load window (``now_ns``: the
-        samples' clock)."""
-        loads = [t.load for t in self.threads.values()
-                 if t.load is not None and not t.unmovable and t.eligible]
-        *received, unplaced = self._received_all()
-        self.domains = weighed(self.domains, self.capacity_meter.update(
-            self.domains, received, now_ns, loads, unplaced))
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are
@@ -370,7 +332,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
                     if t.domain is None and t.load is None and t.eligible and not t.unmovable]
         if unplaced and self.moves_threads and not self.choice.single \
                 and not self._binding_deferred():
-            self._place_new(unplaced)
+            self.placer.place_new(unplaced, self.threads.values())
 
     def _regroup(self, plan, moves, samples):
         """Apply a plan's moves -- unless the last regrouping is less than a
@@ -386,14 +348,14 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             if held:
                 moves = [(t, dst) for t, dst in moves if t.domain is None]
                 plan.reason += "; held: the last regrouping is not yet a load window old"
-        made = self._apply(moves)
+        made = self.placer.apply(moves)
         if any(src is not None for _, src, _ in made):
             self._regrouped_ns = now
         return made
 
     def _may_use(self):
         """Every CPU the targets may use (their allowed CPUs when added)."""
-        return frozenset().union(*self.base_allowed.values())
+        return frozenset().union(*self.tracker.base_allowed.values())
 
     # -- space sharing ---------------------------------------------------------
 
@@ -410,8 +372,8 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         program gets all it may use back as one domain."""
         note = "space sharing: %s %s" % ("CPUs" if confined else "all it may use, CPUs",
                                          " / ".join(format_cpulist(d) for d in domains))
-        level = (self._split_choice or self.choice).level
-        self._split_choice = self._merge_wanted_ns = None
+        level = self.merger.unmerged().level
+        self.merger.forget()
         self.machine.planned = DomainChoice(level, tuple(domains), note, confined)
         self._reshape(self.machine.planned)
 
@@ -419,9 +381,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         """Balance over ``choice``'s domains from now on (see reshape)."""
         old, was_single = self.domains, self.choice.single
         self._leave_quiet()
-        self.choice = choice
-        self.domains = [Domain(i, cpus) for i, cpus in enumerate(choice.domains)]
-        self._capacities = Roster.capacities(self.domains)
+        self.layout.set(choice)
         self.binder.setup([d.cpus for d in self.domains])
         if self.journal is not None:
             self.journal.attach(self.binder, [d.cpus for d in self.domains])
@@ -440,15 +400,31 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
                 thread.pinned_cpu = None
             if self.choice.single and thread.eligible:
                 if thread.saved is not None and not thread.unmovable:
-                    self._hand_back(thread)
+                    self.placer.hand_back(thread)
                 thread.domain = 0
-        self._speeding, self._speed_domains, self._pins_between = [], [], []
+        self.speed.reset()
         self._regrouped_ns = None
         self._last_decision = None
         self._reshaped = True
         if self._next_round is not None:    # balancing has started: a round now
             self._next_round = self._scanned = time.monotonic()
             self._next_step = None
+
+    def _follow_machine(self, choice, note):
+        """The on-line CPUs or a cpuset changed (balance/machine.py): balance
+        over ``choice`` (the planned domains cut to the CPUs usable now)
+        from now on; merged domains are judged anew; every thread still
+        bound whose mask the kernel reset is placed again."""
+        self.merger.forget()
+        self._reshape(choice)
+        if self.binder.binds_masks and not self.dry_run:
+            for thread in list(self.threads.values()):
+                if thread.bound_mask is None or thread.unmovable:
+                    continue
+                if self.placer.still_ours(thread) and thread.bound_mask is None \
+                        and not self.choice.single:
+                    thread.domain = None    # the kernel's reset: placed again
+        self.tell_machine(note)
 
     # -- the cadences (service/driver.py, the one loop) --------------------------
 
@@ -466,7 +442,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         """A full round at the next tick, unpaced: the service woke this
         program from parking (service/loop.py), nothing from before holds."""
         self._leave_quiet()
-        self._calm = None
+        self.quiet.calm = None
         self._next_round = time.monotonic()
 
     def tick(self, slack=0.0):
@@ -489,10 +465,10 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
             if decision.speed_interval_ms and self.moves_threads:
                 self._next_step = self._scanned + decision.speed_interval_ms / 1000.0
         elif self._next_step is not None and now >= self._next_step:
-            step_ms = self.speed_step()
+            step_ms = self.speed.step()
             self._next_step = None if step_ms is None else time.monotonic() + step_ms / 1000.0
-        elif self._calm is None and early - self._scanned >= self.discover_s:
-            self.discover()
+        elif self.quiet.calm is None and early - self._scanned >= self.discover_s:
+            self.tracker.discover()
             self._scanned = now
         return self.due()
 
@@ -500,7 +476,7 @@ class Controller(ThreadTracking, QuietRounds, SpeedSteps, Placer, HandBack, Foll
         """The monotonic time the next round, speed step or look for new
         threads is due (what ``tick`` returns)."""
         # A paced watch (quiet.py) looks for new threads at its rounds only.
-        wake = self._next_round if self._calm else min(self._next_round, self._scanned
+        wake = self._next_round if self.quiet.calm else min(self._next_round, self._scanned
                                                        + self.discover_s)
         if self._next_step is not None:
             wake = min(wake, self._next_step)

@@ -15,7 +15,10 @@ group across; the caller says so in the log and the summary.
 
 from __future__ import annotations
 
+from array import array
+
 from ..cpulist import brief, format_cpulist
+from ..engine.model import Domain
 from ..errors import UsageError
 from ..platform.base import LEVELS
 from ..records import record
@@ -41,6 +44,26 @@ class DomainChoice:
         all the program may use.  A program confined to one domain by space
         sharing (balance/sharing.py) still has every thread bound to it."""
         return len(self.domains) < 2 and not self.confined
+
+
+class Layout:
+    """The domains a run balances over now: the DomainChoice (``choice``),
+    its Domain objects (``domains``, weighed when capacity is measured) and
+    their CPUs per domain, by index, as the engine's sums take them
+    (``capacities``).  The controller owns it and changes it (a reshape, a
+    weighing); its components read it, so none keeps a copy that goes
+    stale."""
+
+    __slots__ = ("choice", "domains", "capacities")
+
+    def __init__(self, choice):
+        self.set(choice)
+
+    def set(self, choice):
+        """Balance over ``choice``'s domains from now on (unweighed)."""
+        self.choice = choice
+        self.domains = [Domain(i, cpus) for i, cpus in enumerate(choice.domains)]
+        self.capacities = array("i", [len(d.cpus) for d in self.domains])
 
 
 def choose_domains(topology, allowed, level="auto", explicit=None):

@@ -1,8 +1,8 @@
-"""Putting threads back: every thread tumbler touched when the run ends,
-and the threads and child processes born of bound threads, which start
-with tumbler's masks (new threads of a target are recorded as they are
-found; children are handed back when found -- threads.py,
-``_look_at_new_processes`` -- and at the end)."""
+"""Putting threads back (``HandBack``): every thread tumbler touched when
+the run ends, and the threads and child processes born of bound threads,
+which start with tumbler's masks (new threads of a target are recorded as
+they are found; children are handed back when found -- threads.py,
+``look_at_new_processes`` -- and at the end)."""
 
 import os
 
@@ -10,22 +10,38 @@ from ..platform.base import NoSuchProcess, sweep
 
 
 class HandBack:
-    """Controller's job: handing every thread back."""
+    """Handing every thread back.
+
+    Owns no state of its own: it reads the ThreadTracker's table (the
+    threads, targets, their allowed CPUs, the orphans kept under ``exec``)
+    and the Placer's ``bound_masks`` (a mask found among them is
+    tumbler's), and asks the Placer whether someone else placed a thread
+    since (then it is left as it is)."""
+
+    def __init__(self, backend, binder, tracker, placer, warn, journal=None):
+        self.backend = backend
+        self.binder = binder
+        self.tracker = tracker
+        self.placer = placer
+        self.warn = warn
+        self.journal = journal
 
     def restore_all(self):
-        """Put back every thread tumbler touched; return how many failed."""
+        """Put back every thread tumbler touched (quiet rounds ended
+        first: the threads hold a full round's numbers); return how many
+        failed.  The binder and the backend are closed after."""
         failed = 0
-        self._leave_quiet()
-        for pid in self.targets:
+        tracker = self.tracker
+        for pid in tracker.targets:
             try:
-                self._check_exec(pid, self.backend.process_state(pid, fresh=True)[1])
+                tracker.check_exec(pid, self.backend.process_state(pid, fresh=True)[1])
             except NoSuchProcess:
                 pass
-        for thread in self.threads.values():
+        for thread in tracker.threads.values():
             if thread.saved is None:
                 continue
             try:
-                if self._changed_by_someone_else(thread):
+                if self.placer.changed_by_someone_else(thread):
                     continue
                 self.binder.restore(thread.pid, thread.tid, thread.saved)
             except NoSuchProcess:
@@ -59,38 +75,39 @@ class HandBack:
         its creator was put back may show up only in a later listing:
         platform/base.py, ``sweep``).
         Returns how many could not be put back."""
-        if not (self.binder.binds_masks and self._bound_masks):
+        if not (self.binder.binds_masks and self.placer.bound_masks):
             return 0
         failed = 0
+        tracker = self.tracker
 
         def one_pass():
             nonlocal failed
             found = 0
-            for pid in list(self.targets):
-                if not self._same_process(pid):
+            for pid in list(tracker.targets):
+                if not tracker.same_process(pid):
                     continue        # exited, its PID maybe another's: nothing of ours
                 try:
                     tids = self.backend.thread_ids(pid)
                 except NoSuchProcess:
                     continue
-                original = self.base_allowed[pid]
+                original = tracker.base_allowed[pid]
                 for tid in tids:
-                    if (pid, tid) not in self.threads:
+                    if (pid, tid) not in tracker.threads:
                         done, error = self._put_back_inherited(pid, tid, original)
                         found += done
                         failed += error
-                threads = [self.threads.get((pid, tid)) for tid in tids]
-                done, error = self._put_back_children(
+                threads = [tracker.threads.get((pid, tid)) for tid in tids]
+                done, error = self.put_back_children(
                     pid, [t for t in threads if t is not None], untracked=[
                         tid for tid, t in zip(tids, threads) if t is None])
                 found += done
                 failed += error
-            if self._orphans_of is not None:
+            if tracker.orphans_of is not None:
                 try:
-                    orphans = self._orphans(self.backend.children(os.getpid()))
+                    orphans = tracker.orphans(self.backend.children(os.getpid()))
                 except NoSuchProcess:
                     orphans = []
-                done, error = self._put_back_tree([(pid, self._orphans_of[1])
+                done, error = self.put_back_tree([(pid, tracker.orphans_of[1])
                                                    for pid in orphans])
                 found += done
                 failed += error
@@ -99,20 +116,7 @@ class HandBack:
         sweep(one_pass)
         return failed
 
-    def _same_process(self, pid):
-        """Whether target ``pid`` is still the process tumbler took on: a
-        fresh read of the fd the backend keeps on it (Linux: its main
-        thread's stat, bound to the process, not to the number).  A target
-        that exited leaves its PID to the next process made, any user's,
-        whose threads may well carry a mask equal to one tumbler set (a
-        one-CPU domain's): never hand those "back"."""
-        try:
-            self.backend.process_state(pid, fresh=True)
-        except NoSuchProcess:
-            return False
-        return True
-
-    def _put_back_children(self, pid, threads, untracked=()):
+    def put_back_children(self, pid, threads, untracked=()):
         """Hand back the threads of the child processes of ``threads`` (and
         of the ``untracked`` TIDs), and of their children, that carry a mask
         tumbler set: a child starts with the mask of the thread that forked
@@ -130,10 +134,10 @@ class HandBack:
                 children = self.backend.children(pid, untracked)
             except NoSuchProcess:
                 children = ()
-            todo += [(child, self.base_allowed[pid]) for child in children]
-        return self._put_back_tree(todo)
+            todo += [(child, self.tracker.base_allowed[pid]) for child in children]
+        return self.put_back_tree(todo)
 
-    def _put_back_tree(self, todo):
+    def put_back_tree(self, todo):
         """Hand back each (process, the CPUs it goes back to) of ``todo``
         and its descendants, where they carry a mask tumbler set; targets
         are left to themselves.  Returns (handed back, failed)."""
@@ -141,7 +145,7 @@ class HandBack:
         seen = set()
         while todo:
             child, original = todo.pop()
-            if child in seen or child in self.base_allowed:
+            if child in seen or child in self.tracker.base_allowed:
                 continue            # a target of its own
             seen.add(child)
             try:
@@ -162,7 +166,7 @@ class HandBack:
         (1 if put back, 1 if that failed)."""
         try:
             mask = self.backend.allowed_cpus(pid, tid)
-            if mask == original or mask not in self._bound_masks:
+            if mask == original or mask not in self.placer.bound_masks:
                 return 0, 0
             self.binder.restore(pid, tid, {"cpus": sorted(original)})
         except NoSuchProcess:

@@ -29,12 +29,12 @@ mask).  Found at the next look, such a change is not an admin's:
 off-line during the run, or the process's cpuset changed at that moment
 (the look before it, or one made on the spot), and the new mask is what
 the kernel makes of tumbler's (``_kernel_made``).  The thread stays
-tumbler's -- placed again (FollowMachine re-checks every bound thread at a
-change), and restored at the end as usual.  An admin's change is still
-left alone, also to a thread tumbler handed back meanwhile (one domain
-left) before it is bound again (``kernel_masks``; Placer).  What cannot be
-told apart: an admin who gives such a thread exactly that mask during the
-same change.
+tumbler's -- placed again (the controller re-checks every bound thread at
+a change: Controller._follow_machine), and restored at the end as usual.
+An admin's change is still left alone, also to a thread tumbler handed
+back meanwhile (one domain left) before it is bound again
+(``kernel_masks``; Placer).  What cannot be told apart: an admin who gives
+such a thread exactly that mask during the same change.
 """
 
 import time
@@ -270,23 +270,3 @@ def _kernel_made(asked, cpuset, online):
     if online is not None:
         made |= {mask & online for mask in made}
     return made
-
-
-class FollowMachine:
-    """Controller's job: balancing over what the machine gives now."""
-
-    def _follow_machine(self, choice, note):
-        """The on-line CPUs or a cpuset changed: balance over ``choice``
-        (the planned domains cut to the CPUs usable now) from now on;
-        merged domains are judged anew; every thread still bound whose
-        mask the kernel reset is placed again."""
-        self._split_choice = self._merge_wanted_ns = None
-        self._reshape(choice)
-        if self.binder.binds_masks and not self.dry_run:
-            for thread in list(self.threads.values()):
-                if thread.bound_mask is None or thread.unmovable:
-                    continue
-                if self._still_ours(thread) and thread.bound_mask is None \
-                        and not self.choice.single:
-                    thread.domain = None    # the kernel's reset: placed again
-        self.tell_machine(note)

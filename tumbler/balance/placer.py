@@ -1,6 +1,7 @@
-"""Binding threads: initial placement, a round's moves and pins, and the
-journal entries that come before each change (``tumbler.state``); a
-thread someone else placed since is handed over, never bound again."""
+"""Binding threads (``Placer``): initial placement, a round's moves and
+pins, and the journal entries that come before each change
+(``tumbler.state``); a thread someone else placed since is handed over,
+never bound again."""
 
 from ..cpulist import format_cpulist
 from ..engine.model import ThreadLoad
@@ -22,9 +23,31 @@ _NO_BATCH = _NoBatch()
 
 
 class Placer:
-    """Controller's job: every change of a thread's placement."""
+    """Every change of a thread's placement.
 
-    def _place_new(self, new):
+    Owns: ``bound_masks`` (every CPU set tumbler bound a thread to: a mask
+    found among them is tumbler's doing, wherever it turns up -- the tracker
+    and the hand-back read it) and ``placed_between_rounds`` (initial
+    placements, logged at the next round).  Reads the Layout's domains;
+    ``machine`` (MachineWatch) says whether the machine changed under a
+    bind; ``stats`` counts migrations and warnings."""
+
+    def __init__(self, backend, binder, layout, machine, stats, warn, *, journal=None,
+                 dry_run=False):
+        self.backend = backend
+        self.binder = binder
+        self.layout = layout
+        self.machine = machine
+        self.stats = stats
+        self.warn = warn
+        self.journal = journal          # crash-safe record of original placements
+        self.dry_run = dry_run
+        self.bound_masks = set()        # CPU sets tumbler bound threads to
+        self.placed_between_rounds = []     # initial placements, logged next round
+
+    def place_new(self, new, tracked):
+        """Place the threads ``new`` (just found) beside the ``tracked``
+        ones (every thread the run tracks)."""
         from ..engine.grouping import place_new
         # A placed thread not measured yet counts as busy (1 CPU): threads
         # created one by one then alternate between domains.  Keyed by TID:
@@ -34,20 +57,20 @@ class Placer:
         movable = [t for t in new if t.eligible]
         placed = {t.tid: ThreadLoad(t.tid, 1.0 if t.load is None else t.load, t.domain,
                                     t.eligible)
-                  for t in self.threads.values() if t.domain is not None}
+                  for t in tracked if t.domain is not None}
         for thread in new:
             placed.pop(thread.tid, None)
         placed = list(placed.values())
         moves = place_new([ThreadLoad(t.tid, 0.0, None, t.eligible) for t in movable],
-                          placed, self.domains)
+                          placed, self.layout.domains)
         by_tid = {t.tid: t for t in movable}
-        self.placed_between_rounds += self._apply([(by_tid[m.tid], m.dst) for m in moves])
+        self.placed_between_rounds += self.apply([(by_tid[m.tid], m.dst) for m in moves])
 
-    def _apply(self, moves):
+    def apply(self, moves):
         """Bind each (thread, domain); return the moves actually made."""
         sources = {id(thread): thread.domain for thread, _ in moves}
         made = []
-        for thread, dst, _ in self._bind_all([(t, dst, None) for t, dst in moves
+        for thread, dst, _ in self.bind_all([(t, dst, None) for t, dst in moves
                                               if t.domain != dst]):
             src = sources[id(thread)]
             if src is not None:
@@ -56,7 +79,7 @@ class Placer:
             made.append((thread, src, dst))
         return made
 
-    def _bind_all(self, wanted):
+    def bind_all(self, wanted):
         """Bind each (thread, domain, cpu or None for the whole domain);
         return those done.
 
@@ -65,7 +88,7 @@ class Placer:
         write each, whatever the number of threads."""
         todo = []
         for thread, dst, cpu in wanted:
-            cpus = self.domains[dst].cpus & thread.allowed
+            cpus = self.layout.domains[dst].cpus & thread.allowed
             if cpu is not None:
                 cpus = cpus & {cpu}
             if cpus:
@@ -74,9 +97,9 @@ class Placer:
             for thread, dst, cpu, cpus in todo:
                 self._bound(thread, dst, cpu, cpus)
             return [(thread, dst, cpu) for thread, dst, cpu, _ in todo]
-        todo = [item for item in todo if item[0].handed is None or self._still_as_handed(item[0])]
+        todo = [item for item in todo if item[0].handed is None or self.still_as_handed(item[0])]
         self._save_first([thread for thread, _, _, _ in todo])
-        todo = [item for item in todo if item[0].saved is not None and self._still_ours(item[0])]
+        todo = [item for item in todo if item[0].saved is not None and self.still_ours(item[0])]
         if not todo:
             return []
         journal = self.journal
@@ -85,7 +108,7 @@ class Placer:
         done = []
         try:
             for thread, dst, cpu, cpus in todo:
-                self._bound_masks.add(cpus)
+                self.bound_masks.add(cpus)
                 try:
                     self.binder.bind(thread.pid, thread.tid, dst, cpus)
                 except NoSuchProcess:
@@ -111,9 +134,9 @@ class Placer:
         if not rotating:
             # Speed balancing moves a pinned thread between cores every few
             # rounds; its name was read when it was first pinned.
-            self._refresh_name(thread)
+            self.refresh_name(thread)
 
-    def _refresh_name(self, thread):
+    def refresh_name(self, thread):
         """Threads often name themselves after they start; moves are logged by name."""
         try:
             name = self.backend.thread_name(thread.pid, thread.tid)
@@ -154,14 +177,14 @@ class Placer:
             self.journal.record(thread.pid, thread.tid, thread.start, self.binder.kind, saved)
         thread.saved = saved
 
-    def _still_ours(self, thread):
+    def still_ours(self, thread):
         """False if the thread is gone or someone else placed it since."""
         try:
-            return not self._changed_by_someone_else(thread)
+            return not self.changed_by_someone_else(thread)
         except NoSuchProcess:
             return False
 
-    def _changed_by_someone_else(self, thread):
+    def changed_by_someone_else(self, thread):
         """True (and hands the thread over) if its mask is no longer ours.
 
         An admin or the program itself changed the affinity of a thread
@@ -182,7 +205,7 @@ class Placer:
         self._someone_elses(thread, current)
         return True
 
-    def _still_as_handed(self, thread):
+    def still_as_handed(self, thread):
         """Before binding a thread tumbler handed back (one domain, merged
         domains, the machine changed): False (and hands it over) if its
         mask is no longer the one it was handed back with, as the kernel
@@ -210,7 +233,7 @@ class Placer:
                   "tumbler leaves it alone from now on"
                   % (thread.tid, thread.name, format_cpulist(current)))
 
-    def _adopt_inherited(self, inherited):
+    def adopt_inherited(self, inherited):
         """Threads born of a bound thread carry its mask (Linux and illumos
         alike): tumbler's doing, so tumbler's to put back.  Each is recorded
         as if tumbler had bound it, before anything else can happen to it;
@@ -228,15 +251,15 @@ class Placer:
             self.journal.set_masks([(t.pid, t.tid, t.start, mask, None)
                                     for t, mask in inherited])
             self.journal.masks_set()
-        if self.choice.single:
+        if self.layout.choice.single:
             for thread, _ in inherited:
-                self._hand_back(thread)
+                self.hand_back(thread)
 
-    def _hand_back(self, thread):
+    def hand_back(self, thread):
         """Put one thread back where it was found, now; True if done (if
         not, restore_all tries again at the end)."""
         try:
-            if self._changed_by_someone_else(thread):
+            if self.changed_by_someone_else(thread):
                 return False
             self.binder.restore(thread.pid, thread.tid, thread.saved)
         except NoSuchProcess:

@@ -1,4 +1,5 @@
-"""What quiet rounds keep: which threads they read, and their samples.
+"""Quiet rounds (``QuietRounds``): which threads they read, their samples,
+and the rounds decided from them.
 
 A quiet round (controller.py) reads the CPU time and run-queue wait of a
 fixed list of threads -- a *roster* per target, its threads as the full
@@ -54,11 +55,6 @@ class Roster:
         self.unmeasured = False     # quiet rounds ran since the threads were last measured
         self._base = self._base_columns = None
 
-    @staticmethod
-    def capacities(domains):
-        """CPUs per domain, by index, as the engine's sums take them."""
-        return array("i", [len(d.cpus) for d in domains])
-
     def base_columns(self, sample):
         """(run, lat) columns of ``sample`` in roster order, or None if it
         lacks one of the threads (or names another thread by its TID)."""
@@ -109,24 +105,45 @@ class QuietRound:
 
 
 class QuietRounds:
-    """Controller's job: rounds decided from two columns and a few sums."""
+    """Rounds decided from two columns and a few sums, and the pace of a
+    watch that keeps finding the same.
 
-    def _quiet_rosters(self, samples, decision):
+    Owns: ``rosters`` (the threads quiet rounds read, while they may; None
+    when the next round is a full one) and ``calm`` ((threads, ms) of the
+    last paced watch, None when rounds are not paced).  Reads the
+    tracker's threads and load window histories (and measures them when
+    quiet rounds end), the Layout's domains and capacities, other work
+    (``other``, the run's OtherWork: its meters);
+    ``may_merge()``: DomainMerger.may_merge."""
+
+    def __init__(self, backend, policy, layout, tracker, stats, other, may_merge):
+        self.backend = backend
+        self.policy = policy
+        self.layout = layout
+        self.tracker = tracker
+        self.stats = stats
+        self.other = other
+        self.may_merge = may_merge
+        self.rosters = None         # the threads quiet rounds read, while they may
+        self.calm = None            # (threads, ms) of the last paced watch
+
+    def rosters_for(self, samples, decision, placed_between_rounds):
         """The rosters for quiet rounds after a full round that changed
         nothing, one per target, or None when the next round must be a
-        full one too."""
-        if not samples or len(samples) != len(self.targets) or self.placed_between_rounds:
+        full one too (``placed_between_rounds``: placements not logged yet)."""
+        tracker = self.tracker
+        if not samples or len(samples) != len(tracker.targets) or placed_between_rounds:
             return None
-        meter = self.capacity_meter
+        meter = self.other.capacity_meter
         if meter is not None and meter.left_out:
             # A domain left out or on trial (balance/capacity.py): only full
             # rounds change that state, so only they run meanwhile.
             return None
-        if sum(len(sample.threads) for sample in samples) != len(self.threads):
+        if sum(len(sample.threads) for sample in samples) != len(tracker.threads):
             return None
         rosters = []
         for sample in samples:
-            threads = [self.threads.get((sample.pid, tid)) for tid in sample.threads]
+            threads = [tracker.threads.get((sample.pid, tid)) for tid in sample.threads]
             if None in threads or any(
                     t.load is None or t.runnable is None or t.unmovable
                     or t.pinned_cpu is not None
@@ -139,11 +156,14 @@ class QuietRounds:
             rosters.append(Roster(sample.pid, threads, reader, decision.plan.assignment))
         return rosters
 
-    def _quiet_round(self):
+    def round(self, other_seen, speeding):
         """A round from two columns and a few sums; None when a full round
-        must be made instead (nothing is changed then)."""
-        rosters = self._rosters
-        if len(rosters) != len(self.targets):
+        must be made instead (nothing is changed then).  ``other_seen``:
+        other work per domain at the last full round; ``speeding``: speed
+        balancing samples threads between rounds (no paced watch then)."""
+        rosters = self.rosters
+        domains = self.layout.domains
+        if len(rosters) != len(self.tracker.targets):
             return None         # a new process of the tree: a full round places it
         reads = []
         for roster in rosters:
@@ -155,48 +175,47 @@ class QuietRounds:
             _, run, lat, now, base, start = reads[0]
             columns = rosters[0].base_columns(base)
             summary = summarize_window(run, lat, columns[0], columns[1], now - base.wall_ns,
-                                       rosters[0].domain_of, self._capacities,
+                                       rosters[0].domain_of, self.layout.capacities,
                                        RUNNABLE_SHARE)
         else:
             summary = self._tree_summary(reads)
             now = max(read[3] for read in reads)
-        capacities = self._capacities
-        meter = self.capacity_meter
-        if meter is not None and len(self.domains) > 1:
+        capacities = self.layout.capacities
+        meter = self.other.capacity_meter
+        if meter is not None and len(domains) > 1:
             # Weighed as the last full round weighed them, if that still
             # holds.  For a full round to weigh: a capacity that moved, or
             # a domain the threads' load now says to leave out.  (No domain
-            # is out or on trial: no rosters then, _quiet_rosters.)
-            planned = [d.capacity for d in self.domains]
-            if meter.update(self.domains, summary.domain_cpu, now) != planned:
+            # is out or on trial: no rosters then, rosters_for.)
+            planned = [d.capacity for d in domains]
+            if meter.update(domains, summary.domain_cpu, now) != planned:
                 return None
             if left_out_of_total(planned, sum(summary.threads),
                                  math.fsum(summary.domain_loads)):
                 return None
-            if any(d.measured is not None for d in self.domains):
+            if any(d.measured is not None for d in domains):
                 capacities = planned
                 summary = summary._replace(spread=spread(summary.domain_loads, planned))
-        elif self.other_meter is not None and len(self.domains) > 1 and self._may_merge():
+        elif self.other.meter is not None and len(domains) > 1 and self.may_merge():
             # Other work that rose (or fell) on a domain may merge them
             # (engine/merging.py): a full round judges it.
-            if self.other_meter.other_work(self.domains, summary.domain_cpu, now) \
-                    not in (None, self._other_seen):
+            if self.other.meter.other_work(domains, summary.domain_cpu, now) \
+                    not in (None, other_seen):
                 return None
         verdict = self.policy.quiet_verdict(summary, capacities)
         if verdict is None:
             return None
         for roster, run, lat, read_at, _, start in reads:
-            history = self.histories[roster.pid]
+            history = self.tracker.loads.histories[roster.pid]
             for _ in range(start):
                 history.popleft()
             history.append(tuple.__new__(ColumnSample, (roster.pid, read_at, roster, run, lat)))
             roster.unmeasured = True
-        self.pins_made = []
-        self._last_decision = decision = tuple.__new__(
-            QuietRound, (self.paced_ms(verdict[0]), summary, rosters[0].assignment, None))
+        decision = tuple.__new__(QuietRound, (self.paced_ms(verdict[0], speeding=speeding),
+                                              summary, rosters[0].assignment, None))
         self.stats.intervals += 1
         self.stats.quiet += 1
-        if not self.choice.single:
+        if not self.layout.choice.single:
             self.stats.spreads.append(verdict[1])
         return decision
 
@@ -210,14 +229,14 @@ class QuietRounds:
             zombie, image = self.backend.process_state(pid)
         except NoSuchProcess:
             return None
-        if zombie or image != self.images.get(pid):
+        if zombie or image != self.tracker.images.get(pid):
             return None
         run, lat = roster.zeros[:], roster.zeros[:]
         now = roster.reader(run, lat)
         if now is None:
             return None
-        history = self.histories[pid]
-        start = self._window_start(history, now, appended=False)
+        history = self.tracker.loads.histories[pid]
+        start = self.tracker.loads.window_start(history, now, appended=False)
         base = history[start]
         if roster.born_by >= base.wall_ns or base.wall_ns >= now:
             return None         # a thread born since the base: measured from birth
@@ -239,30 +258,31 @@ class QuietRounds:
             spans += array("q", [now - base.wall_ns]) * len(roster_run)
             domain_of += roster.domain_of
         return summarize_window(run, lat, base_run, base_lat, spans, domain_of,
-                                self._capacities, RUNNABLE_SHARE)
+                                self.layout.capacities, RUNNABLE_SHARE)
 
-    def _leave_quiet(self):
+    def leave(self):
         """End quiet rounds: give every thread of the rosters the numbers the
         last quiet round would have given it as a full round (load and
         runnable share over the window, CPU time over that round), so that
         what follows sees no difference."""
-        rosters, self._rosters = self._rosters, None
+        rosters, self.rosters = self.rosters, None
         for roster in rosters or ():
             if not roster.unmeasured:
                 continue
-            history = self.histories.get(roster.pid)
+            history = self.tracker.loads.histories.get(roster.pid)
             if history is None or len(history) < 2:
                 continue            # the process is gone: nothing to measure
             before = history[-2].threads
             for thread in roster.threads:
                 thread.prev_wall = history[-2].wall_ns
                 thread.prev_run = before[thread.tid].run_ns
-            self._measure_threads(history[-1], history[0])
+            self.tracker.loads.measure_threads(history[-1], history[0])
 
-    def paced_ms(self, interval, acting=False):
+    def paced_ms(self, interval, acting=False, speeding=False):
         """The interval to the next round: the decision's (``interval``;
         ``acting``: it engaged, pinned, or watches synchronising threads'
-        speeds, which a longer window would even out), except where auto
+        speeds, which a longer window would even out; ``speeding``: speed
+        balancing samples threads between rounds), except where auto
         only watches a single domain (WATCH_INTERVAL_MS: nothing engaged,
         pinned or being judged; merged domains too, whose split, once
         wanted, is judged at auto's judging pace) and the rounds
@@ -275,12 +295,12 @@ class QuietRounds:
         decision's own interval."""
         policy = self.policy
         if acting or interval != WATCH_INTERVAL_MS or policy.name != "auto" \
-                or policy.fixed_interval_ms is not None or not self.choice.single \
-                or self._speeding:
-            self._calm = None
+                or policy.fixed_interval_ms is not None or not self.layout.choice.single \
+                or speeding:
+            self.calm = None
             return interval
-        count = len(self.threads)
-        if self._calm is not None and self._calm[0] == count:
-            interval = min(2 * self._calm[1], policy.table.idle_interval_ms)
-        self._calm = (count, interval)
+        count = len(self.tracker.threads)
+        if self.calm is not None and self.calm[0] == count:
+            interval = min(2 * self.calm[1], policy.table.idle_interval_ms)
+        self.calm = (count, interval)
         return interval

@@ -1,6 +1,7 @@
-"""Speed balancing's side of the loop: which domains are crowded, the
-policy's view of each thread, and the steps between full rounds that
-re-pin the threads speed balancing took over (``engine.speed``)."""
+"""Speed balancing's side of the loop (``SpeedSteps``): which domains are
+crowded, the policy's view of each thread, and the steps between full
+rounds that re-pin the threads speed balancing took over
+(``engine.speed``)."""
 
 from collections import deque
 
@@ -35,17 +36,50 @@ _NO_EVIDENCE = (0.0, 0.0)
 
 
 class SpeedSteps:
-    """Controller's job: speed balancing between and within rounds."""
+    """Speed balancing between and within rounds.
 
-    def _follow_speed(self, decision, measured):
+    Owns: ``speeding`` (the threads a step samples), ``speed_domains``
+    (the domains where speed balancing is engaged), ``pins_between`` (pins
+    of steps since the last round), ``pins_made`` ((thread, cpu, step) of
+    the last round and the steps before it) and ``steps`` (steps so far,
+    rounds included).  Reads the tracker's threads and the Layout's
+    domains; pins through the Placer; ``may_merge()``: whether the run's
+    domains may merge (DomainMerger.may_merge)."""
+
+    def __init__(self, backend, policy, layout, tracker, placer, stats, may_merge):
+        self.backend = backend
+        self.policy = policy
+        self.layout = layout
+        self.tracker = tracker
+        self.placer = placer
+        self.stats = stats
+        self.may_merge = may_merge
+        self.speeding = []              # threads step() samples
+        self.speed_domains = []         # domains where it is engaged
+        self.pins_between = []          # pins of speed steps since the last round
+        self.pins_made = []             # (thread, cpu, step) of the last round and the
+                                        # speed steps before it
+        self.steps = 0                  # speed balancing steps so far (rounds included)
+
+    def reset(self):
+        """The domains changed: nothing engaged, nothing pinned between rounds."""
+        self.speeding, self.speed_domains, self.pins_between = [], [], []
+
+    def follow(self, decision, measured):
         """Note the threads speed balancing pinned in the domains where it is
-        engaged: speed_step samples only those between full rounds."""
+        engaged: step() samples only those between full rounds."""
         engaged = set(decision.engaged) if decision.speed_interval_ms else ()
-        self._speed_domains = [d for d in self.domains if d.index in engaged]
-        self._speeding = [t for t in measured
-                          if t.pinned_cpu is not None and t.domain in engaged] if engaged else []
+        self.speed_domains = [d for d in self.layout.domains if d.index in engaged]
+        self.speeding = [t for t in measured
+                         if t.pinned_cpu is not None and t.domain in engaged] if engaged else []
 
-    def speed_step(self):
+    def round_pins(self, by_tid, pins):
+        """A full round's pins: applied, and with the steps' since the last
+        round, what the round reports (``pins_made``)."""
+        self.pins_made = self.pins_between + self.pin(by_tid, pins)
+        self.pins_between = []
+
+    def step(self):
         """One step of speed balancing between full rounds; returns the ms to
         the next step, or None when there is nothing to step.
 
@@ -55,7 +89,7 @@ class SpeedSteps:
         else (new threads, sleepers, loads, grouping) waits for the next
         full round: a step costs a fraction of one, and comes every 20 ms.
         """
-        threads = [t for t in self._speeding if t.pinned_cpu is not None and not t.unmovable]
+        threads = [t for t in self.speeding if t.pinned_cpu is not None and not t.unmovable]
         if not threads:
             return None
         by_pid = {}
@@ -76,32 +110,33 @@ class SpeedSteps:
                 thread.prev_wall, thread.prev_run = now, run_ns
                 read.append(thread)
         # No sleeping counts: a step does not judge who sleeps (full rounds do).
-        views = self._views(read, crowded=())
-        pins, interval_ms = self.policy.speed_step(views, self._speed_domains)
-        self._pins_between += self._pin({t.tid: t for t in threads}, pins)
+        views = self.views(read, crowded=())
+        pins, interval_ms = self.policy.speed_step(views, self.speed_domains)
+        self.pins_between += self.pin({t.tid: t for t in threads}, pins)
         return interval_ms
 
-    def _measured_views(self, other):
+    def measured_views(self, other):
         """The threads the policy decides on -- measured, movable, with a
         domain they may use (the others are left alone) -- and its views
         of them (``other``: other work per domain, or None).  One C pass
         (balance/_rounds.c) when built and nothing is crowded."""
+        threads = self.tracker.threads
         fast = None if _c_thread_views is None else \
-            _c_thread_views(self.threads.values(), ThreadView, RUNNABLE_SHARE)
+            _c_thread_views(threads.values(), ThreadView, RUNNABLE_SHARE)
         if fast is None:
-            measured = [t for t in self.threads.values()
+            measured = [t for t in threads.values()
                         if t.load is not None and not t.unmovable and t.eligible]
-            return measured, self._views(measured, self._crowded_domains(measured, other))
+            return measured, self.views(measured, self.crowded_domains(measured, other))
         measured, views, runnable = fast
         crowded = self._crowded(runnable, other) if self.policy.needs_sleep_data else set()
-        return measured, (self._views(measured, crowded) if crowded else views)
+        return measured, (self.views(measured, crowded) if crowded else views)
 
-    def _crowded_domains(self, threads, other=None):
+    def crowded_domains(self, threads, other=None):
         """Domains with more always-runnable threads than CPUs; every domain,
-        when its domains may merge (controller.py, _may_merge), if the
-        program has more of them than all its domains have CPUs, or they
-        and other work (``other``: CPUs per domain, or None) want more than
-        some domain's CPUs.
+        when its domains may merge (merged.py), if the program has more of
+        them than all its domains have CPUs, or they and other work
+        (``other``: CPUs per domain, or None) want more than some domain's
+        CPUs.
 
         Only there can speed balancing engage, or domains merge
         (engine/policy.py, 2., 5. and 7.), so only there is it worth
@@ -116,22 +151,23 @@ class SpeedSteps:
         return self._crowded(runnable, other)
 
     def _crowded(self, runnable, other):
-        """_crowded_domains from ``runnable``: always-runnable threads per domain."""
-        crowded = {d.index for d in self.domains if runnable.get(d.index, 0) > len(d.cpus)}
-        if not runnable or not self._may_merge():
+        """crowded_domains from ``runnable``: always-runnable threads per domain."""
+        domains = self.layout.domains
+        crowded = {d.index for d in domains if runnable.get(d.index, 0) > len(d.cpus)}
+        if not runnable or not self.may_merge():
             return crowded
         # None: the threads not placed yet (controller.py, _binding_deferred)
         # are judged with the program, as where they will be placed.
-        if sum(runnable.values()) > sum(len(d.cpus) for d in self.domains):
-            return {d.index for d in self.domains} | {None}
+        if sum(runnable.values()) > sum(len(d.cpus) for d in domains):
+            return {d.index for d in domains} | {None}
         if other and any(others > 0.0 and runnable.get(d.index, 0) + others > len(d.cpus)
-                         for d, others in zip(self.domains, other)):
+                         for d, others in zip(domains, other)):
             # Other work crowds a domain: its threads are compared with
             # those of every other (engine/merging.py).
-            return {d.index for d in self.domains} | {None}
+            return {d.index for d in domains} | {None}
         return crowded
 
-    def _views(self, threads, crowded):
+    def views(self, threads, crowded):
         """The policy's view of each thread: loads, last-round speed,
         sleeping and switching.
 
@@ -198,7 +234,7 @@ class SpeedSteps:
         thread.sleeps_per_s, thread.switch_rate = sleeps, rate
         return sleeps, rate
 
-    def _pin(self, by_tid, pins):
+    def pin(self, by_tid, pins):
         """Apply speed balancing's pins: a CPU, or None for the whole domain.
         Returns the (thread, cpu, step) made."""
         self.steps += 1
@@ -208,6 +244,6 @@ class SpeedSteps:
             if thread is None or thread.domain is None or thread.pinned_cpu == cpu:
                 continue
             wanted.append((thread, thread.domain, cpu))
-        made = [(thread, cpu, self.steps) for thread, _, cpu in self._bind_all(wanted)]
+        made = [(thread, cpu, self.steps) for thread, _, cpu in self.placer.bind_all(wanted)]
         self.stats.pins += len(made)
         return made

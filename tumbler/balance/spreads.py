@@ -1,6 +1,7 @@
-"""Every round's domain load spread, kept for the exit summary's "early"
-and "late" figures (the mean over the first and the last quarter of the
-rounds) in bounded memory."""
+"""What the exit summary reports of a run (``RunStats``, which every
+component of the controller counts in), and every round's domain load
+spread, kept for the summary's "early" and "late" figures (the mean over
+the first and the last quarter of the rounds) in bounded memory."""
 
 import math
 
@@ -81,3 +82,23 @@ class SpreadHistory:
         everything = self._sum_of_first(self.count)
         return (self._sum_of_first(quarter) / quarter,
                 (everything - self._sum_of_first(self.count - quarter)) / quarter)
+
+
+class RunStats:
+    """What the exit summary reports of a run (observers/summary.py)."""
+
+    __slots__ = ("started", "intervals", "quiet", "threads_seen", "migrations", "pins",
+                 "spreads", "warnings", "outsiders", "priority", "startup_s")
+
+    def __init__(self, started):
+        self.started = started
+        self.intervals = 0
+        self.quiet = 0                  # of them, quiet rounds
+        self.threads_seen = 0
+        self.migrations = 0             # moves between domains
+        self.pins = 0                   # speed balancing's core changes
+        self.spreads = SpreadHistory()  # every round's spread (before its moves)
+        self.warnings = 0
+        self.outsiders = 0              # threads allowed no CPU of any domain, left alone
+        self.priority = None            # () -> how the loop ran, for the summary (run.py)
+        self.startup_s = 0.0            # wall time from tumbler's start to balancing

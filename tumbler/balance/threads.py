@@ -1,21 +1,14 @@
 """Tracking a run's threads and measuring their loads (the loop's first
-two steps: sample, then loads over the load window)."""
+two steps: sample, then loads over the load window): ``ThreadTracker``,
+the one owner of the table of tracked threads every other component
+reads."""
 
 import os
-from collections import deque
-from itertools import islice
 
 from ..cpulist import format_cpulist
-from ..engine.policy import RUNNABLE_SHARE
-from ..engine.window import demand
-from ..platform.base import NoSuchProcess, PlatformError, ThreadTimes
+from ..platform.base import NoSuchProcess, PlatformError
+from .loads import LoadWindow
 from .targets import allowed_union
-
-try:
-    from ._rounds import measure_threads as _c_measure_threads
-    from ._rounds import received as _c_received
-except ImportError:         # not built (optional): the same passes in Python
-    _c_measure_threads = _c_received = None
 
 
 _NONE = frozenset()
@@ -64,14 +57,60 @@ class TrackedThread:
             self.pid, self.tid, self.name, self.domain, self.load)
 
 
-class ThreadTracking:
-    """Controller's job: the targets, their threads, and each thread's load."""
+class ThreadTracker:
+    """The targets, their threads, and each thread's load.
+
+    Owns: ``targets`` (PIDs), ``followed`` (pid -> start token: targets
+    whose descendants are targets too), ``base_allowed`` (pid -> CPUs the
+    process may use), ``images`` (pid -> program image token: exec
+    detection), ``threads`` ((pid, tid) -> TrackedThread), ``loads`` (the
+    LoadWindow over that table: balance/loads.py), the processes listed at
+    the last look for new ones, and the orphans tumbler keeps under
+    ``exec`` (keep_orphans).
+
+    Reads ``bound_masks`` (the Placer's: a mask tumbler set is tumbler's
+    doing) and the Layout's domains.  What it finds it hands on: new
+    threads to ``found(new, inherited)`` (the controller places them),
+    before a change of the threads quiet rounds read it calls
+    ``changing()`` (neither given: nothing placed, no quiet rounds to
+    end), and children of bound threads go to ``hand_back`` (the
+    HandBack component, set by the controller once built: it reads this
+    tracker's table)."""
+
+    def __init__(self, backend, binder, policy, layout, machine, stats, warn, *,
+                 bound_masks, load_window_ns, journal=None, other_meter=None,
+                 found=None, changing=None):
+        self.backend = backend
+        self.binder = binder
+        self.policy = policy
+        self.layout = layout
+        self.machine = machine          # MachineWatch: a new target's cpuset
+        self.stats = stats
+        self.warn = warn
+        self.bound_masks = bound_masks
+        self.journal = journal
+        self.other_meter = other_meter  # started at the first target
+        self.found = found or (lambda new, inherited: None)
+        self.changing = changing or (lambda: None)
+        self.hand_back = None
+        self.targets = []
+        self.followed = {}                  # pid -> start token: targets whose
+                                            # descendants are targets too
+        self._listed_pids = set()           # every process at the last look for them
+        self._newest_pid = None             # Backend.newest_pid at that look
+        self.base_allowed = {}              # pid -> CPUs the process may use
+        self.images = {}                    # pid -> program image token (exec detection)
+        self.threads = {}           # (pid, tid) -> TrackedThread
+        self._tracked = {}          # pid -> TIDs in self.threads
+        self.loads = LoadWindow(self.threads, TrackedThread, layout, load_window_ns)
+        self.orphans_of = None      # (root, its CPUs) while tumbler keeps orphans
+        self._own_processes = frozenset     # () -> PIDs of tumbler's own children
 
     def add_target(self, pid, allowed=None, children=False, start=None):
         """Start managing ``pid``.  ``allowed`` is the CPU set the process
         may use (default: the union of its threads' masks now).
         ``children``: its descendant processes are managed with it, as
-        they are found (``_look_at_new_processes``).  ``start``: its start
+        they are found (``look_at_new_processes``).  ``start``: its start
         token as the caller knew it -- NoSuchProcess, before anything is
         changed, if ``pid`` names another process now."""
         # A new process to the backend, whatever had the PID before it
@@ -80,7 +119,7 @@ class ThreadTracking:
         sample = self.backend.sample(pid)
         if self.other_meter is not None and not self.other_meter.readings:
             # Other work is known half a load window from now, not from the
-            # first round (controller.py, _other_unread).
+            # first round (controller.py, _binding_deferred).
             self.other_meter.start(sample.wall_ns)
         token = self.backend.process(pid).start if children or start is not None else None
         if start is not None and token != start:
@@ -96,9 +135,9 @@ class ThreadTracking:
         self.targets.append(pid)
         if children:
             self.followed[pid] = token
-        self._track(sample, place=True)
+        self._track(sample)
         if children:
-            self._look_at_new_processes()
+            self.look_at_new_processes()
 
     def keep_orphans(self, root, allowed, own_processes=frozenset):
         """``exec``: tumbler started ``root`` (allowed CPUs ``allowed``) and,
@@ -112,39 +151,39 @@ class ThreadTracking:
         cannot."""
         if not self.backend.keep_orphans():
             return False
-        self._orphans_of = (root, frozenset(allowed))
+        self.orphans_of = (root, frozenset(allowed))
         self._own_processes = own_processes
         return True
 
-    def _orphans(self, pids):
+    def orphans(self, pids):
         """Of ``pids`` (children of tumbler's), the orphans of the command's
         tree (keep_orphans)."""
-        if self._orphans_of is None:
+        if self.orphans_of is None:
             return []
         own = self._own_processes()
         return [pid for pid in pids
-                if pid != self._orphans_of[0] and pid not in self.base_allowed
+                if pid != self.orphans_of[0] and pid not in self.base_allowed
                 and pid not in own]
 
     def reap_orphans(self):
         """Wait for the orphans that exited (SIGCHLD; keep_orphans), which
         would otherwise stay zombies for as long as tumbler runs."""
-        if self._orphans_of is None:
+        if self.orphans_of is None:
             return
         try:
             children = self.backend.children(os.getpid())
         except NoSuchProcess:
             return
-        for pid in self._orphans(children):
+        for pid in self.orphans(children):
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
 
-    def _look_at_new_processes(self):
+    def look_at_new_processes(self):
         """New processes whose parent is a target: followed ones become
         targets (``_adopt``); the others' children are handed back if born
-        of bound threads (``_put_back_children``).
+        of bound threads (HandBack.put_back_children).
 
         A new process is one not listed at the last look; only those have
         their parent read (Backend.parent_of), so the cost follows the
@@ -154,7 +193,7 @@ class ThreadTracking:
         whose parent exited before it was seen is re-parented: to tumbler
         under ``exec`` (keep_orphans), which hands it back; otherwise to
         init or a subreaper, and then it is not found."""
-        if not (self.followed or self._bound_masks):
+        if not (self.followed or self.bound_masks):
             return
         token = self.backend.newest_pid()
         if token is not None and token == self._newest_pid:
@@ -171,9 +210,9 @@ class ThreadTracking:
             parents[pid] = parent
         self._listed_pids = listed
         me = os.getpid()
-        orphans = self._orphans([pid for pid, parent in parents.items() if parent == me])
+        orphans = self.orphans([pid for pid, parent in parents.items() if parent == me])
         if orphans:
-            self._put_back_tree([(pid, self._orphans_of[1]) for pid in orphans])
+            self.hand_back.put_back_tree([(pid, self.orphans_of[1]) for pid in orphans])
         forked = set()              # targets not followed that made children
         found = True
         while found:                # a grandchild may be listed before its parent
@@ -188,9 +227,22 @@ class ThreadTracking:
                 elif parent in targets:
                     forked.add(parent)
         for parent in forked & set(self.targets):
-            if self._same_process(parent):
-                self._put_back_children(parent, [t for t in self.threads.values()
-                                                 if t.pid == parent and t.touched])
+            if self.same_process(parent):
+                self.hand_back.put_back_children(parent, [t for t in self.threads.values()
+                                                          if t.pid == parent and t.touched])
+
+    def same_process(self, pid):
+        """Whether target ``pid`` is still the process tumbler took on: a
+        fresh read of the fd the backend keeps on it (Linux: its main
+        thread's stat, bound to the process, not to the number).  A target
+        that exited leaves its PID to the next process made, any user's,
+        whose threads may well carry a mask equal to one tumbler set (a
+        one-CPU domain's): never hand those "back"."""
+        try:
+            self.backend.process_state(pid, fresh=True)
+        except NoSuchProcess:
+            return False
+        return True
 
     def _adopt(self, pid, parent, parent_start):
         """Manage ``pid``, a child of the followed target ``parent``.  It
@@ -215,7 +267,7 @@ class ThreadTracking:
             return False
         try:
             allowed = frozenset().union(*(
-                self.base_allowed[parent] if mask in self._bound_masks else mask
+                self.base_allowed[parent] if mask in self.bound_masks else mask
                 for mask in self._masks_of(pid)))
         except NoSuchProcess:
             return False
@@ -226,7 +278,7 @@ class ThreadTracking:
             if refused is not None:
                 self.warn("child process %d of %d: %s; left alone" % (pid, parent, refused))
                 return False
-        self._leave_quiet()
+        self.changing()
         try:
             self.add_target(pid, allowed, children=True, start=start)
         except NoSuchProcess:
@@ -244,8 +296,9 @@ class ThreadTracking:
                 continue
         return masks
 
-    def _track(self, sample, place, tids=None):
-        """Start tracking threads of ``sample`` (or those of ``tids``) not seen before."""
+    def _track(self, sample, tids=None):
+        """Start tracking threads of ``sample`` (or those of ``tids``) not
+        seen before; they go to ``found`` to be placed."""
         new = []
         threads = sample.threads
         inherited = []
@@ -260,10 +313,10 @@ class ThreadTracking:
             except NoSuchProcess:
                 continue
             allowed = self._original_allowed(sample.pid, mask)
-            eligible = frozenset(d.index for d in self.domains if d.cpus & allowed)
+            eligible = frozenset(d.index for d in self.layout.domains if d.cpus & allowed)
             if not eligible:
                 self._note_outsider(sample.pid, tid, times.name, allowed)
-            thread = TrackedThread(domain=0 if self.choice.single and eligible else None,
+            thread = TrackedThread(domain=0 if self.layout.choice.single and eligible else None,
                                    pid=sample.pid, tid=tid, start=times.start,
                                    name=times.name, allowed=allowed, eligible=eligible,
                                    first=(sample.wall_ns, times.run_ns, times.lat_ns),
@@ -274,11 +327,8 @@ class ThreadTracking:
             new.append(thread)
             if mask != allowed and self.binder.binds_masks:
                 inherited.append((thread, mask))
-        if inherited:
-            self._adopt_inherited(inherited)
-        if place and new and self.moves_threads and not self.choice.single \
-                and not self._binding_deferred():
-            self._place_new(new)
+        if inherited or new:
+            self.found(new, inherited)
         return new
 
     def _note_outsider(self, pid, tid, name, allowed):
@@ -297,7 +347,7 @@ class ThreadTracking:
         by tumbler, that mask is tumbler's doing, and the thread's real
         allowance is the process's.
         """
-        if mask in self._bound_masks:
+        if mask in self.bound_masks:
             return self.base_allowed.get(pid, mask)
         return mask
 
@@ -312,7 +362,7 @@ class ThreadTracking:
                 zombie, image = self.backend.process_state(pid)
                 if zombie:
                     raise NoSuchProcess(pid)
-                self._check_exec(pid, image)
+                self.check_exec(pid, image)
                 samples.append(sample)
             except NoSuchProcess:
                 self.targets.remove(pid)
@@ -322,7 +372,7 @@ class ThreadTracking:
                     self.journal.release(pid)
         return samples
 
-    def _check_exec(self, pid, image):
+    def check_exec(self, pid, image):
         """After an execve(2) by a thread other than the main one, that
         thread carries on under the process's ID (same start time) with its
         own mask.  A mask tumbler set is tumbler's doing wherever it turns
@@ -337,15 +387,15 @@ class ThreadTracking:
                 mask = self.backend.allowed_cpus(pid, thread.tid)
             except NoSuchProcess:
                 continue
-            if mask in self._bound_masks:
+            if mask in self.bound_masks:
                 thread.bound_mask = mask
-                thread.domain = next((d.index for d in self.domains if mask <= d.cpus),
+                thread.domain = next((d.index for d in self.layout.domains if mask <= d.cpus),
                                      thread.domain)
 
     def _drop_process(self, pid):
         for key in [k for k in self.threads if k[0] == pid]:
             del self.threads[key]
-        self.histories.pop(pid, None)
+        self.loads.forget(pid)
         self._tracked.pop(pid, None)
 
     def update_loads(self, samples):
@@ -354,15 +404,15 @@ class ThreadTracking:
         for sample in samples:
             # New threads are placed before anyone is measured this round:
             # threads placed a moment ago then still count as busy (1 CPU,
-            # see _place_new) rather than at a load measured over a sliver
+            # see Placer.place_new) rather than at a load measured over a sliver
             # of an interval, which would make the newcomers pile up.
             tracked = self._tracked.get(sample.pid, _NONE)
             if not tracked.issuperset(sample.threads):      # (no set built when none is)
-                self._track(sample, place=True, tids=sorted(sample.threads.keys() - tracked))
-            count, reused = self._measure(sample)
+                self._track(sample, tids=sorted(sample.threads.keys() - tracked))
+            count, reused = self.loads.measure(sample)
             measured += count
             if reused:          # a TID now naming another thread
-                measured += len(self._track(sample, place=True, tids=reused))
+                measured += len(self._track(sample, tids=reused))
         if measured != len(self.threads):
             live = {(sample.pid, tid) for sample in samples for tid in sample.threads}
             for key in [k for k in self.threads if k not in live]:
@@ -373,147 +423,13 @@ class ThreadTracking:
                 if self.journal is not None:
                     self.journal.drop(*key)
 
-    def _measure(self, sample):
-        """Load (demand, see the module docstring), CPU received and runnable
-        share of the threads of ``sample`` over
-        the load window, and their CPU time over the last round; returns how
-        many tracked threads it measured and the TIDs it does not track (a
-        TID now naming another thread; new ones are tracked before).
-
-        A load over a single short interval is mostly noise for programs
-        whose phases are longer than the interval: a thread that happened
-        to wait at a barrier for most of 50 ms looks idle.  The load is
-        therefore taken against the newest round sample at least
-        ``load_window`` old (or the oldest one kept): the same ratio over a
-        longer delta; a thread born since is measured from when it was
-        first seen.  The window's samples are kept per process, not per
-        thread: this runs for every thread every round.
-        """
-        history = self.histories.get(sample.pid)
-        if history is None:
-            history = self.histories[sample.pid] = deque()
-        history.append(sample)
-        for _ in range(self._window_start(history, sample.wall_ns, appended=True)):
-            history.popleft()
-        return self._measure_threads(sample, history[0])
-
-    def _window_start(self, history, now, appended):
-        """The index in ``history`` of the load window's base sample for a
-        sample taken at ``now``, the samples before it to be dropped: the
-        newest sample at least ``load_window`` old, or the oldest kept,
-        never the new sample itself nor the one just before it.
-        ``appended``: whether the new sample is already at its end."""
-        count = len(history) + (0 if appended else 1)
-        start = 0
-        while count - start > 2 and now - history[start + 1].wall_ns >= self.load_window_ns:
-            start += 1
-        return start
-
-    def _measure_threads(self, sample, base):
-        """_measure's per-thread part, against the window's ``base`` sample:
-        in one C pass (balance/_rounds.c) when that module was built, else
-        ``_py_measure_threads``, the same arithmetic."""
-        threads, base_threads = sample.threads, base.threads
-        if _c_measure_threads is None or type(threads) is not dict \
-                or type(base_threads) is not dict:
-            return self._py_measure_threads(sample.pid, sample.wall_ns, threads, base.wall_ns,
-                                            base_threads)
-        measured, unknown, done = _c_measure_threads(
-            self.threads, sample.pid, threads, sample.wall_ns, base.wall_ns, base_threads,
-            RUNNABLE_SHARE, TrackedThread, ThreadTimes)
-        if done < len(threads):     # counters the C pass does not take (not plain ints)
-            more, unknown_too = self._py_measure_threads(
-                sample.pid, sample.wall_ns, dict(islice(threads.items(), done, None)),
-                base.wall_ns, base_threads)
-            measured, unknown = measured + more, unknown + unknown_too
-        return measured, unknown
-
-    def _py_measure_threads(self, pid, now, threads, base_wall, base_threads):
-        """_measure_threads in Python."""
-        get = self.threads.get
-        measured = 0
-        unknown = []
-        for tid, times in threads.items():
-            thread = get((pid, tid))
-            if thread is None or thread.start != times.start:
-                unknown.append(tid)
-                continue
-            measured += 1
-            run_ns = times.run_ns
-            thread.exec_ns = run_ns - thread.prev_run if run_ns > thread.prev_run else 0
-            thread.wall_ns = now - thread.prev_wall
-            thread.prev_wall, thread.prev_run = now, run_ns
-            old = base_threads.get(tid)
-            first = thread.first
-            if first[0] < base_wall < now and old is not None and old.start == times.start:
-                old_wall, old_run, old_lat = base_wall, old.run_ns, old.lat_ns
-            else:       # first seen after the base sample (or this is the only one)
-                old_wall, old_run, old_lat = first
-            wall = now - old_wall
-            if wall <= 0:
-                continue
-            run = run_ns - old_run if run_ns > old_run else 0
-            thread.cpu = run / wall
-            lat_ns = times.lat_ns
-            if lat_ns is not None and old_lat is not None:
-                runnable = (run + (lat_ns - old_lat if lat_ns > old_lat else 0)) / wall
-                thread.runnable = runnable
-                # Demand (engine.window.demand, as quiet rounds sum it).
-                thread.load = demand(thread.cpu, runnable, RUNNABLE_SHARE)
-            else:           # no run-queue wait known (schedstat off): Eq. 1
-                thread.load = thread.cpu
-        return measured, unknown
-
-    def _received_all(self):
-        """The CPU the program's threads received in each domain over the
-        load window (CPUs, by domain index), and last the CPU received by
-        the threads not placed yet (in no domain, movable, with a domain
-        they may use: the OS ran them on any of the domains' CPUs; an
-        outsider's ran outside them, and someone else's placement is other
-        work) or before they were bound (controller.py, _before_placed);
-        one C pass when built."""
-        received = None
-        if _c_received is not None:
-            received = _c_received(self.threads.values(), len(self.domains))
-        if received is None:
-            received = [0.0] * (len(self.domains) + 1)
-            unplaced = len(self.domains)
-            for thread in self.threads.values():
-                if thread.cpu is None:
-                    continue
-                if thread.domain is not None:
-                    received[thread.domain] += thread.cpu
-                elif thread.eligible and not thread.unmovable:
-                    received[unplaced] += thread.cpu
-        if self._placed_at:
-            self._before_placed(received)
-        return received
-
-    def received_now(self):
-        """(domain CPUs, CPU the threads received there) per domain over the
-        load window, as the last round measured it -- a quiet one from its
-        columns' sums: what the service's other programs do not count as
-        other work (balance/capacity.py)."""
-        summary = getattr(self._last_decision, "summary", None)
-        if summary is not None and len(summary.domain_cpu) == len(self.domains):
-            received = summary.domain_cpu
-        else:
-            *received, unplaced = self._received_all()
-            if unplaced:
-                # Not placed yet: spread over the domains by their CPUs, as
-                # a parked program's use (service/loop.py).
-                total = sum(len(domain.cpus) for domain in self.domains)
-                received = [cpu + unplaced * len(domain.cpus) / total
-                            for domain, cpu in zip(self.domains, received)]
-        return [(domain.cpus, cpu) for domain, cpu in zip(self.domains, received)]
-
     def discover(self):
         """Look for new threads and place them, and for new child processes
-        (``_look_at_new_processes``).  A target whose thread count (one
+        (``look_at_new_processes``).  A target whose thread count (one
         fstat, Backend.thread_count) is what tumbler tracks is not listed:
         a thread that replaced one that exited is found by the next round
         instead (a quiet round ends when a thread it reads is gone)."""
-        self._look_at_new_processes()
+        self.look_at_new_processes()
         for pid in list(self.targets):
             count = self.backend.thread_count(pid)
             if count is not None and count == len(self._tracked.get(pid, ())):
@@ -525,15 +441,15 @@ class ThreadTracking:
             if any((pid, tid) not in self.threads for tid in tids):
                 # New threads are placed by the loads of the others, and
                 # sampling may reuse the fds of threads that exited.
-                self._leave_quiet()
+                self.changing()
                 try:
                     sample = self.backend.sample(pid)
                     # The PID may name another process now (the target
                     # exited since the last round, its PID taken): its
-                    # "new threads" are not ours (handback.py,
-                    # _same_process); the next round drops it.
-                    if not self._same_process(pid):
+                    # "new threads" are not ours (same_process); the
+                    # next round drops it.
+                    if not self.same_process(pid):
                         continue
-                    self._track(sample, place=True)
+                    self._track(sample)
                 except NoSuchProcess:
                     continue

@@ -1,6 +1,6 @@
 """When auto merges a program's domains into one, and when it splits them
 again (engine/policy.py, 5. and 7.; the controller acts on the answers,
-balance/controller.py ``_merge_or_split``).
+balance/merged.py ``DomainMerger.judge``).
 
 Bound to domains, a thread can only have what its domain gives.  That
 beats the OS where the program's own load is uneven across domains (the

@@ -26,7 +26,7 @@ needs only a few sums over the threads, not the threads one by one
 ``summarize_window`` computes them from aligned columns -- CPU time and
 run-queue wait now and at the start of the load window, one entry per
 thread -- with exactly the arithmetic the controller uses per thread
-(controller._measure_threads: integer deltas, one division each, a counter
+(balance/loads.py, LoadWindow.measure_threads: integer deltas, one division each, a counter
 that went backwards counting 0) and the engine's own ``cv`` and
 ``spread``.  A thread of domain -1 (allowed only CPUs outside every
 domain, see controller.py) counts nowhere, in no sum, count or CV.  The optional C module ``_window`` does the same in one call;

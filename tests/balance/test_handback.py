@@ -1,0 +1,96 @@
+"""The hand-back (balance/handback.py) on its own: every thread tumbler
+bound goes back at the end, threads and child processes born of bound
+threads go back to what their creator was allowed, and what someone else
+placed is left as it is -- over a scripted backend with masks, a real
+tracker and placer."""
+
+from support.scripted import PID, MaskBinder, MaskedBackend
+from tumbler.balance.domains import DomainChoice, Layout
+from tumbler.balance.handback import HandBack
+from tumbler.balance.machine import MachineWatch
+from tumbler.balance.placer import Placer
+from tumbler.balance.spreads import RunStats
+from tumbler.balance.threads import ThreadTracker
+from tumbler.engine.policy import make_policy
+
+BOTH = frozenset({0, 1})
+ZERO, ONE = frozenset({0}), frozenset({1})
+
+
+class Closing(MaskBinder):
+    def close(self):
+        self.calls.append(("close",))
+        return ["removed what setup made"]
+
+
+class Tracked(MaskedBackend):
+    closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def bound_run():
+    """Threads 101 and 102 of a target, bound to CPU 0 and CPU 1."""
+    backend = Tracked()
+    binder = Closing(backend)
+    warnings = []
+    layout, stats = Layout(DomainChoice("explicit", (ZERO, ONE), "test")), RunStats(0.0)
+    machine = MachineWatch(backend)
+    placer = Placer(backend, binder, layout, machine, stats, warnings.append)
+    tracker = ThreadTracker(backend, binder, make_policy("tumbler"), layout, machine, stats,
+                            warnings.append, bound_masks=placer.bound_masks,
+                            load_window_ns=500_000_000)
+    tracker.hand_back = hand_back = HandBack(backend, binder, tracker, placer, warnings.append)
+    for tid in (101, 102):
+        backend.run(tid, 0)
+    tracker.add_target(PID)
+    threads = [tracker.threads[(PID, tid)] for tid in (101, 102)]
+    placer.apply([(threads[0], 0), (threads[1], 1)])
+    assert (backend.masks[101], backend.masks[102]) == (ZERO, ONE)
+    binder.calls.clear()
+    return hand_back, backend, binder, threads, warnings
+
+
+def test_every_bound_thread_goes_back_and_the_binder_and_backend_close():
+    hand_back, backend, binder, threads, warnings = bound_run()
+    assert hand_back.restore_all() == 0
+    assert binder.calls == [("restore", PID, 101, BOTH), ("restore", PID, 102, BOTH),
+                            ("close",)]
+    assert backend.masks == {101: BOTH, 102: BOTH}
+    assert all(t.saved is None for t in threads)
+    assert warnings == ["removed what setup made"] and backend.closed
+
+
+def test_a_thread_someone_else_placed_is_not_put_back():
+    hand_back, backend, binder, threads, warnings = bound_run()
+    backend.masks[102] = BOTH                   # an admin's taskset, then the end
+    assert hand_back.restore_all() == 0
+    assert [call[:3] for call in binder.calls if call[0] == "restore"] == [
+        ("restore", PID, 101)]
+    assert any("thread 102 (t102): its affinity was changed" in w for w in warnings)
+
+
+def test_threads_born_of_bound_ones_since_the_last_look_go_back_at_the_end():
+    hand_back, backend, binder, _, _ = bound_run()
+    backend.run(103, 0)                         # born of 101: its mask, never tracked
+    backend.masks[103] = ZERO
+    backend.run(104, 0)                         # its own mask: someone else's
+    backend.masks[104] = frozenset({0, 1, 2})
+    assert hand_back.restore_all() == 0
+    restored = {call[2]: call[3] for call in binder.calls if call[0] == "restore"}
+    assert restored == {101: BOTH, 102: BOTH, 103: BOTH}
+    assert backend.masks[104] == {0, 1, 2}
+
+
+def test_children_of_a_bound_thread_and_theirs_go_back_to_its_cpus():
+    hand_back, backend, binder, threads, _ = bound_run()
+    backend.children_of[(PID, 101)] = [500]
+    backend.child_threads[500] = {500: ZERO, 501: frozenset({5})}
+    backend.children_of[(500, 500)] = [600]
+    backend.child_threads[600] = {600: ZERO}
+    backend.children_of[(PID, 102)] = [PID]     # (a target of its own is left alone)
+    assert hand_back.put_back_children(PID, threads) == (2, 0)
+    assert [(call[1], call[2], call[3]) for call in binder.calls] == [
+        (500, 500, BOTH), (600, 600, BOTH)]
+    assert backend.child_threads[500][501] == {5}       # not tumbler's mask

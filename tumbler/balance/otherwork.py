@@ -1,0 +1,86 @@
+"""Other work on the domains' CPUs, as one run measures it (``OtherWork``):
+with ``--capacity measured`` the domains are weighed by what other work
+leaves of them (balance/capacity.py has the meter and its smoothing);
+``auto`` measures it too, with capacity counted in CPUs, and leaves
+domains other work competes for to the OS (engine/policy.py, 7.)."""
+
+import time
+
+from .capacity import CapacityMeter, weighed
+
+
+class OtherWork:
+    """Other work per domain over the load window.
+
+    Owns the meters -- ``capacity_meter`` (--capacity measured: it weighs
+    the domains; None otherwise) and ``meter`` (the one other work is read
+    from: the capacity meter, or for a policy that merges domains one that
+    counts capacity in CPUs; None when nothing measures it) -- and
+    ``seen`` (other work per domain at the last full round).  Reads the
+    CPU the tracker's threads received (its LoadWindow); weighs the
+    Layout's domains."""
+
+    def __init__(self, backend, layout, load_window_ns, warn, *, capacity, merges,
+                 managed_elsewhere=None, smooth_windows=1):
+        self.layout = layout
+        # --capacity measured: the service's other programs not counted,
+        # and smoothed over ``smooth_windows`` (balance/capacity.py).
+        self.capacity_meter = (CapacityMeter(backend, load_window_ns, warn,
+                                             managed_elsewhere=managed_elsewhere,
+                                             smooth_windows=smooth_windows)
+                               if capacity == "measured" else None)
+        self.meter = self.capacity_meter
+        if self.meter is None and merges:
+            self.meter = CapacityMeter(backend, load_window_ns, warn,
+                                       managed_elsewhere=managed_elsewhere)
+        self.seen = None            # other work per domain at the last full round
+
+    def unread(self):
+        """Whether other work is measured but not read yet (readings over
+        half a load window, from the first target: ThreadTracker.add_target)."""
+        meter = self.meter
+        return meter is not None and not meter.ready and meter.failed is None
+
+    def measure(self, now_ns, tracker):
+        """Other work per domain (CPUs, dead-banded: balance/capacity.py)
+        over the load window, from the CPU ``tracker``'s threads received
+        there; None when it is not measured.  With --capacity measured the
+        domains are weighed by it first (``now_ns``: the samples' clock,
+        None if there were none)."""
+        meter = self.meter
+        if meter is None:
+            return None
+        if now_ns is None:
+            now_ns = time.monotonic_ns()
+        domains = self.layout.domains
+        *received, unplaced = tracker.loads.received_all()
+        if self.capacity_meter is not None and len(domains) > 1:
+            # Each domain weighed by what other work leaves of its CPUs.
+            loads = [t.load for t in tracker.threads.values()
+                     if t.load is not None and not t.unmovable and t.eligible]
+            self.layout.domains = weighed(domains, self.capacity_meter.update(
+                domains, received, now_ns, loads, unplaced))
+        else:
+            meter.other_work(domains, received, now_ns, unplaced)
+        return self.held()
+
+    @property
+    def weighs_domains(self):
+        """--capacity measured: the domains are weighed by other work (and
+        so never merged: merging would hand threads back to CPUs it found
+        taken)."""
+        return self.capacity_meter is not None
+
+    def hold(self, cpus, other):
+        """Take ``other`` CPUs as the other work on ``cpus`` until the meter
+        reads them (domains just merged: what the split ones held)."""
+        if self.meter is not None:
+            self.meter.other[cpus] = other
+
+    def held(self):
+        """Other work per domain as the meter holds it now (0.0 where not
+        measured yet), None without a meter."""
+        meter = self.meter
+        if meter is None:
+            return None
+        return [meter.other.get(d.cpus, 0.0) for d in self.layout.domains]
