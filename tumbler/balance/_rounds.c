@@ -17,7 +17,7 @@
  *
  * measure_threads(threads, pid, sample_threads, now, base_wall, base_threads,
  *                 runnable_share, TrackedThread, ThreadTimes)
- *     threads.py's _measure_threads: for each (tid, times) of the sample, the
+ *     loads.py's LoadWindow._measure_threads: for each (tid, times) of the sample, the
  *     tracked thread (pid, tid) gets its CPU time over the last round and,
  *     over the load window (from the base sample, or from when it was first
  *     seen), its CPU received, runnable share and load (demand, engine/
@@ -35,7 +35,7 @@
  *     the fast pass knows (the Python pass then runs; nothing is changed).
  *
  * received(threads, domain_count)
- *     threads.py's _received: the CPU the threads received in each domain
+ *     loads.py's LoadWindow.received_all: the CPU the threads received in each domain
  *     (summed in order, as Python adds them) and, last, by the movable
  *     threads with a domain they may use that are in none yet; or None as
  *     above.
@@ -207,7 +207,7 @@ static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject
         goto failed;
     if (!plain(old_run_obj, &old_run) || !plain_or_none(old_lat_obj, &old_lat, &have_old_lat))
         goto done;
-    /* The arithmetic of threads.py's _py_measure_threads. */
+    /* The arithmetic of loads.py's LoadWindow._py_measure_threads. */
     status = -1;
     if (set_slot(thread, fast, S_EXEC_NS,
                  PyLong_FromLongLong(run_ns > prev_run ? run_ns - prev_run : 0)) < 0

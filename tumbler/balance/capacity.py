@@ -106,13 +106,13 @@ def other_work(cpus, busy, received):
 def spread_unplaced(domains, busy, managed, unplaced):
     """``managed`` (CPU the program got per domain) with ``unplaced``, the
     CPU its threads got where the OS ran them -- in no domain yet, or
-    before they were bound within the load window (controller.py,
-    _before_placed) -- spread over the domains in proportion to what
+    before they were bound within the load window (loads.py,
+    ``LoadWindow._before_placed``) -- spread over the domains in proportion to what
     their CPUs were busy with beyond ``managed``.
     Where those threads ran is not known (the OS placed them); spread so,
     a program alone shows no other work, and work beside it shows where
     it is only once the threads are bound -- which the controller does
-    not do before other work is read (controller.py, ``_other_unread``)."""
+    not do before other work is read (controller.py, ``_binding_deferred``)."""
     free = [max(0.0, sum(busy.get(cpu, 0.0) for cpu in domain.cpus) - mine)
             for domain, mine in zip(domains, managed)]
     total = sum(free)
