@@ -25,9 +25,10 @@ times per scan interval one per-process figure is read
 pr_time), and the first look that sees it rise wakes it for a full round
 at once: one using ``park_below`` or more is back under full rounds
 within one scan interval (the second look after it rose at the latest,
-two thirds of an interval; one using ten times as much, at the first).  Its threads stay where they are,
-still recorded: every exit and ``tumbler restore`` put them back as any
-other's.  ``status`` and the metrics show who is parked and why.
+two thirds of an interval; one using ten times as much, at the first).
+Its threads stay where they are, still recorded: every exit and
+``tumbler restore`` put them back as any other's.  ``status`` and the
+metrics show who is parked and why.
 
 What a program must be to be managed (checked once, at the scan that first
 sees it; a process refused is not looked at again until its PID names
