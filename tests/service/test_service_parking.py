@@ -1,6 +1,7 @@
 """Parked programs (issue 29): a managed program too idle to imbalance a
-domain is not sampled at all, and the first scan that sees it busy wakes
-it for full rounds -- on real processes, stopped (SIGSTOP: no CPU at all)
+domain is not sampled at all, and the first look at parked programs that
+sees it busy wakes it for full rounds, within one scan interval of its
+rise -- on real processes, stopped (SIGSTOP: no CPU at all)
 and continued, with real masks; parked threads are handed back like any
 others on SIGTERM, and after SIGKILL by the next service.  Measured
 capacity: the service's other programs are no other work."""
@@ -16,6 +17,7 @@ import pytest
 from support.helpers import REPO, thread_masks, tumbler_cmd, wait_for_threads
 from support.processes import wait_bound, wait_until
 from support.service import Service, config
+from tumbler.service.control import request
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                                 reason="Linux, as root")
@@ -60,13 +62,48 @@ def test_idle_program_is_parked_then_woken_and_balanced(duty, domains, procs, st
     assert status["intervals"] == rounds and status["parked"]
     assert thread_masks(target.pid) == bound        # its threads stay where they are
     os.kill(target.pid, signal.SIGCONT)
-    # Woken by the first scan that sees it busy: rounds again, balanced.
+    # Woken by the first look that sees it busy: rounds again, balanced.
     wait_until(lambda: not parked(service, target.pid), what="the program woken")
     wait_until(lambda: program(service, target.pid)["intervals"] > rounds,
                what="full rounds again")
     wait_bound(target.pid, doms, count=4)
     assert service.stop() == 0
     assert thread_masks(target.pid) == before
+
+
+def test_a_parked_program_turning_busy_is_under_full_rounds_within_one_scan_interval(
+        duty, domains, procs, state, tmp_path):
+    """Three rises, a third of a scan interval apart in the cycle of looks:
+    each time the service's own clock says it woke the program less than
+    one scan interval after the test continued it (the program was
+    stopped: it used no CPU before that), and full rounds follow.  The
+    status is asked on the socket, in this process: a ``tumbler status``
+    process every poll would take the CPU the service's looks need."""
+    spec, doms = domains
+    scan = 1.0
+    target = busy_duty(procs, duty)
+    rules = ('  - name: duty\n    match: {comm: "duty"}\n    domains: "%s"\n'
+             '    policy: tumbler\n' % spec)
+    service = Service(procs, state, tmp_path, config(rules, scan=scan))
+
+    def status():
+        reply = request(service.socket, {"cmd": "status"})
+        return next((p for p in reply["programs"] if p["pid"] == target.pid), None)
+    wait_bound(target.pid, doms, count=4)
+    for phase in range(3):
+        os.kill(target.pid, signal.SIGSTOP)         # no CPU at all from now on
+        before = wait_until(lambda: (lambda p: p if p and p["parked"] else None)(status()),
+                            what="the program parked")
+        time.sleep(phase * scan / 3)
+        continued = time.monotonic()                # the clock the service's status uses
+        os.kill(target.pid, signal.SIGCONT)
+        woken = wait_until(lambda: (lambda p: p if p and not p["parked"] else None)(status()),
+                           what="the program woken")
+        # Stopped until ``continued``, it cannot have risen before it.
+        assert continued < woken["unparked_at"] < continued + scan, (continued, woken)
+        wait_until(lambda: status()["intervals"] > before["intervals"],
+                   what="full rounds again")
+    assert service.stop() == 0
 
 
 def test_parked_threads_are_restored_after_sigkill_and_metrics_count_them(

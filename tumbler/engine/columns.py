@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from itertools import compress, repeat
 from numbers import Real
-from operator import attrgetter, ge
+from operator import attrgetter, ge, itemgetter
 
 from .model import Domain, ThreadLoad
 
@@ -26,7 +26,8 @@ DOMAIN = attrgetter("domain")
 _ELIGIBLE = attrgetter("eligible")
 _RUNNABLE = attrgetter("runnable")
 _PINNED_CPU = attrgetter("pinned_cpu")
-
+#: A named tuple's first four fields (ThreadLoad's), by position.
+_FIELDS = tuple(map(itemgetter, range(4)))
 
 
 def ordered_domains(domains: Sequence[Domain]) -> list[Domain]:
@@ -54,19 +55,28 @@ class Columns:
     """The threads of one call as columns (one sequence per field), so that
     per-thread work can be done in C-level passes over them."""
 
-    __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted")
+    __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted", "load_types",
+                 "distinct_eligibles")
 
     def __init__(self, threads: list[ThreadLoad], domain_count: int):
         if threads and all(map(_starts_with_load_fields, set(map(type, threads)))):
-            # ThreadLoad and the policy's ThreadView: one transposing pass.
+            # ThreadLoad and the policy's ThreadView: a pass per field by
+            # position (transposing all ten of a view's fields with
+            # zip(*threads) cost twice as much).
             self.tids, self.raw_loads, self.domains, self.eligibles = \
-                list(zip(*threads))[:4]
+                [list(map(field, threads)) for field in _FIELDS]
         else:
             self.tids = list(map(TID, threads))
             self.raw_loads = list(map(_LOAD, threads))
             self.domains = list(map(DOMAIN, threads))
             self.eligibles = list(map(_ELIGIBLE, threads))
-        self.restricted = _some_restricted(self.eligibles, domain_count)
+        # Asked by the checks and by grouping's passes: found once.
+        self.load_types = set(map(type, self.raw_loads))
+        try:
+            self.distinct_eligibles = set(self.eligibles)
+        except TypeError:               # unhashable: the careful paths
+            self.distinct_eligibles = None
+        self.restricted = _some_restricted(self.distinct_eligibles, domain_count)
 
 
 def _starts_with_load_fields(kind: type) -> bool:
@@ -79,21 +89,19 @@ def _starts_with_load_fields(kind: type) -> bool:
     return known
 
 
-def _some_restricted(eligibles: list[frozenset | None], domain_count: int) -> bool:
-    """Whether some thread may not use some domain.
+def _some_restricted(distinct: set | None, domain_count: int) -> bool:
+    """Whether some thread may not use some domain, from the distinct
+    ``eligible`` values (None: some unhashable -- the careful path).
 
     If not, every eligibility check passes -- an ``eligible`` set holding
     every domain acts exactly as None (the controller always passes sets)
     -- and the checks are skipped.  Few distinct sets exist, so they are
     looked at once each.
     """
-    try:
-        distinct = set(eligibles)
-    except TypeError:                   # unhashable: take the careful path
+    if distinct is None:
         return True
-    distinct.discard(None)
     return any(not all(domain in eligible for domain in range(domain_count))
-               for eligible in distinct)
+               for eligible in distinct if eligible is not None)
 
 
 def checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> list[ThreadLoad]:
@@ -116,16 +124,19 @@ def _plainly_valid(columns: Columns, domain_count: int) -> bool:
     try:
         if len(set(columns.tids)) != len(columns.tids):
             return False
-        loads = columns.raw_loads
-        # A finite sum means finite loads (an inf or nan makes it inf or nan;
-        # an overflow raises): one pass instead of isfinite per load.
-        if not set(map(type, loads)) <= {float, int} or not math.isfinite(math.fsum(loads)):
+        # A finite sum means finite loads (an inf or nan makes it inf or
+        # nan; so does an overflow of finite ones, and then the loads are
+        # looked at one by one and found valid): one pass instead of
+        # isfinite per load.
+        if not columns.load_types <= {float, int} or not math.isfinite(sum(columns.raw_loads)):
             return False
         if not set(columns.domains) <= {None, *range(domain_count)}:
             return False
-        distinct = set(columns.eligibles)
-        distinct.discard(None)
-        return all(any(0 <= d < domain_count for d in eligible) for eligible in distinct)
+        distinct = columns.distinct_eligibles
+        if distinct is None:
+            return False
+        return all(any(0 <= d < domain_count for d in eligible)
+                   for eligible in distinct if eligible is not None)
     except (TypeError, ValueError, OverflowError):
         return False
 
@@ -164,7 +175,13 @@ def runnable_at_least(threads: Sequence, share: float) -> list:
     least ``share``, in order -- C-level passes when every share is known
     (auto and merging ask it every round, of every thread)."""
     shares = list(map(_RUNNABLE, threads))
-    if None in shares:
+    try:
+        # Usually no thread is: one pass finds it (max raises on a None,
+        # and is at least every number that follows a number; a NaN first
+        # leaves it NaN, which is not below ``share``).
+        if not shares or max(shares) < share:
+            return []
+    except TypeError:                   # a share not known yet (None)
         return [t for t, known in zip(threads, shares) if known is not None and known >= share]
     return list(compress(threads, map(ge, shares, repeat(share))))
 

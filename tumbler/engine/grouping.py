@@ -80,7 +80,7 @@ from .columns import (DOMAIN, FEW_DOMAINS, TID, Columns, checked_columns, checke
 from .mapping import assign_slots
 from .model import Domain, Move, Plan, ThreadLoad
 from .swaps import cancel_swaps
-from .variation import VariationTable, cv
+from .variation import VariationTable, cv, cv_of_floats
 from .wave import sort_by_load, wave_slots
 
 #: Default error tolerance: no domain's load per CPU further than this
@@ -109,10 +109,10 @@ IDLE_LOAD = 0.05
 # -- small decisions -----------------------------------------------------------
 
 def _effective_loads(columns: Columns) -> list[float]:
-    """effective_load of every thread (a comprehension: max() per item is
-    several times slower)."""
+    """effective_load of every thread, floats all (a comprehension: max()
+    per item is several times slower)."""
     loads = columns.raw_loads
-    if loads and min(loads) >= 0.0 and set(map(type, loads)) == {float}:
+    if loads and columns.load_types == {float} and min(loads) >= 0.0:
         return loads        # the usual case: already what we want
     return [load if load > 0.0 else 0.0 for load in map(float, loads)]
 
@@ -333,7 +333,7 @@ def _single_domain_plan(columns: Columns, table: VariationTable) -> Plan:
     grouping half of it to a few C-level passes.
     """
     effective = _effective_loads(columns)
-    thread_cv = cv(effective)
+    thread_cv = cv_of_floats(effective)
     interval_ms, _ = table.interval_for(thread_cv)
     load = math.fsum(effective)
     return Plan(moves=[], assignment=dict.fromkeys(columns.tids, 0), thread_cv=thread_cv,
@@ -456,7 +456,7 @@ def _plan(threads: list[ThreadLoad], columns: Columns, ordered: list[Domain],
     if len(ordered) < 2 and None not in columns.domains:
         return _single_domain_plan(columns, table)
     effective = _effective_loads(columns)
-    thread_cv = cv(effective)
+    thread_cv = cv_of_floats(effective)
     interval_ms, _ = table.interval_for(thread_cv)
     domain_loads = _column_sums(effective, columns.domains, len(ordered))
     spread_before = spread(domain_loads, capacities)

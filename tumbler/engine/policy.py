@@ -122,8 +122,6 @@ call only ``quiet_verdict``: it is cheap.
 
 from __future__ import annotations
 
-from operator import attrgetter
-
 from .columns import pinned_threads, runnable_at_least
 from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
                        plan_tumbler)
@@ -157,7 +155,6 @@ ENGAGED_INTERVAL_MS = 200
 NEVER_REGROUP = 1e9
 
 
-_TID = attrgetter("tid")
 _ENGINE_INPUT_TYPES = {ThreadView, ThreadLoad}
 
 
@@ -373,7 +370,9 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         # stay runnable or are pinned: this runs every round.
         runnable = runnable_at_least(threads, RUNNABLE_SHARE)
         pinned = pinned_threads(threads)
-        where = list(map(assignment.get, map(_TID, threads)))
+        # Each thread's domain, for counting: the plan assigns every thread
+        # of ``threads`` (their TIDs are distinct), so its values are those.
+        where = list(assignment.values())
         for domain in domains:
             index = domain.index
             candidates = [t for t in runnable

@@ -388,7 +388,7 @@ class Backend:
     def process_cpu_ns(self, pid):
         """CPU time of the whole process so far (user + system, every
         thread), in ns, from one per-process figure: what the service
-        reads of a parked program at each scan.  NoSuchProcess if gone.
+        reads of a parked program at each look.  NoSuchProcess if gone.
         Default: from ``process_facts``."""
         return self.process_facts(pid).cpu_ns
 

@@ -19,12 +19,16 @@ of its domains busier than the tolerance allows -- less than ``park_below``
 CPUs between two scans, by default the tolerance times its smallest
 domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
 ``min_cpu`` -- cannot be imbalanced enough to matter: it is *parked*.  Its
-controller is not ticked (no per-thread read, no round); once per scan
-one per-process figure is read (``Backend.process_cpu_ns``: utime + stime
-of /proc/PID/stat, or psinfo's pr_time), and the first scan that sees it
-rise wakes it for a full round at once.  Its threads stay where they are,
-still recorded: every exit and ``tumbler restore`` put them back as any
-other's.  ``status`` and the metrics show who is parked and why.
+controller is not ticked (no per-thread read, no round); PARKED_LOOKS
+times per scan interval one per-process figure is read
+(``Backend.process_cpu_ns``: utime + stime of /proc/PID/stat, or psinfo's
+pr_time), and the first look that sees it rise wakes it for a full round
+at once: one using ``park_below`` or more is back under full rounds
+within one scan interval (the second look after it rose at the latest,
+two thirds of an interval; one using ten times as much, at the first).
+Its threads stay where they are, still recorded: every exit and
+``tumbler restore`` put them back as any other's.  ``status`` and the
+metrics show who is parked and why.
 
 What a program must be to be managed (checked once, at the scan that first
 sees it; a process refused is not looked at again until its PID names
@@ -108,6 +112,10 @@ REMATCH_SCANS = 15
 #: load windows (balance/capacity.py): bursty neighbours moved capacities,
 #: and threads, for noise.
 CAPACITY_SMOOTH_WINDOWS = 4
+#: Looks at parked programs' CPU per scan interval (the module doc), one
+#: read per parked program each (~6 us): a rise is seen within two looks,
+#: two thirds of an interval, with a third for the loop to be late.
+PARKED_LOOKS = 3
 
 
 class Log:
@@ -176,6 +184,14 @@ class Service:
             self.scan(stop=lambda: bool(waiter.pending))
             return time.monotonic() + self.config.scan_interval
         driver.at("scan", time.monotonic(), scan)
+
+        def look_at_parked(now):
+            look = self.config.scan_interval / PARKED_LOOKS
+            for program in list(self.programs.values()):
+                if program.parked:
+                    self._weigh(program)
+            return time.monotonic() + look
+        driver.at("parked", time.monotonic(), look_at_parked)
         driver.at("machine", None, self._look_at_machine)
         if self.sharing is not None:
             driver.at("sharing", time.monotonic(), self.sharing.tick)
@@ -260,7 +276,8 @@ class Service:
             for pid in [p for p in table if p not in alive]:
                 del table[pid]
         for program in list(self.programs.values()):
-            self._check_parking(program, now)
+            if not program.parked:      # parked ones: look_at_parked (run)
+                self._weigh(program)
         if self.scan_from == 0:     # a look at every process begins
             self.waiting = len(self.capped)
         first = bisect.bisect_left(pids, self.scan_from)
@@ -348,30 +365,15 @@ class Service:
             return
         self._manage(pid, start, facts, rule)
 
-    def _check_parking(self, program, now):
-        """Park or wake ``program`` by its CPU use since the last scan (the
-        module doc); a program that exited is left to its next tick."""
-        try:
-            cpu_ns = program.controller.backend.process_cpu_ns(program.pid)
-        except PlatformError:
-            if program.parked:
-                program.parked = None       # its tick finds it gone and drops it
-            return
-        mark, program.cpu_mark = program.cpu_mark, (now, cpu_ns)
-        if mark is None or now <= mark[0]:
-            return
-        used = (cpu_ns - mark[1]) / 1e9 / (now - mark[0])
-        program.used = used
-        below = self._park_below(program)
-        if used < below:
-            if not program.parked:
-                program.parked = "%.3f CPUs used, below %.3f (%s)" % (
-                    used, below, "park_below" if program.rule.park_below is not None
-                    or self.config.park_below is not None else
-                    "tolerance x smallest domain, min_cpu")
-        elif program.parked:
-            program.parked = None
-            program.controller.resume()     # a full round at once
+    def _weigh(self, program):
+        """Park or wake ``program`` by its CPU use since the last look (the
+        module doc; Program.weigh); no look less than half a parked look's
+        interval after the last."""
+        rule = program.rule
+        why = ("park_below" if rule.park_below is not None or self.config.park_below
+               is not None else "tolerance x smallest domain, min_cpu")
+        program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
+                      self._park_below(program), why)
 
     def _park_below(self, program):
         """CPUs below which ``program`` is parked (the module doc)."""

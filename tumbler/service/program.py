@@ -4,22 +4,54 @@
 import time
 
 from ..cpulist import format_cpulist
+from ..platform.base import PlatformError
 from .assembly import Run
 
 
 class Program(Run):
     """A managed program: its run (assembly.py) and what the status reports."""
 
-    __slots__ = ("rule", "since", "cpu_mark", "used", "received")
+    __slots__ = ("rule", "since", "cpu_mark", "used", "received", "unparked_at")
 
     def __init__(self, pid, name, rule, *parts, **options):
         """The run of ``parts`` and ``options`` (assembly.Run's)."""
         super().__init__(pid, *parts, name=name, **options)
         self.rule = rule
         self.since = time.monotonic()
-        self.cpu_mark = None        # (monotonic s, process CPU ns) at the last scan
-        self.used = 0.0             # CPUs it used between the last two scans
+        self.cpu_mark = None        # (monotonic s, process CPU ns) at the last look
+        self.used = 0.0             # CPUs it used between the last two looks
         self.received = None        # (rounds, controller.received_now()) cached
+        self.unparked_at = None     # monotonic s its last wake from parking was decided
+
+    def weigh(self, shortest, below, why):
+        """Park or wake this program by the CPUs it used since the last look
+        (service/loop.py's module doc): under ``below`` CPUs it is parked
+        (``why`` says whose threshold), at or above it a parked one wakes
+        for a full round at once.  A look less than ``shortest`` s after
+        the last reads nothing: the kernel counts process CPU in ticks, and
+        over a short window one tick more or less is a large rate.  A
+        program that exited is left to its next tick."""
+        mark = self.cpu_mark
+        if mark is not None and time.monotonic() - mark[0] < shortest:
+            return
+        try:
+            cpu_ns = self.controller.backend.process_cpu_ns(self.pid)
+        except PlatformError:
+            if self.parked:
+                self.parked = None          # its tick finds it gone and drops it
+            return
+        now = time.monotonic()
+        self.cpu_mark = (now, cpu_ns)
+        if mark is None or now <= mark[0]:
+            return
+        used = self.used = (cpu_ns - mark[1]) / 1e9 / (now - mark[0])
+        if used < below:
+            if not self.parked:
+                self.parked = "%.3f CPUs used, below %.3f (%s)" % (used, below, why)
+        elif self.parked:
+            self.parked = None
+            self.unparked_at = now
+            self.controller.resume()        # a full round at once
 
     @property
     def pid(self):
@@ -28,7 +60,7 @@ class Program(Run):
     def received_on(self, cpus):
         """CPU this program's threads received on ``cpus`` (CPUs) as its last
         round measured it, each domain's spread evenly over its CPUs; a
-        parked program's use between the last two scans, spread over all
+        parked program's use between the last two looks, spread over all
         its domains (balance/capacity.py: not other work to the others)."""
         controller = self.controller
         if self.parked:
@@ -55,7 +87,7 @@ class Program(Run):
                 "threads": len(c.threads), "moves": c.stats.migrations,
                 "moves_per_min": round(c.stats.migrations / minutes, 2),
                 "pins": c.stats.pins,
-                "parked": self.parked,
+                "parked": self.parked, "unparked_at": self.unparked_at,
                 "other_work": _per_domain(c.other_meter, "other", c.domains),
                 "other_programs": _per_domain(c.other_meter, "elsewhere", c.domains),
                 "speed": bool(decision is not None and decision.engaged),

@@ -387,6 +387,19 @@ def test_c_steady_sample_builds_the_same_thread_times_as_python(steady_times, sc
     assert call(steady_times, files, []) == {}
 
 
+def test_c_steady_sample_leaves_its_thread_times_to_reference_counting(steady_times,
+                                                                       schedstat_file):
+    """A ThreadTimes can hold nothing that holds it (no reference cycle):
+    the cyclic GC does not track the C-built ones, which the load window
+    keeps for rounds (issue 29: 13% of a round at 10,000 threads went to
+    collections walking them)."""
+    import gc
+    files = {(42, 1): Files(schedstat_file(b"123 456 7\n"), 11, "a")}
+    got = call(steady_times, files, [1])
+    assert got[1] == (1, 11, "a", 123, None, None, 456, None, "?", {})
+    assert not gc.is_tracked(got[1])
+
+
 @pytest.mark.parametrize("text", [b"", b"x 1 2\n", b"12\n", b"1 -2 3\n",
                                   b"%d 1 1\n" % 2 ** 64])
 def test_c_steady_sample_answers_none_for_an_odd_read(steady_times, schedstat_file, text):

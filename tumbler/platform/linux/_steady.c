@@ -127,6 +127,20 @@ static int read_schedstat(int fd, unsigned long long *run_ns, unsigned long long
     return 0;
 }
 
+/* A record (a named tuple of ints, strings, None and the shared empty
+ * ``micro`` mapping, without a __dict__) can hold nothing that holds it
+ * back: no reference cycle can pass through it, so the cyclic GC need not
+ * track it.  Tracked, every sample's 10,000 of them were traversed by each
+ * collection while the load window kept them (a few rounds): 13% of a
+ * full round at 10,000 threads (BENCHMARKS.md, issue 29).  CPython untracks
+ * such tuples itself only when all their items are untracked, which the
+ * mapping never is. */
+static void untrack_record(PyObject *record)
+{
+    if (Py_TYPE(record)->tp_dictoffset == 0)
+        PyObject_GC_UnTrack(record);
+}
+
 /* Build ThreadTimes(tid, start, name, run, None, None, lat, None, "?", no_micro). */
 static PyObject *thread_times(PyTypeObject *type, PyObject *tid, PyObject *start,
                               PyObject *name, PyObject *run, PyObject *lat, PyObject *no_micro)
@@ -146,6 +160,7 @@ static PyObject *thread_times(PyTypeObject *type, PyObject *tid, PyObject *start
     PyTuple_SET_ITEM(times, 7, Py_NewRef(Py_None));
     PyTuple_SET_ITEM(times, 8, Py_NewRef(str_unknown_state));
     PyTuple_SET_ITEM(times, 9, Py_NewRef(no_micro));
+    untrack_record(times);
     return times;
 }
 
