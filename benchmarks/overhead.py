@@ -93,7 +93,9 @@ from tumbler.engine.mapping import assign_slots  # noqa: E402
 from tumbler.engine.model import Domain, ThreadLoad  # noqa: E402
 from tumbler.engine.variation import VariationTable  # noqa: E402
 from tumbler.engine.wave import wave_slots  # noqa: E402
-from tumbler.platform.linux.backend import AffinityBinder, LinuxBackend, _c_steady_times  # noqa: E402
+from tumbler.platform.linux.affinity import AffinityBinder  # noqa: E402
+from tumbler.platform.linux.backend import LinuxBackend  # noqa: E402
+from tumbler.platform.linux.threads import _c_steady_times  # noqa: E402
 
 THREAD_COUNTS = (64, 1024, 10000)
 #: Files LinuxBackend keeps open per sampled thread: schedstat (stat is
@@ -356,7 +358,7 @@ def bench_sample(helper, counts, repeat_scale, python_sampler=False):
         target = ThreadProcess(helper, "sleep", count)
         backend = LinuxBackend()
         if python_sampler:
-            backend._c_steady_times = None
+            backend.sampler._c_steady_times = None
         try:
             start = time.perf_counter_ns()
             first = backend.sample(target.pid)
@@ -505,8 +507,8 @@ def round_once(crowd, count, rounds, gap_ms, policy_name, phases):
         reader = None
         tids = None
         for _ in range(rounds):
-            if reader is None or tids != controller.backend._sampled_tids.get(program.pid):
-                tids = controller.backend._sampled_tids.get(program.pid)
+            if reader is None or tids != controller.backend.sampler._sampled_tids.get(program.pid):
+                tids = controller.backend.sampler._sampled_tids.get(program.pid)
                 reader = backend.columns_reader(program.pid, sorted(tids))
                 run, lat = array("q", bytes(8 * len(tids))), array("q", bytes(8 * len(tids)))
             time.sleep(gap / 2)

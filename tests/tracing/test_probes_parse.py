@@ -21,7 +21,7 @@ from tumbler.tracing import scripts
 from tumbler.tracing import session as probe
 from tumbler.tracing import tool as probe_tool
 from tumbler.errors import TumblerError, UsageError
-from tumbler.platform.linux import backend as linux_backend
+from tumbler.platform.linux import procfs
 
 REPO = Path(helpers.REPO)
 DATA = REPO / "tests" / "data" / "probes"
@@ -613,12 +613,12 @@ def test_check_tool_bpftrace_missing(monkeypatch):
 def test_check_tool_needs_privilege(monkeypatch):
     monkeypatch.setattr(probe_tool.shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(probe_tool.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(linux_backend, "has_capability", lambda bit: False)
+    monkeypatch.setattr(procfs, "has_capability", lambda bit: False)
     with pytest.raises(TumblerError) as info:
         probe_tool.check_tool("linux")
     assert "CAP_BPF" in one_line(info) and "root" in one_line(info)
     # CAP_BPF + CAP_PERFMON is enough
-    monkeypatch.setattr(linux_backend, "has_capability", lambda bit: bit in (38, 39))
+    monkeypatch.setattr(procfs, "has_capability", lambda bit: bit in (38, 39))
     monkeypatch.setattr(probe_tool, "_tracefs_ready", lambda: True)
     assert probe_tool.check_tool("linux") == "/usr/bin/bpftrace"
 

@@ -30,7 +30,7 @@ from ..records import record
 
 #: The per-thread percentage columns ``tumbler stat`` shows for each
 #: platform: Linux's schedstat and stat times; illumos' prstat -mL
-#: microstates (``illumos.backend.PRSTAT_COLUMNS``).
+#: microstates (``illumos.prstat.PRSTAT_COLUMNS``).
 STAT_COLUMNS = {"linux": ("usr", "sys", "lat"),
                 "illumos": ("usr", "sys", "trp", "tfl", "dfl", "lck", "slp", "lat")}
 

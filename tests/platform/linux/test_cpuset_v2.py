@@ -20,7 +20,7 @@ import re
 import pytest
 
 from tumbler.cpulist import format_cpulist, parse_cpulist
-from tumbler.platform.linux import cpuset
+from tumbler.platform.linux import cpuset, cpuset_binder
 from tumbler.platform.base import AccessDenied, PlatformError, Unsupported
 from tumbler.platform.linux.backend import LinuxBackend
 from tumbler.state import Journal, StateFile, restore_state
@@ -300,13 +300,13 @@ def kernel(tmp_path, monkeypatch):
     kernel = FakeCgroup2(str(tmp_path / "root"))
     monkeypatch.setattr(os, "mkdir", kernel.mkdir)
     monkeypatch.setattr(os, "rmdir", kernel.rmdir)
-    monkeypatch.setattr(cpuset, "_write", kernel.write)
+    monkeypatch.setattr(cpuset, "write", kernel.write)
     masks = []
 
     def fake_set_affinity(pid, tid, cpus):
         masks.append((tid, frozenset(cpus)))
         set_mask(kernel.task(tid), cpus)
-    monkeypatch.setattr(cpuset, "set_affinity", fake_set_affinity)
+    monkeypatch.setattr(cpuset_binder, "set_affinity", fake_set_affinity)
     kernel.masks = masks
     os.mkdir(kernel.mount + "/app.slice")
     write(kernel.mount + "/app.slice/cgroup.subtree_control", "memory")
@@ -321,7 +321,7 @@ def kernel(tmp_path, monkeypatch):
 
 def make_binder(kernel, warnings=None):
     backend = LinuxBackend(kernel.root)
-    binder = cpuset.CpusetBinder(backend, warn=(warnings.append if warnings is not None
+    binder = cpuset_binder.CpusetBinder(backend, warn=(warnings.append if warnings is not None
                                                 else None))
     binder.setup([frozenset({0, 1}), frozenset({2, 3})])
     return binder
@@ -572,7 +572,7 @@ def test_permission_errors_name_the_privilege(kernel, code):
     binder = make_binder(kernel)
     with pytest.raises(AccessDenied) as caught:
         binder.save(PID, 301)
-    assert caught.value.privilege == cpuset.CPUSET_PRIVILEGE
+    assert caught.value.privilege == cpuset_binder.CPUSET_PRIVILEGE
     assert kernel.mount in str(caught.value)
 
 
@@ -673,7 +673,7 @@ def test_recorded_enables_are_only_taken_back_inside_the_mount(kernel):
     resources = dict(state["resources"])
     resources["subtree_control"] = ["/etc", kernel.mount + "/../../etc"] + \
         resources["subtree_control"]
-    binder = cpuset.CpusetBinder(LinuxBackend(kernel.root))
+    binder = cpuset_binder.CpusetBinder(LinuxBackend(kernel.root))
     binder.remove_leftovers(resources, DEAD_TUMBLER)
     assert kernel.attempts and all(path.startswith(kernel.mount + "/")
                                    for path in kernel.attempts)

@@ -32,7 +32,7 @@ from support.helpers import (REPO, assert_no_traceback, cpuset_mount, thread_mas
                              wait_for_threads)
 from support.cgroup2 import (SWAP_ENV, cgroup2_mount, controllers, read, release_v1_cpuset,
                              remount_v1_cpuset, v1_cpuset_options, write)
-from tumbler.platform.linux import cpuset
+from tumbler.platform.linux import cpuset, cpuset_binder
 from tumbler.platform.linux.backend import LinuxBackend
 
 
@@ -150,7 +150,7 @@ def cpuset_writes_stubbed(v2, monkeypatch):
     if "cpuset" in controllers(v2):
         return None                 # the real thing: see the tests below
     stubbed = []
-    real_write, real_read_cpus = cpuset._write, cpuset._read_cpus
+    real_write, real_read_cpus = cpuset.write, cpuset_binder._read_cpus
 
     def write_(path, text):
         name = os.path.basename(path)
@@ -158,8 +158,8 @@ def cpuset_writes_stubbed(v2, monkeypatch):
             stubbed.append((os.path.relpath(os.path.dirname(path), v2), name, text))
             return
         real_write(path, text)
-    monkeypatch.setattr(cpuset, "_write", write_)
-    monkeypatch.setattr(cpuset, "_read_cpus",
+    monkeypatch.setattr(cpuset, "write", write_)
+    monkeypatch.setattr(cpuset_binder, "_read_cpus",
                         lambda *paths: real_read_cpus(*paths) or
                         frozenset(os.sched_getaffinity(0)))
     monkeypatch.setattr(cpuset, "find_cpuset_mount", lambda proc, root: ("v2", v2))
@@ -172,7 +172,7 @@ def test_threads_move_below_the_process_cgroup_and_back(v2, cpuset_writes_stubbe
     pid = scratch.pid
     before_masks = thread_masks(pid)
     domains = [frozenset([two_cpus[0]]), frozenset([two_cpus[1]])]
-    binder = cpuset.CpusetBinder(LinuxBackend("/"))
+    binder = cpuset_binder.CpusetBinder(LinuxBackend("/"))
     binder.setup(domains)
     app = "/" + os.path.relpath(scratch.app, v2)
     own = os.path.join(scratch.app, binder._name)
@@ -266,7 +266,7 @@ def test_binder_on_cgroup2_cpuset(cgroup2_cpuset, scratch_factory, two_cpus):
     before_masks = thread_masks(pid)
     before_control = scratch.control()
     domains = [frozenset([two_cpus[0]]), frozenset([two_cpus[1]])]
-    binder = cpuset.CpusetBinder(LinuxBackend("/"))
+    binder = cpuset_binder.CpusetBinder(LinuxBackend("/"))
     assert binder.version == "v2"
     binder.setup(domains)
     app = "/" + os.path.relpath(scratch.app, v2)
