@@ -192,6 +192,20 @@ def sweep(one_pass):
     return False
 
 
+def allowed_union(backend, pids):
+    """CPUs any thread of ``pids`` may run on (what domains are cut down to,
+    and what a state file records as a target's own).  A thread that exits
+    meanwhile is left out; NoSuchProcess if a process is gone."""
+    allowed = set()
+    for pid in pids:
+        for tid in backend.thread_ids(pid):
+            try:
+                allowed |= backend.allowed_cpus(pid, tid)
+            except NoSuchProcess:
+                continue
+    return frozenset(allowed)
+
+
 class Binder:
     """Binds threads to CPU sets and restores them.
 
