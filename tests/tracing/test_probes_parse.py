@@ -369,13 +369,20 @@ def header(text):
     return m.group(1)
 
 
+def checked_header(text, shebang, usage):
+    """The header comment of a probe script that starts with ``shebang``
+    and whose header shows ``usage`` and an example."""
+    assert text.startswith(shebang + "\n")
+    head = header(text)
+    assert usage in head
+    assert "Example of usage" in head
+    return head
+
+
 @pytest.mark.parametrize("name", pp.SCRIPTS)
 def test_bt_header_and_outputs(name):
     text = bt(name)
-    assert text.startswith("#!/usr/bin/env bpftrace\n")
-    head = header(text)
-    assert ("USAGE: %s.bt PID PERIOD_MS" % name) in head
-    assert "Example of usage" in head
+    head = checked_header(text, "#!/usr/bin/env bpftrace", "USAGE: %s.bt PID PERIOD_MS" % name)
     assert "tumbler-probe %s ready" % name in head
     code = text[text.index("*/"):]
     assert code.count("// TUMBLER-PRELUDE") == 1
@@ -420,10 +427,8 @@ SAMPLE_VALUES = {"pid": 4242, "tid": 3, "ns": 1000, "count": 7, "cross": 2, "see
 @pytest.mark.parametrize("name", pp.SCRIPTS)
 def test_d_scripts_print_what_the_parser_reads(name):
     text = d(name)
-    assert text.startswith("#!/usr/sbin/dtrace -qs\n")
-    head = header(text)
-    assert ("USAGE: dtrace -q -p PID -s %s.d PERIOD_MS" % name) in head
-    assert "Example of usage" in head
+    head = checked_header(text, "#!/usr/sbin/dtrace -qs",
+                          "USAGE: dtrace -q -p PID -s %s.d PERIOD_MS" % name)
     code = text[text.index("*/", text.index("Example of usage")):]
     assert "dtrace:::BEGIN" in code and "dtrace:::END" in code
     assert "profile:::tick-10ms" in code and "$1 / 10" in code

@@ -128,24 +128,30 @@ class LinuxBackend(Backend):
             # new process to read).  Its start time could not tell: it
             # counts in clock ticks, and two processes can share one.
             raise NoSuchProcess(pid)
-        fd = self._stat_fds.get(pid)
-        try:
-            if fd is None:
-                fd = self._stat_fds[pid] = os.open("%s/%d/task/%d/stat" % (self.proc, pid, pid),
-                                                   os.O_RDONLY | os.O_CLOEXEC)
-            data = os.pread(fd, 4096, 0)
-        except OSError:
-            data = b""
-        if not data:
-            self._seen_gone(pid)
-            raise NoSuchProcess(pid)
-        fields = parse_stat(data.decode(errors="replace"))[1]
+        fields = self._kept_stat(self._stat_fds, pid, "%s/%d/task/%d/stat" % (self.proc, pid, pid))
         try:
             image = tuple(int(fields[i]) for i in (STAT_STARTCODE, STAT_ENDCODE,
                                                    STAT_STARTSTACK))
         except (IndexError, ValueError):
             image = None
         return exited(fields), (image if image and any(image) else None)
+
+    def _kept_stat(self, fds, pid, path):
+        """The fields of a stat file of ``pid`` read through the fd kept in
+        ``fds`` (opened on first use).  An fd stays bound to its process,
+        so a reused PID reads as an error, not as another process: an
+        empty or failed read marks ``pid`` gone and raises NoSuchProcess."""
+        fd = fds.get(pid)
+        try:
+            if fd is None:
+                fd = fds[pid] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            data = os.pread(fd, 4096, 0)
+        except OSError:
+            data = b""
+        if not data:
+            self._seen_gone(pid)
+            raise NoSuchProcess(pid)
+        return parse_stat(data.decode(errors="replace"))[1]
 
     def close(self):
         self.sampler.close()
@@ -307,18 +313,7 @@ class LinuxBackend(Backend):
         PID reads as gone."""
         if pid in self._gone:
             raise NoSuchProcess(pid)
-        fd = self._proc_stat_fds.get(pid)
-        try:
-            if fd is None:
-                fd = self._proc_stat_fds[pid] = os.open("%s/%d/stat" % (self.proc, pid),
-                                                        os.O_RDONLY | os.O_CLOEXEC)
-            data = os.pread(fd, 4096, 0)
-        except OSError:
-            data = b""
-        if not data:
-            self._seen_gone(pid)
-            raise NoSuchProcess(pid)
-        fields = parse_stat(data.decode(errors="replace"))[1]
+        fields = self._kept_stat(self._proc_stat_fds, pid, "%s/%d/stat" % (self.proc, pid))
         return (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) * NS_PER_TICK
 
     def cmdline(self, pid):
