@@ -15,7 +15,10 @@ A backend answers five questions and does two things:
 Backends take a ``root`` directory so tests read fixture trees instead of
 ``/proc`` and ``/sys``.  They raise only the exceptions below: OS errors are
 mapped once, at the backend edge (as psutil does), so nothing above this
-layer looks at errno.
+layer looks at errno.  Written once against the interface, for every
+backend: ``sweep`` (the exit's repeated look for what bound threads
+created) and ``allowed_union`` (the CPUs any thread of some processes may
+use).
 """
 
 from __future__ import annotations

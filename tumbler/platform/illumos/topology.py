@@ -1,17 +1,17 @@
 """illumos CPU topology from the kstats (read by ``kstat``).
 
-Packages and LLCs are
-the processor groups the kernel's CMT scheduler uses (``pg_hw_perf``
-kstats: "Socket" and "Cache" groups), which exist on x86 and SPARC alike;
-a level is taken from them only when their groups cover every on-line CPU
-without overlap.  Otherwise ``cpu_info`` is the fallback: chip_id the
-package, cache_id the LLC -- x86 only, and on older kernels computed right
-for Intel only (AMD CPUs each got an LLC of their own).  core_id (cpu_info)
-is the core.  CPUs whose state is "on-line" or "no-intr" (runs threads,
-takes no interrupts) are on-line; the others are left out.  NUMA ("numa"
-level) is not reported: lgroups are only reachable through liblgrp's
-lgrp_init/lgrp_cpus walk, which tumbler does not wrap; on illumos x86 the
-package level coincides with the leaf lgroup on common two-socket machines.
+Packages and LLCs are the processor groups the kernel's CMT scheduler uses
+(``pg_hw_perf`` kstats: "Socket" and "Cache" groups), which exist on x86 and
+SPARC alike; a level is taken from them only when their groups cover every
+on-line CPU without overlap.  Otherwise ``cpu_info`` is the fallback:
+chip_id the package, cache_id the LLC -- x86 only, and on older kernels
+computed right for Intel only (AMD CPUs each got an LLC of their own).
+core_id (cpu_info) is the core.  CPUs whose state is "on-line" or "no-intr"
+(runs threads, takes no interrupts) are on-line; the others are left out.
+NUMA ("numa" level) is not reported: lgroups are only reachable through
+liblgrp's lgrp_init/lgrp_cpus walk, which tumbler does not wrap; on illumos
+x86 the package level coincides with the leaf lgroup on common two-socket
+machines.
 """
 
 from ...cpulist import parse_cpulist
