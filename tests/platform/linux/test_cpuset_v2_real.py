@@ -150,7 +150,7 @@ def cpuset_writes_stubbed(v2, monkeypatch):
     if "cpuset" in controllers(v2):
         return None                 # the real thing: see the tests below
     stubbed = []
-    real_write, real_read_cpus = cpuset.write, cpuset_binder._read_cpus
+    real_write, real_read_cpus = cpuset.write, cpuset.read_cpus
 
     def write_(path, text):
         name = os.path.basename(path)
@@ -159,7 +159,7 @@ def cpuset_writes_stubbed(v2, monkeypatch):
             return
         real_write(path, text)
     monkeypatch.setattr(cpuset, "write", write_)
-    monkeypatch.setattr(cpuset_binder, "_read_cpus",
+    monkeypatch.setattr(cpuset, "read_cpus",
                         lambda *paths: real_read_cpus(*paths) or
                         frozenset(os.sched_getaffinity(0)))
     monkeypatch.setattr(cpuset, "find_cpuset_mount", lambda proc, root: ("v2", v2))

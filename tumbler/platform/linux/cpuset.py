@@ -1,11 +1,12 @@
-"""The cpuset cgroup hierarchy, read and cleaned as files: where the cpuset
-controller is mounted (v1 or v2), which CPUs the cpuset of a process's
-cgroup allows (``CgroupCpus``, for Backend.cpuset_cpus), and the
-``tumbler.<pid>`` cgroups a tumbler that is gone left behind (found by
-``leftover_dirs``, removed by ``remove_tree``), which both ``tumbler
-restore`` and ``--binder cpuset`` clean up.  The binder itself, and how it
-builds those cgroups, is cpuset_binder.py's.  Every write to a cgroup file
-goes through ``write``.
+"""The cpuset cgroup hierarchy as files: where the cpuset controller is
+mounted (v1 or v2), which CPUs the cpuset of a process's cgroup allows
+(``CgroupCpus``, for Backend.cpuset_cpus), the tree's paths and its v2
+``cgroup.subtree_control`` (read, and a +cpuset taken back:
+``disable_cpuset``), and the ``tumbler.<pid>`` cgroups a tumbler that is
+gone left behind (found by ``leftover_dirs``, removed by ``remove_tree``),
+which both ``tumbler restore`` and ``--binder cpuset`` clean up.  What the
+binder builds in it, and when, is cpuset_binder.py's.  Every write to a
+cgroup file goes through ``write``.
 """
 
 import errno
@@ -236,6 +237,110 @@ def empty_into(path, destination):
             write(os.path.join(destination, name), tid)
         except OSError:
             pass
+
+
+class Vanished(PlatformError):
+    """A cgroup directory was removed underneath tumbler."""
+
+    def __init__(self, path):
+        super().__init__("cgroup %s was removed underneath tumbler" % path)
+
+
+def disable_cpuset(path):
+    """Take back a +cpuset tumbler wrote to ``path``'s cgroup.subtree_control.
+
+    Returns None, or why it stays enabled: someone else relies on it now --
+    a child enables cpuset further down (the kernel refuses with EBUSY) or
+    has CPUs or memory nodes configured, which disabling would drop.
+    """
+    user = _cpuset_user(path)
+    if user is not None:
+        return "cgroup %s has cpuset settings of its own" % user
+    try:
+        write(os.path.join(path, "cgroup.subtree_control"), "-cpuset")
+    except FileNotFoundError:
+        return None                 # the cgroup is gone, and its setting with it
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            return "a cgroup below it enables cpuset for its own children"
+        raise PlatformError("cannot disable the cpuset controller in cgroup %s: %s"
+                            % (path, exc.strerror)) from None
+    return None
+
+
+def _cpuset_user(path):
+    """A child cgroup of ``path`` whose cpuset.cpus or cpuset.mems is set."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return None
+    for name in names:
+        child = os.path.join(path, name)
+        for setting in ("cpuset.cpus", "cpuset.mems"):
+            try:
+                if read_text(os.path.join(child, setting)):
+                    return child
+            except OSError:
+                continue
+    return None
+
+
+def nearest_existing(directory, mount):
+    """``directory`` or its nearest ancestor that still exists (at most ``mount``)."""
+    while not os.path.isdir(directory) and len(directory) > len(mount):
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def ancestors(mount, directory):
+    """The cgroup dirs from ``mount`` down to the parent of ``directory``."""
+    relative = os.path.relpath(directory, mount)
+    if relative == ".":
+        return []
+    parts = relative.split("/")
+    return [os.path.join(mount, *parts[:i]) for i in range(len(parts))]
+
+
+def is_under(path, mount):
+    """Is ``path`` ``mount`` or a directory below it (no ``..`` tricks)?"""
+    if not os.path.isabs(path) or ".." in path.split("/"):
+        return False
+    return path.rstrip("/") == mount.rstrip("/") or path.startswith(mount.rstrip("/") + "/")
+
+
+def is_own_path(path, mount, owner):
+    """Is ``path`` a cgroup tumbler ``owner`` created: MOUNT/.../tumbler.OWNER[/dN]?"""
+    if owner is None or not os.path.isabs(path) or ".." in path.split("/"):
+        return False
+    if not path.startswith(mount.rstrip("/") + "/"):
+        return False
+    name = os.path.basename(path)
+    if DOMAIN_DIR.match(name):
+        name = os.path.basename(os.path.dirname(path))
+    match = OWN_DIR.match(name)
+    return bool(match) and int(match.group(1)) == owner
+
+
+def subtree_control(directory):
+    """The controllers ``directory`` enables for its children."""
+    path = os.path.join(directory, "cgroup.subtree_control")
+    try:
+        return read_text(path).split()
+    except FileNotFoundError:
+        raise Vanished(directory) from None
+    except OSError as exc:
+        raise PlatformError("cannot read %s: %s" % (path, exc.strerror)) from None
+
+
+def read_cpus(*paths):
+    for path in paths:
+        try:
+            text = read_text(path)
+        except OSError:
+            continue
+        if text:
+            return parse_cpulist(text)
+    return frozenset()
 
 
 def read_text(path):

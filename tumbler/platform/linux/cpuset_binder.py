@@ -1,5 +1,6 @@
 """``--binder cpuset``: one cpuset cgroup per domain (root only).  The
-hierarchy it builds in (mount, leftovers, file writes) is cpuset.py's.
+hierarchy it builds in (mount, paths, subtree_control, leftovers, file
+writes) is cpuset.py's.
 
 cgroup v1 (a hierarchy with the cpuset controller mounted): for every
 original cpuset cgroup ``C`` a thread comes from, tumbler creates
@@ -75,7 +76,7 @@ take back the ``+cpuset`` writes its state file records.
 import errno
 import os
 
-from ...cpulist import format_cpulist, parse_cpulist
+from ...cpulist import format_cpulist
 from ...errors import warn as warn_line
 from ..base import AccessDenied, Binder, NoSuchProcess, PlatformError, Unmovable, Unsupported
 from . import cpuset
@@ -119,7 +120,7 @@ class CpusetBinder(Binder):
             try:
                 self._move(pid, tid, self._domain_dir(origin, domain_index))
                 break
-            except _Vanished as exc:
+            except cpuset.Vanished as exc:
                 # Removed underneath us between the check and the write:
                 # start from scratch.
                 vanished = exc
@@ -136,7 +137,7 @@ class CpusetBinder(Binder):
             try:
                 self._move(pid, tid, directory)
                 break
-            except _Vanished:
+            except cpuset.Vanished:
                 parent = os.path.dirname(directory)
                 if len(parent) < len(self.mount) or parent == directory:
                     raise PlatformError("cgroup %s was removed and so was every ancestor"
@@ -154,7 +155,7 @@ class CpusetBinder(Binder):
     def close(self):
         errors = []
         for origin in list(self._created):
-            destination = _existing(self._dir(origin), self.mount)
+            destination = cpuset.nearest_existing(self._dir(origin), self.mount)
             left = []
             for path in reversed(self._created[origin]):
                 try:
@@ -182,7 +183,7 @@ class CpusetBinder(Binder):
         while self._enabled:
             path = self._enabled[-1]
             try:
-                kept = disable_cpuset(path)
+                kept = cpuset.disable_cpuset(path)
             except PlatformError as exc:
                 errors.append(str(exc))
                 break
@@ -244,7 +245,7 @@ class CpusetBinder(Binder):
         resources = resources or {}
         dirs = set()
         for path in resources.get("cgroups", []):
-            if isinstance(path, str) and _is_own_path(path, self.mount, owner):
+            if isinstance(path, str) and cpuset.is_own_path(path, self.mount, owner):
                 top = (path if cpuset.OWN_DIR.match(os.path.basename(path))
                        else os.path.dirname(path))
                 dirs.add(top)
@@ -257,10 +258,10 @@ class CpusetBinder(Binder):
                 errors.append(str(exc))
         if not errors:
             enabled = [path for path in resources.get("subtree_control", [])
-                       if isinstance(path, str) and _is_under(path, self.mount)]
+                       if isinstance(path, str) and cpuset.is_under(path, self.mount)]
             for path in reversed(enabled):
                 try:
-                    disable_cpuset(path)     # kept if someone else uses it: fine
+                    cpuset.disable_cpuset(path)     # kept if someone else uses it: fine
                 except PlatformError as exc:
                     errors.append(str(exc))
         if errors:
@@ -323,8 +324,8 @@ class CpusetBinder(Binder):
                 self._enable_cpuset(base, {}, record=False)
                 self._prepared.add(origin)
             # v2: an empty cpuset.mems means the parent's nodes.
-            return _read_cpus(os.path.join(base, "cpuset.cpus.effective")), None
-        parent_cpus = _read_cpus(os.path.join(directory, "cpuset.effective_cpus"),
+            return cpuset.read_cpus(os.path.join(base, "cpuset.cpus.effective")), None
+        parent_cpus = cpuset.read_cpus(os.path.join(directory, "cpuset.effective_cpus"),
                                  os.path.join(directory, "cpuset.cpus"))
         mems = cpuset.read_text(os.path.join(directory, "cpuset.mems"))
         if not os.path.isdir(base):
@@ -338,10 +339,10 @@ class CpusetBinder(Binder):
         children of ``directory`` have the controller."""
         if directory != self.mount and \
                 "cpuset" not in cpuset.words(os.path.join(directory, "cgroup.controllers")):
-            for ancestor in _ancestors(self.mount, directory):
-                if "cpuset" not in _subtree_control(ancestor):
+            for ancestor in cpuset.ancestors(self.mount, directory):
+                if "cpuset" not in cpuset.subtree_control(ancestor):
                     self._enable_cpuset(ancestor, _ANCESTOR_REFUSED, record=True)
-        if "cpuset" not in _subtree_control(directory):
+        if "cpuset" not in cpuset.subtree_control(directory):
             self._enable_cpuset(directory, _THREAD_ROOT_REFUSED, record=True)
 
     def _enable_cpuset(self, path, reasons, record):
@@ -367,7 +368,7 @@ class CpusetBinder(Binder):
         except FileExistsError:
             pass
         except FileNotFoundError:       # the parent was removed meanwhile
-            raise _Vanished(path) from None
+            raise cpuset.Vanished(path) from None
         if path not in created:
             created.append(path)
 
@@ -382,7 +383,7 @@ class CpusetBinder(Binder):
                 cpuset.write(os.path.join(path, "cpuset.cpus"), format_cpulist(cpus))
                 cpuset.write(os.path.join(path, "cpuset.mems"), mems)
         except FileNotFoundError:
-            raise _Vanished(path) from None
+            raise cpuset.Vanished(path) from None
         except OSError as exc:
             raise PlatformError("cannot configure cgroup %s: %s" % (path, exc.strerror)) \
                 from None
@@ -398,7 +399,7 @@ class CpusetBinder(Binder):
                 raise AccessDenied("cannot move thread %d into %s" % (tid, directory),
                                    CPUSET_PRIVILEGE) from None
             if exc.errno == errno.ENOENT:
-                raise _Vanished(directory) from None
+                raise cpuset.Vanished(directory) from None
             if exc.errno == errno.EOPNOTSUPP and self.v2:
                 raise _OtherDomain(tid, "it is not in the cgroup domain of %s" % directory) \
                     from None
@@ -407,13 +408,6 @@ class CpusetBinder(Binder):
 
     def _empty_into(self, path, destination):
         cpuset.empty_into(path, destination)
-
-
-class _Vanished(PlatformError):
-    """A cgroup directory was removed underneath tumbler."""
-
-    def __init__(self, path):
-        super().__init__("cgroup %s was removed underneath tumbler" % path)
 
 
 class _OtherDomain(Unmovable):
@@ -438,105 +432,8 @@ def _refused(exc, path, action, reasons):
     if exc.errno in (errno.EPERM, errno.EACCES):
         return AccessDenied("cannot %s cgroup %s" % (action, path), CPUSET_PRIVILEGE)
     if exc.errno == errno.ENOENT:
-        return _Vanished(path)
+        return cpuset.Vanished(path)
     if exc.errno in reasons:
         return Unsupported("--binder cpuset: the kernel refused to %s cgroup %s: %s%s"
                            % (action, path, reasons[exc.errno], cpuset.USE_AFFINITY))
     return PlatformError("cannot %s cgroup %s: %s" % (action, path, exc.strerror))
-
-
-def disable_cpuset(path):
-    """Take back a +cpuset tumbler wrote to ``path``'s cgroup.subtree_control.
-
-    Returns None, or why it stays enabled: someone else relies on it now --
-    a child enables cpuset further down (the kernel refuses with EBUSY) or
-    has CPUs or memory nodes configured, which disabling would drop.
-    """
-    user = _cpuset_user(path)
-    if user is not None:
-        return "cgroup %s has cpuset settings of its own" % user
-    try:
-        cpuset.write(os.path.join(path, "cgroup.subtree_control"), "-cpuset")
-    except FileNotFoundError:
-        return None                 # the cgroup is gone, and its setting with it
-    except OSError as exc:
-        if exc.errno == errno.EBUSY:
-            return "a cgroup below it enables cpuset for its own children"
-        raise PlatformError("cannot disable the cpuset controller in cgroup %s: %s"
-                            % (path, exc.strerror)) from None
-    return None
-
-
-def _cpuset_user(path):
-    """A child cgroup of ``path`` whose cpuset.cpus or cpuset.mems is set."""
-    try:
-        names = sorted(os.listdir(path))
-    except OSError:
-        return None
-    for name in names:
-        child = os.path.join(path, name)
-        for setting in ("cpuset.cpus", "cpuset.mems"):
-            try:
-                if cpuset.read_text(os.path.join(child, setting)):
-                    return child
-            except OSError:
-                continue
-    return None
-
-
-def _existing(directory, mount):
-    """``directory`` or its nearest ancestor that still exists (at most ``mount``)."""
-    while not os.path.isdir(directory) and len(directory) > len(mount):
-        directory = os.path.dirname(directory)
-    return directory
-
-
-def _ancestors(mount, directory):
-    """The cgroup dirs from ``mount`` down to the parent of ``directory``."""
-    relative = os.path.relpath(directory, mount)
-    if relative == ".":
-        return []
-    parts = relative.split("/")
-    return [os.path.join(mount, *parts[:i]) for i in range(len(parts))]
-
-
-def _is_under(path, mount):
-    """Is ``path`` ``mount`` or a directory below it (no ``..`` tricks)?"""
-    if not os.path.isabs(path) or ".." in path.split("/"):
-        return False
-    return path.rstrip("/") == mount.rstrip("/") or path.startswith(mount.rstrip("/") + "/")
-
-
-def _is_own_path(path, mount, owner):
-    """Is ``path`` a cgroup tumbler ``owner`` created: MOUNT/.../tumbler.OWNER[/dN]?"""
-    if owner is None or not os.path.isabs(path) or ".." in path.split("/"):
-        return False
-    if not path.startswith(mount.rstrip("/") + "/"):
-        return False
-    name = os.path.basename(path)
-    if cpuset.DOMAIN_DIR.match(name):
-        name = os.path.basename(os.path.dirname(path))
-    match = cpuset.OWN_DIR.match(name)
-    return bool(match) and int(match.group(1)) == owner
-
-
-def _subtree_control(directory):
-    """The controllers ``directory`` enables for its children."""
-    path = os.path.join(directory, "cgroup.subtree_control")
-    try:
-        return cpuset.read_text(path).split()
-    except FileNotFoundError:
-        raise _Vanished(directory) from None
-    except OSError as exc:
-        raise PlatformError("cannot read %s: %s" % (path, exc.strerror)) from None
-
-
-def _read_cpus(*paths):
-    for path in paths:
-        try:
-            text = cpuset.read_text(path)
-        except OSError:
-            continue
-        if text:
-            return parse_cpulist(text)
-    return frozenset()
