@@ -84,6 +84,8 @@ import time
 from array import array
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The test workloads (tests/workloads/): crowd.c, and clock.h for the helper below.
+WORKLOADS = os.path.join(REPO, "tests", "workloads")
 sys.path.insert(0, REPO)
 
 from tumbler.engine.grouping import DEFAULT_TOLERANCE, plan_tumbler  # noqa: E402
@@ -93,7 +95,9 @@ from tumbler.engine.mapping import assign_slots  # noqa: E402
 from tumbler.engine.model import Domain, ThreadLoad  # noqa: E402
 from tumbler.engine.variation import VariationTable  # noqa: E402
 from tumbler.engine.wave import wave_slots  # noqa: E402
-from tumbler.platform.linux.backend import AffinityBinder, LinuxBackend, _c_steady_times  # noqa: E402
+from tumbler.platform.linux.affinity import AffinityBinder  # noqa: E402
+from tumbler.platform.linux.backend import LinuxBackend  # noqa: E402
+from tumbler.platform.linux.threads import _c_steady_times  # noqa: E402
 
 THREAD_COUNTS = (64, 1024, 10000)
 #: Files LinuxBackend keeps open per sampled thread: schedstat (stat is
@@ -132,18 +136,13 @@ HELPER_SOURCE = r"""
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"              /* tests/workloads/clock.h */
+
 #define STACK_BYTES (64 * 1024)
 #define PERIOD_NS 20000000L
 
 static double seconds;
 static volatile int stop;
-
-static long clock_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
 
 static void *sleeper(void *arg)
 {
@@ -165,17 +164,8 @@ static void *duty(void *arg)
 {
     long pct = (long)arg;
     long end = clock_ns(CLOCK_MONOTONIC) + (long)(seconds * 1e9);
-    while (clock_ns(CLOCK_MONOTONIC) < end) {
-        long start = clock_ns(CLOCK_MONOTONIC);
-        long busy_until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + PERIOD_NS * pct / 100;
-        while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < busy_until)
-            ;
-        long left = PERIOD_NS - (clock_ns(CLOCK_MONOTONIC) - start);
-        if (left > 0) {
-            struct timespec ts = { 0, left };
-            nanosleep(&ts, NULL);
-        }
-    }
+    while (clock_ns(CLOCK_MONOTONIC) < end)
+        duty_period(clock_ns(CLOCK_MONOTONIC), PERIOD_NS, PERIOD_NS * pct / 100, end, NULL);
     return NULL;
 }
 
@@ -257,7 +247,8 @@ def build_helper(directory):
     with open(source, "w") as f:
         f.write(HELPER_SOURCE)
     binary = os.path.join(directory, "threads")
-    subprocess.run([compiler, "-O2", "-Wall", "-pthread", "-o", binary, source], check=True)
+    subprocess.run([compiler, "-O2", "-Wall", "-pthread", "-I", WORKLOADS, "-o", binary, source],
+                   check=True)
     return binary
 
 
@@ -281,6 +272,17 @@ def check_thread_limits(count):
     if pid_max < needed:
         return "kernel.pid_max %d < %d (sysctl kernel.pid_max)" % (pid_max, needed)
     return None
+
+
+def feasible_counts(counts, rows):
+    """(threads asked, threads to make, why fewer) for each of ``counts``
+    the system can make; a row in ``rows`` saying why for each it cannot."""
+    for wanted in counts:
+        problem = check_thread_limits(wanted)
+        if problem:
+            rows.append({"threads": wanted, "skipped": problem})
+            continue
+        yield (wanted, *samplable_threads(wanted))
 
 
 def samplable_threads(count):
@@ -347,16 +349,11 @@ class ThreadProcess:
 
 def bench_sample(helper, counts, repeat_scale, python_sampler=False):
     rows = []
-    for wanted in counts:
-        problem = check_thread_limits(wanted)
-        if problem:
-            rows.append({"threads": wanted, "skipped": problem})
-            continue
-        count, capped = samplable_threads(wanted)
+    for wanted, count, capped in feasible_counts(counts, rows):
         target = ThreadProcess(helper, "sleep", count)
         backend = LinuxBackend()
         if python_sampler:
-            backend._c_steady_times = None
+            backend.sampler._c_steady_times = None
         try:
             start = time.perf_counter_ns()
             first = backend.sample(target.pid)
@@ -451,7 +448,7 @@ def bench_plan(counts, domain_counts, repeat_scale):
 def build_crowd(directory):
     binary = os.path.join(directory, "crowd")
     subprocess.run([shutil.which("cc") or "gcc", "-O2", "-pthread", "-o", binary,
-                    os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
+                    os.path.join(WORKLOADS, "crowd.c")], check=True)
     return binary
 
 
@@ -506,8 +503,8 @@ def round_once(crowd, count, rounds, gap_ms, policy_name, phases):
         reader = None
         tids = None
         for _ in range(rounds):
-            if reader is None or tids != controller.backend._sampled_tids.get(program.pid):
-                tids = controller.backend._sampled_tids.get(program.pid)
+            if reader is None or tids != controller.backend.sampler._sampled_tids.get(program.pid):
+                tids = controller.backend.sampler._sampled_tids.get(program.pid)
                 reader = backend.columns_reader(program.pid, sorted(tids))
                 run, lat = array("q", bytes(8 * len(tids))), array("q", bytes(8 * len(tids)))
             time.sleep(gap / 2)
@@ -536,12 +533,7 @@ WARM_ROUNDS = 10
 def bench_round(directory, counts, rounds, gap_ms, policy_name, phases=True):
     crowd = build_crowd(directory)
     rows = []
-    for wanted in counts:
-        problem = check_thread_limits(wanted)
-        if problem:
-            rows.append({"threads": wanted, "skipped": problem})
-            continue
-        count, capped = samplable_threads(wanted)
+    for wanted, count, capped in feasible_counts(counts, rows):
         floors, round_ns, totals, seen = round_once(crowd, count, rounds, gap_ms, policy_name,
                                                     phases)
         if not floors:

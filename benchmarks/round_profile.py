@@ -105,9 +105,9 @@ def steady_cpu(controller, floor):
 def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
     from tumbler.balance import controller, placer, quiet, speedstep, threads
     from tumbler.engine import policy, speed, window
-    from tumbler.platform.linux import backend as linux
+    from tumbler.platform.linux import backend as linux, threads as sampler
     if python_sampler:
-        linux._c_steady_times = linux._c_read_columns = None
+        sampler._c_steady_times = sampler._c_read_columns = None
         window._c_summarize_window = None
     if no_quiet:
         init = controller.Controller.__init__
@@ -123,9 +123,10 @@ def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
                          (quiet.QuietRounds, ("round", "leave", "rosters_for"))):
         for name in names:
             wrap(owner, name, "%s.%s" % (owner.__name__, name), totals)
-    for name in ("process_state", "sample", "_steady_sample", "thread_ids", "thread_run_ns"):
-        wrap(linux.LinuxBackend, name, "linux." + name, totals)
-    wrap(linux.os, "pread", "os.pread", totals)     # the kernel's share of sampling
+    wrap(linux.LinuxBackend, "process_state", "linux.process_state", totals)
+    for name in ("sample", "_steady_sample", "thread_ids", "thread_run_ns"):
+        wrap(sampler.ThreadSampler, name, "linux." + name, totals)
+    wrap(sampler.os, "pread", "os.pread", totals)     # the kernel's share of sampling
     wrap(policy, "plan_tumbler", "plan_tumbler", totals)
     wrap(speed.SpeedBalancer, "step", "SpeedBalancer.step", totals)
     for cls in (policy.AutoPolicy, policy.TumblerPolicy, policy.SpeedPolicy):

@@ -40,6 +40,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHURN_C = os.path.join(REPO, "tests", "workloads", "churn.c")
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from support.helpers import thread_masks  # noqa: E402  (the tests' own reader)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -64,16 +66,6 @@ def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def thread_masks(pid):
-    masks = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            masks[int(tid)] = frozenset(os.sched_getaffinity(int(tid)))
-        except OSError:
-            pass
-    return masks
 
 
 def default_domains():

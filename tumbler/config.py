@@ -42,7 +42,7 @@ LEVELS = ("package", "numa", "llc", "core")
 LEVEL_CHOICES = ("auto",) + LEVELS
 POLICY_CHOICES = ("auto", "tumbler", "speed", "observe")
 #: Policies that never move a thread (their engine class says
-#: ``moves_threads = False``; tests/test_engine_policy.py checks the two
+#: ``moves_threads = False``; tests/engine/test_engine_policy.py checks the two
 #: agree): such a run keeps no state and needs no binder.
 OBSERVING_POLICIES = ("observe",)
 

@@ -1,6 +1,6 @@
 /*
  * barrier.c - spin, yield and sleep barriers; see barrier.h for why all three
- * exist.
+ * exist.  Also the phases-and-barrier skeleton spmd and skewed run.
  */
 #include "barrier.h"
 
@@ -98,4 +98,59 @@ void barrier_wait(struct barrier *barrier, barrier_sense *sense)
         (void)pthread_barrier_wait(&barrier->sleeping);
         break;
     }
+}
+
+/* One per thread of run_phases, padded so that the hot loop never shares a
+ * cache line. */
+struct phase_thread {
+    _Alignas(CACHE_PAD) unsigned index;
+    barrier_sense sense;
+    uint64_t iters_per_phase;
+    uint64_t phases;
+    const char *name_prefix;
+    struct barrier *barrier;
+    pthread_t handle;
+};
+
+static void *phase_thread_main(void *arg)
+{
+    struct phase_thread *self = arg;
+    uint64_t state = work_seed(self->index);
+
+    name_current_thread(self->name_prefix, self->index);
+    for (uint64_t phase = 0; phase < self->phases; phase++) {
+        state = work_iters(state, self->iters_per_phase);
+        barrier_wait(self->barrier, &self->sense);
+    }
+    work_publish(state);
+    return NULL;
+}
+
+double run_phases(const char *name_prefix, unsigned threads, const uint64_t *iters,
+                  uint64_t phases, enum barrier_kind kind)
+{
+    struct phase_thread *workers = alloc_aligned_zeroed(threads, sizeof *workers);
+    struct barrier *barrier = alloc_aligned_zeroed(1, sizeof *barrier);
+    double start, elapsed;
+
+    barrier_init(barrier, kind, threads);
+    for (unsigned i = 0; i < threads; i++) {
+        workers[i].index = i;
+        workers[i].iters_per_phase = iters[i];
+        workers[i].phases = phases;
+        workers[i].name_prefix = name_prefix;
+        workers[i].barrier = barrier;
+    }
+
+    start = monotonic_seconds();
+    for (unsigned i = 0; i < threads; i++)
+        start_thread(&workers[i].handle, phase_thread_main, &workers[i]);
+    for (unsigned i = 0; i < threads; i++)
+        join_thread(workers[i].handle);
+    elapsed = monotonic_seconds() - start;
+
+    barrier_destroy(barrier);
+    free(barrier);
+    free(workers);
+    return elapsed;
 }

@@ -47,4 +47,14 @@ void barrier_destroy(struct barrier *barrier);
 /* Block (in the barrier's own way) until all parties have arrived. */
 void barrier_wait(struct barrier *barrier, barrier_sense *sense);
 
+/*
+ * The SPMD skeleton spmd and skewed share: `threads` threads named
+ * "<name_prefix><i>", thread i doing `iters[i]` iterations of the work loop
+ * per phase, then waiting at a barrier of `kind`, for `phases` phases.
+ * Returns the wall time from the first pthread_create to the last
+ * pthread_join.
+ */
+double run_phases(const char *name_prefix, unsigned threads, const uint64_t *iters,
+                  uint64_t phases, enum barrier_kind kind);
+
 #endif /* TUMBLER_WORKLOADS_BARRIER_H */

@@ -35,16 +35,6 @@ struct skewed_config {
     enum barrier_kind barrier;
 };
 
-/* One per thread, padded so that the hot loop never shares a cache line. */
-struct skewed_thread {
-    _Alignas(CACHE_PAD) unsigned index;
-    barrier_sense sense;
-    uint64_t iters_per_phase; /* this thread's share, in loop iterations */
-    const struct skewed_config *config;
-    struct barrier *barrier;
-    pthread_t handle;
-};
-
 static void print_usage(void)
 {
     printf("Usage: %s [OPTION]...\n"
@@ -110,47 +100,17 @@ static double share_units(const struct skewed_config *config, unsigned index)
     return threads * (double)config->work * (1.0 + config->skew * index) / weight_sum;
 }
 
-static void *skewed_thread_main(void *arg)
-{
-    struct skewed_thread *self = arg;
-    uint64_t state = work_seed(self->index);
-
-    name_current_thread("skewed-", self->index);
-    for (uint64_t phase = 0; phase < self->config->phases; phase++) {
-        state = work_iters(state, self->iters_per_phase);
-        barrier_wait(self->barrier, &self->sense);
-    }
-    work_publish(state);
-    return NULL;
-}
-
-/* Run all phases on all threads; returns the wall time from the first
- * pthread_create to the last pthread_join. */
+/* Run all phases on all threads, each doing its share; returns the wall
+ * time from the first pthread_create to the last pthread_join. */
 static double run_skewed(const struct skewed_config *config)
 {
-    struct skewed_thread *threads = alloc_aligned_zeroed(config->threads, sizeof *threads);
-    struct barrier *barrier = alloc_aligned_zeroed(1, sizeof *barrier);
-    double start, elapsed;
+    uint64_t *iters = alloc_aligned_zeroed(config->threads, sizeof *iters);
+    double elapsed;
 
-    barrier_init(barrier, config->barrier, config->threads);
-    for (unsigned i = 0; i < config->threads; i++) {
-        threads[i].index = i;
-        threads[i].iters_per_phase =
-            (uint64_t)(share_units(config, i) * (double)WORK_UNIT_ITERS + 0.5);
-        threads[i].config = config;
-        threads[i].barrier = barrier;
-    }
-
-    start = monotonic_seconds();
     for (unsigned i = 0; i < config->threads; i++)
-        start_thread(&threads[i].handle, skewed_thread_main, &threads[i]);
-    for (unsigned i = 0; i < config->threads; i++)
-        join_thread(threads[i].handle);
-    elapsed = monotonic_seconds() - start;
-
-    barrier_destroy(barrier);
-    free(barrier);
-    free(threads);
+        iters[i] = (uint64_t)(share_units(config, i) * (double)WORK_UNIT_ITERS + 0.5);
+    elapsed = run_phases("skewed-", config->threads, iters, config->phases, config->barrier);
+    free(iters);
     return elapsed;
 }
 

@@ -29,15 +29,6 @@ struct spmd_config {
     enum barrier_kind barrier;
 };
 
-/* One per thread, padded so that the hot loop never shares a cache line. */
-struct spmd_thread {
-    _Alignas(CACHE_PAD) unsigned index;
-    barrier_sense sense;
-    const struct spmd_config *config;
-    struct barrier *barrier;
-    pthread_t handle;
-};
-
 static void print_usage(void)
 {
     printf("Usage: %s [OPTION]...\n"
@@ -85,45 +76,18 @@ static void parse_args(int argc, char **argv, struct spmd_config *config)
     config->phases = common.phases;
 }
 
-static void *spmd_thread_main(void *arg)
-{
-    struct spmd_thread *self = arg;
-    uint64_t state = work_seed(self->index);
-
-    name_current_thread("spmd-", self->index);
-    for (uint64_t phase = 0; phase < self->config->phases; phase++) {
-        state = work_units(state, self->config->work);
-        barrier_wait(self->barrier, &self->sense);
-    }
-    work_publish(state);
-    return NULL;
-}
-
-/* Run all phases on all threads; returns the wall time from the first
- * pthread_create to the last pthread_join. */
+/* Run all phases on all threads, each doing `work` units per phase;
+ * returns the wall time from the first pthread_create to the last
+ * pthread_join. */
 static double run_spmd(const struct spmd_config *config)
 {
-    struct spmd_thread *threads = alloc_aligned_zeroed(config->threads, sizeof *threads);
-    struct barrier *barrier = alloc_aligned_zeroed(1, sizeof *barrier);
-    double start, elapsed;
+    uint64_t *iters = alloc_aligned_zeroed(config->threads, sizeof *iters);
+    double elapsed;
 
-    barrier_init(barrier, config->barrier, config->threads);
-    for (unsigned i = 0; i < config->threads; i++) {
-        threads[i].index = i;
-        threads[i].config = config;
-        threads[i].barrier = barrier;
-    }
-
-    start = monotonic_seconds();
     for (unsigned i = 0; i < config->threads; i++)
-        start_thread(&threads[i].handle, spmd_thread_main, &threads[i]);
-    for (unsigned i = 0; i < config->threads; i++)
-        join_thread(threads[i].handle);
-    elapsed = monotonic_seconds() - start;
-
-    barrier_destroy(barrier);
-    free(barrier);
-    free(threads);
+        iters[i] = config->work * WORK_UNIT_ITERS;
+    elapsed = run_phases("spmd-", config->threads, iters, config->phases, config->barrier);
+    free(iters);
     return elapsed;
 }
 

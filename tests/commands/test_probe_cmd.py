@@ -498,6 +498,16 @@ def wait_on_their_domains(controller, pid, workers):
         wait_until(lambda: last_cpu(pid, tid) in cpus, "thread %d to run on %s" % (tid, cpus))
 
 
+def wind_down(observer, controller, proc):
+    """The end of a test that balanced ``proc`` with ``controller`` and
+    ``observer``: probes stopped, threads put back, the program gone."""
+    observer.close()
+    if controller is not None:
+        controller.restore_all()
+    proc.kill()
+    proc.wait()
+
+
 ROUNDS = 4
 
 
@@ -534,11 +544,7 @@ def test_observer_counts_tumbler_moves_as_cross_domain_migrations(duty, two_cpus
         observer.close()
         assert all(c.proc.poll() is not None for c in session._children)
     finally:
-        observer.close()
-        if controller is not None:
-            controller.restore_all()
-        proc.kill()
-        proc.wait()
+        wind_down(observer, controller, proc)
 
     assert moves == {tid: ROUNDS for tid in workers}
     assert warnings == []
@@ -650,11 +656,7 @@ def test_observer_survives_the_death_of_bpftrace(duty, two_cpus):
         controller.round()                       # balancing goes on
         assert observer.session is None and child.proc.poll() is not None
     finally:
-        observer.close()
-        if controller is not None:
-            controller.restore_all()
-        proc.kill()
-        proc.wait()
+        wind_down(observer, controller, proc)
     assert len(warnings) == 1 and warnings[0].startswith("probes stopped, balancing goes on:")
     assert "killed by signal 9" in warnings[0]
     assert controller.stats.intervals == 2

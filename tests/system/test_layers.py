@@ -133,9 +133,8 @@ def test_no_import_cycle():
 
 
 #: Packages split into a module per job, and the size none of their modules
-#: may grow past (issue 28: "no module above 550 lines").  Not yet held by
-#: platform/ (the backends, cpuset.py, pset.py).
-SPLIT_PACKAGES = ("tumbler.commands", "tumbler.engine", "tumbler.balance",
+#: may grow past (issue 28: "no module above 550 lines").
+SPLIT_PACKAGES = ("tumbler.commands", "tumbler.engine", "tumbler.balance", "tumbler.platform",
                   "tumbler.tracing", "tumbler.observers", "tumbler.state", "tumbler.service")
 MAX_MODULE_LINES = 550
 

@@ -44,8 +44,8 @@ def attach_and_watch(pid, cpus, duration, watch_after=0.0, domains=None):
     running program (``domains``: another --domains list) and watch its
     threads' masks from ``watch_after`` seconds after tumbler bound the
     first thread until it exits (however long a loaded machine makes its
-    start).  Returns (tumbler's exit status, its stderr, masks before,
-    masks seen, masks after)."""
+    start).  tumbler must exit 0 without a traceback.  Returns (its
+    stderr, masks before, masks seen, masks after)."""
     from tumbler.cpulist import parse_domains
     before = thread_masks(pid)
     domains = domains or "%d/%d" % cpus
@@ -80,7 +80,9 @@ def attach_and_watch(pid, cpus, duration, watch_after=0.0, domains=None):
         if tumbler.poll() is None:
             tumbler.kill()
             tumbler.wait()
-    return tumbler.returncode, stderr, before, seen, thread_masks(pid)
+    assert tumbler.returncode == 0, stderr
+    assert_no_traceback(stderr)
+    return stderr, before, seen, thread_masks(pid)
 
 
 def child_of(pid, timeout=5.0):
@@ -218,13 +220,11 @@ def test_balanced_program_gets_quiet_rounds_and_is_restored(duty, two_cpus):
     workload = subprocess.Popen([duty, "6", "30", "30", "30", "30"])
     try:
         wait_for_threads(workload.pid, 5)
-        status, stderr, before, seen, after = attach_and_watch(workload.pid, two_cpus, 3,
-                                                               watch_after=1.0)
+        stderr, before, seen, after = attach_and_watch(workload.pid, two_cpus, 3,
+                                                       watch_after=1.0)
     finally:
         workload.kill()
         workload.wait()
-    assert status == 0, stderr
-    assert_no_traceback(stderr)
     intervals, quiet = map(int, re.search(r"(\d+) intervals \((\d+) quiet\)", stderr).groups())
     # Quiet rounds wait for a round that changed nothing, and a loaded
     # machine makes the odd round a full one (a spread over the tolerance,
@@ -404,12 +404,10 @@ def test_process_whose_main_thread_exited_is_still_balanced(two_cpus, tmp_path):
     try:
         assert proc.stdout.readline().strip() == "ready"
         wait_for_threads(proc.pid, 3)
-        status, stderr, before, seen, after = attach_and_watch(proc.pid, two_cpus, 2)
+        stderr, before, seen, after = attach_and_watch(proc.pid, two_cpus, 2)
     finally:
         proc.kill()
         proc.wait()
-    assert status == 0, stderr
-    assert_no_traceback(stderr)
     assert "duration reached" in stderr
     workers = [tid for tid in before if tid != proc.pid]
     assert len(workers) == 2
@@ -431,13 +429,11 @@ def test_thread_pinned_outside_the_domains_is_left_alone(duty, two_cpus):
         wait_for_threads(workload.pid, 5)
         outsider = sorted(thread_masks(workload.pid))[2]
         os.sched_setaffinity(outsider, {cpu_b})
-        status, stderr, before, seen, after = attach_and_watch(workload.pid, two_cpus, 2,
-                                                               domains=str(cpu_a))
+        stderr, before, seen, after = attach_and_watch(workload.pid, two_cpus, 2,
+                                                       domains=str(cpu_a))
     finally:
         workload.kill()
         workload.wait()
-    assert status == 0, stderr
-    assert_no_traceback(stderr)
     assert "duration reached" in stderr
     assert stderr.count("thread %d (duty-" % outsider) == 1, stderr
     assert "outside the domains; tumbler leaves it alone" in stderr

@@ -21,7 +21,7 @@ from tumbler.tracing import scripts
 from tumbler.tracing import session as probe
 from tumbler.tracing import tool as probe_tool
 from tumbler.errors import TumblerError, UsageError
-from tumbler.platform.linux import backend as linux_backend
+from tumbler.platform.linux import procfs
 
 REPO = Path(helpers.REPO)
 DATA = REPO / "tests" / "data" / "probes"
@@ -369,13 +369,20 @@ def header(text):
     return m.group(1)
 
 
+def checked_header(text, shebang, usage):
+    """The header comment of a probe script that starts with ``shebang``
+    and whose header shows ``usage`` and an example."""
+    assert text.startswith(shebang + "\n")
+    head = header(text)
+    assert usage in head
+    assert "Example of usage" in head
+    return head
+
+
 @pytest.mark.parametrize("name", pp.SCRIPTS)
 def test_bt_header_and_outputs(name):
     text = bt(name)
-    assert text.startswith("#!/usr/bin/env bpftrace\n")
-    head = header(text)
-    assert ("USAGE: %s.bt PID PERIOD_MS" % name) in head
-    assert "Example of usage" in head
+    head = checked_header(text, "#!/usr/bin/env bpftrace", "USAGE: %s.bt PID PERIOD_MS" % name)
     assert "tumbler-probe %s ready" % name in head
     code = text[text.index("*/"):]
     assert code.count("// TUMBLER-PRELUDE") == 1
@@ -420,10 +427,8 @@ SAMPLE_VALUES = {"pid": 4242, "tid": 3, "ns": 1000, "count": 7, "cross": 2, "see
 @pytest.mark.parametrize("name", pp.SCRIPTS)
 def test_d_scripts_print_what_the_parser_reads(name):
     text = d(name)
-    assert text.startswith("#!/usr/sbin/dtrace -qs\n")
-    head = header(text)
-    assert ("USAGE: dtrace -q -p PID -s %s.d PERIOD_MS" % name) in head
-    assert "Example of usage" in head
+    head = checked_header(text, "#!/usr/sbin/dtrace -qs",
+                          "USAGE: dtrace -q -p PID -s %s.d PERIOD_MS" % name)
     code = text[text.index("*/", text.index("Example of usage")):]
     assert "dtrace:::BEGIN" in code and "dtrace:::END" in code
     assert "profile:::tick-10ms" in code and "$1 / 10" in code
@@ -613,12 +618,12 @@ def test_check_tool_bpftrace_missing(monkeypatch):
 def test_check_tool_needs_privilege(monkeypatch):
     monkeypatch.setattr(probe_tool.shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(probe_tool.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(linux_backend, "has_capability", lambda bit: False)
+    monkeypatch.setattr(procfs, "has_capability", lambda bit: False)
     with pytest.raises(TumblerError) as info:
         probe_tool.check_tool("linux")
     assert "CAP_BPF" in one_line(info) and "root" in one_line(info)
     # CAP_BPF + CAP_PERFMON is enough
-    monkeypatch.setattr(linux_backend, "has_capability", lambda bit: bit in (38, 39))
+    monkeypatch.setattr(procfs, "has_capability", lambda bit: bit in (38, 39))
     monkeypatch.setattr(probe_tool, "_tracefs_ready", lambda: True)
     assert probe_tool.check_tool("linux") == "/usr/bin/bpftrace"
 

@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define PERIOD_NS 20000000L
 #define BATCH 10
 
@@ -41,23 +43,7 @@ static void do_exec(void);
 
 static long now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
-static long thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
-static void sleep_ns(long ns)
-{
-	struct timespec ts = { ns / 1000000000L, ns % 1000000000L };
-	while (ns > 0 && nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 struct long_arg {
@@ -81,12 +67,7 @@ static void *long_lived(void *p)
 			pct = low + (long)(rand_r(&seed) % (unsigned int)(arg->pct - low + 1));
 			next_change = period_start + 2000000000L;
 		}
-		long busy_until = thread_cpu_ns() + PERIOD_NS * pct / 100;
-		while (thread_cpu_ns() < busy_until && !stop_long)
-			;
-		long left = PERIOD_NS - (now_ns() - period_start);
-		if (left > 0)
-			sleep_ns(left);
+		duty_period(period_start, PERIOD_NS, PERIOD_NS * pct / 100, 0, &stop_long);
 	}
 	return NULL;
 }

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+
 #define PERIOD_NS 100000000L
 
 static double run_seconds;
@@ -28,13 +30,6 @@ static long busy_ns;
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_open = PTHREAD_COND_INITIALIZER;
 static int started;
-
-static long clock_ns(clockid_t clock)
-{
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
 
 static void *worker(void *arg)
 {
@@ -44,18 +39,8 @@ static void *worker(void *arg)
 		pthread_cond_wait(&gate_open, &gate_lock);
 	pthread_mutex_unlock(&gate_lock);
 	long end = clock_ns(CLOCK_MONOTONIC) + (long)(run_seconds * 1e9);
-	while (clock_ns(CLOCK_MONOTONIC) < end) {
-		long period_start = clock_ns(CLOCK_MONOTONIC);
-		long busy_until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + busy_ns;
-		while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < busy_until
-		       && clock_ns(CLOCK_MONOTONIC) < end)
-			;
-		long left = PERIOD_NS - (clock_ns(CLOCK_MONOTONIC) - period_start);
-		if (left > 0) {
-			struct timespec ts = { left / 1000000000L, left % 1000000000L };
-			nanosleep(&ts, NULL);
-		}
-	}
+	while (clock_ns(CLOCK_MONOTONIC) < end)
+		duty_period(clock_ns(CLOCK_MONOTONIC), PERIOD_NS, busy_ns, end, NULL);
 	return NULL;
 }
 

@@ -16,41 +16,18 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
+
 #define PERIOD_NS 20000000L
 
 static double run_seconds;
 
-static long now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
-static long thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 static void *worker(void *arg)
 {
 	long pct = (long)arg;
-	long end = now_ns() + (long)(run_seconds * 1e9);
-	/* Busy time is counted in CPU time, not wall time, so a thread that has
-	 * to share its CPU still asks for the same amount of work. */
-	while (now_ns() < end) {
-		long period_start = now_ns();
-		long busy_until = thread_cpu_ns() + PERIOD_NS * pct / 100;
-		while (thread_cpu_ns() < busy_until && now_ns() < end)
-			;
-		long left = PERIOD_NS - (now_ns() - period_start);
-		if (left > 0) {
-			struct timespec ts = { 0, left };
-			nanosleep(&ts, NULL);
-		}
-	}
+	long end = clock_ns(CLOCK_MONOTONIC) + (long)(run_seconds * 1e9);
+	while (clock_ns(CLOCK_MONOTONIC) < end)
+		duty_period(clock_ns(CLOCK_MONOTONIC), PERIOD_NS, PERIOD_NS * pct / 100, end, NULL);
 	return NULL;
 }
 

@@ -17,25 +17,20 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
+
 #define THREADS 4
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static long busy_ns, linger_ns, start_ns;
 
-static long now_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 static void *worker(void *arg)
 {
     (void)arg;
-    while (now_ns(CLOCK_MONOTONIC) - start_ns < busy_ns) {
+    while (clock_ns(CLOCK_MONOTONIC) - start_ns < busy_ns) {
         pthread_mutex_lock(&lock);
-        long until = now_ns(CLOCK_THREAD_CPUTIME_ID) + 1000000L;
-        while (now_ns(CLOCK_THREAD_CPUTIME_ID) < until)
+        long until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 1000000L;
+        while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < until)
             ;
         pthread_mutex_unlock(&lock);
     }
@@ -52,13 +47,13 @@ int main(int argc, char **argv)
     }
     busy_ns = atol(argv[1]) * 1000000L;
     linger_ns = atol(argv[2]) * 1000000L;
-    start_ns = now_ns(CLOCK_MONOTONIC);
+    start_ns = clock_ns(CLOCK_MONOTONIC);
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++)
         if (pthread_create(&threads[i], NULL, worker, NULL) != 0)
             return 1;
     for (int i = 0; i < THREADS; i++)
         pthread_join(threads[i], NULL);
-    printf("elapsed_s=%.6f\n", (now_ns(CLOCK_MONOTONIC) - start_ns) / 1e9);
+    printf("elapsed_s=%.6f\n", (clock_ns(CLOCK_MONOTONIC) - start_ns) / 1e9);
     return 0;
 }

@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t cond_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,13 +44,6 @@ static int work;
 static int late_pipe[2];
 static uint32_t waitv_word;
 static volatile unsigned long sink;
-
-static long long now_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static void say(const char *fmt, const char *name, long long a, long long b)
 {
@@ -65,7 +60,7 @@ static void announce(const char *name)
 
 static void rest(const char *name, long long begin)
 {
-    say("%s %lld %lld\n", name, begin, now_ns(CLOCK_MONOTONIC));
+    say("%s %lld %lld\n", name, begin, clock_ns(CLOCK_MONOTONIC));
     for (;;)
         pause();
 }
@@ -73,7 +68,7 @@ static void rest(const char *name, long long begin)
 static void *held(void *arg)
 {
     announce("held");
-    long long begin = now_ns(CLOCK_MONOTONIC);
+    long long begin = clock_ns(CLOCK_MONOTONIC);
     pthread_mutex_lock(&held_lock);
     pthread_mutex_unlock(&held_lock);
     rest("held", begin);
@@ -83,7 +78,7 @@ static void *held(void *arg)
 static void *cond(void *arg)
 {
     announce("cond");
-    long long begin = now_ns(CLOCK_MONOTONIC);
+    long long begin = clock_ns(CLOCK_MONOTONIC);
     pthread_mutex_lock(&cond_lock);
     while (!work)
         pthread_cond_wait(&cond_work, &cond_lock);
@@ -98,7 +93,7 @@ static void *late(void *arg)
     announce("late");
     if (read(late_pipe[0], &c, 1) != 1)
         _exit(1);
-    long long begin = now_ns(CLOCK_MONOTONIC);
+    long long begin = clock_ns(CLOCK_MONOTONIC);
     say("%s calling %lld\n", "late", begin, 0);
     pthread_mutex_lock(&late_lock);
     pthread_mutex_unlock(&late_lock);
@@ -111,7 +106,7 @@ static void *waitv(void *arg)
     struct futex_waitv w = { .val = 0, .uaddr = (uintptr_t)&waitv_word,
                              .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG };
     announce("waitv");
-    long long begin = now_ns(CLOCK_MONOTONIC);
+    long long begin = clock_ns(CLOCK_MONOTONIC);
     while (__atomic_load_n(&waitv_word, __ATOMIC_ACQUIRE) == 0)
         syscall(SYS_futex_waitv, &w, 1, 0, NULL, CLOCK_MONOTONIC);
     rest("waitv", begin);
@@ -124,8 +119,8 @@ static void *never(void *arg)
     announce("never");
     for (;;) {
         nanosleep(&nap, NULL);
-        long long until = now_ns(CLOCK_THREAD_CPUTIME_ID) + 1000000;
-        while (now_ns(CLOCK_THREAD_CPUTIME_ID) < until)
+        long long until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + 1000000;
+        while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < until)
             sink++;
     }
     return arg;

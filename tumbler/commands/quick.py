@@ -9,7 +9,7 @@ and run by the same code as on the click path (settings.py, run.py); what
 ``parse`` does not take (any other option, combined short flags, --help,
 a value it cannot convert) goes to click unchanged, so every error
 message and exit status is click's or run.py's, never this module's.
-tests/test_quick.py checks that both paths make the same settings.
+tests/commands/test_quick.py checks that both paths make the same settings.
 """
 
 import sys

@@ -194,7 +194,7 @@ def _finish(run, waiter, settings, started, cpu_before, reason, summary_out=None
 def run_attach(settings, pids):
     if settings.share == "space" and len(set(pids)) > 1:
         return run_space_shared(settings, list(dict.fromkeys(pids)))
-    from ..balance.targets import allowed_union
+    from ..platform.base import allowed_union
     from ..platform.base import NoSuchProcess
     from ..platform.priority import raise_priority
     from ..service.assembly import discard
@@ -262,7 +262,7 @@ def run_space_shared(settings, pids):
     whatever ends it."""
     from ..balance.llc import LlcMeter
     from ..balance.sharing import SpaceSharing
-    from ..balance.targets import allowed_union
+    from ..platform.base import allowed_union
     from ..platform.base import NoSuchProcess
     from ..platform.priority import raise_priority
     from ..service.assembly import discard

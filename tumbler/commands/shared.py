@@ -8,11 +8,10 @@ from __future__ import annotations
 import os
 
 from ..balance.domains import choose_domains
-from ..balance.targets import allowed_union
 from ..cpulist import format_cpulist, parse_domains
 from ..errors import UsageError
 from ..platform import microstate_percent
-from ..platform.base import Sample
+from ..platform.base import Sample, allowed_union
 from ..records import record
 
 _NS_PER_TICK = 1_000_000_000 // os.sysconf("SC_CLK_TCK")

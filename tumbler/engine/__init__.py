@@ -18,7 +18,7 @@ a thread; the controller does that with the platform layer.
 * window.py    -- the sums a quiet round decides on (``_window.c``: in C).
 * share.py     -- space sharing: disjoint CPU sets for several programs.
 
-Imports nothing outside itself but ``tumbler.records`` (tests/test_layers.py).
+Imports nothing outside itself but ``tumbler.records`` (tests/system/test_layers.py).
 """
 
 from .grouping import DEFAULT_TOLERANCE, place_new, plan_tumbler, spread

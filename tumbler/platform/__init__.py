@@ -66,8 +66,8 @@ def own_start_ticks():
 
 def microstate_percent(prev, cur):
     """prstat -mL percentages of one LWP (illumos; see
-    ``illumos.backend.microstate_percent``), loaded only when asked."""
-    from .illumos.backend import microstate_percent as percent
+    ``illumos.prstat.microstate_percent``), loaded only when asked."""
+    from .illumos.prstat import microstate_percent as percent
     return percent(prev, cur)
 
 

@@ -15,7 +15,10 @@ A backend answers five questions and does two things:
 Backends take a ``root`` directory so tests read fixture trees instead of
 ``/proc`` and ``/sys``.  They raise only the exceptions below: OS errors are
 mapped once, at the backend edge (as psutil does), so nothing above this
-layer looks at errno.
+layer looks at errno.  Written once against the interface, for every
+backend: ``sweep`` (the exit's repeated look for what bound threads
+created) and ``allowed_union`` (the CPUs any thread of some processes may
+use).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..records import record
 
 #: The per-thread percentage columns ``tumbler stat`` shows for each
 #: platform: Linux's schedstat and stat times; illumos' prstat -mL
-#: microstates (``illumos.backend.PRSTAT_COLUMNS``).
+#: microstates (``illumos.prstat.PRSTAT_COLUMNS``).
 STAT_COLUMNS = {"linux": ("usr", "sys", "lat"),
                 "illumos": ("usr", "sys", "trp", "tfl", "dfl", "lck", "slp", "lat")}
 
@@ -190,6 +193,20 @@ def sweep(one_pass):
             time.sleep(SWEEP_SETTLE_S)      # creations begun before their creator's restore
             settled = True
     return False
+
+
+def allowed_union(backend, pids):
+    """CPUs any thread of ``pids`` may run on (what domains are cut down to,
+    and what a state file records as a target's own).  A thread that exits
+    meanwhile is left out; NoSuchProcess if a process is gone."""
+    allowed = set()
+    for pid in pids:
+        for tid in backend.thread_ids(pid):
+            try:
+                allowed |= backend.allowed_cpus(pid, tid)
+            except NoSuchProcess:
+                continue
+    return frozenset(allowed)
 
 
 class Binder:

@@ -1,6 +1,6 @@
 """Limits of tumbler's own process: as many open files as it may have.
 
-The Linux backend keeps one fd per target thread (``linux/backend.py``), so
+The Linux backend keeps one fd per target thread (``linux/threads.py``), so
 a run of a program with thousands of threads needs more than the usual
 soft limit of 1,024.
 """

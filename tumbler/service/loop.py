@@ -82,12 +82,11 @@ from ..balance.domains import choose_domains
 from ..balance.llc import LlcMeter
 from ..balance.machine import MachineWatch
 from ..balance.sharing import SpaceSharing
-from ..balance.targets import allowed_union
 from ..cpulist import format_cpulist
 from ..errors import TumblerError
 from ..escape import one_line
 from ..platform import open_backend
-from ..platform.base import NoSuchProcess, PlatformError
+from ..platform.base import NoSuchProcess, PlatformError, allowed_union
 from ..platform.priority import settle_priority
 from .assembly import binder_for, discard, journal_for, observers_for, policy_for, unrestored
 from .config import load_service_config

@@ -13,7 +13,7 @@ the NFA.  A text of n characters costs O(n * m) at worst for a pattern
 of m NFA instructions, whatever the text holds; the text is capped at
 ``MAX_TEXT`` characters and the NFA at ``MAX_PROGRAM`` instructions, so
 one match is bounded (about 10 ms at the very worst on a small VM, tens
-of microseconds for ordinary patterns: tests/test_pattern.py).
+of microseconds for ordinary patterns: tests/service/test_pattern.py).
 
 The syntax is Python's (tumbler.yaml(5)), without what needs
 backtracking: backreferences, lookahead and lookbehind, conditionals,

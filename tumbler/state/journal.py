@@ -6,7 +6,7 @@ import os
 from ..cpulist import format_cpulist
 from ..errors import EXIT_FAILURE, TumblerError, tell
 from ..platform import own_start_ticks
-from ..platform.base import NoSuchProcess
+from ..platform.base import NoSuchProcess, allowed_union
 from .restore import restore_state
 from .paths import StateError, ensure_dir, state_dir, unlink_quietly, write_json
 from .store import (STATE_VERSION, Busy, Lock, StateFile, boot_id, list_states, owner_of,
@@ -108,7 +108,7 @@ class Journal:
             if os.path.exists(stale.path):
                 self._restore_stale(stale)
             if allowed is None:
-                allowed = self._union_allowed(pid)
+                allowed = self._own_cpus(pid)
             target = _Target(pid, info.start, lock, name=info.name,
                              allowed=sorted(allowed) if allowed is not None else None)
             self.targets[pid] = target
@@ -133,17 +133,13 @@ class Journal:
             return str(exc)
         return None
 
-    def _union_allowed(self, pid):
-        allowed = set()
+    def _own_cpus(self, pid):
+        """The union of ``pid``'s threads' masks; None if it is gone or
+        has none."""
         try:
-            for tid in self.backend.thread_ids(pid):
-                try:
-                    allowed |= self.backend.allowed_cpus(pid, tid)
-                except NoSuchProcess:
-                    continue
+            return allowed_union(self.backend, [pid]) or None
         except NoSuchProcess:
             return None
-        return allowed or None
 
     def _restore_stale(self, state_file):
         data = read_state(state_file.path)

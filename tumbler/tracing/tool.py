@@ -94,7 +94,7 @@ def check_tool(platform_name):
                 "bpftrace; Fedora/RHEL: dnf install bpftrace)")
         if os.geteuid() != 0:
             # Here, not at the top: only a probe run on Linux needs the backend.
-            from ..platform.linux.backend import has_capability
+            from ..platform.linux.procfs import has_capability
             if not (has_capability(_CAP_SYS_ADMIN)
                     or (has_capability(_CAP_BPF) and has_capability(_CAP_PERFMON))):
                 raise TumblerError("bpftrace needs root (or CAP_BPF and "

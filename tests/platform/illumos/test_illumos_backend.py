@@ -19,8 +19,9 @@ from tumbler.platform.illumos import structs
 from tumbler.platform.base import (AccessDenied, NoSuchProcess, PlatformError, ThreadTimes,
                                    Unmovable, Unsupported)
 from tumbler.errors import UsageError
-from tumbler.platform.illumos.backend import (PRSTAT_COLUMNS, IllumosBackend, microstate_percent,
-                                      topology_from_cpu_info)
+from tumbler.platform.illumos.backend import IllumosBackend
+from tumbler.platform.illumos.prstat import PRSTAT_COLUMNS, microstate_percent
+from tumbler.platform.illumos.topology import topology_from_cpu_info
 
 S = fx.NANOSEC
 
@@ -664,7 +665,7 @@ class FakeCDLL:
 
 
 def test_ctypes_libc_wrapper_marshals_arguments_and_errno():
-    from tumbler.platform.illumos.pset import PsetLibc
+    from tumbler.platform.illumos.psetlibc import PsetLibc
     cdll = FakeCDLL()
     libc = PsetLibc(cdll)
     assert libc.pset_create() == 6
@@ -752,7 +753,7 @@ def test_check_can_bind_asks_for_privileges_first(tree):
 
 def test_libc_without_pset_bind_lwp_still_loads_and_refuses_before_any_change(bound_tree):
     import types
-    from tumbler.platform.illumos.pset import PsetLibc
+    from tumbler.platform.illumos.psetlibc import PsetLibc
     full = FakeCDLL()
     cdll = types.SimpleNamespace(**{name: getattr(full, name) for name in
                                     ("pset_create", "pset_destroy", "pset_assign",

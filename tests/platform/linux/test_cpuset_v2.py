@@ -20,7 +20,7 @@ import re
 import pytest
 
 from tumbler.cpulist import format_cpulist, parse_cpulist
-from tumbler.platform.linux import cpuset
+from tumbler.platform.linux import cpuset, cpuset_binder
 from tumbler.platform.base import AccessDenied, PlatformError, Unsupported
 from tumbler.platform.linux.backend import LinuxBackend
 from tumbler.state import Journal, StateFile, restore_state
@@ -300,13 +300,13 @@ def kernel(tmp_path, monkeypatch):
     kernel = FakeCgroup2(str(tmp_path / "root"))
     monkeypatch.setattr(os, "mkdir", kernel.mkdir)
     monkeypatch.setattr(os, "rmdir", kernel.rmdir)
-    monkeypatch.setattr(cpuset, "_write", kernel.write)
+    monkeypatch.setattr(cpuset, "write", kernel.write)
     masks = []
 
     def fake_set_affinity(pid, tid, cpus):
         masks.append((tid, frozenset(cpus)))
         set_mask(kernel.task(tid), cpus)
-    monkeypatch.setattr(cpuset, "set_affinity", fake_set_affinity)
+    monkeypatch.setattr(cpuset_binder, "set_affinity", fake_set_affinity)
     kernel.masks = masks
     os.mkdir(kernel.mount + "/app.slice")
     write(kernel.mount + "/app.slice/cgroup.subtree_control", "memory")
@@ -321,10 +321,19 @@ def kernel(tmp_path, monkeypatch):
 
 def make_binder(kernel, warnings=None):
     backend = LinuxBackend(kernel.root)
-    binder = cpuset.CpusetBinder(backend, warn=(warnings.append if warnings is not None
+    binder = cpuset_binder.CpusetBinder(backend, warn=(warnings.append if warnings is not None
                                                 else None))
     binder.setup([frozenset({0, 1}), frozenset({2, 3})])
     return binder
+
+
+def bound_binder(kernel, warnings=None):
+    """(make_binder's binder with thread 301 saved and bound to domain 0,
+    its saved record)."""
+    binder = make_binder(kernel, warnings)
+    record = binder.save(PID, 301)
+    binder.bind(PID, 301, 0, frozenset({0, 1}))
+    return binder, record
 
 
 def cgroup_of(kernel, tid):
@@ -466,9 +475,7 @@ def test_two_processes_in_different_cgroups(kernel):
 
 
 def test_a_thread_born_in_a_domain_cgroup_is_saved_with_its_origin(kernel):
-    binder = make_binder(kernel)
-    binder.save(PID, 301)
-    binder.bind(PID, 301, 0, frozenset({0, 1}))
+    binder = bound_binder(kernel)[0]
     add_thread(kernel, 303, kernel.where(301), cpus="0-1")     # created by 301
     assert binder.save(PID, 303)["cgroup"] == APP
     binder.bind(PID, 303, 1, frozenset({2, 3}))
@@ -477,9 +484,7 @@ def test_a_thread_born_in_a_domain_cgroup_is_saved_with_its_origin(kernel):
 
 def test_close_moves_threads_still_inside_back(kernel):
     before = kernel.snapshot()
-    binder = make_binder(kernel)
-    binder.save(PID, 301)
-    binder.bind(PID, 301, 0, frozenset({0, 1}))
+    binder = bound_binder(kernel)[0]
     add_thread(kernel, 303, kernel.where(301), cpus="0-1")     # never seen by tumbler
     binder.close()
     assert cgroup_of(kernel, 301) == cgroup_of(kernel, 303) == APP
@@ -492,9 +497,7 @@ def test_close_moves_threads_still_inside_back(kernel):
 
 
 def test_domain_cgroups_removed_underneath_are_created_again(kernel):
-    binder = make_binder(kernel)
-    binder.save(PID, 301)
-    binder.bind(PID, 301, 0, frozenset({0, 1}))
+    binder = bound_binder(kernel)[0]
     # An admin empties and removes tumbler's whole tree.
     top = kernel.dir(APP) + "/" + binder._name
     kernel.write(kernel.dir(APP) + "/cgroup.threads", "301")
@@ -508,9 +511,7 @@ def test_domain_cgroups_removed_underneath_are_created_again(kernel):
 
 def test_thread_whose_process_was_moved_elsewhere_is_left_there(kernel):
     warnings = []
-    binder = make_binder(kernel, warnings)
-    record = binder.save(PID, 301)
-    binder.bind(PID, 301, 0, frozenset({0, 1}))
+    binder, record = bound_binder(kernel, warnings)
     os.mkdir(kernel.mount + "/elsewhere")
     kernel.write(kernel.mount + "/elsewhere/cgroup.procs", str(PID))
     binder.restore(PID, 301, record)
@@ -572,15 +573,13 @@ def test_permission_errors_name_the_privilege(kernel, code):
     binder = make_binder(kernel)
     with pytest.raises(AccessDenied) as caught:
         binder.save(PID, 301)
-    assert caught.value.privilege == cpuset.CPUSET_PRIVILEGE
+    assert caught.value.privilege == cpuset_binder.CPUSET_PRIVILEGE
     assert kernel.mount in str(caught.value)
 
 
 def test_enables_someone_else_relies_on_are_left_with_a_warning(kernel):
     warnings = []
-    binder = make_binder(kernel, warnings)
-    record = binder.save(PID, 301)
-    binder.bind(PID, 301, 0, frozenset({0, 1}))
+    binder, record = bound_binder(kernel, warnings)
     # Meanwhile an admin gives a sibling service CPUs of its own.
     os.mkdir(kernel.mount + "/app.slice/db.service")
     kernel.write(kernel.mount + "/app.slice/db.service/cpuset.cpus", "1")
@@ -598,9 +597,7 @@ def test_enables_someone_else_relies_on_are_left_with_a_warning(kernel):
 
 
 def test_a_cgroup_that_cannot_be_removed_keeps_the_enables_recorded(kernel):
-    binder = make_binder(kernel)
-    binder.save(PID, 301)
-    binder.bind(PID, 301, 0, frozenset({0, 1}))
+    binder = bound_binder(kernel)[0]
     d0 = "%s/%s/d0" % (APP, binder._name)
     kernel.refuse[(APP, "cgroup.threads")] = errno.EINVAL       # cannot be emptied
     with pytest.raises(PlatformError, match="could not remove cpuset cgroups"):
@@ -673,7 +670,7 @@ def test_recorded_enables_are_only_taken_back_inside_the_mount(kernel):
     resources = dict(state["resources"])
     resources["subtree_control"] = ["/etc", kernel.mount + "/../../etc"] + \
         resources["subtree_control"]
-    binder = cpuset.CpusetBinder(LinuxBackend(kernel.root))
+    binder = cpuset_binder.CpusetBinder(LinuxBackend(kernel.root))
     binder.remove_leftovers(resources, DEAD_TUMBLER)
     assert kernel.attempts and all(path.startswith(kernel.mount + "/")
                                    for path in kernel.attempts)

@@ -32,7 +32,7 @@ from support.helpers import (REPO, assert_no_traceback, cpuset_mount, thread_mas
                              wait_for_threads)
 from support.cgroup2 import (SWAP_ENV, cgroup2_mount, controllers, read, release_v1_cpuset,
                              remount_v1_cpuset, v1_cpuset_options, write)
-from tumbler.platform.linux import cpuset
+from tumbler.platform.linux import cpuset, cpuset_binder
 from tumbler.platform.linux.backend import LinuxBackend
 
 
@@ -150,7 +150,7 @@ def cpuset_writes_stubbed(v2, monkeypatch):
     if "cpuset" in controllers(v2):
         return None                 # the real thing: see the tests below
     stubbed = []
-    real_write, real_read_cpus = cpuset._write, cpuset._read_cpus
+    real_write, real_read_cpus = cpuset.write, cpuset.read_cpus
 
     def write_(path, text):
         name = os.path.basename(path)
@@ -158,12 +158,40 @@ def cpuset_writes_stubbed(v2, monkeypatch):
             stubbed.append((os.path.relpath(os.path.dirname(path), v2), name, text))
             return
         real_write(path, text)
-    monkeypatch.setattr(cpuset, "_write", write_)
-    monkeypatch.setattr(cpuset, "_read_cpus",
+    monkeypatch.setattr(cpuset, "write", write_)
+    monkeypatch.setattr(cpuset, "read_cpus",
                         lambda *paths: real_read_cpus(*paths) or
                         frozenset(os.sched_getaffinity(0)))
     monkeypatch.setattr(cpuset, "find_cpuset_mount", lambda proc, root: ("v2", v2))
     return stubbed
+
+
+def bound_and_put_back(v2, scratch, two_cpus, look, version=None):
+    """Bind ``scratch``'s threads alternately to two one-CPU domains with a
+    CpusetBinder (of ``version``, when given), call ``look(binder, its own
+    cgroup)`` while they are bound, put every thread back and close the
+    binder.  Checks that each thread sat in its domain's cgroup, within the
+    domain's CPUs; returns (binder, saved records, placed, what look saw)."""
+    pid = scratch.pid
+    domains = [frozenset([two_cpus[0]]), frozenset([two_cpus[1]])]
+    binder = cpuset_binder.CpusetBinder(LinuxBackend("/"))
+    if version is not None:
+        assert binder.version == version
+    binder.setup(domains)
+    app = "/" + os.path.relpath(scratch.app, v2)
+    try:
+        saved, placed = bind_alternately(binder, pid, domains)
+        during = {tid: cgroup2_of(pid, tid) for tid in placed}
+        during_masks = thread_masks(pid)
+        seen = look(binder, os.path.join(scratch.app, binder._name))
+        for tid, record in saved.items():
+            binder.restore(pid, tid, record)
+    finally:
+        binder.close()
+    for tid, index in placed.items():
+        assert during[tid] == "%s/%s/d%d" % (app, binder._name, index)
+        assert during_masks[tid] <= domains[index]
+    return binder, saved, placed, seen
 
 
 def test_threads_move_below_the_process_cgroup_and_back(v2, cpuset_writes_stubbed,
@@ -171,26 +199,14 @@ def test_threads_move_below_the_process_cgroup_and_back(v2, cpuset_writes_stubbe
     scratch = scratch_factory(v2)
     pid = scratch.pid
     before_masks = thread_masks(pid)
-    domains = [frozenset([two_cpus[0]]), frozenset([two_cpus[1]])]
-    binder = cpuset.CpusetBinder(LinuxBackend("/"))
-    binder.setup(domains)
     app = "/" + os.path.relpath(scratch.app, v2)
-    own = os.path.join(scratch.app, binder._name)
-    try:
-        saved, placed = bind_alternately(binder, pid, domains)
-        during = {tid: cgroup2_of(pid, tid) for tid in placed}
-        during_masks = thread_masks(pid)
-        types = [read(os.path.join(d, "cgroup.type"))
-                 for d in (scratch.app, own, own + "/d0", own + "/d1")]
-        procs = read(os.path.join(scratch.app, "cgroup.procs")).split()
-        for tid, record in saved.items():
-            binder.restore(pid, tid, record)
-    finally:
-        binder.close()
+
+    def look(binder, own):
+        return ([read(os.path.join(d, "cgroup.type"))
+                 for d in (scratch.app, own, own + "/d0", own + "/d1")],
+                read(os.path.join(scratch.app, "cgroup.procs")).split())
+    binder, saved, placed, (types, procs) = bound_and_put_back(v2, scratch, two_cpus, look)
     assert all(record["cgroup"] == app for record in saved.values())
-    for tid, index in placed.items():
-        assert during[tid] == "%s/%s/d%d" % (app, binder._name, index)
-        assert during_masks[tid] <= domains[index]
     assert types == ["domain threaded", "threaded", "threaded", "threaded"]
     assert procs == [str(pid)]      # the process itself never left its cgroup
     assert {cgroup2_of(pid, tid) for tid in placed} == {app}
@@ -265,24 +281,11 @@ def test_binder_on_cgroup2_cpuset(cgroup2_cpuset, scratch_factory, two_cpus):
     pid = scratch.pid
     before_masks = thread_masks(pid)
     before_control = scratch.control()
-    domains = [frozenset([two_cpus[0]]), frozenset([two_cpus[1]])]
-    binder = cpuset.CpusetBinder(LinuxBackend("/"))
-    assert binder.version == "v2"
-    binder.setup(domains)
     app = "/" + os.path.relpath(scratch.app, v2)
-    own = os.path.join(scratch.app, binder._name)
-    try:
-        saved, placed = bind_alternately(binder, pid, domains)
-        during = {tid: cgroup2_of(pid, tid) for tid in placed}
-        during_masks = thread_masks(pid)
-        cpus = [read(own + "/d%d/cpuset.cpus.effective" % i) for i in (0, 1)]
-        for tid, record in saved.items():
-            binder.restore(pid, tid, record)
-    finally:
-        binder.close()
-    for tid, index in placed.items():
-        assert during[tid] == "%s/%s/d%d" % (app, binder._name, index)
-        assert during_masks[tid] <= domains[index]
+    _, _, placed, cpus = bound_and_put_back(
+        v2, scratch, two_cpus,
+        lambda binder, own: [read(own + "/d%d/cpuset.cpus.effective" % i) for i in (0, 1)],
+        version="v2")
     assert cpus == [str(two_cpus[0]), str(two_cpus[1])]
     assert {cgroup2_of(pid, tid) for tid in placed} == {app}
     assert thread_masks(pid) == before_masks

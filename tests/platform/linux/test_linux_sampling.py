@@ -87,14 +87,14 @@ def round_sample(backend, pid):
 def steady(child, request):
     """(child process, its worker TIDs, a LinuxBackend past two rounds of
     it: every schedstat file open, the thread count known).  Each test runs
-    with the steady sample in C (``_linux_steady``) and in Python."""
+    with the steady sample in C (``_steady``) and in Python."""
     proc, workers = child
     backend = LinuxBackend()
     if request.param == "python":
-        backend._c_steady_times = backend._c_read_columns = None
+        backend.sampler._c_steady_times = backend.sampler._c_read_columns = None
     else:
-        assert backend._c_steady_times is not None, C_MODULE_MISSING
-        assert backend._c_read_columns is not None, C_MODULE_MISSING
+        assert backend.sampler._c_steady_times is not None, C_MODULE_MISSING
+        assert backend.sampler._c_read_columns is not None, C_MODULE_MISSING
     round_sample(backend, proc.pid)
     round_sample(backend, proc.pid)
     yield proc, workers, backend
@@ -104,9 +104,10 @@ def steady(child, request):
 def test_batched_sample_agrees_with_the_per_thread_path(steady):
     proc, workers, backend = steady
     calls = []
+    sampler = backend.sampler
     for name in ("thread_ids", "_read_times"):
-        original = getattr(backend, name)
-        setattr(backend, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+        original = getattr(sampler, name)
+        setattr(sampler, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
     batched = round_sample(backend, proc.pid)       # steady: fds open, count known
     assert calls == []          # neither listed nor read thread by thread
     careful = backend.sample(proc.pid, detail=True)  # per thread, stat read too
@@ -137,7 +138,7 @@ def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(steady)
     # of its file.
     first = round_sample(backend, proc.pid)
     assert gone not in first.threads
-    assert (proc.pid, gone) not in backend._files
+    assert (proc.pid, gone) not in backend.sampler._files
     second = round_sample(backend, proc.pid)
     assert set(second.threads) == {proc.pid, new, *workers[1:]}
     third = round_sample(backend, proc.pid)
@@ -157,7 +158,7 @@ def test_a_listing_that_finds_a_replaced_thread_makes_the_next_sample_list_too(s
     assert new in backend.thread_ids(proc.pid)
     sample = backend.sample(proc.pid)
     assert new in sample.threads and gone not in sample.threads
-    assert proc.pid not in backend._relist      # and the next one is batched again
+    assert proc.pid not in backend.sampler._relist      # and the next one is batched again
 
 
 def test_exited_process_raises_no_such_process(steady):
@@ -279,9 +280,9 @@ def test_columns_reader_says_none_once_threads_change(steady):
 
 @pytest.fixture
 def read_columns():
-    from tumbler.platform.linux import backend as linux
-    assert linux._c_read_columns is not None, C_MODULE_MISSING
-    return linux._c_read_columns
+    from tumbler.platform.linux import threads
+    assert threads._c_read_columns is not None, C_MODULE_MISSING
+    return threads._c_read_columns
 
 
 @pytest.fixture
@@ -306,8 +307,8 @@ def task_dir(tmp_path):
 @pytest.mark.parametrize("implementation", ["c", "python"])
 def test_read_columns_fills_both_columns_or_says_none(implementation, read_columns,
                                                        schedstat_file, task_dir):
-    from tumbler.platform.linux import backend as linux
-    read = read_columns if implementation == "c" else linux._py_read_columns
+    from tumbler.platform.linux import threads
+    read = read_columns if implementation == "c" else threads._py_read_columns
     fds = array("i", [schedstat_file(b"123 456 7\n"), schedstat_file(b"5 0 1\n")])
     run, lat = array("q", [0, 0]), array("q", [0, 0])
     before = time.monotonic_ns()
@@ -339,7 +340,7 @@ def test_c_read_columns_rejects_bad_arguments(read_columns, schedstat_file, task
 # -- the C steady sample on its own: every unusual case answers None ----------
 
 class Files:
-    """What _linux_steady reads of linux._ThreadFiles."""
+    """What _steady reads of threads.ThreadFiles."""
 
     def __init__(self, schedstat_fd, start=7, name="worker"):
         self.schedstat_fd, self.start, self.name = schedstat_fd, start, name
@@ -347,9 +348,9 @@ class Files:
 
 @pytest.fixture
 def steady_times():
-    from tumbler.platform.linux import backend as linux
-    assert linux._c_steady_times is not None, C_MODULE_MISSING
-    return linux._c_steady_times
+    from tumbler.platform.linux import threads
+    assert threads._c_steady_times is not None, C_MODULE_MISSING
+    return threads._c_steady_times
 
 
 @pytest.fixture

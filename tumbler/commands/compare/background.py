@@ -91,7 +91,7 @@ def _adopt_orphans(adopt):
     can be waited for; then no longer.  Elsewhere, or if refused, they are
     only killed."""
     if sys.platform.startswith("linux"):
-        from ...platform.linux.backend import set_child_subreaper
+        from ...platform.linux.procfs import set_child_subreaper
         set_child_subreaper(adopt)
 
 

@@ -23,23 +23,13 @@ re-opened on every read.  Layouts: ``structs``.
 (pr_ltime), slp, trp, tfl, dfl and rtime (elapsed time of the LWP, the
 denominator of prstat -m); ``start`` is ``pr_create`` (hrtime of creation);
 ``state`` is ``pr_sname`` with 'O' (on a CPU) reported as 'R'.
-``microstate_percent`` turns two of them into prstat -mL percentages.
 
-Topology comes from the kstats (``kstat``).  Packages and LLCs are
-the processor groups the kernel's CMT scheduler uses (``pg_hw_perf``
-kstats: "Socket" and "Cache" groups), which exist on x86 and SPARC alike;
-a level is taken from them only when their groups cover every on-line CPU
-without overlap.  Otherwise ``cpu_info`` is the fallback: chip_id the
-package, cache_id the LLC -- x86 only, and on older kernels computed right
-for Intel only (AMD CPUs each got an LLC of their own).  core_id (cpu_info)
-is the core.  CPUs whose state is "on-line" or "no-intr" (runs threads,
-takes no interrupts) are on-line; the others are left out.  NUMA ("numa" level) is not reported:
-lgroups are only reachable through liblgrp's lgrp_init/lgrp_cpus walk, which
-tumbler does not wrap; on illumos x86 the package level coincides with the
-leaf lgroup on common two-socket machines.
+Topology comes from the kstats (``kstat``), grouped in ``topology``;
+``prstat`` turns microstates into prstat -mL percentages.
 
-Only this module and ``pset`` look at errno; everything leaves as
-the exceptions of ``tumbler.platform.base``.
+OSErrors of /proc reads are mapped in ``oserror``, those of the processor
+set calls in ``pset`` (and pset_info(2)'s here); everything leaves as the
+exceptions of ``tumbler.platform.base``.
 """
 
 import errno
@@ -48,24 +38,20 @@ import struct
 import sys
 import time
 
-from ...cpulist import parse_cpulist
 from ...errors import UsageError
 from ...escape import printable
 from ..files import read_file
 from . import kstat as kstat
 from . import pset as pset
+from . import psetlibc
 from . import zone as zones
+from .oserror import read_error
+from .topology import RUNNING_STATES, topology_from_cpu_info
 from .structs import (PBIND_NONE, PRHEADER, PRUSAGE, PS_NONE, SSYS, Truncated, lspan,
                       parse_lpsinfo, parse_lusage, parse_lwpsinfo, parse_psinfo, LWPSINFO,
                       PSINFO_SIZE)
-from ..base import (STAT_COLUMNS, AccessDenied, Backend, NoSuchProcess, PlatformError,
-                   ProcessFacts, ProcessInfo, Sample, ThreadTimes, Topology, Unsupported)
-
-#: cpu_info ``state`` values of CPUs that run threads (sys/processor.h PS_*).
-RUNNING_STATES = ("on-line", "no-intr")
-#: Columns of prstat -mL, in its order.
-PRSTAT_COLUMNS = STAT_COLUMNS["illumos"]
-READ_PRIVILEGE = "read access to /proc (PRIV_PROC_OWNER for another user's process)"
+from ..base import (AccessDenied, Backend, NoSuchProcess, PlatformError, ProcessFacts,
+                    ProcessInfo, Sample, ThreadTimes, Unsupported)
 
 _LWPNAME_SIZE = 32              # THREAD_NAME_MAX
 _NAME_RECHECK_NS = 1_000_000_000
@@ -282,7 +268,7 @@ class IllumosBackend(Backend):
     def check_can_bind(self, info, binder_kind=None):
         """Fail early, before anything changes, if binding will be refused."""
         libc = self._binder_libc(binder_kind)
-        pset.require_bind_lwp(libc)
+        psetlibc.require_bind_lwp(libc)
         zone = zones.nonglobal_zone()
         if zone is not None:
             raise AccessDenied(zones.prohibited(
@@ -355,7 +341,7 @@ class IllumosBackend(Backend):
         try:
             data = read_file(path, size)
         except OSError as exc:
-            raise _read_error(exc, path, pid, tid) from None
+            raise read_error(exc, path, pid, tid) from None
         if len(data) < size:
             raise NoSuchProcess(pid, tid)
         return data
@@ -447,7 +433,7 @@ class IllumosBackend(Backend):
         try:
             data = read_file(path, size)
         except OSError as exc:
-            raise _read_error(exc, path, pid) from None
+            raise read_error(exc, path, pid) from None
         if not data:
             raise NoSuchProcess(pid)
         return data
@@ -487,7 +473,7 @@ class IllumosBackend(Backend):
             return os.pread(fd, size, 0)
         except OSError as exc:
             self._close_fd(key)
-            raise _read_error(exc, path, pid) from None
+            raise read_error(exc, path, pid) from None
 
     def _close_fd(self, key):
         fd = self._fds.pop(key, None)
@@ -531,122 +517,12 @@ class IllumosBackend(Backend):
 
     def _pset_libc(self):
         if not self._libc_loaded:
-            self._libc = pset.load_libc()
+            self._libc = psetlibc.load_libc()
             self._libc_loaded = True
         return self._libc
-
-
-# -- topology --------------------------------------------------------------------
-
-def topology_from_cpu_info(cpu_info, groups=None):
-    """Topology from ``{cpuid: {"state", "chip_id", "core_id", "cache_id"}}``
-    and the processor groups ``{pg id: {"relationship", "cpus", "ncpus"}}``."""
-    online = frozenset(cpu for cpu, fields in cpu_info.items()
-                       if fields.get("state") in RUNNING_STATES)
-    if not online:
-        raise Unsupported("the cpu_info kstats show no on-line CPU")
-    levels = {}
-    package = (_processor_groups(groups, "Socket", online)
-               or _group_by(online, lambda cpu: cpu_info[cpu].get("chip_id")))
-    if package:
-        levels["package"] = package
-    llc = (_processor_groups(groups, "Cache", online)
-           or _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "cache_id")))
-    if llc:
-        levels["llc"] = llc
-    core = _group_by(online, lambda cpu: _within_chip(cpu_info[cpu], "core_id"))
-    levels["core"] = core or tuple(frozenset([cpu]) for cpu in sorted(online))
-    return Topology(online=online, levels=levels)
-
-
-def _processor_groups(groups, relationship, online):
-    """The on-line CPUs of each processor group of ``relationship``, ordered
-    by lowest CPU; () unless they cover every on-line CPU exactly once and
-    every CPU list is whole (its length is the group's ncpus)."""
-    found = []
-    for fields in (groups or {}).values():
-        if fields.get("relationship") != relationship:
-            continue
-        try:
-            cpus = parse_cpulist(str(fields.get("cpus", "")))
-        except UsageError:
-            return ()           # not filled in yet, or garbled
-        if len(cpus) != fields.get("ncpus"):
-            return ()           # cut short: the kstat's buffer was too small
-        if cpus & online:
-            found.append(cpus & online)
-    if sum(len(cpus) for cpus in found) != len(online) or frozenset().union(*found) != online:
-        return ()
-    return tuple(sorted(found, key=min))
-
-
-def _within_chip(fields, key):
-    """(chip_id, fields[key]): an LLC or a core never spans two packages."""
-    value = fields.get(key)
-    if not isinstance(value, int) or value < 0:
-        return None
-    return fields.get("chip_id"), value
-
-
-def _group_by(online, key_of):
-    """CPU groups with equal keys, ordered by lowest CPU; () if a key is missing."""
-    groups = {}
-    for cpu in online:
-        key = key_of(cpu)
-        if key is None:
-            return ()
-        groups.setdefault(key, set()).add(cpu)
-    return tuple(sorted((frozenset(g) for g in groups.values()), key=min))
-
-
-# -- prstat -m -------------------------------------------------------------------
-
-def microstate_percent(prev, cur):
-    """prstat -mL percentages of one LWP between two ThreadTimes.
-
-    As usr/src/cmd/prstat/prstat.c (``lwp_update``): each column is
-    delta(field) / delta(pr_rtime) * 100; with no previous sample (or a
-    previous one of another LWP that reused the id) it is the total since
-    the LWP was created over its pr_rtime.  Columns: ``PRSTAT_COLUMNS``.
-    Empty if ``cur`` has no microstates (not an illumos sample); all zero
-    if no time elapsed.
-    """
-    if "rtime" not in cur.micro:
-        return {}
-    now = _microstates(cur)
-    if (prev is not None and prev.tid == cur.tid and prev.start == cur.start
-            and "rtime" in prev.micro):
-        before = _microstates(prev)
-        period = cur.micro["rtime"] - prev.micro["rtime"]
-    else:
-        before = dict.fromkeys(PRSTAT_COLUMNS, 0)
-        period = cur.micro["rtime"]
-    if period <= 0:
-        return dict.fromkeys(PRSTAT_COLUMNS, 0.0)
-    return {column: (now[column] - before[column]) * 100.0 / period
-            for column in PRSTAT_COLUMNS}
-
-
-def _microstates(times):
-    micro = times.micro
-    return {"usr": times.usr_ns or 0, "sys": times.sys_ns or 0, "trp": micro["trp"],
-            "tfl": micro["tfl"], "dfl": micro["dfl"], "lck": micro["lck"],
-            "slp": micro["slp"], "lat": times.lat_ns or 0}
 
 
 # -- helpers ---------------------------------------------------------------------
 
 def _state_letter(sname):
     return "R" if sname == "O" else sname
-
-
-def _read_error(exc, path, pid, tid=None):
-    """Map an OSError reading /proc to the backend exceptions."""
-    code = exc.errno
-    if code in (errno.ENOENT, errno.ESRCH):
-        return NoSuchProcess(pid, tid)
-    if code in (errno.EACCES, errno.EPERM):
-        return AccessDenied("cannot read %s" % path, READ_PRIVILEGE)
-    if code == errno.EOVERFLOW:
-        return Unsupported("%s: a 32-bit reader cannot read a 64-bit process" % path)
-    return PlatformError("%s: %s" % (path, exc.strerror or exc))

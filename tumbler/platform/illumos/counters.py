@@ -67,7 +67,7 @@ Where there is none, ``CpuCounters`` and ``probe_support`` say so in one
 line, naming the CPU; where there is one, ``CpuCounters.note`` says which.
 
 Verified only by reading illumos-gate (no illumos machine here; the fake
-libraries of tests/test_counters.py check the calls, not the ABI):
+libraries of tests/platform/test_counters.py check the calls, not the ABI):
 signatures of cpc_open, cpc_close, cpc_seterrhndlr and cpc_errhndlr_t,
 cpc_set_create, cpc_set_destroy, cpc_set_add_request, cpc_buf_create,
 cpc_buf_destroy, cpc_bind_cpu, cpc_set_sample, cpc_buf_get, cpc_unbind,

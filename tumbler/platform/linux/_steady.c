@@ -9,16 +9,16 @@
  * for 64 threads managed at 100 ms tumbler spends 50-180 us less CPU per
  * interval (BENCHMARKS.md, "Overhead at commit f173ebf").
  *
- * It is optional: linux/backend.py falls back to its Python version of the same
+ * It is optional: linux/threads.py falls back to its Python version of the same
  * steps when the module was not built (no compiler or no Python headers at
  * install time), and the tests run both on the same real threads.
  *
  * steady_times(files, pid, tids, zero_ok, ThreadTimes, no_micro)
  *     files     dict (pid, tid) -> object with int attribute schedstat_fd
- *               and attributes start and name (backend._ThreadFiles)
+ *               and attributes start and name (threads.ThreadFiles)
  *     tids      iterable of the thread IDs to read
  *     zero_ok   false: a run time of 0 makes the answer None (is schedstat
- *               accounted at all? linux/backend.py then reads stat to find out)
+ *               accounted at all? linux/threads.py then reads stat to find out)
  *     ThreadTimes, no_micro: the named tuple type to build and its default
  *               ``micro`` value
  * returns {tid: ThreadTimes(tid, start, name, run_ns, None, None, lat_ns,
@@ -66,7 +66,7 @@ static inline PyObject *Py_NewRef(PyObject *object)
 /* Attribute names and the unknown state, made once (module init). */
 static PyObject *str_schedstat_fd, *str_start, *str_name, *str_unknown_state;
 
-/* The type of ``files``' entries (backend._ThreadFiles, a class with
+/* The type of ``files``' entries (threads.ThreadFiles, a class with
  * __slots__) whose slots schedstat_fd, start and name are read at the
  * offsets of Python's own member descriptors, learnt once; any other
  * object through the attribute protocol. */
@@ -297,7 +297,7 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "read_columns: columns differ in length");
         ok = -1;
     }
-    /* procfs counts 2 + the threads (see linux/backend.py's thread_count). */
+    /* procfs counts 2 + the threads (see linux/threads.py's thread_count). */
     if (ok == 1 && (fstat(task_fd, &task) < 0 || task.st_nlink < 3
                     || (Py_ssize_t)task.st_nlink - 2 != count
                     || clock_gettime(CLOCK_MONOTONIC, &now) < 0))
@@ -336,7 +336,7 @@ static PyMethodDef steady_methods[] = {
 
 static struct PyModuleDef steady_module = {
     PyModuleDef_HEAD_INIT, "_steady",
-    "The Linux backend's steady-state sample in C (optional; see linux/backend.py).",
+    "The Linux backend's steady-state sample in C (optional; see linux/threads.py).",
     -1, steady_methods, NULL, NULL, NULL, NULL
 };
 

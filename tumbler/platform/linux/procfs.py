@@ -1,0 +1,94 @@
+"""The formats of the /proc files the Linux backend reads (proc(5)): the
+``stat`` line and its fields, ``status`` as a dict, ``cgroup``; and the two
+process-wide facts other layers ask of /proc and prctl(2) (capabilities,
+child subreaper).  Parsing only: the kept descriptors and the sampling are
+threads.py's, the calls backend.py's."""
+
+import os
+
+from ...escape import printable
+
+PF_KTHREAD = 0x00200000
+PR_SET_CHILD_SUBREAPER = 36     # include/uapi/linux/prctl.h
+
+NS_PER_TICK = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+# Fields of /proc/.../stat counted from the one after "(comm)": field 3 of
+# proc(5) is index 0 here.
+STAT_STATE, STAT_FLAGS, STAT_UTIME, STAT_STIME = 0, 6, 11, 12
+STAT_NUM_THREADS, STAT_STARTTIME, STAT_PROCESSOR = 17, 19, 36
+STAT_STARTCODE, STAT_ENDCODE, STAT_STARTSTACK = 23, 24, 25
+
+
+def parse_stat(text):
+    """Split a /proc stat line into (comm, fields after the comm).
+
+    The comm may itself contain ')' and spaces, so cut at the LAST ')'; it
+    is any user's to choose, so it comes back ``printable`` (escape.py).
+    """
+    open_paren = text.index("(")
+    close_paren = text.rindex(")")
+    return printable(text[open_paren + 1:close_paren]), text[close_paren + 2:].split()
+
+
+def exited(fields):
+    """Whether stat ``fields`` of a main thread say its process has exited.
+
+    A zombie main thread alone is not enough: a main thread that called
+    pthread_exit(3) stays a zombie while the other threads run on, and
+    num_threads still counts them (and it).  An exited process waiting to
+    be reaped has just its zombie main thread.
+    """
+    if fields[STAT_STATE] not in ("Z", "X"):
+        return False
+    try:
+        return int(fields[STAT_NUM_THREADS]) <= 1
+    except (IndexError, ValueError):
+        return True
+
+
+def cgroup_path(text):
+    """The cgroup of a /proc/PID/cgroup text: the v2 one ("0::/path"), else
+    the v1 cpuset hierarchy's, else None."""
+    found = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            return parts[2]
+        if "cpuset" in parts[1].split(","):
+            found = parts[2]
+    return found
+
+
+def read_status(path):
+    """A /proc ``status`` file as {key: value}.  OSError as open raises it."""
+    fields = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
+def has_capability(bit, proc="/proc"):
+    """True if the calling process holds capability number ``bit`` (its
+    CapEff in /proc/self/status); False where that cannot be read."""
+    try:
+        status = read_status(proc + "/self/status")
+        return bool(int(status["CapEff"], 16) >> bit & 1)
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def set_child_subreaper(on):
+    """prctl(PR_SET_CHILD_SUBREAPER) for the calling process (Linux 3.4 and
+    later): while ``on``, orphans among its descendants are re-parented to
+    it.  True if the kernel took it."""
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0,
+                                                       0) == 0
+    except (OSError, AttributeError):
+        return False
