@@ -1,5 +1,5 @@
-"""A balancing run's targets: which processes it may take, and the CPUs
-they may use (what its domains are cut down to).
+"""A balancing run's targets: which processes it may take (the CPUs they
+may use, what its domains are cut down to: platform.base.allowed_union).
 
 Looking at a process (stat, probe) needs it to exist and be a process, not
 one of its threads.  Managing it (a balancing run) also refuses tumbler
@@ -38,15 +38,3 @@ def check_process(backend, pid, manage=False, force=False):
             raise UsageError("refusing PID 1 (%s), the init process; use --force to override"
                              % info.name)
     return info
-
-
-def allowed_union(backend, pids):
-    """CPUs any thread of ``pids`` may run on (what domains are cut down to)."""
-    allowed = set()
-    for pid in pids:
-        for tid in backend.thread_ids(pid):
-            try:
-                allowed |= backend.allowed_cpus(pid, tid)
-            except NoSuchProcess:
-                continue
-    return frozenset(allowed)

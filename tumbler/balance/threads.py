@@ -6,9 +6,8 @@ reads."""
 import os
 
 from ..cpulist import format_cpulist
-from ..platform.base import NoSuchProcess, PlatformError
+from ..platform.base import NoSuchProcess, PlatformError, allowed_union
 from .loads import LoadWindow
-from .targets import allowed_union
 
 
 _NONE = frozenset()
