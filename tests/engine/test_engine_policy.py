@@ -322,6 +322,8 @@ def test_threads_that_block_and_wait_beside_other_work_merge_the_domains():
     # The other domain has no idle CPU to give: nothing to gain.
     busy_elsewhere = [blocking(1, 0, 0.95, 0.97)] + waiting[1:]
     assert crowded_by_other_work(busy_elsewhere, [1, 1], [0.0, 0.4]) is False
+    # Other work just past the dead band: the threads wait for each other.
+    assert crowded_by_other_work(waiting, [1, 1], [0.0, WAITING_CPU / 2]) is False
     # A little wait, as a program's own bursts overlapping make it.
     short = [blocking(1, 0, 0.4, 0.45), blocking(2, 1, 0.35, 0.35 + WAITING_CPU / 2)]
     assert crowded_by_other_work(short, [1, 1], [0.0, 0.4]) is False

@@ -43,9 +43,9 @@ from .speed import thread_speed
 #: in another domain before the domains merge (one round's speeds are
 #: noisy).
 SHORTFALL = 0.9
-#: CPUs of run-queue wait of a domain's threads beside other work, and of
-#: idle CPU in another domain, from which the domains merge (the
-#: threads that block: crowded_by_other_work).  Below it, what a
+#: CPUs of run-queue wait of a domain's threads beside other work, of
+#: that other work, and of idle CPU in another domain, from which the
+#: domains merge (the threads that block: crowded_by_other_work).  Below it, what a
 #: program's own bursts overlapping costs (the load window's wait of
 #: threads that block is mostly that: engine/window.py, demand).
 WAITING_CPU = 0.2
@@ -93,9 +93,12 @@ def crowded_by_other_work(threads, cores, other):
     Threads that block (runnable less than RUNNABLE_SHARE of the load
     window) answer True another way: together at least WAITING_CPU of
     run-queue wait over the load window (runnable share less CPU share)
-    in a domain other work competes for, while another domain left at
-    least WAITING_CPU of its CPUs idle over the last round -- there the OS
-    would have run them.
+    in a domain where other work takes at least WAITING_CPU too, while
+    another domain left at least WAITING_CPU of its CPUs idle over the
+    last round -- there the OS would have run them.  (Other work just
+    past the dead band is not enough: threads grouped to a full domain
+    wait for each other, and a command starting beside them, such as
+    ``tumbler restore``, would merge the domains for nothing.)
 
     Only a domain with other work can answer True: when there is none
     (the usual round), nothing else is computed."""
@@ -127,7 +130,7 @@ def crowded_by_other_work(threads, cores, other):
             elsewhere = max((b for i, b in enumerate(best) if i != index), default=0.0)
             if best[index] < SHORTFALL * elsewhere:
                 return True
-        if waited[index] >= WAITING_CPU and \
+        if others >= WAITING_CPU and waited[index] >= WAITING_CPU and \
                 max((f for i, f in enumerate(idle) if i != index), default=0.0) >= WAITING_CPU:
             return True
     return False
