@@ -410,18 +410,26 @@ class BusyCpusBackend(ScriptedBackend):
         return {cpu: (busy, self.now) for cpu, busy in self.busy.items()}
 
 
+def _busy_on_two_domains(tids):
+    """auto (dry run) over two 1-CPU domains of a BusyCpusBackend whose
+    program has threads ``tids``, added as the target: (backend,
+    controller)."""
+    from tumbler.engine.policy import make_policy
+    backend = BusyCpusBackend()
+    for tid in tids:
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy("auto"), choice, dry_run=True)
+    controller.add_target(PID)
+    return backend, controller
+
+
 def test_auto_merges_domains_other_work_crowds_and_splits_them_when_it_leaves():
     """Two busy threads on two 1-CPU domains and a hog on CPU 1: bound, the
     thread beside the hog gets half a CPU (the OS alone gives all three
     0.67); auto merges the domains, keeps them merged while the hog runs,
     and splits them once it has gone (engine/merging.py)."""
-    from tumbler.engine.policy import make_policy
-    backend = BusyCpusBackend()
-    for tid in (101, 102):
-        backend.run(tid, 0)
-    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
-    controller = Controller(backend, NullBinder(), make_policy("auto"), choice, dry_run=True)
-    controller.add_target(PID)
+    backend, controller = _busy_on_two_domains((101, 102))
 
     def rounds(n, hog):
         decisions = []
@@ -481,14 +489,8 @@ def test_auto_binds_nothing_before_it_has_read_other_work():
     thread until other work is read (half a load window after
     add_target), nor, the first time, while merging is judged: the
     domains merge with no thread bound."""
-    from tumbler.engine.policy import make_policy
-    backend = BusyCpusBackend()
     tids = (101, 102, 103)
-    for tid in tids:
-        backend.run(tid, 0)
-    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
-    controller = Controller(backend, NullBinder(), make_policy("auto"), choice, dry_run=True)
-    controller.add_target(PID)
+    backend, controller = _busy_on_two_domains(tids)
     assert [t.domain for t in controller.threads.values()] == [None] * 3
     placed, crowded, reasons = [], [], []
     for _ in range(16):
@@ -546,13 +548,7 @@ def test_cpu_from_before_a_thread_was_bound_counts_apart_for_a_load_window():
     window after, the part of their CPU from before (when the OS ran them
     on both CPUs) counts as not placed, shrinking round by round; no other
     work is seen meanwhile, and after the window nothing is kept."""
-    from tumbler.engine.policy import make_policy
-    backend = BusyCpusBackend()
-    for tid in (101, 102):
-        backend.run(tid, 0)
-    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
-    controller = Controller(backend, NullBinder(), make_policy("auto"), choice, dry_run=True)
-    controller.add_target(PID)
+    backend, controller = _busy_on_two_domains((101, 102))
     apart = []
     for _ in range(10):
         backend.now += 100 * MS

@@ -135,6 +135,17 @@ def split(backend, tids):
     return sorted(sorted(backend.allowed_cpus(PID, tid)) for tid in tids)
 
 
+def assert_grouped_again_then_restored(backend, controller, tids):
+    """Two 1-CPU domains again: the four busy threads grouped 2 + 2 within
+    two full rounds; then every thread restored to its own mask (both
+    CPUs) by ``restore_all``."""
+    busy_rounds(backend, controller, 2, tids)
+    assert [d.cpus for d in controller.domains] == [frozenset({0}), frozenset({1})]
+    assert split(backend, tids) == [[0], [0], [1], [1]]
+    controller.restore_all()
+    assert split(backend, tids) == [[0, 1]] * 4
+
+
 def test_a_cpu_off_line_and_back_is_followed_and_its_threads_stay_tumblers(every_round):
     backend, controller, tids, warnings = hotplug_run()
     busy_rounds(backend, controller, 3, tids)
@@ -150,14 +161,9 @@ def test_a_cpu_off_line_and_back_is_followed_and_its_threads_stay_tumblers(every
     assert not any(t.unmovable for t in controller.threads.values())
     # CPU 1 back: two domains again, the threads grouped 2 + 2 once more.
     backend.back_online(1)
-    busy_rounds(backend, controller, 2, tids)      # balanced within two full rounds
-    assert [d.cpus for d in controller.domains] == [frozenset({0}), frozenset({1})]
-    assert split(backend, tids) == [[0], [0], [1], [1]]
+    assert_grouped_again_then_restored(backend, controller, tids)
     assert warnings[1:] == ["CPU 1 on-line: domains 0 / 1"], warnings
     assert controller.binder.bound_offline == []
-    # And every thread is restored to its own mask at the end.
-    controller.restore_all()
-    assert split(backend, tids) == [[0, 1]] * 4
 
 
 def test_a_reset_seen_before_the_round_that_notices_the_cpu_is_the_kernels(every_round):
@@ -263,13 +269,9 @@ def test_a_cpuset_narrowed_and_widened_is_followed(every_round, keeps_requested)
     assert not any(t.unmovable for t in controller.threads.values())
     # Widened again: two domains, the threads grouped 2 + 2 once more.
     backend.set_cpuset(BOTH)
-    busy_rounds(backend, controller, 2, tids)      # balanced within two full rounds
-    assert [d.cpus for d in controller.domains] == [frozenset({0}), frozenset({1})]
-    assert split(backend, tids) == [[0], [0], [1], [1]]
+    assert_grouped_again_then_restored(backend, controller, tids)
     assert warnings[1:] == ["cgroup /app: CPUs 0-1 (was 0): domains 0 / 1"], warnings
     assert controller.binder.bound_outside == []
-    controller.restore_all()
-    assert split(backend, tids) == [[0, 1]] * 4
 
 
 def test_a_cpuset_narrowed_before_the_first_round_is_a_change(every_round):
