@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from support.capacity import (hog, linux_root, other_work_reading, other_work_since, rounds_of,
-                              split)
+from support.capacity import (busiest_window, hog, linux_root, other_work_reading,
+                              other_work_since, rounds_of, split)
 from support.helpers import REPO, thread_masks, tumbler_cmd
 from support.processes import env_for, finish, wait_until
 from support.sharing import spinners
@@ -358,16 +358,21 @@ def test_with_nothing_else_running_capacity_is_the_cpu_count(spawner, procs, sta
     # The premise is read from tumbler's first round on, as the meter
     # reads: tumbler's own start-up is before it.
     wait_until(lambda: rounds_of(log), timeout=20, what="tumbler's first round")
-    before = other_work_reading(target.pid, two_cpus)
+    # Read as the meter reads, over load windows: a burst of other work
+    # for a second moves a capacity, and an average over the run hid it.
+    readings = [other_work_reading(target.pid, two_cpus)]
+    while tumbler.poll() is None:
+        time.sleep(0.1)
+        readings.append(other_work_reading(target.pid, two_cpus))
     status, stderr = finish(tumbler)
     assert status == 0, stderr
-    other = other_work_since(before, target.pid, two_cpus)
+    other = busiest_window(readings)
     if other >= HYSTERESIS_STEPS * step_of(1):
         # The premise, checked by the test itself: the rest of the suite
         # (or anything else) used these CPUs, so the meter rightly saw it
         # (a capacity moves once the other work is that far from 0).
-        pytest.skip("not an idle machine: other work took %.2f CPU of CPUs %s"
-                    % (other, "/".join(map(str, two_cpus))))
+        pytest.skip("not an idle machine: other work took %.2f CPU of CPUs %s over a "
+                    "load window" % (other, "/".join(map(str, two_cpus))))
     rounds = rounds_of(log)
     assert len(rounds) >= 5
     # Integral capacities: the engine's plans are then bit-identical to

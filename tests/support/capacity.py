@@ -50,6 +50,21 @@ def other_work_reading(pid, cpus):
     return time.monotonic(), busy, int(fields[11]) + int(fields[12])
 
 
+def busiest_window(readings, span_s=0.5):
+    """The most CPUs' worth of other work over any ``span_s`` between two
+    of ``readings`` (other_work_reading's, in time order): a meter reading
+    over load windows sees a burst that an average over the whole run
+    hides."""
+    busiest = 0.0
+    for i, first in enumerate(readings):
+        last = next((r for r in readings[i + 1:] if r[0] - first[0] >= span_s), None)
+        if last is None:
+            break
+        other = (last[1] - first[1] - (last[2] - first[2])) / os.sysconf("SC_CLK_TCK")
+        busiest = max(busiest, other / (last[0] - first[0]))
+    return busiest
+
+
 def other_work_since(before, pid, cpus):
     """CPUs' worth of time ``cpus`` spent on anything but ``pid`` since ``before``."""
     now, busy, own = other_work_reading(pid, cpus)
