@@ -134,7 +134,10 @@ def test_threads_that_only_compute_or_spin_are_left_to_the_os_by_auto(workloads,
     log = tmp_path / "run.jsonl"
     summary = tmp_path / "summary.json"
     spmd = os.path.join(workloads, "spmd")
-    shape = ["-p", "1", "-w", "1500"] if barrier == "none" else ["-b", "spin", "-p", "20",
+    # Independent work long enough for three rounds after a merge, which
+    # comes about 0.9 s in (readings, a load window's hold), with rounds
+    # then paced 200 -> 400 -> 800 ms: 1.5 s per thread left two, once.
+    shape = ["-p", "1", "-w", "2500"] if barrier == "none" else ["-b", "spin", "-p", "20",
                                                                    "-w", "80"]
     result = subprocess.run(tumbler_cmd("--log", str(log), "--summary-json", str(summary),
                                         "--domains", "%d%s%d" % (two_cpus[0], sep, two_cpus[1]),
