@@ -459,13 +459,10 @@ def test_a_real_cpu_off_line_and_back_is_followed(spawner, procs, state, tmp_pat
     assert all(m == both for m in thread_masks(target.pid).values())
 
 
-@linux_root
-def test_an_admins_taskset_while_a_cpu_is_off_line_is_left_alone(spawner, procs, state, tmp_path,
-                                                                 two_cpus):
-    cpu_a, cpu_b = two_cpus
-    _can_take_off_line(cpu_b)
-    both = frozenset(two_cpus)
-    target = spinners(procs, spawner, both, 4)
+def _bound_two_and_two(procs, state, tmp_path, target, two_cpus):
+    """``tumbler --domains A/B --policy tumbler -p`` over ``target``'s 4
+    spinners, once they are bound two to each CPU: (tumbler, the file its
+    stderr goes to)."""
     err = tmp_path / "tumbler.err"
     with open(err, "w") as stderr:
         # The tumbler policy: under auto a machine busy with other work
@@ -473,8 +470,19 @@ def test_an_admins_taskset_while_a_cpu_is_off_line_is_left_alone(spawner, procs,
         tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--policy", "tumbler",
                                           "-p", str(target.pid)),
                               env=env_for(state), cwd=REPO, stderr=stderr, text=True)
-    wait_until(lambda: bound_split(target.pid, cpu_a, cpu_b) == (2, 2), timeout=20,
+    wait_until(lambda: bound_split(target.pid, *two_cpus) == (2, 2), timeout=20,
                what="two spinners bound to each CPU")
+    return tumbler, err
+
+
+@linux_root
+def test_an_admins_taskset_while_a_cpu_is_off_line_is_left_alone(spawner, procs, state, tmp_path,
+                                                                 two_cpus):
+    cpu_a, cpu_b = two_cpus
+    _can_take_off_line(cpu_b)
+    both = frozenset(two_cpus)
+    target = spinners(procs, spawner, both, 4)
+    tumbler, err = _bound_two_and_two(procs, state, tmp_path, target, two_cpus)
     names = thread_names(target.pid)
     spinning = sorted(tid for tid in names if names[tid].startswith("spawner-"))
     try:
@@ -561,15 +569,7 @@ def narrowed_and_widened(procs, spawner, state, tmp_path, two_cpus, cgroup, ente
     both = frozenset(two_cpus)
     target = spinners(procs, spawner, both, 4)
     _write(os.path.join(cgroup, enter), str(target.pid))
-    err = tmp_path / "tumbler.err"
-    with open(err, "w") as stderr:
-        # The tumbler policy: under auto a machine busy with other work
-        # (the rest of the suite) rightly merges the two 1-CPU domains.
-        tumbler = procs.start(tumbler_cmd("--domains", "%d/%d" % two_cpus, "--policy", "tumbler",
-                                          "-p", str(target.pid)),
-                              env=env_for(state), cwd=REPO, stderr=stderr, text=True)
-    wait_until(lambda: bound_split(target.pid, cpu_a, cpu_b) == (2, 2), timeout=20,
-               what="two spinners bound to each CPU")
+    tumbler, err = _bound_two_and_two(procs, state, tmp_path, target, two_cpus)
     _write(os.path.join(cgroup, "cpuset.cpus"), str(cpu_a))
     narrowed = "CPUs %d (was %s): domains %d" % (cpu_a, format_cpulist(both), cpu_a)
     seen = []
