@@ -452,29 +452,33 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         return thread.sleeps_per_s is None or thread.sleeps_per_s < SLEEPS_PER_SECOND
 
     @staticmethod
-    def _synchronising(domain, candidates):
-        """Whether ``candidates`` outnumber ``domain``'s cores (not a
-        multiple) and switch as threads meeting at barriers do: speed
-        balancing stays out only while their speeds look even, which a
-        longer window makes them look (the controller does not pace such
-        rounds: balance/quiet.py, ``paced_ms``)."""
+    def _crowd_switching(domain, candidates):
+        """The mean switches per CPU-second of ``candidates`` where they
+        outnumber ``domain``'s cores and are not a multiple of them, else
+        None (also while their switching is not known yet).  With a
+        multiple of the cores the OS gives every core the same number of
+        threads and every thread the same share: nothing for speed
+        balancing to fix, and its rounds would only cost."""
         cores = len(domain.cpus)
         if len(candidates) <= cores or len(candidates) % cores == 0:
-            return False
-        switching = _mean_switching(candidates)
+            return None
+        return _mean_switching(candidates)
+
+    def _synchronising(self, domain, candidates):
+        """Whether ``candidates`` crowd ``domain`` and switch as threads
+        meeting at barriers do: speed balancing stays out only while their
+        speeds look even, which a longer window makes them look (the
+        controller does not pace such rounds: balance/quiet.py,
+        ``paced_ms``)."""
+        switching = self._crowd_switching(domain, candidates)
         return switching is not None and switching >= SYNC_SWITCHES_PER_CPU_S
 
     def _engagement(self, domain, candidates, was_engaged):
         """Why speed balancing acts in this domain, or None if it should not."""
         cores = len(domain.cpus)
-        if len(candidates) <= cores or len(candidates) % cores == 0:
-            # With a multiple of the cores the OS gives every core the same
-            # number of threads and every thread the same share: nothing
-            # for speed balancing to fix, and its rounds would only cost.
-            return None
-        switching = _mean_switching(candidates)
+        switching = self._crowd_switching(domain, candidates)
         if switching is None:
-            return None             # not known yet: judged at the next rounds
+            return None             # not crowded, or not known yet: judged again next round
         if was_engaged:
             if switching < SYNC_SWITCHES_PER_CPU_S / 4:
                 return None         # they stopped yielding: the OS shares them
