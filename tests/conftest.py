@@ -35,6 +35,12 @@ def duty(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def waker(tmp_path_factory):
+    """Path of a neighbour that wakes often (tests/workloads/waker.c)."""
+    return build_workload(tmp_path_factory, "waker")
+
+
+@pytest.fixture(scope="session")
 def crowd(tmp_path_factory):
     """Path of the overload workload (tests/workloads/crowd.c)."""
     return build_workload(tmp_path_factory, "crowd")

@@ -18,6 +18,7 @@ import pytest
 
 from support.helpers import (REPO, assert_no_traceback, exited_cleanly, on_cpus, started,
                              thread_masks, thread_names, tumbler_cmd, wait_for_threads, wait_until)
+from tumbler.engine.policy import SYNC_SWITCHES_PER_CPU_S
 
 
 def workers_of(tumbler_pid, timeout=5.0):
@@ -155,6 +156,63 @@ def test_threads_that_only_compute_or_spin_are_left_to_the_os_by_auto(workloads,
         [r["mechanisms"] for r in rounds]
     assert not any(r["pins"] for r in rounds)
     assert json.load(open(summary))["core_changes"] == 0
+
+
+def switching_per_cpu_second(pid, tids, seconds=0.5):
+    """The mean context switches per CPU-second of ``pid``'s threads
+    ``tids`` over ``seconds``, from /proc."""
+    def read():
+        counts = {}
+        for tid in tids:
+            task = "/proc/%d/task/%d/" % (pid, tid)
+            with open(task + "status") as f:
+                status = f.read()
+            switches = sum(int(status.split(key)[1].split()[0])
+                           for key in ("\nvoluntary_ctxt_switches:",
+                                       "nonvoluntary_ctxt_switches:"))
+            with open(task + "schedstat") as f:
+                counts[tid] = (switches, int(f.read().split()[0]))
+        return counts
+    before = read()
+    time.sleep(seconds)
+    after = read()
+    rates = [(after[t][0] - before[t][0]) * 1e9 / (after[t][1] - before[t][1]) for t in tids]
+    return sum(rates) / len(rates)
+
+
+def test_threads_that_only_compute_beside_a_neighbour_that_wakes_often_are_left_alone(
+        workloads, waker, two_cpus, tmp_path):
+    """A neighbour waking every 0.3 ms (3-5% of a CPU: under other work's
+    dead band) preempts three threads that only compute about as often as
+    threads at yield barriers switch (1,400 times per CPU-second here): by
+    their own counts they look synchronising, and auto engaged speed
+    balancing on them.  The switches their CPUs count beyond their own say
+    it was the neighbour (balance/speedstep.py): nothing is pinned."""
+    cpus = set(two_cpus)
+    log = tmp_path / "run.jsonl"
+    neighbour = subprocess.Popen([waker, "300"], preexec_fn=on_cpus(cpus))
+    try:
+        with started(tumbler_cmd("--log", str(log), "--domains", "%d,%d" % two_cpus, "exec",
+                                 "--", os.path.join(workloads, "spmd"), "-b", "spin", "-t", "3",
+                                 "-p", "1", "-w", "2500"),
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     preexec_fn=on_cpus(cpus)) as proc:
+            pid, workers = workers_of(proc.pid)
+            time.sleep(0.3)
+            switching = switching_per_cpu_second(pid, workers, seconds=1.5)
+            out, _ = exited_cleanly(proc, timeout=60)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert "workload=spmd" in out
+    if switching < SYNC_SWITCHES_PER_CPU_S:
+        pytest.skip("the neighbour switched the threads %.0f times per CPU-second here: "
+                    "not the case of this test" % switching)
+    rounds = [json.loads(line) for line in open(log)]
+    assert len(rounds) >= 5
+    assert all(r["mechanisms"]["0"].startswith("os") for r in rounds), \
+        [r["mechanisms"] for r in rounds]
+    assert not any(r["pins"] for r in rounds)
 
 
 def test_sleeping_barriers_are_not_pinned_by_auto(workloads, tmp_path):

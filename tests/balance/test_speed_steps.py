@@ -13,6 +13,7 @@ from tumbler.balance.speedstep import SpeedSteps
 from tumbler.balance.spreads import RunStats
 from tumbler.balance.threads import ThreadTracker, TrackedThread
 from tumbler.engine.policy import make_policy
+from tumbler.platform.base import Unsupported
 
 BOTH = frozenset({0, 1})
 TWO = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
@@ -37,8 +38,26 @@ class Switching(MaskedBackend):
         return {tid: self.threads[tid][1] for tid in tids if tid in self.threads}, self.now
 
 
-def speed_over(choice=TWO, policy=None, may_merge=False):
-    backend = Switching()
+class SwitchingCpus(Switching):
+    """Switching, and the CPUs' own switch counts (``cpu_count`` by CPU set,
+    None: not counted there)."""
+
+    counts_cpu_switches = True
+
+    def __init__(self):
+        super().__init__()
+        self.cpu_count = {}             # frozenset of CPUs -> switches on them so far
+        self.cpu_reads = []
+
+    def cpu_switches(self, cpus):
+        self.cpu_reads.append(cpus)
+        if self.cpu_count.get(cpus) is None:
+            raise Unsupported("not counted in this test")
+        return self.cpu_count[cpus]
+
+
+def speed_over(choice=TWO, policy=None, may_merge=False, backend=None):
+    backend = backend or Switching()
     layout, stats = Layout(choice), RunStats(0.0)
     machine = MachineWatch(backend)
     placer = Placer(backend, MaskBinder(backend), layout, machine, stats, lambda line: None)
@@ -103,6 +122,52 @@ def test_switching_is_read_for_runnable_threads_of_crowded_domains_over_time():
     busy.prev_wall += 50 * MS                   # read again only after SWITCH_READ_NS
     assert speed.views([busy], crowded={0})[0].sleeps_per_s == 100.0
     assert backend.switch_reads == 2
+
+
+def switching_beside(foreign):
+    """The views of a crowded domain's busy thread that switched 600 times
+    in 0.4 s, all of it on CPU, while its CPU counted 600 + ``foreign``
+    switches: first (too soon to tell), then 0.4 s later."""
+    backend = SwitchingCpus()
+    speed, _ = speed_over(backend=backend)
+    busy = runnable(101, 0)
+    backend.switches = {101: (0, 0)}
+    backend.cpu_count[frozenset({0})] = 1000
+    first = speed.views([busy], crowded={0})[0]
+    busy.prev_wall, busy.prev_run = 400 * MS, 400 * MS
+    backend.switches[101] = (0, 600)
+    backend.cpu_count[frozenset({0})] = 1000 + 600 + foreign
+    return first, speed.views([busy], crowded={0})[0], backend
+
+
+def test_switches_other_tasks_made_on_the_cpus_are_taken_off_the_threads():
+    # Every switch of the thread's answered by one of another task's: a
+    # neighbour preempting it 1,500 times a second -- no sign of barriers.
+    first, view, backend = switching_beside(foreign=600)
+    assert first.switches_per_cpu_s is None
+    assert view.switches_per_cpu_s == 0.0
+    # The CPU read from the first crowded round on, at the threads' reads.
+    assert backend.cpu_reads == [frozenset({0})] * 2
+    # Threads that switch among themselves: only the few others' are taken off.
+    assert switching_beside(foreign=40)[1].switches_per_cpu_s == 1500.0 - 100.0
+    assert switching_beside(foreign=0)[1].switches_per_cpu_s == 1500.0
+
+
+def test_without_the_cpus_counted_over_the_span_the_threads_are_not_judged():
+    backend = SwitchingCpus()
+    speed, _ = speed_over(backend=backend)
+    busy = runnable(101, 0)
+    backend.switches = {101: (0, 0)}
+    speed.views([busy], crowded={0})            # the thread counted from here...
+    busy.prev_wall, busy.prev_run = 400 * MS, 400 * MS
+    backend.switches[101] = (0, 600)
+    backend.cpu_count[frozenset({0})] = 1000    # ... its CPU only from here
+    assert speed.views([busy], crowded={0})[0].switches_per_cpu_s is None
+    # Where the CPUs are not counted at all, the thread's own count stands.
+    backend.cpu_count[frozenset({0})] = None
+    busy.prev_wall, busy.prev_run = 800 * MS, 800 * MS
+    backend.switches[101] = (0, 1200)
+    assert speed.views([busy], crowded={0})[0].switches_per_cpu_s == 1500.0
 
 
 def test_pins_are_counted_as_steps_and_reported_with_the_rounds():

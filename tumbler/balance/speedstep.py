@@ -7,7 +7,7 @@ from collections import deque
 
 from ..engine.model import ThreadView
 from ..engine.policy import RUNNABLE_SHARE
-from ..platform.base import NoSuchProcess
+from ..platform.base import NoSuchProcess, Unsupported
 
 try:
     from ._rounds import thread_views as _c_thread_views
@@ -60,10 +60,13 @@ class SpeedSteps:
         self.pins_made = []             # (thread, cpu, step) of the last round and the
                                         # speed steps before it
         self.steps = 0                  # speed balancing steps so far (rounds included)
+        # frozenset of CPUs -> deque of (monotonic ns, switches on them so far)
+        self._cpu_switch_readings = {}
 
     def reset(self):
         """The domains changed: nothing engaged, nothing pinned between rounds."""
         self.speeding, self.speed_domains, self.pins_between = [], [], []
+        self._cpu_switch_readings = {}
 
     def follow(self, decision, measured):
         """Note the threads speed balancing pinned in the domains where it is
@@ -183,9 +186,79 @@ class SpeedSteps:
                                      t.exec_ns, t.wall_ns, t.runnable, None, None))
                     for t in threads]
         rates = self._rates_if_crowded
-        return [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
-                                 t.exec_ns, t.wall_ns, t.runnable) + rates(t, crowded))
-                for t in threads]
+        views = [new(ThreadView, (t.tid, t.load, t.domain, t.eligible, t.pinned_cpu,
+                                  t.exec_ns, t.wall_ns, t.runnable) + rates(t, crowded))
+                 for t in threads]
+        if self.backend.counts_cpu_switches:
+            self._discount_foreign_switches(threads, views, crowded)
+        return views
+
+    def _discount_foreign_switches(self, threads, views, crowded):
+        """Take from the switching of a crowded domain's threads what other
+        tasks' wake-ups on its CPUs explain.
+
+        A task that wakes on a busy CPU preempts one of the threads (a
+        switch of that thread's) and gives the CPU back when it sleeps (a
+        switch of its own); threads that yield to each other at barriers
+        make every switch themselves.  So the domain's CPUs count switches
+        (``Backend.cpu_switches``) beyond the threads' own only as often as
+        other tasks took the CPU from them: those are taken off, shared
+        over the threads' CPU-seconds.  A neighbour waking every 0.3 ms
+        made threads that only compute switch 1,500 times per CPU-second
+        here, as often as threads at yield barriers (engine/policy.py,
+        SYNC_SWITCHES_PER_CPU_S); what is left of theirs is the
+        scheduler's slices.
+        """
+        domains = self.layout.domains
+        in_crowded = {}
+        for i, view in enumerate(views):
+            if view.domain in crowded:
+                in_crowded.setdefault(view.domain, []).append(i)
+        for index, positions in in_crowded.items():
+            if index is None or index >= len(domains):
+                continue            # not placed yet: judged as the domain they join
+            # Counted from the first round the domain is crowded, on the
+            # clock of the threads' samples, as their own switches are.
+            try:
+                cpus_switches = self._cpus_switches(
+                    domains[index].cpus, max(threads[i].prev_wall for i in positions))
+            except Unsupported:
+                continue            # the threads' own counts stand
+            judged = [i for i in positions if views[i].switches_per_cpu_s is not None]
+            own = [_own_switching(threads[i]) for i in judged]
+            if cpus_switches is None or None in own:
+                # Not counted over SWITCH_MIN_SPAN_NS yet: not judged yet.
+                for i in judged:
+                    views[i] = views[i]._replace(switches_per_cpu_s=None)
+                continue
+            foreign = cpus_switches - sum(switches for switches, _ in own)
+            cpu = sum(cpu for _, cpu in own)
+            if not judged or foreign <= 0 or cpu <= 0:
+                continue
+            cut = foreign / cpu
+            for i in judged:
+                view = views[i]
+                views[i] = view._replace(
+                    switches_per_cpu_s=max(0.0, view.switches_per_cpu_s - cut))
+
+    def _cpus_switches(self, cpus, now):
+        """Context switches per second on ``cpus`` over the last
+        ``SWITCH_WINDOW_NS`` (read at most every ``SWITCH_READ_NS``, as the
+        threads' own), or None while that spans less than
+        ``SWITCH_MIN_SPAN_NS``; Unsupported where they are not counted."""
+        key = frozenset(cpus)
+        readings = self._cpu_switch_readings.get(key)
+        if readings is None or now - readings[-1][0] >= SWITCH_READ_NS:
+            count = self.backend.cpu_switches(key)
+            if readings is None:
+                readings = self._cpu_switch_readings[key] = deque()
+            readings.append((now, count))
+            while len(readings) > 2 and now - readings[1][0] >= SWITCH_WINDOW_NS:
+                readings.popleft()
+        first, last = readings[0], readings[-1]
+        if last[0] - first[0] < SWITCH_MIN_SPAN_NS:
+            return None
+        return (last[1] - first[1]) * 1e9 / (last[0] - first[0])
 
     def _rates_if_crowded(self, thread, crowded):
         if thread.domain in crowded and (thread.runnable or 0) >= RUNNABLE_SHARE:
@@ -247,3 +320,16 @@ class SpeedSteps:
         made = [(thread, cpu, self.steps) for thread, _, cpu in self.placer.bind_all(wanted)]
         self.stats.pins += len(made)
         return made
+
+
+def _own_switching(thread):
+    """(switches per second, CPU-seconds per second) of ``thread`` over its
+    switch readings (SpeedSteps._switch_rates), or None without two."""
+    readings = thread.switches
+    if not readings or len(readings) < 2:
+        return None
+    first, last = readings[0], readings[-1]
+    span = last[0] - first[0]
+    if span <= 0:
+        return None
+    return (last[2] - first[2]) * 1e9 / span, (last[3] - first[3]) / span

@@ -156,7 +156,9 @@ class ThreadView:
     wall_ns: int = 0                # length of the last round
     runnable: float | None = None
     sleeps_per_s: float | None = None   # None: not measured
-    switches_per_cpu_s: float | None = None     # all context switches per CPU-second
+    # Context switches per CPU-second, less what other tasks' wake-ups on
+    # the domain's CPUs explain (balance/speedstep.py); None: not known yet.
+    switches_per_cpu_s: float | None = None
 
 
 class Decision:

@@ -44,7 +44,11 @@ Policies:
                 to 2,700 here), where threads that only compute, or spin
                 without a system call, are switched at the scheduler's
                 slice (80 to 150 here, ~330 at most with a 3 ms slice).
-                Without that evidence the OS is left alone: today's Linux
+                What other tasks' wake-ups on the domain's CPUs explain
+                is already taken off the views' switching (balance/
+                speedstep.py): a neighbour waking every 0.3 ms switched
+                threads that only compute 1,400-1,500 times per
+                CPU-second.  Without that evidence the OS is left alone: today's Linux
                 shares CPU-bound threads fairly over seconds, which is all
                 a program that meets at no barrier (or only rarely) needs,
                 and pinning cost such a program 2-3.5% (an OpenMP kernel

@@ -357,6 +357,17 @@ class Backend:
         see ``counts_context_switches``."""
         raise Unsupported("context switches are not counted on %s" % self.name)
 
+    #: Whether ``cpu_switches`` answers: auto then discounts the switches
+    #: other tasks' wake-ups explain (engine/policy.py, 2.).
+    counts_cpu_switches = False
+
+    def cpu_switches(self, cpus):
+        """Context switches on ``cpus`` so far, of every task: a count that
+        only grows for the same ``cpus`` (its differences mean something).
+        Where the OS or tumbler's privilege counts none per CPU, the whole
+        machine's."""
+        raise Unsupported("context switches per CPU are not counted on %s" % self.name)
+
     def lock_waiters(self, pid, tids):
         """Which of ``tids`` are asleep in a user-lock wait now (a thread
         blocked in it since before tracing began shows no event to the

@@ -1362,3 +1362,14 @@ def test_lock_waiters_are_lwps_asleep_in_a_user_lock_wait(tree):
         SYS_LWP_MUTEX_TIMEDLOCK, SOBJ_USER_PI)
     with pytest.raises(NoSuchProcess):
         b.lock_waiters(PID + 1, [2])
+
+
+def test_illumos_counts_the_pswitch_of_the_cpus_sys_kstats(tmp_path):
+    (tmp_path / "kstat").write_text(
+        "cpu:0:sys:cpu_nsec_idle\t700\ncpu:0:sys:pswitch\t1200\n"
+        "cpu:1:sys:pswitch\t34\ncpu:2:sys:cpu_nsec_idle\t1\n")
+    backend = IllumosBackend(str(tmp_path))
+    assert backend.counts_cpu_switches
+    assert backend.cpu_switches({0, 1}) == 1234
+    with pytest.raises(Unsupported, match="CPUs 1,2"):
+        backend.cpu_switches({1, 2})                # CPU 2 has no pswitch: off-line

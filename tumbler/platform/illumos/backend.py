@@ -495,18 +495,31 @@ class IllumosBackend(Backend):
         (kstat.cpu_times_from_sys).  illumos has no steal time of its own;
         a guest's lost time shows nowhere here.  Verified against the
         illumos-gate sources only (cpu.c), and on fixture trees."""
-        try:
-            if self._live:
-                stats = kstat.read_system_cpu_sys()
-            else:
-                stats = self._read_kstat_file("cpu")
-        except OSError as exc:
-            raise Unsupported("cannot read the cpu:*:sys kstats: %s"
-                              % (exc.strerror or exc)) from None
-        times = kstat.cpu_times_from_sys(stats)
+        times = kstat.cpu_times_from_sys(self._cpu_sys())
         if not times:
             raise Unsupported("no cpu:*:sys kstats with cpu_nsec_user/kernel/idle")
         return times
+
+    counts_cpu_switches = True
+
+    def cpu_switches(self, cpus):
+        """The ``cpu:<id>:sys`` kstats' ``pswitch``, summed over ``cpus``
+        (kstat.switches_from_sys); verified against the illumos-gate
+        sources only (cpu.c, disp.c), and on fixture trees."""
+        count = kstat.switches_from_sys(self._cpu_sys(), cpus)
+        if count is None:
+            raise Unsupported("no pswitch in the cpu:*:sys kstats of CPUs %s"
+                              % ",".join(map(str, sorted(cpus))))
+        return count
+
+    def _cpu_sys(self):
+        try:
+            if self._live:
+                return kstat.read_system_cpu_sys()
+            return self._read_kstat_file("cpu")
+        except OSError as exc:
+            raise Unsupported("cannot read the cpu:*:sys kstats: %s"
+                              % (exc.strerror or exc)) from None
 
     # -- kstat and libc ------------------------------------------------------
 

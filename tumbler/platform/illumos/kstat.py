@@ -264,7 +264,10 @@ def _read_system(module, fields):
 #: interrupt took is taken out of the state it interrupted (user, idle) and
 #: added to kernel time (``get_cpu_mstate``, usr/src/uts/i86pc/os/machdep.c),
 #: so ``cpu_nsec_kernel`` already holds it and it is not added.
-CPU_SYS_FIELDS = ("cpu_nsec_idle", "cpu_nsec_user", "cpu_nsec_kernel")
+#: ``pswitch``: context switches on the CPU (``swtch``,
+#: usr/src/uts/common/disp/disp.c, adds one for every thread it switches
+#: from), for Backend.cpu_switches.
+CPU_SYS_FIELDS = ("cpu_nsec_idle", "cpu_nsec_user", "cpu_nsec_kernel", "pswitch")
 
 
 def read_system_cpu_sys():
@@ -288,6 +291,19 @@ def cpu_times_from_sys(stats):
         except (KeyError, ValueError, TypeError):
             continue
     return times
+
+
+def switches_from_sys(stats, cpus):
+    """Backend.cpu_switches from ``cpu:*:sys`` stats: ``pswitch`` summed
+    over ``cpus``; None if a CPU of them has none (off-line: its kstat
+    is gone)."""
+    total = 0
+    for cpu in cpus:
+        value = stats.get(cpu, {}).get("pswitch")
+        if not isinstance(value, int):
+            return None
+        total += value
+    return total
 
 
 def read_system_pset_created():

@@ -65,6 +65,7 @@ class LinuxBackend(Backend):
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
         self._gone = set()          # pids whose process was seen gone (forget_process)
         self._loadavg_fd = None     # /proc/loadavg, for newest_pid
+        self._switches = None       # switches.CpuSwitches, for cpu_switches
         self.sampler = ThreadSampler(self.proc, self._gone, self._threads_changed)
 
     # -- processes ------------------------------------------------------------
@@ -168,6 +169,8 @@ class LinuxBackend(Backend):
                 setattr(self, name, None)
         if self._cpusets is not None:
             self._cpusets.close()
+        if self._switches is not None:
+            self._switches.close()
 
     def _close_process_files(self, pid):
         """Close the per-process fds (stat, task directory); forget its state."""
@@ -356,22 +359,8 @@ class LinuxBackend(Backend):
         busy = user + nice + system + irq + softirq + steal (guest time is
         already inside user); total = busy + idle + iowait.  One pread of
         a kept fd: this runs every round with two or more domains."""
-        fd = self._cpu_stat_fd
-        try:
-            if fd is None:
-                fd = self._cpu_stat_fd = os.open(os.path.join(self.proc, "stat"),
-                                                 os.O_RDONLY | os.O_CLOEXEC)
-            chunks, offset = [], 0
-            while True:
-                chunk = os.pread(fd, 1 << 16, offset)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                offset += len(chunk)
-        except OSError as exc:
-            raise Unsupported("cannot read %s/stat: %s" % (self.proc, exc.strerror)) from None
         times = {}
-        for line in b"".join(chunks).split(b"\n"):
+        for line in self._proc_stat().split(b"\n"):
             if not line.startswith(b"cpu") or line.startswith(b"cpu "):
                 continue
             fields = line.split()
@@ -389,6 +378,33 @@ class LinuxBackend(Backend):
         if not times:
             raise Unsupported("cannot read %s/stat: no cpuN lines" % self.proc)
         return times
+
+    def _proc_stat(self):
+        """All of /proc/stat, read through a kept fd; Unsupported if it cannot be."""
+        fd = self._cpu_stat_fd
+        try:
+            if fd is None:
+                fd = self._cpu_stat_fd = os.open(os.path.join(self.proc, "stat"),
+                                                 os.O_RDONLY | os.O_CLOEXEC)
+            chunks, offset = [], 0
+            while True:
+                chunk = os.pread(fd, 1 << 16, offset)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+                offset += len(chunk)
+        except OSError as exc:
+            raise Unsupported("cannot read %s/stat: %s" % (self.proc, exc.strerror)) from None
+
+    counts_cpu_switches = True
+
+    def cpu_switches(self, cpus):
+        """Per-CPU perf counters, else /proc/stat's ``ctxt`` (switches.py)."""
+        if self._switches is None:
+            # Loaded here: ctypes is not for commands that never need it.
+            from .switches import CpuSwitches, machine_switches
+            self._switches = CpuSwitches(lambda: machine_switches(self._proc_stat()))
+        return self._switches.count(cpus)
 
     def current_cpu(self):
         """sched_getcpu(3): a vDSO call, no system call on x86_64."""
