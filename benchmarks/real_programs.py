@@ -352,6 +352,16 @@ def start_bursty():
     return [subprocess.Popen([sys.executable, "-c", BURSTY]) for _ in range(2)]
 
 
+def start_waker(directory):
+    """A neighbour that sleeps 0.3 ms in a loop (tests/workloads/waker.c,
+    3-5% of a CPU, under the dead band of other work), unpinned at nice 0:
+    it preempts the program's threads thousands of times a second."""
+    path = os.path.join(directory, "waker")
+    run_quietly(["gcc", "-O2", "-o", path,
+                 os.path.join(HERE, "..", "tests", "workloads", "waker.c")])
+    return subprocess.Popen([path, "300"])
+
+
 def chosen_programs(only):
     """Names picked by --only: a name, or its family (``omp-ep`` is every
     omp-ep-...)."""
@@ -416,6 +426,9 @@ def parse_args():
                              "tree of tumbler, its C modules built in place) first on "
                              "PYTHONPATH, in the same interleaving: a before/after "
                              "comparison in one run (a row 'baseline' under each program)")
+    parser.add_argument("--background-waker", action="store_true",
+                        help="a neighbour waking every 0.3 ms (3-5%% of a CPU) from the "
+                             "first run to the last")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="also write the results as JSON, one record per program")
     parser.add_argument("--settle", action="store_true",
@@ -453,6 +466,7 @@ def main():
               "load_average_start": os.getloadavg()[0], "tumbler_args": tumbler_args,
               "background_hog_cpu": HOG_CPU if args.background_hog else None,
               "background_bursty": args.background_bursty,
+              "background_waker": args.background_waker,
               "runs": args.runs, "ci_width": args.ci_width, "max_runs": args.max_runs,
               "settle": args.settle, "baseline": args.baseline,
               "ratio_ci_method": "sign test"}
@@ -462,12 +476,13 @@ def main():
              else "%d to %d, until the interval is <= %.3f wide"
              % (FEWEST_PAIRS, args.max_runs, args.ci_width),
              ("; hog on CPU %d" % HOG_CPU if args.background_hog else "")
-             + ("; bursty neighbours" if args.background_bursty else "")))
+             + ("; bursty neighbours" if args.background_bursty else "")
+             + ("; a waker" if args.background_waker else "")))
     print("%-24s %5s %8s %8s %7s %13s %22s %7s %7s"
           % ("program", "pairs", "alone s", "tumbl s", "ratio", "min-max",
              "95% CI (sign test)", "moves/s", "cpu s"))
     records = []
-    hog = None
+    hog = waker = None
     neighbours = []
     with tempfile.TemporaryDirectory(prefix="tumbler-real-") as directory:
         inputs = Inputs(directory)
@@ -484,13 +499,15 @@ def main():
                     hog = start_hog()
                 if args.background_bursty and not neighbours:
                     neighbours = start_bursty()
+                if args.background_waker and waker is None:
+                    waker = start_waker(directory)
                 record = measure(argv, {**os.environ, **program.env}, args, directory)
                 print_row(name, record)
                 sys.stdout.flush()
                 records.append({"program": name, "command": program.argv, "env": program.env,
                                 **record})
         finally:
-            for process in [hog, *neighbours]:
+            for process in [hog, waker, *neighbours]:
                 if process is not None:
                     process.kill()
                     process.wait()

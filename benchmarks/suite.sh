@@ -2,7 +2,7 @@
 # The real-program suite of issue 27 in one command, on a fresh Debian 12
 # machine as root, from anywhere:
 #   sh benchmarks/suite.sh [--only NAME,...] [--runs N] [--tumbler-args "..."]
-#                          [--background-hog|--background-bursty] [--json FILE] [...]
+#                          [--background-hog|--background-bursty|--background-waker] [--json FILE] [...]
 # Installs what is missing -- Debian's ImageMagick (built with OpenMP),
 # pigz, zstd, xz, gcc and Go; the repository's venv (scripts/setup.sh) and
 # numpy from PyPI into it -- then runs benchmarks/real_programs.py with
