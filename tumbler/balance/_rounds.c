@@ -26,6 +26,18 @@
  *     the first whose counters are not plain ints (|x| < 2**62), which is
  *     left as it was, the Python pass goes on.
  *
+ * measure_columns(threads, now, run, lat, base_wall, base_run, base_lat,
+ *                 runnable_share, TrackedThread)
+ *     The same for a sample read as columns (platform/columns.py): ``threads``
+ *     the tracked threads in the columns' order (loads.py checked they are
+ *     the sample's), ``run`` and ``lat`` their times (array('q')), and
+ *     ``base_run``/``base_lat`` the window's base sample's, when it holds the
+ *     same threads in the same order (else None: each thread is measured
+ *     from when it was first seen).  Returns how many threads, from the
+ *     first, it measured: from the first whose counters are not plain ints
+ *     (or that is not a TrackedThread), left as it was, the Python pass goes
+ *     on.
+ *
  * thread_views(threads, ThreadView, runnable_share)
  *     speedstep.py's view pass: of ``threads`` (TrackedThreads), those the
  *     policy decides on (measured, movable, with a domain they may use) and
@@ -44,6 +56,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <limits.h>
+#include <string.h>
 
 #include "../platform/_slots.h"
 
@@ -148,6 +161,62 @@ static int plain_or_none(PyObject *object, long long *value, int *known)
     return !*known || plain(object, value);
 }
 
+/* The arithmetic of loads.py's LoadWindow._py_measure_threads for one
+ * thread, everything read and checked: its CPU time over the last round
+ * and, from ``old_wall``/``old_run`` (the window's base or its first
+ * sighting), its CPU received, runnable share (``lat_known``: both run-queue
+ * waits known, ``lat_delta`` their difference) and load.  ``run_obj``: the
+ * new reference prev_run takes (stolen).  1 measured, -1 error. */
+static int set_measured(PyObject *thread, int fast, PyObject *now_obj, long long now,
+                        PyObject *run_obj, long long run_ns, long long prev_run,
+                        long long prev_wall, long long old_wall, long long old_run,
+                        int lat_known, long long lat_delta, double runnable_share)
+{
+    PyObject *cpu = NULL;
+
+    if (run_obj == NULL)
+        return -1;
+    if (set_slot(thread, fast, S_EXEC_NS,
+                 PyLong_FromLongLong(run_ns > prev_run ? run_ns - prev_run : 0)) < 0
+            || set_slot(thread, fast, S_WALL_NS, PyLong_FromLongLong(now - prev_wall)) < 0
+            || set_slot(thread, fast, S_PREV_WALL, Py_NewRef(now_obj)) < 0
+            || set_slot(thread, fast, S_PREV_RUN, Py_NewRef(run_obj)) < 0) {
+        Py_DECREF(run_obj);
+        return -1;
+    }
+    Py_DECREF(run_obj);
+    long long wall = now - old_wall;
+    if (wall <= 0)
+        return 1;                   /* measured, not over a span */
+    long long run = run_ns > old_run ? run_ns - old_run : 0;
+    cpu = true_divide(run, wall);
+    if (cpu == NULL || set_slot(thread, fast, S_CPU, Py_NewRef(cpu)) < 0)
+        goto failed;
+    if (lat_known) {
+        PyObject *runnable = true_divide(run + (lat_delta > 0 ? lat_delta : 0), wall);
+        if (runnable == NULL || set_slot(thread, fast, S_RUNNABLE, Py_NewRef(runnable)) < 0) {
+            Py_XDECREF(runnable);
+            goto failed;
+        }
+        /* demand (engine/window.py) */
+        double share = PyFloat_AS_DOUBLE(runnable), got = PyFloat_AS_DOUBLE(cpu);
+        PyObject *load;
+        if (share >= runnable_share)
+            load = share < 1.0 ? Py_NewRef(runnable) : PyFloat_FromDouble(1.0);
+        else
+            load = got < 1.0 ? Py_NewRef(cpu) : PyFloat_FromDouble(1.0);
+        Py_DECREF(runnable);
+        if (set_slot(thread, fast, S_LOAD, load) < 0)
+            goto failed;
+    } else if (set_slot(thread, fast, S_LOAD, Py_NewRef(cpu)) < 0)
+        goto failed;
+    Py_DECREF(cpu);
+    return 1;
+failed:
+    Py_XDECREF(cpu);
+    return -1;
+}
+
 /* One thread of _measure_threads: 1 measured, 0 unknown, 2 not plain ints
  * (nothing changed: the Python pass takes it from here), -1 error. */
 static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject *times_type,
@@ -156,7 +225,7 @@ static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject
 {
     PyObject *start = NULL, *times_start = NULL, *run_obj = NULL, *lat_obj = NULL;
     PyObject *prev_run_obj = NULL, *prev_wall_obj = NULL, *first = NULL, *old = NULL;
-    PyObject *old_start = NULL, *old_run_obj = NULL, *old_lat_obj = NULL, *cpu = NULL;
+    PyObject *old_start = NULL, *old_run_obj = NULL, *old_lat_obj = NULL;
     long long run_ns, prev_run, prev_wall, first_wall, old_wall, old_run, old_lat = 0;
     long long lat_ns = 0;
     int status = -1, same, from_base = 0, have_lat, have_old_lat;
@@ -207,45 +276,13 @@ static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject
         goto failed;
     if (!plain(old_run_obj, &old_run) || !plain_or_none(old_lat_obj, &old_lat, &have_old_lat))
         goto done;
-    /* The arithmetic of loads.py's LoadWindow._py_measure_threads. */
-    status = -1;
-    if (set_slot(thread, fast, S_EXEC_NS,
-                 PyLong_FromLongLong(run_ns > prev_run ? run_ns - prev_run : 0)) < 0
-            || set_slot(thread, fast, S_WALL_NS, PyLong_FromLongLong(now - prev_wall)) < 0
-            || set_slot(thread, fast, S_PREV_WALL, Py_NewRef(now_obj)) < 0
-            || set_slot(thread, fast, S_PREV_RUN, Py_NewRef(run_obj)) < 0)
-        goto done;
-    status = 1;                     /* measured, whatever follows */
-    long long wall = now - old_wall;
-    if (wall <= 0)
-        goto done;
-    long long run = run_ns > old_run ? run_ns - old_run : 0;
-    cpu = true_divide(run, wall);
-    if (cpu == NULL || set_slot(thread, fast, S_CPU, Py_NewRef(cpu)) < 0)
-        goto failed;
-    if (have_lat && have_old_lat) {
-        PyObject *runnable = true_divide(run + (lat_ns > old_lat ? lat_ns - old_lat : 0), wall);
-        if (runnable == NULL || set_slot(thread, fast, S_RUNNABLE, Py_NewRef(runnable)) < 0) {
-            Py_XDECREF(runnable);
-            goto failed;
-        }
-        /* demand (engine/window.py) */
-        double share = PyFloat_AS_DOUBLE(runnable), got = PyFloat_AS_DOUBLE(cpu);
-        PyObject *load;
-        if (share >= runnable_share)
-            load = share < 1.0 ? Py_NewRef(runnable) : PyFloat_FromDouble(1.0);
-        else
-            load = got < 1.0 ? Py_NewRef(cpu) : PyFloat_FromDouble(1.0);
-        Py_DECREF(runnable);
-        if (set_slot(thread, fast, S_LOAD, load) < 0)
-            goto failed;
-    } else if (set_slot(thread, fast, S_LOAD, Py_NewRef(cpu)) < 0)
-        goto failed;
+    status = set_measured(thread, fast, now_obj, now, Py_NewRef(run_obj), run_ns, prev_run,
+                          prev_wall, old_wall, old_run, have_lat && have_old_lat,
+                          lat_ns - old_lat, runnable_share);
     goto done;
 failed:
     status = -1;
 done:
-    Py_XDECREF(cpu);
     Py_XDECREF(old_lat_obj);
     Py_XDECREF(old_run_obj);
     Py_XDECREF(old_start);
@@ -505,10 +542,119 @@ unusual:
     Py_RETURN_NONE;
 }
 
+/* A C-contiguous array('q') (NULL for None: ``view->buf`` left NULL). */
+static int q_column(PyObject *object, Py_buffer *view)
+{
+    view->buf = NULL;
+    if (object == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "q") != 0) {
+        PyBuffer_Release(view);
+        view->buf = NULL;
+        PyErr_SetString(PyExc_TypeError, "measure_columns: expected an array('q')");
+        return -1;
+    }
+    return 0;
+}
+
+/* A plain counter from a column (|x| < COUNTER_LIMIT). */
+#define PLAIN_VALUE(v) ((v) < COUNTER_LIMIT && (v) > -COUNTER_LIMIT)
+
+static PyObject *measure_columns(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *threads, *now_obj, *base_wall_obj, *objects[4], *sequence;
+    PyTypeObject *thread_type;
+    Py_buffer views[4];
+    double runnable_share;
+    long long now, base_wall;
+    Py_ssize_t done = 0, count, i;
+    int got = 0;
+
+    if (!PyArg_ParseTuple(args, "OOOOOOOdO!:measure_columns", &threads, &now_obj,
+                          &objects[0], &objects[1], &base_wall_obj, &objects[2], &objects[3],
+                          &runnable_share, &PyType_Type, &thread_type))
+        return NULL;
+    sequence = PySequence_Fast(threads, "measure_columns: threads must be a sequence");
+    if (sequence == NULL)
+        return NULL;
+    for (; got < 4; got++) {
+        if (got < 2 && objects[got] == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "measure_columns: run and lat must be columns");
+            goto error;
+        }
+        if (q_column(objects[got], &views[got]) < 0)
+            goto error;
+    }
+    count = PySequence_Fast_GET_SIZE(sequence);
+    if (views[0].len != 8 * count || views[1].len != 8 * count
+            || (views[2].buf == NULL) != (views[3].buf == NULL)
+            || (views[2].buf != NULL && (views[2].len != 8 * count
+                                          || views[3].len != 8 * count))) {
+        PyErr_SetString(PyExc_ValueError, "measure_columns: columns differ in length");
+        goto error;
+    }
+    if (!plain(now_obj, &now) || !plain(base_wall_obj, &base_wall)
+            || learn_slots(thread_type) != 1)
+        goto finished;
+    const long long *run = views[0].buf, *lat = views[1].buf;
+    const long long *base_run = views[2].buf, *base_lat = views[3].buf;
+    PyObject **items = PySequence_Fast_ITEMS(sequence);
+    for (i = 0; i < count; i++, done++) {
+        PyObject *thread = items[i];
+        if (!Py_IS_TYPE(thread, thread_type) || slots.type != thread_type)
+            break;
+        PyObject *prev_run_obj = BORROWED(thread, S_PREV_RUN);
+        PyObject *prev_wall_obj = BORROWED(thread, S_PREV_WALL);
+        PyObject *first = BORROWED(thread, S_FIRST);
+        long long prev_run, prev_wall, first_wall, old_wall, old_run, old_lat = 0;
+        int have_old_lat = 1;
+        if (prev_run_obj == NULL || prev_wall_obj == NULL || first == NULL
+                || !PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) != 3
+                || !PLAIN_VALUE(run[i]) || !PLAIN_VALUE(lat[i])
+                || !plain(prev_run_obj, &prev_run) || !plain(prev_wall_obj, &prev_wall)
+                || !plain(PyTuple_GET_ITEM(first, 0), &first_wall))
+            break;
+        if (base_run != NULL && first_wall < base_wall && base_wall < now) {
+            old_wall = base_wall;
+            old_run = base_run[i];
+            old_lat = base_lat[i];
+            if (!PLAIN_VALUE(old_run) || !PLAIN_VALUE(old_lat))
+                break;
+        } else {            /* first seen after the base sample (or this is the only one) */
+            old_wall = first_wall;
+            if (!plain(PyTuple_GET_ITEM(first, 1), &old_run)
+                    || !plain_or_none(PyTuple_GET_ITEM(first, 2), &old_lat, &have_old_lat))
+                break;
+        }
+        if (set_measured(thread, 1, now_obj, now, PyLong_FromLongLong(run[i]), run[i], prev_run,
+                         prev_wall, old_wall, old_run, have_old_lat, lat[i] - old_lat,
+                         runnable_share) < 0)
+            goto error;
+    }
+finished:
+    while (got > 0)
+        if (views[--got].buf != NULL)
+            PyBuffer_Release(&views[got]);
+    Py_DECREF(sequence);
+    return PyLong_FromSsize_t(done);
+error:
+    while (got > 0)
+        if (views[--got].buf != NULL)
+            PyBuffer_Release(&views[got]);
+    Py_DECREF(sequence);
+    return NULL;
+}
+
 static PyMethodDef rounds_methods[] = {
     {"measure_threads", measure_threads, METH_VARARGS,
      "measure_threads(threads, pid, sample_threads, now, base_wall, base_threads,\n"
      "                runnable_share, TrackedThread, ThreadTimes) -> (measured, unknown)"},
+    {"measure_columns", measure_columns, METH_VARARGS,
+     "measure_columns(threads, now, run, lat, base_wall, base_run, base_lat,\n"
+     "                runnable_share, TrackedThread) -> threads measured"},
     {"thread_views", thread_views, METH_VARARGS,
      "thread_views(threads, ThreadView, runnable_share) -> (measured, views, runnable) or None"},
     {"received", received, METH_VARARGS,
