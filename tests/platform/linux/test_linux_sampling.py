@@ -350,7 +350,12 @@ def test_read_columns_fills_both_columns_or_says_none(implementation, read_colum
     now = read(task_dir(2), fds, run, lat)
     assert before <= now <= time.monotonic_ns()
     assert (list(run), list(lat)) == ([123, 5], [456, 0])
+    assert read(task_dir(2), fds, run, lat, False) is not None  # no run time of 0
     assert read(task_dir(3), fds, run, lat) is None             # a thread more
+    # A run time of 0, while schedstat is not known to be accounted: None.
+    idle = array("i", [fds[0], schedstat_file(b"0 3 1\n")])
+    assert read(task_dir(2), idle, run, lat, False) is None
+    assert read(task_dir(2), idle, run, lat, True) is not None and list(run) == [123, 0]
     for text in (b"", b"x 1 2\n", b"12\n", b"%d 1 1\n" % 2 ** 63):
         odd = array("i", [fds[0], schedstat_file(text)])
         assert read(task_dir(2), odd, run, lat) is None, text

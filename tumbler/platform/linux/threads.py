@@ -299,8 +299,8 @@ class ThreadSampler:
             return None
         kept = self._column_sets[pid]
         run, lat = kept.zeros[:], kept.zeros[:]
-        now = self._c_read_columns(task_fd, kept.fds, run, lat)
-        if now is None or (self._schedstat_ok is not True and 0 in run):
+        now = self._c_read_columns(task_fd, kept.fds, run, lat, self._schedstat_ok is True)
+        if now is None:
             return None
         return Sample(pid=pid, wall_ns=now, threads=ThreadColumns(
             kept.tids, kept.tid_set, kept.starts, kept.names, run, lat))
@@ -383,10 +383,7 @@ class ThreadSampler:
         def reader(run, lat):
             if pid in relist:
                 return None
-            now = read(task_fd, fds, run, lat)
-            if now is None or (0 in run and not self._schedstat_ok):
-                return None
-            return now
+            return read(task_fd, fds, run, lat, self._schedstat_ok is True)
         return reader
 
     def thread_run_ns(self, pid, tids):
@@ -450,11 +447,11 @@ class ThreadSampler:
 
 # -- the C module's fallback ----------------------------------------------------
 
-def _py_read_columns(task_fd, fds, run, lat):
+def _py_read_columns(task_fd, fds, run, lat, zero_ok=True):
     """The C module's ``read_columns`` in Python: None unless the process
     has ``len(fds)`` threads; else fill ``run`` and ``lat`` from each
     schedstat fd and return the monotonic ns, or None if a read failed or
-    was odd."""
+    was odd, or (``zero_ok`` false) a run time was 0."""
     try:
         if os.fstat(task_fd).st_nlink - 2 != len(fds):
             return None
@@ -463,5 +460,7 @@ def _py_read_columns(task_fd, fds, run, lat):
         for i, fd in enumerate(fds):
             run[i], lat[i] = map(int, pread(fd, 128, 0).split()[:2])
     except (OSError, ValueError, OverflowError):
+        return None
+    if not zero_ok and 0 in run:
         return None
     return now
