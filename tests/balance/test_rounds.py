@@ -162,9 +162,16 @@ def test_unusual_threads_take_the_python_pass():
         thread.load, thread.cpu, thread.runnable = load, cpu, 0.95
         return thread
     good = [tracked(0.5, 0.5), tracked(0.2, 0.2, 1)]
-    measured, views, runnable = thread_views(good, ThreadView, 0.9)
+    measured, views, runnable, fields = thread_views(good, ThreadView, 0.9)
     assert measured == good and [v.load for v in views] == [0.5, 0.2]
     assert runnable == {0: 1, 1: 1}
+    # The views' fields as columns (tid, load, domain, eligible, runnable,
+    # pinned_cpu), for the engine (engine/model.py, ThreadViews).
+    assert fields == tuple([getattr(v, name) for v in views] for name in (
+        "tid", "load", "domain", "eligible", "runnable", "pinned_cpu"))
+    # Threads left out (not measured, no domain they may use) are in no column.
+    idle = tracked(None, None)
+    assert thread_views([idle] + good, ThreadView, 0.9)[3] == fields
     # No reference cycle can pass through a view: left to reference
     # counting, not walked by every collection (issue 29).
     import gc

@@ -43,8 +43,11 @@
  *     policy decides on (measured, movable, with a domain they may use) and
  *     a ThreadView of each without switching rates; and the count of their
  *     always-runnable threads per domain.  Returns (measured, views,
- *     {domain: runnable threads}), or None when a value is not of the kind
- *     the fast pass knows (the Python pass then runs; nothing is changed).
+ *     {domain: runnable threads}, fields): ``fields`` the views' tid, load,
+ *     domain, eligible, runnable and pinned_cpu as lists (the engine's
+ *     columns: engine/model.py, ThreadViews); or None when a value is not
+ *     of the kind the fast pass knows (the Python pass then runs; nothing
+ *     is changed).
  *
  * received(threads, domain_count)
  *     loads.py's LoadWindow.received_all: the CPU the threads received in each domain
@@ -360,12 +363,19 @@ static PyObject *measure_threads(PyObject *module, PyObject *args)
 /* The value of slot ``i``, borrowed (the thread holds it), of a known-type thread. */
 #define BORROWED(thread, i) slot_at(&slots, (thread), (i))
 
+/* The views' fields thread_views gives as columns too (engine/model.py,
+ * ThreadViews.fields): tid, load, domain, eligible, runnable, pinned_cpu. */
+#define FIELD_COUNT 6
+static const int view_field[FIELD_COUNT] = {0, 1, 2, 3, 7, 4};
+
 static PyObject *thread_views(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *threads, *sequence, *measured = NULL, *views = NULL, *runnable = NULL;
+    PyObject *fields[FIELD_COUNT] = {NULL};
     PyTypeObject *view_type;
     double runnable_share;
+    Py_ssize_t made = 0;
 
     if (!PyArg_ParseTuple(args, "OO!d:thread_views", &threads, &PyType_Type, &view_type,
                           &runnable_share))
@@ -384,6 +394,10 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
     runnable = views ? PyDict_New() : NULL;
     if (runnable == NULL)
         goto error;
+    /* Sized for every thread, filled in order, cut to the views made. */
+    for (int f = 0; f < FIELD_COUNT; f++)
+        if ((fields[f] = PyList_New(count)) == NULL)
+            goto error;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *thread = items[i];
         if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != slots.type)
@@ -432,6 +446,9 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
         Py_DECREF(view);
         if (failed)
             goto error;
+        for (int f = 0; f < FIELD_COUNT; f++)
+            PyList_SET_ITEM(fields[f], made, Py_NewRef(PyTuple_GET_ITEM(view, view_field[f])));
+        made++;
         /* (thread.runnable or 0) >= RUNNABLE_SHARE */
         int is_runnable;
         if (share == Py_None)
@@ -456,18 +473,27 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
         }
     }
     Py_DECREF(sequence);
-    return Py_BuildValue("(NNN)", measured, views, runnable);
+    for (int f = 0; f < FIELD_COUNT; f++)
+        if (PyList_SetSlice(fields[f], made, count, NULL) < 0)
+            goto failed;
+    return Py_BuildValue("(NNN(NNNNNN))", measured, views, runnable, fields[0], fields[1],
+                         fields[2], fields[3], fields[4], fields[5]);
 unusual:
     Py_DECREF(sequence);
     Py_DECREF(measured);
     Py_DECREF(views);
     Py_DECREF(runnable);
+    for (int f = 0; f < FIELD_COUNT; f++)
+        Py_DECREF(fields[f]);
     Py_RETURN_NONE;
 error:
     Py_DECREF(sequence);
+failed:
     Py_XDECREF(measured);
     Py_XDECREF(views);
     Py_XDECREF(runnable);
+    for (int f = 0; f < FIELD_COUNT; f++)
+        Py_XDECREF(fields[f]);
     return NULL;
 }
 
@@ -656,7 +682,8 @@ static PyMethodDef rounds_methods[] = {
      "measure_columns(threads, now, run, lat, base_wall, base_run, base_lat,\n"
      "                runnable_share, TrackedThread) -> threads measured"},
     {"thread_views", thread_views, METH_VARARGS,
-     "thread_views(threads, ThreadView, runnable_share) -> (measured, views, runnable) or None"},
+     "thread_views(threads, ThreadView, runnable_share)\n"
+     "    -> (measured, views, runnable, fields) or None"},
     {"received", received, METH_VARARGS,
      "received(threads, domain_count) -> [CPUs per domain..., CPUs in none] or None"},
     {NULL, NULL, 0, NULL}
