@@ -17,6 +17,7 @@ from support.scripted import MS, PID, ScriptedBackend
 from tumbler.balance import loads, speedstep
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
+from tumbler.engine import merging
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NullBinder
 from tumbler.platform.columns import ThreadColumns
@@ -70,6 +71,7 @@ def scripted_run(seed, policy, with_c, monkeypatch, columns=False):
             patch.setattr(loads, "_c_measure_columns", None)
             patch.setattr(loads, "_c_received", None)
             patch.setattr(speedstep, "_c_thread_views", None)
+            patch.setattr(merging, "_c_domain_figures", None)
         rng = random.Random(seed)
         backend = ScriptedColumns() if columns else Scripted()
         for tid in range(100, 140):
