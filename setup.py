@@ -1,9 +1,9 @@
 """Only for the optional C part; everything else is in setup.cfg.
 
 ``tumbler.platform.linux._steady`` reads the Linux backend's usual sample in
-one call, ``tumbler.engine._window`` sums a quiet round's loads and
-``tumbler.balance._rounds`` does a full round's per-thread passes (see
-their sources).  ``optional=True``: without a C compiler or
+one call, ``tumbler.engine._window`` sums a quiet round's loads (and
+merging's figures of a full round) and ``tumbler.balance._rounds`` does a
+full round's per-thread passes (see their sources).  ``optional=True``: without a C compiler or
 Python's headers the build says so and tumbler installs without it, using
 the same steps in Python (slower, same results).
 """
