@@ -221,3 +221,41 @@ def test_counters_that_are_not_plain_ints_go_on_in_python(monkeypatch):
             return {tid: (t.load, t.exec_ns, t.cpu) for (_, tid), t in controller.threads.items()}
     assert measured(True) == measured(False)
     assert measured(True)[107][0] == pytest.approx(0.305)
+
+
+def test_the_cyclic_gc_waits_until_the_round_is_over():
+    """A round runs with the cyclic GC paused (its per-thread views would
+    trigger collections), and leaves it as it found it -- on, off, or
+    after the round raised."""
+    import gc
+
+    seen = []
+
+    class Watched(Scripted):
+        def sample(self, pid):
+            seen.append(gc.isenabled())
+            if getattr(self, "fail", False):
+                raise RuntimeError("sample failed")
+            return super().sample(pid)
+    backend = Watched()
+    for tid in range(100, 104):
+        backend.run(tid, 0)
+    controller = Controller(backend, NullBinder(), make_policy("auto"),
+                            DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test"),
+                            dry_run=True, quiet_rounds=False)
+    controller.add_target(PID)
+    assert gc.isenabled()
+    backend.now += 100 * MS
+    controller.round()
+    assert seen[-1] is False and gc.isenabled()
+    backend.fail = True
+    with pytest.raises(RuntimeError):
+        controller.round()
+    assert seen[-1] is False and gc.isenabled()
+    backend.fail = False
+    gc.disable()
+    try:
+        controller.round()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
