@@ -109,7 +109,7 @@ class ThreadSampler:
         self._sampled_tids = {}     # pid -> TIDs of its last sample
         self._relist = set()        # pids whose next sample must list their threads
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
-        self._column_sets = {}           # pid -> _ColumnSet: its next sample reads columns
+        self._column_sets = {}      # pid -> _ColumnSet: its next sample reads columns
         self._schedstat_ok = None   # None: not yet known
         self._c_steady_times = _c_steady_times     # None: not built (tests set it)
         self._c_read_columns = _c_read_columns     # None: not built (tests set it)
@@ -176,7 +176,7 @@ class ThreadSampler:
         if int(fields[STAT_STARTTIME]) != files.start:
             raise NoSuchProcess(0, tid)         # the TID now names another thread
         if comm != files.name:
-            self._column_sets.clear()    # their names are the samples' (rare: read them anew)
+            self._column_sets.clear()   # their names are the samples' (rare: read them anew)
         files.name = comm
         return comm, fields
 
@@ -246,7 +246,7 @@ class ThreadSampler:
             sample = self._column_sample(pid)
             if sample is not None:
                 return sample
-            del self._column_sets[pid]       # (rebuilt below when the threads are read again)
+            del self._column_sets[pid]  # (rebuilt below when the threads are read again)
         last = self._sampled_tids.get(pid)
         if not detail and last and pid not in self._relist \
                 and self.thread_count(pid) == len(last):
