@@ -117,3 +117,31 @@ def test_a_watch_finding_the_same_threads_is_paced_up_to_the_idle_interval():
     # Over two domains auto is not only watching: never paced.
     two, _, _ = quiet_over("auto", TWO)
     assert [two.paced_ms(WATCH_INTERVAL_MS) for _ in range(3)] == [WATCH_INTERVAL_MS] * 3
+
+
+def test_a_base_sample_read_as_columns_gives_its_columns_as_they_are():
+    """A full round's sample read as columns (platform/columns.py) is a
+    roster's base without its mapping built: its own two columns, the
+    numbers the mapping holds; another set of threads is looked up."""
+    from array import array
+    from tumbler.balance.quiet import Roster
+    from tumbler.platform.base import Sample
+    from tumbler.platform.columns import ThreadColumns
+    quiet, backend, tracker, samples, _ = two_halves()
+    threads = [tracker.threads[(PID, 101)], tracker.threads[(PID, 102)]]
+    roster = Roster(PID, threads, None, {101: 0, 102: 1})
+    tids = (101, 102)
+    columns = ThreadColumns(tids, frozenset(tids), tuple(t.start for t in threads),
+                            ("a", "b"), array("q", [7 * MS, 9 * MS]), array("q", [1, 2]))
+    sample = Sample(PID, backend.now, columns)
+    run, lat = roster.base_columns(sample)
+    assert run is columns.run and lat is columns.lat
+    assert columns._mapping is None                     # not built
+    # The same threads as a mapping: the same numbers, looked up.
+    looked_up = Roster(PID, threads, None, {}).base_columns(Sample(PID, backend.now,
+                                                                   columns.as_dict()))
+    assert looked_up == (run, lat)
+    # Other threads (one replaced: another start): not the roster's base.
+    other = ThreadColumns(tids, frozenset(tids), (threads[0].start, 999), ("a", "b"),
+                          columns.run, columns.lat)
+    assert Roster(PID, threads, None, {}).base_columns(Sample(PID, backend.now, other)) is None

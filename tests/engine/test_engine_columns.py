@@ -66,3 +66,54 @@ def test_unhashable_eligibles_take_the_careful_path():
     assert columns.restricted and columns.distinct_eligibles is None
     with pytest.raises(ValueError, match="not eligible for any domain"):
         checked_columns([Load(1, 0.5, 0, [0, 1]), Load(2, 0.5, 1, [5])], 2)
+
+
+def views_with_fields(views):
+    """``views`` as ThreadViews, their fields as columns (what the loop's
+    C view pass gives: balance/_rounds.c)."""
+    from tumbler.engine.model import ThreadViews
+    made = ThreadViews(views)
+    made.fields = tuple([getattr(v, name) for v in views] for name in (
+        "tid", "load", "domain", "eligible", "runnable", "pinned_cpu"))
+    return made
+
+
+@pytest.mark.parametrize("policy", ["tumbler", "auto", "speed"])
+@pytest.mark.parametrize("seed", range(30))
+def test_views_with_their_fields_as_columns_decide_as_a_plain_list(policy, seed):
+    """The engine's passes take ThreadViews' columns instead of reading the
+    views: the same decisions, bit for bit, round after round."""
+    from tumbler.engine.model import Domain, ThreadView
+    from tumbler.engine.policy import make_policy
+    rng = random.Random(seed)
+    domains = [Domain(i, frozenset({2 * i, 2 * i + 1})) for i in range(rng.choice((1, 2, 3)))]
+    count = rng.choice((1, 3, 8, 40))
+    plain, columns = make_policy(policy, seed=seed), make_policy(policy, seed=seed)
+    placed = {}
+    for _ in range(6):
+        views = [ThreadView(
+            tid, rng.choice((0.0, 1.0, rng.random())), placed.get(tid),
+            rng.choice((None, frozenset(range(len(domains))), frozenset({0}))),
+            None, rng.randrange(0, 10**8), 10**8,
+            rng.choice((None, rng.random(), 0.95, 1.0)),
+            rng.choice((None, 0.0, 50.0)), rng.choice((None, 10.0, 500.0)))
+            for tid in range(count)]
+        other = rng.choice((None, [0.0] * len(domains), [0.4] + [0.0] * (len(domains) - 1)))
+        expected = plain.decide(list(views), domains, other)
+        got = columns.decide(views_with_fields(views), domains, other)
+        assert (got.plan.assignment, got.plan.moves, got.plan.thread_cv, got.plan.domain_loads,
+                got.plan.reason, got.pins, got.engaged, got.interval_ms, got.notes) == \
+            (expected.plan.assignment, expected.plan.moves, expected.plan.thread_cv,
+             expected.plan.domain_loads, expected.plan.reason, expected.pins, expected.engaged,
+             expected.interval_ms, expected.notes)
+        placed = dict(got.plan.assignment)
+
+
+def test_columns_that_do_not_match_the_views_are_not_taken():
+    from tumbler.engine.columns import view_fields
+    from tumbler.engine.model import ThreadView
+    views = views_with_fields([ThreadView(1, 0.5, 0), ThreadView(2, 0.1, 1)])
+    assert view_fields(views) is views.fields
+    views.append(ThreadView(3, 0.2, 0))         # changed after: the views are read
+    assert view_fields(views) is None
+    assert view_fields(list(views)) is None

@@ -26,13 +26,28 @@
  *     the first whose counters are not plain ints (|x| < 2**62), which is
  *     left as it was, the Python pass goes on.
  *
+ * measure_columns(threads, now, run, lat, base_wall, base_run, base_lat,
+ *                 runnable_share, TrackedThread)
+ *     The same for a sample read as columns (platform/columns.py): ``threads``
+ *     the tracked threads in the columns' order (loads.py checked they are
+ *     the sample's), ``run`` and ``lat`` their times (array('q')), and
+ *     ``base_run``/``base_lat`` the window's base sample's, when it holds the
+ *     same threads in the same order (else None: each thread is measured
+ *     from when it was first seen).  Returns how many threads, from the
+ *     first, it measured: from the first whose counters are not plain ints
+ *     (or that is not a TrackedThread), left as it was, the Python pass goes
+ *     on.
+ *
  * thread_views(threads, ThreadView, runnable_share)
  *     speedstep.py's view pass: of ``threads`` (TrackedThreads), those the
  *     policy decides on (measured, movable, with a domain they may use) and
  *     a ThreadView of each without switching rates; and the count of their
  *     always-runnable threads per domain.  Returns (measured, views,
- *     {domain: runnable threads}), or None when a value is not of the kind
- *     the fast pass knows (the Python pass then runs; nothing is changed).
+ *     {domain: runnable threads}, fields): ``fields`` the views' tid, load,
+ *     domain, eligible, runnable and pinned_cpu as lists (the engine's
+ *     columns: engine/model.py, ThreadViews); or None when a value is not
+ *     of the kind the fast pass knows (the Python pass then runs; nothing
+ *     is changed).
  *
  * received(threads, domain_count)
  *     loads.py's LoadWindow.received_all: the CPU the threads received in each domain
@@ -44,109 +59,11 @@
 #include <Python.h>
 #include <structmember.h>
 #include <limits.h>
+#include <string.h>
 
 #include "../platform/_slots.h"
 
-/* TrackedThread's slots this module uses, in this order. */
-enum { S_START, S_FIRST, S_PREV_WALL, S_PREV_RUN, S_EXEC_NS, S_WALL_NS, S_LOAD, S_CPU,
-       S_RUNNABLE, S_DOMAIN, S_ELIGIBLE, S_UNMOVABLE, S_PINNED_CPU, S_TID, SLOT_COUNT };
-static const char *slot_names[SLOT_COUNT] = {
-    "start", "first", "prev_wall", "prev_run", "exec_ns", "wall_ns", "load", "cpu",
-    "runnable", "domain", "eligible", "unmovable", "pinned_cpu", "tid"};
-static PyObject *slot_strings[SLOT_COUNT];
-static PyObject *str_start, *str_run_ns, *str_lat_ns;
-
-/* TrackedThread's offsets, learnt once (../platform/_slots.h). */
-static struct slot_cache slots;
-
-/* Learn ``type``'s slot offsets: 1 done, 0 not a type with those object
- * slots (the attribute protocol is used then). */
-static int learn_slots(PyTypeObject *type)
-{
-    return slots_learn(&slots, type, slot_strings, SLOT_COUNT);
-}
-
-/* A new reference to slot ``i`` of ``thread``; NULL with an exception if unset. */
-static PyObject *get_slot(PyObject *thread, int fast, int i)
-{
-    if (!fast)
-        return PyObject_GetAttr(thread, slot_strings[i]);
-    PyObject *value = slot_at(&slots, thread, i);
-    if (value == NULL) {
-        PyErr_SetObject(PyExc_AttributeError, slot_strings[i]);
-        return NULL;
-    }
-    return Py_NewRef(value);
-}
-
-/* Set slot ``i`` of ``thread`` to ``value`` (a new reference, stolen). */
-static int set_slot(PyObject *thread, int fast, int i, PyObject *value)
-{
-    if (value == NULL)
-        return -1;
-    if (!fast) {
-        int status = PyObject_SetAttr(thread, slot_strings[i], value);
-        Py_DECREF(value);
-        return status;
-    }
-    PyObject **place = (PyObject **)((char *)thread + slots.offsets[i]);
-    PyObject *old = *place;
-    *place = value;
-    Py_XDECREF(old);
-    return 0;
-}
-
-/* Integers of ns counters: |x| < 2**62 here, so their differences fit. */
-#define COUNTER_LIMIT (1LL << 62)
-
-/* a / b as Python's int / int: correctly rounded, exact for |a|, |b| <= 2**53. */
-static PyObject *true_divide(long long a, long long b)
-{
-    const long long exact = 1LL << 53;
-
-    if (a <= exact && a >= -exact && b <= exact && b >= -exact)
-        return PyFloat_FromDouble((double)a / (double)b);
-    PyObject *x = PyLong_FromLongLong(a), *y = x ? PyLong_FromLongLong(b) : NULL;
-    PyObject *quotient = y ? PyNumber_TrueDivide(x, y) : NULL;
-    Py_XDECREF(y);
-    Py_XDECREF(x);
-    return quotient;
-}
-
-/* Field ``index`` (or attribute ``name``) of a sample's times. */
-static PyObject *times_field(PyObject *times, PyTypeObject *times_type, Py_ssize_t index,
-                             PyObject *name)
-{
-    if (Py_IS_TYPE(times, times_type) && PyTuple_GET_SIZE(times) > index)
-        return Py_NewRef(PyTuple_GET_ITEM(times, index));
-    return PyObject_GetAttr(times, name);
-}
-
-/* ThreadTimes' fields: tid, start, name, run_ns, usr_ns, sys_ns, lat_ns, ... */
-#define T_START 1
-#define T_RUN 3
-#define T_LAT 6
-
-/* A plain counter: an exact int within COUNTER_LIMIT (1), anything else (0). */
-static int plain(PyObject *object, long long *value)
-{
-    int overflow;
-
-    if (!PyLong_CheckExact(object))
-        return 0;
-    long long v = PyLong_AsLongLongAndOverflow(object, &overflow);
-    if (overflow || v >= COUNTER_LIMIT || v <= -COUNTER_LIMIT)
-        return 0;
-    *value = v;
-    return 1;
-}
-
-/* A plain counter or None (``*known`` 0). */
-static int plain_or_none(PyObject *object, long long *value, int *known)
-{
-    *known = object != Py_None;
-    return !*known || plain(object, value);
-}
+#include "_tracked.h"
 
 /* One thread of _measure_threads: 1 measured, 0 unknown, 2 not plain ints
  * (nothing changed: the Python pass takes it from here), -1 error. */
@@ -156,7 +73,7 @@ static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject
 {
     PyObject *start = NULL, *times_start = NULL, *run_obj = NULL, *lat_obj = NULL;
     PyObject *prev_run_obj = NULL, *prev_wall_obj = NULL, *first = NULL, *old = NULL;
-    PyObject *old_start = NULL, *old_run_obj = NULL, *old_lat_obj = NULL, *cpu = NULL;
+    PyObject *old_start = NULL, *old_run_obj = NULL, *old_lat_obj = NULL;
     long long run_ns, prev_run, prev_wall, first_wall, old_wall, old_run, old_lat = 0;
     long long lat_ns = 0;
     int status = -1, same, from_base = 0, have_lat, have_old_lat;
@@ -207,45 +124,13 @@ static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject
         goto failed;
     if (!plain(old_run_obj, &old_run) || !plain_or_none(old_lat_obj, &old_lat, &have_old_lat))
         goto done;
-    /* The arithmetic of loads.py's LoadWindow._py_measure_threads. */
-    status = -1;
-    if (set_slot(thread, fast, S_EXEC_NS,
-                 PyLong_FromLongLong(run_ns > prev_run ? run_ns - prev_run : 0)) < 0
-            || set_slot(thread, fast, S_WALL_NS, PyLong_FromLongLong(now - prev_wall)) < 0
-            || set_slot(thread, fast, S_PREV_WALL, Py_NewRef(now_obj)) < 0
-            || set_slot(thread, fast, S_PREV_RUN, Py_NewRef(run_obj)) < 0)
-        goto done;
-    status = 1;                     /* measured, whatever follows */
-    long long wall = now - old_wall;
-    if (wall <= 0)
-        goto done;
-    long long run = run_ns > old_run ? run_ns - old_run : 0;
-    cpu = true_divide(run, wall);
-    if (cpu == NULL || set_slot(thread, fast, S_CPU, Py_NewRef(cpu)) < 0)
-        goto failed;
-    if (have_lat && have_old_lat) {
-        PyObject *runnable = true_divide(run + (lat_ns > old_lat ? lat_ns - old_lat : 0), wall);
-        if (runnable == NULL || set_slot(thread, fast, S_RUNNABLE, Py_NewRef(runnable)) < 0) {
-            Py_XDECREF(runnable);
-            goto failed;
-        }
-        /* demand (engine/window.py) */
-        double share = PyFloat_AS_DOUBLE(runnable), got = PyFloat_AS_DOUBLE(cpu);
-        PyObject *load;
-        if (share >= runnable_share)
-            load = share < 1.0 ? Py_NewRef(runnable) : PyFloat_FromDouble(1.0);
-        else
-            load = got < 1.0 ? Py_NewRef(cpu) : PyFloat_FromDouble(1.0);
-        Py_DECREF(runnable);
-        if (set_slot(thread, fast, S_LOAD, load) < 0)
-            goto failed;
-    } else if (set_slot(thread, fast, S_LOAD, Py_NewRef(cpu)) < 0)
-        goto failed;
+    status = set_measured(thread, fast, now_obj, now, Py_NewRef(run_obj), run_ns, prev_run,
+                          prev_wall, old_wall, old_run, have_lat && have_old_lat,
+                          lat_ns - old_lat, runnable_share);
     goto done;
 failed:
     status = -1;
 done:
-    Py_XDECREF(cpu);
     Py_XDECREF(old_lat_obj);
     Py_XDECREF(old_run_obj);
     Py_XDECREF(old_start);
@@ -320,15 +205,19 @@ static PyObject *measure_threads(PyObject *module, PyObject *args)
     return Py_BuildValue("(nNn)", measured, unknown, done);
 }
 
-/* The value of slot ``i``, borrowed (the thread holds it), of a known-type thread. */
-#define BORROWED(thread, i) slot_at(&slots, (thread), (i))
+/* The views' fields thread_views gives as columns too (engine/model.py,
+ * ThreadViews.fields): tid, load, domain, eligible, runnable, pinned_cpu. */
+#define FIELD_COUNT 6
+static const int view_field[FIELD_COUNT] = {0, 1, 2, 3, 7, 4};
 
 static PyObject *thread_views(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *threads, *sequence, *measured = NULL, *views = NULL, *runnable = NULL;
+    PyObject *fields[FIELD_COUNT] = {NULL};
     PyTypeObject *view_type;
     double runnable_share;
+    Py_ssize_t made = 0;
 
     if (!PyArg_ParseTuple(args, "OO!d:thread_views", &threads, &PyType_Type, &view_type,
                           &runnable_share))
@@ -347,6 +236,10 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
     runnable = views ? PyDict_New() : NULL;
     if (runnable == NULL)
         goto error;
+    /* Sized for every thread, filled in order, cut to the views made. */
+    for (int f = 0; f < FIELD_COUNT; f++)
+        if ((fields[f] = PyList_New(count)) == NULL)
+            goto error;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *thread = items[i];
         if (learn_slots(Py_TYPE(thread)) != 1 || Py_TYPE(thread) != slots.type)
@@ -395,6 +288,9 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
         Py_DECREF(view);
         if (failed)
             goto error;
+        for (int f = 0; f < FIELD_COUNT; f++)
+            PyList_SET_ITEM(fields[f], made, Py_NewRef(PyTuple_GET_ITEM(view, view_field[f])));
+        made++;
         /* (thread.runnable or 0) >= RUNNABLE_SHARE */
         int is_runnable;
         if (share == Py_None)
@@ -419,18 +315,27 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
         }
     }
     Py_DECREF(sequence);
-    return Py_BuildValue("(NNN)", measured, views, runnable);
+    for (int f = 0; f < FIELD_COUNT; f++)
+        if (PyList_SetSlice(fields[f], made, count, NULL) < 0)
+            goto failed;
+    return Py_BuildValue("(NNN(NNNNNN))", measured, views, runnable, fields[0], fields[1],
+                         fields[2], fields[3], fields[4], fields[5]);
 unusual:
     Py_DECREF(sequence);
     Py_DECREF(measured);
     Py_DECREF(views);
     Py_DECREF(runnable);
+    for (int f = 0; f < FIELD_COUNT; f++)
+        Py_DECREF(fields[f]);
     Py_RETURN_NONE;
 error:
     Py_DECREF(sequence);
+failed:
     Py_XDECREF(measured);
     Py_XDECREF(views);
     Py_XDECREF(runnable);
+    for (int f = 0; f < FIELD_COUNT; f++)
+        Py_XDECREF(fields[f]);
     return NULL;
 }
 
@@ -505,12 +410,102 @@ unusual:
     Py_RETURN_NONE;
 }
 
+static PyObject *measure_columns(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *threads, *now_obj, *base_wall_obj, *objects[4], *sequence;
+    PyTypeObject *thread_type;
+    Py_buffer views[4];
+    double runnable_share;
+    long long now, base_wall;
+    Py_ssize_t done = 0, count, i;
+    int got = 0;
+
+    if (!PyArg_ParseTuple(args, "OOOOOOOdO!:measure_columns", &threads, &now_obj,
+                          &objects[0], &objects[1], &base_wall_obj, &objects[2], &objects[3],
+                          &runnable_share, &PyType_Type, &thread_type))
+        return NULL;
+    sequence = PySequence_Fast(threads, "measure_columns: threads must be a sequence");
+    if (sequence == NULL)
+        return NULL;
+    for (; got < 4; got++) {
+        if (got < 2 && objects[got] == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "measure_columns: run and lat must be columns");
+            goto error;
+        }
+        if (q_column(objects[got], &views[got]) < 0)
+            goto error;
+    }
+    count = PySequence_Fast_GET_SIZE(sequence);
+    if (views[0].len != 8 * count || views[1].len != 8 * count
+            || (views[2].buf == NULL) != (views[3].buf == NULL)
+            || (views[2].buf != NULL && (views[2].len != 8 * count
+                                          || views[3].len != 8 * count))) {
+        PyErr_SetString(PyExc_ValueError, "measure_columns: columns differ in length");
+        goto error;
+    }
+    if (!plain(now_obj, &now) || !plain(base_wall_obj, &base_wall)
+            || learn_slots(thread_type) != 1)
+        goto finished;
+    const long long *run = views[0].buf, *lat = views[1].buf;
+    const long long *base_run = views[2].buf, *base_lat = views[3].buf;
+    PyObject **items = PySequence_Fast_ITEMS(sequence);
+    for (i = 0; i < count; i++, done++) {
+        PyObject *thread = items[i];
+        if (!Py_IS_TYPE(thread, thread_type) || slots.type != thread_type)
+            break;
+        PyObject *prev_run_obj = BORROWED(thread, S_PREV_RUN);
+        PyObject *prev_wall_obj = BORROWED(thread, S_PREV_WALL);
+        PyObject *first = BORROWED(thread, S_FIRST);
+        long long prev_run, prev_wall, first_wall, old_wall, old_run, old_lat = 0;
+        int have_old_lat = 1;
+        if (prev_run_obj == NULL || prev_wall_obj == NULL || first == NULL
+                || !PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) != 3
+                || !PLAIN_VALUE(run[i]) || !PLAIN_VALUE(lat[i])
+                || !plain(prev_run_obj, &prev_run) || !plain(prev_wall_obj, &prev_wall)
+                || !plain(PyTuple_GET_ITEM(first, 0), &first_wall))
+            break;
+        if (base_run != NULL && first_wall < base_wall && base_wall < now) {
+            old_wall = base_wall;
+            old_run = base_run[i];
+            old_lat = base_lat[i];
+            if (!PLAIN_VALUE(old_run) || !PLAIN_VALUE(old_lat))
+                break;
+        } else {            /* first seen after the base sample (or this is the only one) */
+            old_wall = first_wall;
+            if (!plain(PyTuple_GET_ITEM(first, 1), &old_run)
+                    || !plain_or_none(PyTuple_GET_ITEM(first, 2), &old_lat, &have_old_lat))
+                break;
+        }
+        if (set_measured(thread, 1, now_obj, now, PyLong_FromLongLong(run[i]), run[i], prev_run,
+                         prev_wall, old_wall, old_run, have_old_lat, lat[i] - old_lat,
+                         runnable_share) < 0)
+            goto error;
+    }
+finished:
+    while (got > 0)
+        if (views[--got].buf != NULL)
+            PyBuffer_Release(&views[got]);
+    Py_DECREF(sequence);
+    return PyLong_FromSsize_t(done);
+error:
+    while (got > 0)
+        if (views[--got].buf != NULL)
+            PyBuffer_Release(&views[got]);
+    Py_DECREF(sequence);
+    return NULL;
+}
+
 static PyMethodDef rounds_methods[] = {
     {"measure_threads", measure_threads, METH_VARARGS,
      "measure_threads(threads, pid, sample_threads, now, base_wall, base_threads,\n"
      "                runnable_share, TrackedThread, ThreadTimes) -> (measured, unknown)"},
+    {"measure_columns", measure_columns, METH_VARARGS,
+     "measure_columns(threads, now, run, lat, base_wall, base_run, base_lat,\n"
+     "                runnable_share, TrackedThread) -> threads measured"},
     {"thread_views", thread_views, METH_VARARGS,
-     "thread_views(threads, ThreadView, runnable_share) -> (measured, views, runnable) or None"},
+     "thread_views(threads, ThreadView, runnable_share)\n"
+     "    -> (measured, views, runnable, fields) or None"},
     {"received", received, METH_VARARGS,
      "received(threads, domain_count) -> [CPUs per domain..., CPUs in none] or None"},
     {NULL, NULL, 0, NULL}

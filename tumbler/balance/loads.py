@@ -5,17 +5,22 @@ domain that other work is measured against (balance/capacity.py)."""
 
 import time
 from collections import deque
-from itertools import islice
+from itertools import islice, repeat
+from operator import attrgetter
 
 from ..engine.policy import RUNNABLE_SHARE
 from ..engine.window import demand
 from ..platform.base import ThreadTimes
+from ..platform.columns import ThreadColumns
 
 try:
+    from ._rounds import measure_columns as _c_measure_columns
     from ._rounds import measure_threads as _c_measure_threads
     from ._rounds import received as _c_received
 except ImportError:         # not built (optional): the same passes in Python
-    _c_measure_threads = _c_received = None
+    _c_measure_columns = _c_measure_threads = _c_received = None
+
+_START = attrgetter("start")
 
 
 class LoadWindow:
@@ -39,10 +44,18 @@ class LoadWindow:
         # (pid, tid) -> monotonic ns it was first bound at, having run where
         # the OS put it before (_before_placed); for a load window.
         self.placed_at = {}
+        # pid -> (tids, starts, [TrackedThread]) of its last column sample
+        # (_aligned): the tracked threads in the columns' order.
+        self._aligned = {}
 
     def forget(self, pid):
         """``pid`` exited: its samples go."""
         self.histories.pop(pid, None)
+        self._aligned.pop(pid, None)
+
+    def changed(self, pid):
+        """The tracker's table gained or lost threads of ``pid``."""
+        self._aligned.pop(pid, None)
 
     def measure(self, sample):
         """Load (demand: controller.py's docstring), CPU received and runnable
@@ -83,8 +96,20 @@ class LoadWindow:
     def measure_threads(self, sample, base):
         """measure's per-thread part, against the window's ``base`` sample:
         in one C pass (balance/_rounds.c) when that module was built, else
-        ``_py_measure_threads``, the same arithmetic."""
+        ``_py_measure_threads``, the same arithmetic.  A sample read as
+        columns (platform/columns.py) whose base holds the same threads is
+        measured from its columns (_measure_columns), no per-thread object
+        read or built but the numbers the threads keep."""
         threads, base_threads = sample.threads, base.threads
+        if type(threads) is ThreadColumns:
+            if _c_measure_columns is not None and type(base_threads) is ThreadColumns \
+                    and base_threads.same_threads(threads):
+                measured = self._measure_columns(sample, base)
+                if measured is not None:
+                    return measured
+            threads = threads.as_dict()
+        if type(base_threads) is ThreadColumns:
+            base_threads = base_threads.as_dict()
         if _c_measure_threads is None or type(threads) is not dict \
                 or type(base_threads) is not dict:
             return self._py_measure_threads(sample.pid, sample.wall_ns, threads, base.wall_ns,
@@ -98,6 +123,40 @@ class LoadWindow:
                 base.wall_ns, base_threads)
             measured, unknown = measured + more, unknown + unknown_too
         return measured, unknown
+
+    def _measure_columns(self, sample, base):
+        """measure_threads of a column sample whose base sample holds the
+        same threads (balance/_rounds.c, measure_columns: the arithmetic of
+        ``_py_measure_threads``, which the tests hold it to); None when some
+        thread of the sample is not tracked as read (a TID now naming
+        another thread): the mapping's pass then says which."""
+        columns, base_columns = sample.threads, base.threads
+        threads = self._aligned_threads(sample.pid, columns)
+        if threads is None:
+            return None
+        done = _c_measure_columns(threads, sample.wall_ns, columns.run, columns.lat,
+                                  base.wall_ns, base_columns.run, base_columns.lat,
+                                  RUNNABLE_SHARE, self.thread_class)
+        if done < len(threads):     # counters the C pass does not take (not plain ints)
+            more, _ = self._py_measure_threads(
+                sample.pid, sample.wall_ns, dict(islice(columns.items(), done, None)),
+                base.wall_ns, base_columns.as_dict())
+            done += more
+        return done, []
+
+    def _aligned_threads(self, pid, columns):
+        """The tracked threads of ``columns`` (a column sample of ``pid``)
+        in its order, or None unless every one is tracked as that thread
+        (same start).  Kept while the columns' threads and the tracker's
+        are the same (``changed``): looked up once, not every round."""
+        kept = self._aligned.get(pid)
+        if kept is not None and kept[0] is columns.tids and kept[1] is columns.starts:
+            return kept[2]
+        threads = list(map(self.tracked.get, zip(repeat(pid), columns.tids)))
+        if None in threads or list(map(_START, threads)) != list(columns.starts):
+            return None
+        self._aligned[pid] = (columns.tids, columns.starts, threads)
+        return threads
 
     def _py_measure_threads(self, pid, now, threads, base_wall, base_threads):
         """measure_threads in Python."""

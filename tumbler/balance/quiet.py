@@ -21,6 +21,7 @@ from ..engine.leftout import left_out_of_total
 from ..engine.grouping import spread
 from ..engine.window import OUTSIDE, summarize_window
 from ..platform.base import NoSuchProcess
+from ..platform.columns import ThreadColumns
 from ..records import record
 
 
@@ -60,10 +61,17 @@ class Roster:
         lacks one of the threads (or names another thread by its TID)."""
         if sample is self._base:
             return self._base_columns
-        if type(sample) is ColumnSample and sample.roster is self:
-            columns = sample.run, sample.lat
+        if type(sample) is ColumnSample:
+            threads = None if sample.roster is self else sample.threads
         else:
-            found = list(map(sample.threads.get, self.tids))
+            threads = sample.threads
+        if threads is None:
+            columns = sample.run, sample.lat
+        elif type(threads) is ThreadColumns and list(threads.tids) == self.tids \
+                and list(threads.starts) == self.starts:
+            columns = threads.run, threads.lat      # a full round's, read as columns
+        else:
+            found = list(map(threads.get, self.tids))
             if None in found or [t.start for t in found] != self.starts:
                 columns = None
             else:

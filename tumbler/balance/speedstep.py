@@ -5,7 +5,7 @@ rounds that re-pin the threads speed balancing took over
 
 from collections import deque
 
-from ..engine.model import ThreadView
+from ..engine.model import ThreadView, ThreadViews
 from ..engine.policy import RUNNABLE_SHARE
 from ..platform.base import NoSuchProcess, Unsupported
 
@@ -122,7 +122,8 @@ class SpeedSteps:
         """The threads the policy decides on -- measured, movable, with a
         domain they may use (the others are left alone) -- and its views
         of them (``other``: other work per domain, or None).  One C pass
-        (balance/_rounds.c) when built and nothing is crowded."""
+        (balance/_rounds.c) when built and nothing is crowded, which gives
+        the views' fields as columns too (ThreadViews)."""
         threads = self.tracker.threads
         fast = None if _c_thread_views is None else \
             _c_thread_views(threads.values(), ThreadView, RUNNABLE_SHARE)
@@ -130,9 +131,13 @@ class SpeedSteps:
             measured = [t for t in threads.values()
                         if t.load is not None and not t.unmovable and t.eligible]
             return measured, self.views(measured, self.crowded_domains(measured, other))
-        measured, views, runnable = fast
+        measured, views, runnable, fields = fast
         crowded = self._crowded(runnable, other) if self.policy.needs_sleep_data else set()
-        return measured, (self.views(measured, crowded) if crowded else views)
+        if crowded:
+            return measured, self.views(measured, crowded)
+        views = ThreadViews(views)      # with their fields as columns (engine/model.py)
+        views.fields = fields
+        return measured, views
 
     def crowded_domains(self, threads, other=None):
         """Domains with more always-runnable threads than CPUs; every domain,

@@ -322,6 +322,7 @@ class ThreadTracker:
                                    prev_wall=sample.wall_ns, prev_run=times.run_ns)
             self.threads[key] = thread
             self._tracked.setdefault(sample.pid, set()).add(tid)
+            self.loads.changed(sample.pid)
             self.stats.threads_seen += 1
             new.append(thread)
             if mask != allowed and self.binder.binds_masks:
@@ -417,6 +418,7 @@ class ThreadTracker:
             for key in [k for k in self.threads if k not in live]:
                 del self.threads[key]
                 self._tracked.get(key[0], set()).discard(key[1])
+                self.loads.changed(key[0])
                 self.backend.forget(*key)
                 self.policy.forget(key[1])
                 if self.journal is not None:

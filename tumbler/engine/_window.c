@@ -31,6 +31,14 @@
  * sums are compensated (Neumaier) instead of math.fsum: they agree to the
  * last bit or two.  Bad arguments raise ValueError or TypeError.
  *
+ * domain_figures(threads, count, ThreadView, runnable_share, sleeps_per_second)
+ *     merging.py's pass over every thread (_py_domain_figures, the
+ *     reference): per domain the CPU its threads got, the speeds of its
+ *     always-runnable threads not known to sleep, and the run-queue wait of
+ *     its threads that block, summed in the threads' order as Python's
+ *     floats add; or None when a view holds a value of a kind it does not
+ *     take (the Python pass then runs).
+ *
  * Why the spread and the crowded count are here too: right after a 100 ms
  * sleep, the engine's cv() of two floats costs ~75 us of CPU (~3 us in a
  * loop) -- every C function it touches is out of the caches.
@@ -262,12 +270,149 @@ done:
     return answer;
 }
 
+/* An exact int that is a double exactly (|x| <= 2**53): 1, else 0. */
+static int exact_int(PyObject *object, double *value)
+{
+    int overflow;
+
+    if (!PyLong_CheckExact(object))
+        return 0;
+    long long v = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (overflow || v > (1LL << 53) || v < -(1LL << 53))
+        return 0;
+    *value = (double)v;
+    return 1;
+}
+
+/* The views' fields domain_figures reads, by position (engine/model.py). */
+enum { V_LOAD = 1, V_DOMAIN = 2, V_EXEC_NS = 5, V_WALL_NS = 6, V_RUNNABLE = 7, V_SLEEPS = 8,
+       V_FIELDS = 9 };
+
+static PyObject *domain_figures(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *threads, *sequence, *speeds = NULL, *got = NULL, *waited = NULL;
+    PyTypeObject *view_type;
+    Py_ssize_t count;
+    double runnable_share, sleeps_limit, *sums = NULL;
+
+    if (!PyArg_ParseTuple(args, "OnO!dd:domain_figures", &threads, &count, &PyType_Type,
+                          &view_type, &runnable_share, &sleeps_limit))
+        return NULL;
+    if (count < 0 || count > 1 << 20) {
+        PyErr_SetString(PyExc_ValueError, "domain_figures: bad domain count");
+        return NULL;
+    }
+    sequence = PySequence_Fast(threads, "domain_figures: threads must be iterable");
+    if (sequence == NULL)
+        return NULL;
+    sums = PyMem_Calloc(2 * count + 1, sizeof(double));     /* got, then waited */
+    speeds = sums ? PyDict_New() : NULL;
+    if (speeds == NULL)
+        goto error;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(sequence);
+    PyObject **items = PySequence_Fast_ITEMS(sequence);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *view = items[i];
+        if (!Py_IS_TYPE(view, view_type) || PyTuple_GET_SIZE(view) <= V_FIELDS)
+            goto unusual;
+        PyObject *domain = PyTuple_GET_ITEM(view, V_DOMAIN);
+        if (domain == Py_None)
+            continue;
+        if (!PyLong_CheckExact(domain))
+            goto unusual;
+        Py_ssize_t index = PyLong_AsSsize_t(domain);
+        if (index == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            continue;               /* far out of range: in none of the domains */
+        }
+        double wall, spent;
+        if (index < 0 || index >= count)
+            continue;
+        if (!exact_int(PyTuple_GET_ITEM(view, V_WALL_NS), &wall)
+                || !exact_int(PyTuple_GET_ITEM(view, V_EXEC_NS), &spent))
+            goto unusual;
+        if (wall <= 0.0)
+            continue;
+        /* thread_speed: min(1.0, max(0.0, exec / wall)), int / int exact
+         * in doubles here (both within 2**53: correctly rounded either way). */
+        double speed = spent / wall;
+        speed = speed > 0.0 ? speed : 0.0;
+        speed = speed < 1.0 ? speed : 1.0;
+        sums[index] += speed;
+        PyObject *runnable = PyTuple_GET_ITEM(view, V_RUNNABLE);
+        if (runnable == Py_None)
+            continue;
+        PyObject *load = PyTuple_GET_ITEM(view, V_LOAD);
+        PyObject *sleeps = PyTuple_GET_ITEM(view, V_SLEEPS);
+        if (!PyFloat_CheckExact(runnable) || !PyFloat_CheckExact(load)
+                || (sleeps != Py_None && !PyFloat_CheckExact(sleeps)))
+            goto unusual;
+        double share = PyFloat_AS_DOUBLE(runnable), cpu = PyFloat_AS_DOUBLE(load);
+        if (share >= runnable_share) {
+            if (sleeps != Py_None && !(PyFloat_AS_DOUBLE(sleeps) < sleeps_limit))
+                continue;
+            PyObject *list = PyDict_GetItemWithError(speeds, domain);
+            if (list == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+                list = PyList_New(0);
+                if (list == NULL || PyDict_SetItem(speeds, domain, list) < 0) {
+                    Py_XDECREF(list);
+                    goto error;
+                }
+                Py_DECREF(list);    /* the dict holds it */
+            }
+            PyObject *value = PyFloat_FromDouble(speed);
+            if (value == NULL || PyList_Append(list, value) < 0) {
+                Py_XDECREF(value);
+                goto error;
+            }
+            Py_DECREF(value);
+        } else if (share > cpu)
+            sums[count + index] += share - cpu;
+    }
+    got = PyList_New(count);
+    waited = got ? PyList_New(count) : NULL;
+    for (Py_ssize_t d = 0; waited != NULL && d < count; d++) {
+        PyObject *a = PyFloat_FromDouble(sums[d]), *b = PyFloat_FromDouble(sums[count + d]);
+        if (a == NULL || b == NULL) {
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            goto error;
+        }
+        PyList_SET_ITEM(got, d, a);
+        PyList_SET_ITEM(waited, d, b);
+    }
+    if (waited == NULL)
+        goto error;
+    PyMem_Free(sums);
+    Py_DECREF(sequence);
+    return Py_BuildValue("(NNN)", got, speeds, waited);
+unusual:
+    PyMem_Free(sums);
+    Py_DECREF(sequence);
+    Py_DECREF(speeds);
+    Py_RETURN_NONE;
+error:
+    PyMem_Free(sums);
+    Py_DECREF(sequence);
+    Py_XDECREF(speeds);
+    Py_XDECREF(got);
+    Py_XDECREF(waited);
+    return NULL;
+}
+
 static PyMethodDef window_methods[] = {
     {"summarize_window", summarize_window, METH_VARARGS,
      "summarize_window(run, lat, base_run, base_lat, span_ns, domain_of, capacities,\n"
      "                 runnable_share)\n"
      "    -> (domain_loads, thread_cv, spread, threads, runnable, crowded, domain_cpu)\n\n"
      "See engine/window.py."},
+    {"domain_figures", domain_figures, METH_VARARGS,
+     "domain_figures(threads, count, ThreadView, runnable_share, sleeps_per_second)\n"
+     "    -> (got, speeds, waited) or None\n\n"
+     "See engine/merging.py (_domain_figures)."},
     {NULL, NULL, 0, NULL}
 };
 

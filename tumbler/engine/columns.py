@@ -15,7 +15,7 @@ from itertools import compress, repeat
 from numbers import Real
 from operator import attrgetter, ge, itemgetter
 
-from .model import Domain, ThreadLoad
+from .model import Domain, ThreadLoad, ThreadViews
 
 #: Up to this many domains, per-domain sums take one C-level pass per domain.
 FEW_DOMAINS = 8
@@ -58,8 +58,11 @@ class Columns:
     __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted", "load_types",
                  "distinct_eligibles")
 
-    def __init__(self, threads: list[ThreadLoad], domain_count: int):
-        if threads and all(map(_starts_with_load_fields, set(map(type, threads)))):
+    def __init__(self, threads: list[ThreadLoad], domain_count: int, fields=None):
+        if fields is not None:
+            # ThreadViews' columns, made with the views (model.py).
+            self.tids, self.raw_loads, self.domains, self.eligibles = fields[:4]
+        elif threads and all(map(_starts_with_load_fields, set(map(type, threads)))):
             # ThreadLoad and the policy's ThreadView: a pass per field by
             # position (transposing all ten of a view's fields with
             # zip(*threads) cost twice as much).
@@ -110,9 +113,19 @@ def checked_threads(threads: Sequence[ThreadLoad], domain_count: int) -> list[Th
     return threads
 
 
-def checked_columns(threads: list[ThreadLoad], domain_count: int) -> Columns:
-    """The columns of ``threads``; ValueError names the first invalid thread."""
-    columns = Columns(threads, domain_count)
+def view_fields(threads) -> tuple | None:
+    """The columns ``threads`` came with (ThreadViews.fields), or None."""
+    if type(threads) is ThreadViews:
+        fields = threads.fields
+        if len(fields[0]) == len(threads):
+            return fields
+    return None
+
+
+def checked_columns(threads: list[ThreadLoad], domain_count: int, fields=None) -> Columns:
+    """The columns of ``threads`` (``fields``: as view_fields gave them);
+    ValueError names the first invalid thread."""
+    columns = Columns(threads, domain_count, fields)
     if not _plainly_valid(columns, domain_count):
         _raise_first_problem(threads, domain_count)
     return columns
@@ -174,7 +187,8 @@ def runnable_at_least(threads: Sequence, share: float) -> list:
     """The ``threads`` (policy views) whose runnable share is known and at
     least ``share``, in order -- C-level passes when every share is known
     (auto and merging ask it every round, of every thread)."""
-    shares = list(map(_RUNNABLE, threads))
+    fields = view_fields(threads)
+    shares = fields[4] if fields is not None else list(map(_RUNNABLE, threads))
     try:
         # Usually no thread is: one pass finds it (max raises on a None,
         # and is at least every number that follows a number; a NaN first
@@ -188,7 +202,8 @@ def runnable_at_least(threads: Sequence, share: float) -> list:
 
 def pinned_threads(threads: Sequence) -> list:
     """The ``threads`` (policy views) pinned to a CPU, in order."""
-    cpus = list(map(_PINNED_CPU, threads))
+    fields = view_fields(threads)
+    cpus = fields[5] if fields is not None else list(map(_PINNED_CPU, threads))
     if cpus.count(None) == len(cpus):
         return []
     return [t for t, cpu in zip(threads, cpus) if cpu is not None]

@@ -76,7 +76,7 @@ from numbers import Real
 from operator import eq, ne
 
 from .columns import (DOMAIN, FEW_DOMAINS, TID, Columns, checked_columns, checked_threads,
-                      effective_load, eligible_domains, ordered_domains)
+                      effective_load, eligible_domains, ordered_domains, view_fields)
 from .mapping import assign_slots
 from .model import Domain, Move, Plan, ThreadLoad
 from .swaps import cancel_swaps
@@ -394,8 +394,9 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
             or not math.isfinite(tolerance) or tolerance < 0):
         raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
     ordered = ordered_domains(domains)
+    fields = view_fields(threads)
     threads = list(threads)
-    columns = checked_columns(threads, len(ordered))
+    columns = checked_columns(threads, len(ordered), fields)
     if any(domain.capacity == 0 for domain in ordered):
         return _plan_around_left_out(threads, columns, ordered, table, tolerance)
     return _plan(threads, columns, ordered, table, tolerance)

@@ -36,8 +36,14 @@ others); other work is judged at once (crowded_by_other_work).
 """
 
 from .columns import runnable_at_least
+from .model import ThreadView
 from .policy import RUNNABLE_SHARE, SLEEPS_PER_SECOND
 from .speed import thread_speed
+
+try:
+    from ._window import domain_figures as _c_domain_figures
+except ImportError:         # not built (optional): the same pass in Python
+    _c_domain_figures = None
 
 #: Bound threads beside other work run this much slower than they could
 #: in another domain before the domains merge (one round's speeds are
@@ -104,21 +110,7 @@ def crowded_by_other_work(threads, cores, other):
     (the usual round), nothing else is computed."""
     if not any(others > 0.0 for others in other):
         return False
-    speeds = {}                     # domain -> speeds of its always-runnable threads
-    got = [0.0] * len(cores)        # domain -> CPU its threads got
-    waited = [0.0] * len(cores)     # domain -> run-queue wait of its threads that block
-    for t in threads:
-        if t.domain is None or not 0 <= t.domain < len(cores) or t.wall_ns <= 0:
-            continue
-        speed = thread_speed(t.exec_ns, t.wall_ns)
-        got[t.domain] += speed
-        if t.runnable is None:
-            continue
-        if t.runnable >= RUNNABLE_SHARE:
-            if t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND:
-                speeds.setdefault(t.domain, []).append(speed)
-        elif t.runnable > t.load:
-            waited[t.domain] += t.runnable - t.load     # load: its CPU share (demand)
+    got, speeds, waited = _domain_figures(threads, len(cores))
     idle = [max(0.0, count - others - got[i])
             for i, (count, others) in enumerate(zip(cores, other))]
     best = [sum(speeds[i]) / len(speeds[i]) if i in speeds else min(1.0, idle[i])
@@ -134,6 +126,42 @@ def crowded_by_other_work(threads, cores, other):
                 max((f for i, f in enumerate(idle) if i != index), default=0.0) >= WAITING_CPU:
             return True
     return False
+
+
+def _domain_figures(threads, count):
+    """(CPU its threads got, {domain: speeds of its always-runnable threads
+    not known to sleep}, run-queue wait of its threads that block) per
+    domain of ``count``, of the ``threads`` in one of them measured over a
+    positive span: crowded_by_other_work's pass over every thread, which
+    runs whenever other work shows on a domain.  In C when built
+    (_window.c, domain_figures: the same sums in the same order), else
+    ``_py_domain_figures``."""
+    if _c_domain_figures is not None:
+        figures = _c_domain_figures(threads, count, ThreadView, RUNNABLE_SHARE,
+                                    SLEEPS_PER_SECOND)
+        if figures is not None:
+            return figures
+    return _py_domain_figures(threads, count)
+
+
+def _py_domain_figures(threads, count):
+    """_domain_figures in Python (the reference)."""
+    speeds = {}                     # domain -> speeds of its always-runnable threads
+    got = [0.0] * count             # domain -> CPU its threads got
+    waited = [0.0] * count          # domain -> run-queue wait of its threads that block
+    for t in threads:
+        if t.domain is None or not 0 <= t.domain < count or t.wall_ns <= 0:
+            continue
+        speed = thread_speed(t.exec_ns, t.wall_ns)
+        got[t.domain] += speed
+        if t.runnable is None:
+            continue
+        if t.runnable >= RUNNABLE_SHARE:
+            if t.sleeps_per_s is None or t.sleeps_per_s < SLEEPS_PER_SECOND:
+                speeds.setdefault(t.domain, []).append(speed)
+        elif t.runnable > t.load:
+            waited[t.domain] += t.runnable - t.load     # load: its CPU share (demand)
+    return got, speeds, waited
 
 
 #: What merge_wanted and stay_merged answer for each reason (true values).

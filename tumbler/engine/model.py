@@ -161,6 +161,17 @@ class ThreadView:
     switches_per_cpu_s: float | None = None
 
 
+class ThreadViews(list):
+    """A round's views (ThreadView) made by one pass that gave their fields
+    as columns too (the loop's, balance/_rounds.c): ``fields`` is (tids,
+    loads, domains, eligibles, runnables, pinned CPUs), lists in the
+    views' order, which the engine's passes take instead of a pass over
+    the views each (columns.py).  Never changed once made.  A plain list
+    of views is taken the same way, its fields read by those passes."""
+
+    __slots__ = ("fields",)
+
+
 class Decision:
     """One full round's decision.
 

@@ -129,7 +129,7 @@ from __future__ import annotations
 from .columns import pinned_threads, runnable_at_least
 from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
                        plan_tumbler)
-from .model import Decision, Plan, ThreadLoad, ThreadView
+from .model import Decision, Plan, ThreadLoad, ThreadView, ThreadViews
 from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
 
@@ -165,7 +165,7 @@ _ENGINE_INPUT_TYPES = {ThreadView, ThreadLoad}
 def _loads(threads):
     """The engine's input: views are taken as they are (their first fields
     are ThreadLoad's); anything else is converted."""
-    if set(map(type, threads)) <= _ENGINE_INPUT_TYPES:
+    if type(threads) is ThreadViews or set(map(type, threads)) <= _ENGINE_INPUT_TYPES:
         return threads
     return [ThreadLoad(t.tid, t.load, t.domain, t.eligible) for t in threads]
 

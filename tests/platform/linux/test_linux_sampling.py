@@ -124,6 +124,41 @@ def test_batched_sample_agrees_with_the_per_thread_path(steady):
     assert batched.threads[workers[0]].run_ns <= run_now
 
 
+def test_a_steady_sample_reads_columns_that_give_the_batched_mapping(steady):
+    """With the C module, a sample of the threads of the sample before
+    reads them as columns (platform/columns.py: one C call, no object per
+    thread); as a mapping it gives what the batched path builds.  A thread
+    found renamed, or gone, and the next sample reads thread by thread."""
+    from tumbler.platform.columns import ThreadColumns
+    proc, workers, backend = steady
+    sampler = backend.sampler
+    if sampler._c_steady_times is None:
+        pytest.skip("samples are columns only with the C module")
+    sample = round_sample(backend, proc.pid)
+    assert type(sample.threads) is ThreadColumns
+    batched = sampler._steady_sample(proc.pid, list(sample.threads))
+    assert type(batched) is dict and list(batched) == list(sample.threads)
+    assert len(sample.threads) == len(workers) + 1 and workers[0] in sample.threads
+    for tid, times in sample.threads.items():
+        other = batched[tid]
+        assert type(times) is type(other)
+        assert times._replace(run_ns=0, lat_ns=0) == other._replace(run_ns=0, lat_ns=0)
+        assert 0 < times.run_ns <= other.run_ns and times.lat_ns <= other.lat_ns
+    # Renamed since (as thread_name finds): read anew, the new name given.
+    files = sampler._files[(proc.pid, workers[1])]
+    real, files.name = files.name, "old name"
+    assert backend.thread_name(proc.pid, workers[1]) == real
+    again = round_sample(backend, proc.pid)
+    assert type(again.threads) is dict and again.threads[workers[1]].name == real
+    assert type(round_sample(backend, proc.pid).threads) is ThreadColumns
+    # A thread exits and another starts: the columns' read fails, the
+    # sample is read thread by thread (the gone one left out).
+    words = send(proc, "swap")
+    reaped(proc.pid, int(words[1]))
+    after = round_sample(backend, proc.pid)
+    assert type(after.threads) is dict and int(words[1]) not in after.threads
+
+
 def test_thread_replaced_between_rounds_is_dropped_and_the_new_one_found(steady):
     proc, workers, backend = steady
     proc.stdin.write("swap\n")
@@ -315,7 +350,12 @@ def test_read_columns_fills_both_columns_or_says_none(implementation, read_colum
     now = read(task_dir(2), fds, run, lat)
     assert before <= now <= time.monotonic_ns()
     assert (list(run), list(lat)) == ([123, 5], [456, 0])
+    assert read(task_dir(2), fds, run, lat, False) is not None  # no run time of 0
     assert read(task_dir(3), fds, run, lat) is None             # a thread more
+    # A run time of 0, while schedstat is not known to be accounted: None.
+    idle = array("i", [fds[0], schedstat_file(b"0 3 1\n")])
+    assert read(task_dir(2), idle, run, lat, False) is None
+    assert read(task_dir(2), idle, run, lat, True) is not None and list(run) == [123, 0]
     for text in (b"", b"x 1 2\n", b"12\n", b"%d 1 1\n" % 2 ** 63):
         odd = array("i", [fds[0], schedstat_file(text)])
         assert read(task_dir(2), odd, run, lat) is None, text

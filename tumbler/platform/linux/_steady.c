@@ -28,12 +28,14 @@
  *          says why.  Errors other than those (a bad argument, no memory)
  *          raise.
  *
- * read_columns(task_fd, fds, run, lat)
+ * read_columns(task_fd, fds, run, lat, zero_ok=True)
  *     task_fd   kept-open fd of /proc/PID/task: its link count is 2 + the
  *               number of threads
  *     fds       array('i') of kept-open schedstat fds, one per thread
  *     run, lat  writable array('q') as long as fds: filled with each
  *               thread's run and wait time (ns)
+ *     zero_ok   false: a run time of 0 makes the answer None (as for
+ *               steady_times; checked here, not by a pass over ``run``)
  * returns the CLOCK_MONOTONIC time in ns (time.monotonic_ns()'s clock)
  *          taken after the thread count was checked and before the
  *          reads, or None when the process no longer has exactly
@@ -276,10 +278,10 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
     Py_buffer fds, run, lat;
     struct stat task;
     struct timespec now;
-    int task_fd, ok = 1;
+    int task_fd, ok = 1, zero_ok = 1;
 
-    if (!PyArg_ParseTuple(args, "iOOO:read_columns", &task_fd, &objects[0], &objects[1],
-                          &objects[2]))
+    if (!PyArg_ParseTuple(args, "iOOO|p:read_columns", &task_fd, &objects[0], &objects[1],
+                          &objects[2], &zero_ok))
         return NULL;
     if (get_column(objects[0], &fds, "i", sizeof(int), 0) < 0)
         return NULL;
@@ -306,7 +308,8 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
     long long *run_ns = run.buf, *lat_ns = lat.buf;
     for (Py_ssize_t i = 0; ok == 1 && i < count; i++) {
         unsigned long long r, l;
-        if (fd[i] < 0 || read_schedstat(fd[i], &r, &l) < 0 || r > LLONG_MAX || l > LLONG_MAX)
+        if (fd[i] < 0 || read_schedstat(fd[i], &r, &l) < 0 || r > LLONG_MAX || l > LLONG_MAX
+                || (r == 0 && !zero_ok))
             ok = 0;
         else {
             run_ns[i] = (long long)r;
@@ -325,7 +328,7 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
 
 static PyMethodDef steady_methods[] = {
     {"read_columns", read_columns, METH_VARARGS,
-     "read_columns(task_fd, fds, run, lat) -> monotonic ns or None\n\n"
+     "read_columns(task_fd, fds, run, lat, zero_ok=True) -> monotonic ns or None\n\n"
      "Check the thread count, fill run and lat from every kept-open schedstat fd;\n"
      "see the module comment."},
     {"steady_times", steady_times, METH_VARARGS,

@@ -29,6 +29,7 @@ from itertools import repeat
 from operator import attrgetter
 
 from ..base import NO_MICROSTATES, NoSuchProcess, Sample, ThreadTimes
+from ..columns import ThreadColumns
 from ..files import read_file
 from .oserror import mapped, os_error
 from .procfs import (NS_PER_TICK, STAT_FLAGS, STAT_PROCESSOR, STAT_STATE, STAT_STARTTIME,
@@ -74,6 +75,22 @@ _START = attrgetter("start")
 _NAME = attrgetter("name")
 
 
+class _ColumnSet:
+    """A process's threads as the last sample found them, every one with
+    its schedstat fd open: what the next sample reads as columns
+    (``ThreadSampler._column_sample``), in this order."""
+
+    __slots__ = ("tids", "tid_set", "starts", "names", "fds", "zeros")
+
+    def __init__(self, threads, files):
+        self.tids = tuple(threads)
+        self.tid_set = frozenset(self.tids)
+        self.starts = tuple(map(_START, files))
+        self.names = tuple(map(_NAME, files))
+        self.fds = array("i", map(_SCHEDSTAT_FD, files))
+        self.zeros = array("q", bytes(8 * len(files)))
+
+
 class ThreadSampler:
     """The threads of the processes a ``LinuxBackend`` reads: their listing,
     count, kept files and times.
@@ -92,6 +109,7 @@ class ThreadSampler:
         self._sampled_tids = {}     # pid -> TIDs of its last sample
         self._relist = set()        # pids whose next sample must list their threads
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
+        self._column_sets = {}      # pid -> _ColumnSet: its next sample reads columns
         self._schedstat_ok = None   # None: not yet known
         self._c_steady_times = _c_steady_times     # None: not built (tests set it)
         self._c_read_columns = _c_read_columns     # None: not built (tests set it)
@@ -157,10 +175,13 @@ class ThreadSampler:
         comm, fields = parse_stat(text)
         if int(fields[STAT_STARTTIME]) != files.start:
             raise NoSuchProcess(0, tid)         # the TID now names another thread
+        if comm != files.name:
+            self._column_sets.clear()   # their names are the samples' (rare: read them anew)
         files.name = comm
         return comm, fields
 
     def forget(self, pid, tid):
+        self._column_sets.pop(pid, None)
         files = self._files.pop((pid, tid), None)
         if files is not None:
             files.close()
@@ -176,11 +197,13 @@ class ThreadSampler:
             self.forget(*key)
         self._sampled_tids.pop(pid, None)
         self._relist.discard(pid)
+        self._column_sets.pop(pid, None)
 
     def close(self):
         for key in list(self._files):
             self.forget(*key)
         self._sampled_tids.clear()
+        self._column_sets.clear()
         self._relist.clear()
         for pid in list(self._task_fds):
             self.close_task_fd(pid)
@@ -219,6 +242,11 @@ class ThreadSampler:
         """
         if pid in self._gone:
             raise NoSuchProcess(pid)
+        if not detail and pid in self._column_sets:
+            sample = self._column_sample(pid)
+            if sample is not None:
+                return sample
+            del self._column_sets[pid]  # (rebuilt below when the threads are read again)
         last = self._sampled_tids.get(pid)
         if not detail and last and pid not in self._relist \
                 and self.thread_count(pid) == len(last):
@@ -234,6 +262,10 @@ class ThreadSampler:
         threads = None
         if not detail and self._schedstat_ok is not False:
             threads = self._steady_sample(pid, tids)
+            if threads is not None and self._c_steady_times is not None \
+                    and self._c_read_columns is not None:
+                self._column_sets[pid] = _ColumnSet(threads, list(map(self._files.get,
+                                                              zip(repeat(pid), threads))))
         if threads is None:
             threads = {}
             for tid in tids:
@@ -253,6 +285,25 @@ class ThreadSampler:
             self._sampled_tids[pid] = threads.keys()
             self._threads_changed(pid)
         return Sample(pid=pid, wall_ns=wall_ns, threads=threads)
+
+    def _column_sample(self, pid):
+        """The sample of a process whose threads are those of the sample
+        before (``_column_sets``), as columns (platform/columns.py): one C call
+        checks the thread count (as ``sample`` does) and preads every
+        kept-open schedstat fd, no object built per thread.  None when
+        anything is unusual (a thread exited, came, or was replaced; a
+        pending relisting; a run time of 0 while schedstat is not known to
+        be accounted): ``sample`` then reads them thread by thread."""
+        task_fd = self._task_fds.get(pid)
+        if task_fd is None or pid in self._relist:
+            return None
+        kept = self._column_sets[pid]
+        run, lat = kept.zeros[:], kept.zeros[:]
+        now = self._c_read_columns(task_fd, kept.fds, run, lat, self._schedstat_ok is True)
+        if now is None:
+            return None
+        return Sample(pid=pid, wall_ns=now, threads=ThreadColumns(
+            kept.tids, kept.tid_set, kept.starts, kept.names, run, lat))
 
     def _steady_sample(self, pid, tids):
         """The usual round, batched: every thread known, its schedstat fd
@@ -332,10 +383,7 @@ class ThreadSampler:
         def reader(run, lat):
             if pid in relist:
                 return None
-            now = read(task_fd, fds, run, lat)
-            if now is None or (0 in run and not self._schedstat_ok):
-                return None
-            return now
+            return read(task_fd, fds, run, lat, self._schedstat_ok is True)
         return reader
 
     def thread_run_ns(self, pid, tids):
@@ -399,11 +447,11 @@ class ThreadSampler:
 
 # -- the C module's fallback ----------------------------------------------------
 
-def _py_read_columns(task_fd, fds, run, lat):
+def _py_read_columns(task_fd, fds, run, lat, zero_ok=True):
     """The C module's ``read_columns`` in Python: None unless the process
     has ``len(fds)`` threads; else fill ``run`` and ``lat`` from each
     schedstat fd and return the monotonic ns, or None if a read failed or
-    was odd."""
+    was odd, or (``zero_ok`` false) a run time was 0."""
     try:
         if os.fstat(task_fd).st_nlink - 2 != len(fds):
             return None
@@ -412,5 +460,7 @@ def _py_read_columns(task_fd, fds, run, lat):
         for i, fd in enumerate(fds):
             run[i], lat[i] = map(int, pread(fd, 128, 0).split()[:2])
     except (OSError, ValueError, OverflowError):
+        return None
+    if not zero_ok and 0 in run:
         return None
     return now
