@@ -161,7 +161,8 @@ class Service:
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
         # CPUs off-line and back, cpusets changed: each program's controller
-        # follows them (balance/machine.py); the service says so once.
+        # follows them (balance/machine.py); the service says so once,
+        # within a scan interval (_look_at_machine).
         self.machine = MachineWatch(self.backend)
         self.sharing = self._sharing(config)        # None: time sharing
 
@@ -169,9 +170,10 @@ class Service:
 
     def run(self, waiter, control=None, metrics=None):
         """Serve until a stop signal; returns its description.  The turns
-        (the module doc) are the driver's: a scan every scan_interval, a
-        look at the machine at every turn (at its own pace), space
-        sharing's checks, the metrics file, then every program not parked."""
+        (the module doc) are the driver's: a scan every scan_interval, the
+        parked programs' looks, a look at the machine every scan_interval,
+        space sharing's checks, the metrics file, then every program not
+        parked."""
         settle_priority()           # nice 0 unless its waits say otherwise
         driver = self.driver
         driver.on_signal = self._signal
@@ -191,7 +193,7 @@ class Service:
                     self._weigh(program)
             return time.monotonic() + look
         driver.at("parked", time.monotonic(), look_at_parked)
-        driver.at("machine", None, self._look_at_machine)
+        driver.at("machine", time.monotonic(), self._look_at_machine)
         if self.sharing is not None:
             driver.at("sharing", time.monotonic(), self.sharing.tick)
         if metrics is not None:
@@ -209,11 +211,16 @@ class Service:
         return "signal %d" % signum
 
     def _look_at_machine(self, now):
+        """Say once for all programs what changed of the CPUs on-line and
+        their cpusets, every scan_interval: each controller follows at its
+        own pace (balance/machine.py); this look, a cpuset read per program,
+        only tells."""
         for change, pids in self.machine.look(
                 self.programs, lambda pid: self.programs[pid].controller.backend):
             count = len(self.programs if pids is None else pids)
             self.log(WARNING, "%s: %d program%s re-planned"
                      % (change, count, "" if count == 1 else "s"))
+        return time.monotonic() + self.config.scan_interval
 
     def _failed(self, program, exc):
         self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
@@ -304,10 +311,14 @@ class Service:
                      % (len(self.capped), self.config.max_programs, self.config.max_threads))
 
     def _consider(self, pid, now):
+        if pid in self.declined or pid in self.capped:
+            # Refused or waiting: still that process while its start time
+            # is (one stat read; kernel threads are most of a scan).
+            start = self.backend.process_start(pid)
+            if self.declined.get(pid) == start or self.capped.get(pid) == start:
+                return
         info = self.backend.process(pid)
         start = info.start
-        if self.declined.get(pid) == start or self.capped.get(pid) == start:
-            return
         self.declined.pop(pid, None)
         if info.is_kernel:
             self.declined[pid] = start
@@ -368,23 +379,8 @@ class Service:
         """Park or wake ``program`` by its CPU use since the last look (the
         module doc; Program.weigh); no look less than half a parked look's
         interval after the last."""
-        rule = program.rule
-        why = ("park_below" if rule.park_below is not None or self.config.park_below
-               is not None else "tolerance x smallest domain, min_cpu")
         program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
-                      self._park_below(program), why)
-
-    def _park_below(self, program):
-        """CPUs below which ``program`` is parked (the module doc)."""
-        rule = program.rule
-        if rule.park_below is not None:
-            return rule.park_below
-        if self.config.park_below is not None:
-            return self.config.park_below
-        controller = program.controller
-        smallest = min(d.capacity for d in controller.domains)
-        below = controller.policy.tolerance * smallest
-        return max(below, rule.min_cpu)
+                      *program.park_below(self.config.park_below))
 
     def _thread_cap(self, rule, exclude=None):
         """Threads a program of ``rule`` may have: its rule's cap, and what
