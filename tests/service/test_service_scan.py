@@ -3,7 +3,8 @@ service in its stride), on real processes: a process it refused -- a
 kernel thread, most of a scan -- is known by its start time alone, one
 stat read and no full look, and is looked at in full again as soon as
 that start time names another process (a reused PID); the machine is
-looked at once per scan interval, not at every turn of the loop."""
+looked at once per scan interval, not at every turn of the loop; /proc
+is listed again only when a PID was made since the last listing."""
 
 import os
 import signal
@@ -56,6 +57,34 @@ def test_a_refused_process_is_read_in_full_again_only_when_its_pid_names_another
         service.scan(cpu_budget=60)
         assert reused in full and reused not in service.declined
         assert reused in service.unselected
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+
+
+def test_proc_is_listed_again_only_when_a_pid_was_made(tmp_path, monkeypatch):
+    from tumbler.service import loop
+    service = service_with_no_rule_selecting(tmp_path, monkeypatch)
+    listings, token = [], ["A"]
+    process_ids = service.backend.process_ids
+    monkeypatch.setattr(service.backend, "process_ids",
+                        lambda: listings.append(1) or process_ids())
+    monkeypatch.setattr(service.backend, "newest_pid", lambda: token[0])
+    service.scan(cpu_budget=60)
+    service.scan(cpu_budget=60)
+    assert len(listings) == 1           # nothing made since: the same PIDs
+    parent = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
+    try:
+        wait_until(lambda: len(descendants(parent.pid)) == 1, what="a sleeper")
+        sleeper = descendants(parent.pid)[0]
+        token[0] = "B"                  # as /proc/loadavg says once it is made
+        service.scan(cpu_budget=60)
+        assert len(listings) == 2 and sleeper in service.unselected
+        for _ in range(loop.RELIST_SCANS):
+            service.scan(cpu_budget=60)
+        assert len(listings) == 2
+        service.scan(cpu_budget=60)     # and every RELIST_SCANS scans whatever it says
+        assert len(listings) == 3
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()

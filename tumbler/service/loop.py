@@ -65,16 +65,12 @@ CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
 domains, and domains are cut down to what the program may use, so no
 mask is ever widened.
 
-Logging: one line per event that matters, with the syslog priority prefix
-journald reads (``<6>`` info, ``<4>`` warning, ``<3>`` error) when stderr
-is the journal (``$JOURNAL_STREAM``) or not a terminal; a steady machine
-logs nothing.
+Logging: log.py (a line per event that matters, none on a steady machine).
 """
 
 import bisect
 import os
 import signal
-import sys
 import time
 
 from .. import __version__
@@ -84,7 +80,6 @@ from ..balance.machine import MachineWatch
 from ..balance.sharing import SpaceSharing
 from ..cpulist import format_cpulist
 from ..errors import TumblerError
-from ..escape import one_line
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, allowed_union
 from ..platform.priority import settle_priority
@@ -92,9 +87,9 @@ from .assembly import binder_for, discard, journal_for, observers_for, policy_fo
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
 from .driver import Driver
+from .log import ERROR, INFO, WARNING
 from .program import Program
 
-INFO, WARNING, ERROR = 6, 4, 3
 #: Share of one CPU a scan may use, of its scan interval: past it (thousands
 #: of processes, many command lines to match -- a user can make both) the
 #: scan stops, and the next one goes on where it stopped.
@@ -106,6 +101,11 @@ SCAN_CHECK_EVERY = 8
 #: new command line under the same name): a scan then costs one /proc/PID/stat
 #: and status read per process that stays unselected.
 REMATCH_SCANS = 15
+#: A scan lists the processes again when a PID was made since the last
+#: listing (Backend.newest_pid: /proc/loadavg on Linux) and at least every
+#: this many scans (the PID space could wrap round to the same newest PID):
+#: listing /proc walks every thread ID, 1-4 ms at 20,000 threads.
+RELIST_SCANS = 15
 #: With measured capacity, a program's other work -- what neither it nor the
 #: service's other programs used of a domain -- is averaged over this many
 #: load windows (balance/capacity.py): bursty neighbours moved capacities,
@@ -115,27 +115,6 @@ CAPACITY_SMOOTH_WINDOWS = 4
 #: read per parked program each (~6 us): a rise is seen within two looks,
 #: two thirds of an interval, with a third for the loop to be late.
 PARKED_LOOKS = 3
-
-
-class Log:
-    """One line per event on stderr, with a syslog priority prefix where
-    journald reads it.  A message is one line whatever it quotes
-    (escape.one_line): names are printable already (the backends), and
-    nothing else from outside may start a forged entry."""
-
-    def __init__(self, stream=None, prefixed=None):
-        self.stream = stream or sys.stderr
-        if prefixed is None:
-            prefixed = bool(os.environ.get("JOURNAL_STREAM")) or not self.stream.isatty()
-        self.prefixed = prefixed
-
-    def __call__(self, priority, message):
-        prefix = "<%d>" % priority if self.prefixed else ""
-        try:
-            self.stream.write("%stumbler: %s\n" % (prefix, one_line(message)))
-            self.stream.flush()
-        except OSError:
-            pass
 
 
 class Service:
@@ -154,6 +133,7 @@ class Service:
         self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
         self.capped = {}            # pid -> its start token: over a cap, until a program leaves
         self.scan_from = 0          # the PID the next scan starts at (the last ran out of time)
+        self.listed = None          # [newest PID then, scans since, PIDs]: the last listing
         self.waiting = 0            # len(capped) when the look at every process began
         self.reader = DeadlineReader()  # command lines: a process can stall their read
         self.refusing = False       # the reader refuses reads (too many stuck): said once
@@ -270,17 +250,11 @@ class Service:
         so every process is looked at in turn however many a user starts
         or renames."""
         now = time.monotonic()
-        try:
-            pids = sorted(self.backend.process_ids())
-        except PlatformError as exc:
-            self.log(ERROR, str(exc))
+        pids = self._listing()
+        if pids is None:
             return
         if cpu_budget is None:
             cpu_budget = SCAN_CPU_SHARE * self.config.scan_interval
-        alive = set(pids)
-        for table in (self.declined, self.candidates, self.unselected, self.capped):
-            for pid in [p for p in table if p not in alive]:
-                del table[pid]
         for program in list(self.programs.values()):
             if not program.parked:      # parked ones: look_at_parked (run)
                 self._weigh(program)
@@ -309,6 +283,30 @@ class Service:
                      "(service.max_programs %d, max_threads %d, or a rule's own; "
                      "`tumbler status` shows what is managed)"
                      % (len(self.capped), self.config.max_programs, self.config.max_threads))
+
+    def _listing(self):
+        """The PIDs of every process, sorted; None if they cannot be listed.
+        Listed again only when a PID was made since (Backend.newest_pid),
+        or after RELIST_SCANS scans: the PIDs of the last listing are all
+        there is otherwise, less those that exited (their reads fail).
+        The tables lose the PIDs that left."""
+        newest = self.backend.newest_pid()
+        last = self.listed
+        if newest is not None and last is not None and newest == last[0] \
+                and last[1] < RELIST_SCANS:
+            last[1] += 1
+            return last[2]
+        try:
+            pids = sorted(self.backend.process_ids())
+        except PlatformError as exc:
+            self.log(ERROR, str(exc))
+            return None
+        self.listed = [newest, 0, pids]
+        alive = set(pids)
+        for table in (self.declined, self.candidates, self.unselected, self.capped):
+            for pid in [p for p in table if p not in alive]:
+                del table[pid]
+        return pids
 
     def _consider(self, pid, now):
         if pid in self.declined or pid in self.capped:
