@@ -112,8 +112,9 @@ RELIST_SCANS = 15
 #: and threads, for noise.
 CAPACITY_SMOOTH_WINDOWS = 4
 #: Looks at parked programs' CPU per scan interval (the module doc), one
-#: read per parked program each (~6 us): a rise is seen within two looks,
-#: two thirds of an interval, with a third for the loop to be late.
+#: read per parked program each (6-25 us for 100 threads: the kernel walks
+#: them; BENCHMARKS.md): a rise is seen within two looks, two thirds of an
+#: interval, with a third for the loop to be late.
 PARKED_LOOKS = 3
 
 
