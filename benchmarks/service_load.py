@@ -2,11 +2,13 @@
 
     .venv/bin/python benchmarks/service_load.py [--programs N] [--threads T]
                                                 [--seconds S] [--domains LIST]
-                                                [--profile FILE] [--rise K]
+                                                [--period MS] [--profile FILE]
+                                                [--rise K]
 
 Starts N copies of ``tests/workloads/crowd`` with T threads each (together
-asking ``--demand`` CPUs per program: mostly sleeping threads, a program
-in its stride), a service whose one rule selects them, waits until
+asking ``--demand`` CPUs per program, each thread waking once every
+``--period`` ms: mostly sleeping threads, a program in its stride), a
+service whose one rule selects them, waits until
 ``tumbler status`` lists all N, then reads the service's own CPU time
 (``own_cpu_s``) S seconds apart: its CPU share of one core in the steady
 state.  Prints that, the rounds and quiet rounds per program, how many
@@ -69,6 +71,11 @@ def main():
     parser.add_argument("--demand", type=float, default=0.04,
                         help="CPUs each program asks in all (default 0.04: 20 programs "
                              "want 0.8 of this VM's 2)")
+    parser.add_argument("--period", type=float, default=None, metavar="MS",
+                        help="how often each crowd thread wakes (default crowd's 100 ms; "
+                             "given, a program's threads begin spread over one period): 200 "
+                             "programs x 100 threads at 100 ms are 200,000 wake-ups a second, "
+                             "more than a 2-CPU machine runs; --period 5000 makes them 4,000")
     parser.add_argument("--capacity", choices=("measured", "cpus"), default=None,
                         help="balancing.defaults.capacity (default: tumbler's)")
     parser.add_argument("--rise", type=int, default=0, metavar="K",
@@ -85,14 +92,15 @@ def main():
             resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
         except (ValueError, OSError):
             print("service_load.py: cannot raise the open-files limit to %d (it is %d): "
-                  "the last programs' threads are read by path" % (files, hard))
+                  "the service reads the last programs' threads by path" % (files, hard))
     work = tempfile.mkdtemp(prefix="tumbler-service-load-")
     crowd = os.path.join(work, "crowd")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", crowd,
                     os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
+    period = [] if args.period is None else [str(args.period)]
     programs = []
     for _ in range(args.programs):
-        proc = subprocess.Popen([crowd, "3600", str(args.threads), str(args.demand)],
+        proc = subprocess.Popen([crowd, "3600", str(args.threads), str(args.demand)] + period,
                                 stdout=subprocess.PIPE, text=True)
         proc.stdout.readline()
         programs.append(proc)
@@ -115,18 +123,10 @@ def main():
     if args.profile:
         command = [sys.executable, "-m", "cProfile", "-o", args.profile, "-m",
                    "tumbler", "service", "--config", config]
-    service = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    log = open(os.path.join(work, "service.log"), "w")     # why a program was refused
+    service = subprocess.Popen(command, env=env, stderr=log)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if len(status(socket)["programs"]) == args.programs:
-                    break
-            except NotAnswering:
-                pass
-            if time.monotonic() > deadline:
-                sys.exit("service_load.py: the service did not pick up every program")
-            time.sleep(0.5)
+        managed = wait_managed(socket, args.programs, log.name)
         time.sleep(5)                   # first placements and regroupings done
         first = status(socket)
         t0 = time.monotonic()
@@ -137,15 +137,21 @@ def main():
         rounds = {p["pid"]: p for p in first["programs"]}
         full = quiet = 0
         for p in second["programs"]:
+            if p["pid"] not in rounds:
+                continue
             full += p["intervals"] - rounds[p["pid"]]["intervals"]
             quiet += p["quiet_intervals"] - rounds[p["pid"]]["quiet_intervals"]
-        moves = sum(p["moves"] - rounds[p["pid"]]["moves"] for p in second["programs"])
+        moves = sum(p["moves"] - rounds[p["pid"]]["moves"] for p in second["programs"]
+                    if p["pid"] in rounds)
         parked = sum(1 for p in second["programs"] if p.get("parked"))
-        print("%d programs x %d threads, %.0f s, load average %.2f: service CPU %.3f s = "
+        print("%d programs x %d threads%s (%d managed), %.0f s, load average %.2f: "
+              "service CPU %.3f s = "
               "%.2f%% of one core; %.1f rounds/s per program, %.0f%% of them quiet; "
               "%d parked at the end; %.1f moves/min in all"
-              % (args.programs, args.threads, elapsed, os.getloadavg()[0], cpu,
-                 100 * cpu / elapsed, full / elapsed / args.programs,
+              % (args.programs, args.threads,
+                 "" if args.period is None else " waking every %g ms" % args.period,
+                 managed, elapsed, os.getloadavg()[0], cpu,
+                 100 * cpu / elapsed, full / elapsed / managed,
                  100 * quiet / max(full, 1), parked, 60 * moves / elapsed))
         if args.rise:
             rise(args, crowd, socket, programs)
@@ -155,6 +161,30 @@ def main():
         for proc in programs:
             proc.kill()
             proc.wait()
+
+
+def wait_managed(socket, programs, log, timeout=180.0, settled=20.0):
+    """How many programs the service manages once it lists all ``programs``,
+    or once their number has not grown for ``settled`` s (some refused: the
+    service logs why; the figures are then for fewer, said in the output)."""
+    deadline = time.monotonic() + timeout
+    count, since = 0, time.monotonic()
+    while True:
+        try:
+            now = len(status(socket)["programs"])
+        except NotAnswering:
+            now = 0
+        if now == programs:
+            return now
+        if now != count:
+            count, since = now, time.monotonic()
+        elif count and time.monotonic() - since > settled:
+            print("service_load.py: %d of the %d programs managed (the others refused: "
+                  "%s says why)" % (count, programs, log))
+            return count
+        if time.monotonic() > deadline:
+            sys.exit("service_load.py: the service did not pick up the programs")
+        time.sleep(0.5)
 
 
 def program_status(socket, pid):

@@ -112,15 +112,14 @@ def test_deadlines_come_in_order_and_the_loop_sleeps_until_the_first_due():
                          ends_when_empty="target exited")
     now = time.monotonic()
     driver.at("scan", now, lambda t: log.append("scan") or t + LATER_S)
-    driver.at("machine", None, lambda t: log.append("machine"))
     driver.at("metrics", now, lambda t: log.append("metrics") or t + 2 * LATER_S)
     waiter = Waiter([(), (), [signal.SIGTERM]])
     assert driver.run(waiter) == "signal %d" % signal.SIGTERM
-    # Each due deadline once, in the order set; the every-turn one at both
-    # turns; the run not due, so not ticked.
-    assert log == [("start", "a"), "scan", "machine", "metrics", "machine"]
-    # The run is due first (LATER_S / 2): the every-turn action does not
-    # wake the loop, the later deadlines do not hold it back.
+    # Each due deadline once, in the order set; the run not due, so not
+    # ticked.
+    assert log == [("start", "a"), "scan", "metrics"]
+    # The run is due first (LATER_S / 2): the later deadlines do not hold
+    # the loop back.
     assert all(0.0 < slept <= LATER_S / 2 for slept in waiter.slept), waiter.slept
 
 

@@ -48,7 +48,8 @@ def run_service(config_path, socket_path=None, verbose=False, log_path=None):
     from ..platform.signals import SignalWaiter
     from ..platform.priority import raise_priority
     from ..service.control import ControlSocket
-    from ..service.loop import ERROR, INFO, WARNING, Log, Service
+    from ..service.log import ERROR, INFO, WARNING, Log
+    from ..service.loop import Service
     from ..state import list_states, state_dir
     from ..state.paths import ensure_dir
     from ..platform.limits import raise_file_limit
@@ -99,7 +100,7 @@ def _metrics_writer(config, log):
         return None
     import time
     from ..observers.metrics import write_metrics
-    from ..service.loop import INFO, WARNING
+    from ..service.log import INFO, WARNING
     due = [0.0]
     said = [None]           # the failure last said: said once, until a write works
 

@@ -413,6 +413,13 @@ class Backend:
         ``cmdline`` is None where reading it may stall (``cmdline``)."""
         raise Unsupported("this platform cannot describe processes for rules")
 
+    def process_start(self, pid):
+        """The start token of ``pid`` alone (ProcessInfo.start): all a
+        scan needs of a process it has looked at before to know it is
+        still the same one.  NoSuchProcess if gone.  A backend may read
+        less for it than ``process``; default: from ``process``."""
+        return self.process(pid).start
+
     def process_cpu_ns(self, pid):
         """CPU time of the whole process so far (user + system, every
         thread), in ns, from one per-process figure: what the service

@@ -14,9 +14,7 @@ Each turn:
    None (the service runs on without programs);
 4. the named deadlines that are due, in the order they were set: each
    action returns when it is due next (``end_at``'s deadline ends the
-   loop: ``--duration``); one set with ``due=None`` runs at every turn
-   at its own pace and never wakes the loop (the service's look at the
-   machine);
+   loop: ``--duration``);
 5. every run not parked whose controller has something due within
    ``slack`` (``Controller.due``): its ``tick``.  A run whose targets
    are gone leaves (``on_exit``); a tick that fails is ``on_error``'s
@@ -49,7 +47,7 @@ class Driver:
         self.runs = {} if runs is None else runs
         self.slack = slack
         self.ends_when_empty = ends_when_empty
-        self.deadlines = {}     # name -> [due (monotonic s) or None, action(now)]
+        self.deadlines = {}     # name -> [due (monotonic s), action(now)]
         self.checks = []        # () -> reason to end, or None
         self.on_signal = None   # signum -> reason to end, or None to go on
         self.on_ready = None    # () when a watched descriptor is readable
@@ -66,8 +64,7 @@ class Driver:
 
     def at(self, name, due, action):
         """Call ``action(now)`` once ``due`` (monotonic s) comes; it returns
-        when it is due next.  ``due`` None: at every turn, without waking
-        the loop for it."""
+        when it is due next."""
         self.deadlines[name] = [due, action]
 
     def end_at(self, due, reason):
@@ -95,9 +92,6 @@ class Driver:
             wake = None
             for entry in list(self.deadlines.values()):
                 due, action = entry
-                if due is None:
-                    action(time.monotonic())
-                    continue
                 if time.monotonic() >= due:
                     due = entry[0] = action(time.monotonic())
                     if self._ended is not None:

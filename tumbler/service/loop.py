@@ -65,16 +65,12 @@ CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
 domains, and domains are cut down to what the program may use, so no
 mask is ever widened.
 
-Logging: one line per event that matters, with the syslog priority prefix
-journald reads (``<6>`` info, ``<4>`` warning, ``<3>`` error) when stderr
-is the journal (``$JOURNAL_STREAM``) or not a terminal; a steady machine
-logs nothing.
+Logging: log.py (a line per event that matters, none on a steady machine).
 """
 
 import bisect
 import os
 import signal
-import sys
 import time
 
 from .. import __version__
@@ -84,7 +80,6 @@ from ..balance.machine import MachineWatch
 from ..balance.sharing import SpaceSharing
 from ..cpulist import format_cpulist
 from ..errors import TumblerError
-from ..escape import one_line
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, allowed_union
 from ..platform.priority import settle_priority
@@ -92,9 +87,9 @@ from .assembly import binder_for, discard, journal_for, observers_for, policy_fo
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
 from .driver import Driver
+from .log import ERROR, INFO, WARNING
 from .program import Program
 
-INFO, WARNING, ERROR = 6, 4, 3
 #: Share of one CPU a scan may use, of its scan interval: past it (thousands
 #: of processes, many command lines to match -- a user can make both) the
 #: scan stops, and the next one goes on where it stopped.
@@ -106,36 +101,21 @@ SCAN_CHECK_EVERY = 8
 #: new command line under the same name): a scan then costs one /proc/PID/stat
 #: and status read per process that stays unselected.
 REMATCH_SCANS = 15
+#: A scan lists the processes again when a PID was made since the last
+#: listing (Backend.newest_pid: /proc/loadavg on Linux) and at least every
+#: this many scans (the PID space could wrap round to the same newest PID):
+#: listing /proc walks every thread ID, 1-4 ms at 20,000 threads.
+RELIST_SCANS = 15
 #: With measured capacity, a program's other work -- what neither it nor the
 #: service's other programs used of a domain -- is averaged over this many
 #: load windows (balance/capacity.py): bursty neighbours moved capacities,
 #: and threads, for noise.
 CAPACITY_SMOOTH_WINDOWS = 4
 #: Looks at parked programs' CPU per scan interval (the module doc), one
-#: read per parked program each (~6 us): a rise is seen within two looks,
-#: two thirds of an interval, with a third for the loop to be late.
+#: read per parked program each (6-25 us for 100 threads: the kernel walks
+#: them; BENCHMARKS.md): a rise is seen within two looks, two thirds of an
+#: interval, with a third for the loop to be late.
 PARKED_LOOKS = 3
-
-
-class Log:
-    """One line per event on stderr, with a syslog priority prefix where
-    journald reads it.  A message is one line whatever it quotes
-    (escape.one_line): names are printable already (the backends), and
-    nothing else from outside may start a forged entry."""
-
-    def __init__(self, stream=None, prefixed=None):
-        self.stream = stream or sys.stderr
-        if prefixed is None:
-            prefixed = bool(os.environ.get("JOURNAL_STREAM")) or not self.stream.isatty()
-        self.prefixed = prefixed
-
-    def __call__(self, priority, message):
-        prefix = "<%d>" % priority if self.prefixed else ""
-        try:
-            self.stream.write("%stumbler: %s\n" % (prefix, one_line(message)))
-            self.stream.flush()
-        except OSError:
-            pass
 
 
 class Service:
@@ -154,6 +134,7 @@ class Service:
         self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
         self.capped = {}            # pid -> its start token: over a cap, until a program leaves
         self.scan_from = 0          # the PID the next scan starts at (the last ran out of time)
+        self.listed = None          # [newest PID then, scans since, PIDs]: the last listing
         self.waiting = 0            # len(capped) when the look at every process began
         self.reader = DeadlineReader()  # command lines: a process can stall their read
         self.refusing = False       # the reader refuses reads (too many stuck): said once
@@ -161,7 +142,8 @@ class Service:
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
         # CPUs off-line and back, cpusets changed: each program's controller
-        # follows them (balance/machine.py); the service says so once.
+        # follows them (balance/machine.py); the service says so once,
+        # within a scan interval (_look_at_machine).
         self.machine = MachineWatch(self.backend)
         self.sharing = self._sharing(config)        # None: time sharing
 
@@ -169,9 +151,10 @@ class Service:
 
     def run(self, waiter, control=None, metrics=None):
         """Serve until a stop signal; returns its description.  The turns
-        (the module doc) are the driver's: a scan every scan_interval, a
-        look at the machine at every turn (at its own pace), space
-        sharing's checks, the metrics file, then every program not parked."""
+        (the module doc) are the driver's: a scan every scan_interval, the
+        parked programs' looks, a look at the machine every scan_interval,
+        space sharing's checks, the metrics file, then every program not
+        parked."""
         settle_priority()           # nice 0 unless its waits say otherwise
         driver = self.driver
         driver.on_signal = self._signal
@@ -191,7 +174,7 @@ class Service:
                     self._weigh(program)
             return time.monotonic() + look
         driver.at("parked", time.monotonic(), look_at_parked)
-        driver.at("machine", None, self._look_at_machine)
+        driver.at("machine", time.monotonic(), self._look_at_machine)
         if self.sharing is not None:
             driver.at("sharing", time.monotonic(), self.sharing.tick)
         if metrics is not None:
@@ -209,11 +192,16 @@ class Service:
         return "signal %d" % signum
 
     def _look_at_machine(self, now):
+        """Say once for all programs what changed of the CPUs on-line and
+        their cpusets, every scan_interval: each controller follows at its
+        own pace (balance/machine.py); this look, a cpuset read per program,
+        only tells."""
         for change, pids in self.machine.look(
                 self.programs, lambda pid: self.programs[pid].controller.backend):
             count = len(self.programs if pids is None else pids)
             self.log(WARNING, "%s: %d program%s re-planned"
                      % (change, count, "" if count == 1 else "s"))
+        return time.monotonic() + self.config.scan_interval
 
     def _failed(self, program, exc):
         self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
@@ -263,17 +251,11 @@ class Service:
         so every process is looked at in turn however many a user starts
         or renames."""
         now = time.monotonic()
-        try:
-            pids = sorted(self.backend.process_ids())
-        except PlatformError as exc:
-            self.log(ERROR, str(exc))
+        pids = self._listing()
+        if pids is None:
             return
         if cpu_budget is None:
             cpu_budget = SCAN_CPU_SHARE * self.config.scan_interval
-        alive = set(pids)
-        for table in (self.declined, self.candidates, self.unselected, self.capped):
-            for pid in [p for p in table if p not in alive]:
-                del table[pid]
         for program in list(self.programs.values()):
             if not program.parked:      # parked ones: look_at_parked (run)
                 self._weigh(program)
@@ -303,11 +285,39 @@ class Service:
                      "`tumbler status` shows what is managed)"
                      % (len(self.capped), self.config.max_programs, self.config.max_threads))
 
+    def _listing(self):
+        """The PIDs of every process, sorted; None if they cannot be listed.
+        Listed again only when a PID was made since (Backend.newest_pid),
+        or after RELIST_SCANS scans: the PIDs of the last listing are all
+        there is otherwise, less those that exited (their reads fail).
+        The tables lose the PIDs that left."""
+        newest = self.backend.newest_pid()
+        last = self.listed
+        if newest is not None and last is not None and newest == last[0] \
+                and last[1] < RELIST_SCANS:
+            last[1] += 1
+            return last[2]
+        try:
+            pids = sorted(self.backend.process_ids())
+        except PlatformError as exc:
+            self.log(ERROR, str(exc))
+            return None
+        self.listed = [newest, 0, pids]
+        alive = set(pids)
+        for table in (self.declined, self.candidates, self.unselected, self.capped):
+            for pid in [p for p in table if p not in alive]:
+                del table[pid]
+        return pids
+
     def _consider(self, pid, now):
+        if pid in self.declined or pid in self.capped:
+            # Refused or waiting: still that process while its start time
+            # is (one stat read; kernel threads are most of a scan).
+            start = self.backend.process_start(pid)
+            if self.declined.get(pid) == start or self.capped.get(pid) == start:
+                return
         info = self.backend.process(pid)
         start = info.start
-        if self.declined.get(pid) == start or self.capped.get(pid) == start:
-            return
         self.declined.pop(pid, None)
         if info.is_kernel:
             self.declined[pid] = start
@@ -368,23 +378,8 @@ class Service:
         """Park or wake ``program`` by its CPU use since the last look (the
         module doc; Program.weigh); no look less than half a parked look's
         interval after the last."""
-        rule = program.rule
-        why = ("park_below" if rule.park_below is not None or self.config.park_below
-               is not None else "tolerance x smallest domain, min_cpu")
         program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
-                      self._park_below(program), why)
-
-    def _park_below(self, program):
-        """CPUs below which ``program`` is parked (the module doc)."""
-        rule = program.rule
-        if rule.park_below is not None:
-            return rule.park_below
-        if self.config.park_below is not None:
-            return self.config.park_below
-        controller = program.controller
-        smallest = min(d.capacity for d in controller.domains)
-        below = controller.policy.tolerance * smallest
-        return max(below, rule.min_cpu)
+                      *program.park_below(self.config.park_below))
 
     def _thread_cap(self, rule, exclude=None):
         """Threads a program of ``rule`` may have: its rule's cap, and what

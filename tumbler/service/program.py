@@ -53,6 +53,20 @@ class Program(Run):
             self.unparked_at = now
             self.controller.resume()        # a full round at once
 
+    def park_below(self, default):
+        """(CPUs below which this program is parked, whose threshold that
+        is): its rule's ``park_below``, else ``default`` (the service's),
+        else its policy's tolerance times its smallest domain's CPUs, and
+        at least its rule's ``min_cpu`` (service/loop.py's module doc)."""
+        below = self.rule.park_below
+        if below is None:
+            below = default
+        if below is not None:
+            return below, "park_below"
+        controller = self.controller
+        below = controller.policy.tolerance * min(d.capacity for d in controller.domains)
+        return max(below, self.rule.min_cpu), "tolerance x smallest domain, min_cpu"
+
     @property
     def pid(self):
         return self.key

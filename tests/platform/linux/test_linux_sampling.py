@@ -20,6 +20,7 @@ import pytest
 
 from support.helpers import wait_until
 from tumbler.platform.linux.backend import LinuxBackend
+from tumbler.platform.linux.threads import FD_FENCE
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -473,3 +474,40 @@ def test_c_steady_sample_rejects_bad_arguments(steady_times, schedstat_file):
         call(steady_times, {(42, 1): object()}, [1])
     with pytest.raises(TypeError):
         call(steady_times, {(42, 1): Files("3")}, [1])
+
+
+FENCED = textwrap.dedent("""
+    import os, resource, sys
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (int(sys.argv[2]), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    from tumbler.platform.linux.backend import LinuxBackend
+    backend = LinuxBackend()
+    pid = int(sys.argv[1])
+    sampled = [len(backend.sample(pid).threads) for _ in range(2)]
+    kept = [f.schedstat_fd for f in backend.sampler._files.values()
+            if f.schedstat_fd is not None and f.schedstat_fd >= 0]
+    free = os.open(os.devnull, os.O_RDONLY)         # a file can still be opened
+    print(*sampled, len(kept), max(kept), free)
+""")
+
+
+def test_kept_schedstat_fds_stop_short_of_the_file_limit(crowd):
+    # 101 threads under a limit of 64 open files: the sampler keeps fds
+    # up to the fence, reads the rest by path, and leaves room to open
+    # files (without the fence every fd was taken and the next thread's
+    # stat could not be opened: the sample failed).
+    program = subprocess.Popen([crowd, "60", "100", "0.01", "1000"], stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        assert program.stdout.readline().split() == ["ready", "100"]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        out = subprocess.run([sys.executable, "-c", FENCED, str(program.pid), "64"], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        first, second, kept, highest, free = map(int, out.stdout.split())
+        assert (first, second) == (101, 101)
+        fence = int(64 * FD_FENCE)          # 56
+        assert 0 < kept and highest < fence <= free < 64
+    finally:
+        program.kill()
+        program.wait()

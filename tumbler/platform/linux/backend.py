@@ -22,7 +22,7 @@ from .oserror import SETAFFINITY_PRIVILEGE, mapped, os_error, thread_phrase
 from .procfs import (NS_PER_TICK, PF_KTHREAD, STAT_ENDCODE, STAT_FLAGS, STAT_NUM_THREADS,
                      STAT_STARTCODE, STAT_STARTSTACK, STAT_STARTTIME, STAT_STATE, STAT_STIME,
                      STAT_UTIME, cgroup_path, exited, has_capability, parse_stat, read_status,
-                     set_child_subreaper)
+                     set_child_subreaper, stat_fields, status_value)
 from .threads import ThreadSampler
 from .topology import read_topology
 
@@ -71,17 +71,29 @@ class LinuxBackend(Backend):
     # -- processes ------------------------------------------------------------
 
     def process(self, pid):
+        """One read of stat and status each, status searched, not parsed."""
         path = "%s/%d" % (self.proc, pid)
-        with mapped(pid, attempted="read " + path):
-            with open(path + "/stat") as f:
-                comm, fields = parse_stat(f.read())
-            status = read_status(path + "/status")
-        flags = int(fields[STAT_FLAGS])
-        return ProcessInfo(
-            pid=pid, name=comm, uid=int(status["Uid"].split()[0]),
-            start=int(fields[STAT_STARTTIME]),
-            is_kernel=bool(flags & PF_KTHREAD),
-            tgid=int(status["Tgid"]), zombie=exited(fields))
+        try:
+            with mapped(pid, attempted="read " + path):
+                comm, fields = parse_stat(read_file(path + "/stat").decode(errors="replace"))
+                status = read_file(path + "/status")
+            return ProcessInfo(
+                pid=pid, name=comm, uid=int(status_value(status, b"Uid").split()[0]),
+                start=int(fields[STAT_STARTTIME]), tgid=int(status_value(status, b"Tgid")),
+                is_kernel=bool(int(fields[STAT_FLAGS]) & PF_KTHREAD), zombie=exited(fields))
+        except (KeyError, ValueError, IndexError):
+            raise NoSuchProcess(pid) from None      # cut short: the process exited mid-read
+
+    def process_start(self, pid):
+        """See Backend.process_start: one read of /proc/PID/stat, its start
+        time taken without decoding the line."""
+        path = "%s/%d/stat" % (self.proc, pid)
+        try:
+            with mapped(pid, attempted="read " + path):
+                data = read_file(path)
+            return int(stat_fields(data, STAT_STARTTIME + 1)[STAT_STARTTIME])
+        except ValueError:
+            raise NoSuchProcess(pid) from None      # empty or cut short: it exited
 
     def process_state(self, pid, fresh=False):
         """(zombie, image) of ``pid``.  Called once per round, after ``sample``.
@@ -142,6 +154,10 @@ class LinuxBackend(Backend):
         ``fds`` (opened on first use).  An fd stays bound to its process,
         so a reused PID reads as an error, not as another process: an
         empty or failed read marks ``pid`` gone and raises NoSuchProcess."""
+        return parse_stat(self._kept_read(fds, pid, path).decode(errors="replace"))[1]
+
+    def _kept_read(self, fds, pid, path):
+        """The bytes of ``_kept_stat``'s file."""
         fd = fds.get(pid)
         try:
             if fd is None:
@@ -152,7 +168,7 @@ class LinuxBackend(Backend):
         if not data:
             self._seen_gone(pid)
             raise NoSuchProcess(pid)
-        return parse_stat(data.decode(errors="replace"))[1]
+        return data
 
     def close(self):
         self.sampler.close()
@@ -299,7 +315,7 @@ class LinuxBackend(Backend):
         try:
             with mapped(pid, attempted="read " + path):
                 comm, fields = parse_stat(read_file(path + "/stat").decode(errors="replace"))
-                uid = int(read_status(path + "/status")["Uid"].split()[0])
+                uid = int(status_value(read_file(path + "/status"), b"Uid").split()[0])
                 cgroups = read_file(path + "/cgroup", 1 << 16).decode(errors="replace")
         except (KeyError, ValueError, IndexError):
             raise NoSuchProcess(pid) from None      # cut short: the process exited mid-read
@@ -316,8 +332,15 @@ class LinuxBackend(Backend):
         PID reads as gone."""
         if pid in self._gone:
             raise NoSuchProcess(pid)
-        fields = self._kept_stat(self._proc_stat_fds, pid, "%s/%d/stat" % (self.proc, pid))
-        return (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) * NS_PER_TICK
+        # Read many times a second by a service with many parked programs:
+        # the two fields only, the line and the name not decoded.
+        data = self._kept_read(self._proc_stat_fds, pid, "%s/%d/stat" % (self.proc, pid))
+        try:
+            fields = stat_fields(data, STAT_STIME + 1)
+            return (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) * NS_PER_TICK
+        except ValueError:
+            self._seen_gone(pid)
+            raise NoSuchProcess(pid) from None
 
     def cmdline(self, pid):
         """/proc/PID/cmdline, its first MAX_CMDLINE bytes."""

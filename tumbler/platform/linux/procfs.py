@@ -31,6 +31,30 @@ def parse_stat(text):
     return printable(text[open_paren + 1:close_paren]), text[close_paren + 2:].split()
 
 
+def stat_fields(data, count):
+    """The first ``count`` fields after the "(comm)" of a /proc stat file's
+    bytes, as bytes, without decoding the line or the name: what the
+    scans and the parked looks read many times a second.  ValueError for
+    an empty or cut-short read (an exited process)."""
+    fields = data[data.rindex(b")") + 2:].split(None, count)
+    if len(fields) < count:
+        raise ValueError("short stat")
+    return fields
+
+
+def status_value(data, key):
+    """The value of ``key`` (bytes, e.g. b"Uid") in a /proc ``status`` file's
+    bytes, without parsing every line; KeyError if it is not there.  Only
+    the Name line, the first, holds text its process chose, and the kernel
+    escapes newlines in it: a "\\nKey:" cannot be forged before the real one."""
+    at = data.find(b"\n" + key + b":")
+    if at < 0:
+        raise KeyError(key)
+    start = at + len(key) + 2
+    end = data.find(b"\n", start)
+    return data[start:end if end >= 0 else len(data)].strip()
+
+
 def exited(fields):
     """Whether stat ``fields`` of a main thread say its process has exited.
 

@@ -15,7 +15,13 @@ Sampling cost matters (the paper measured 410 us for 64 threads), so:
   The start time read at open (stat field 22) is the thread's identity, and
   ``stat`` read later by path is checked against it.  One fd per thread
   keeps a process with thousands of threads within the open-files limit
-  (tumbler also raises its soft limit to the hard one at start).
+  (tumbler also raises its soft limit to the hard one at start);
+* past FD_FENCE of that limit no more schedstat fds are kept (the thread's
+  file is read by path instead, checked the same way): the service's
+  programs together could otherwise take every fd, and then the reads
+  that must open a file -- a new thread's stat, a scan, the control
+  socket -- failed (200 programs of 100 threads under a limit of 20,000:
+  20 were refused, "Too many open files").
 
 ``ThreadSampler`` is one component of ``LinuxBackend`` (backend.py), which
 hands the ``Backend`` calls about threads to it.
@@ -23,6 +29,7 @@ hands the ``Backend`` calls about threads to it.
 
 import errno
 import os
+import resource
 import time
 from array import array
 from itertools import repeat
@@ -69,6 +76,20 @@ class ThreadFiles:
                 pass
 
 
+#: The share of the open-files limit (RLIMIT_NOFILE, soft) below which
+#: schedstat fds are kept: the rest stays free for the reads that open a
+#: file each time (the module doc).
+FD_FENCE = 0.875
+
+
+def fd_fence():
+    """The lowest fd number not kept as a schedstat fd: fds are numbered
+    from the lowest free one, so an open that returns one at or above it
+    means fewer than the rest of the limit are free.  None: no limit."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else int(soft * FD_FENCE)
+
+
 _NO_TIDS = frozenset()
 _SCHEDSTAT_FD = attrgetter("schedstat_fd")
 _START = attrgetter("start")
@@ -111,6 +132,7 @@ class ThreadSampler:
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
         self._column_sets = {}      # pid -> _ColumnSet: its next sample reads columns
         self._schedstat_ok = None   # None: not yet known
+        self._fd_fence = fd_fence()     # the soft limit is raised before backends open
         self._c_steady_times = _c_steady_times     # None: not built (tests set it)
         self._c_read_columns = _c_read_columns     # None: not built (tests set it)
 
@@ -159,6 +181,10 @@ class ThreadSampler:
             if exc.errno not in (errno.EMFILE, errno.ENFILE):
                 raise os_error(exc, pid, tid, "open %sschedstat" % base) from None
             schedstat_fd = None     # out of fds: read by path each time
+        if self._fd_fence is not None and schedstat_fd is not None \
+                and schedstat_fd >= self._fd_fence:
+            os.close(schedstat_fd)
+            schedstat_fd = None     # past the fence (the module doc): read by path
         files = ThreadFiles(schedstat_fd, base, int(fields[STAT_STARTTIME]),
                             int(fields[STAT_FLAGS]), comm)
         self._files[(pid, tid)] = files
