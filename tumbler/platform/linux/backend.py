@@ -21,8 +21,9 @@ from .affinity import AffinityBinder
 from .oserror import SETAFFINITY_PRIVILEGE, mapped, os_error, thread_phrase
 from .procfs import (NS_PER_TICK, PF_KTHREAD, STAT_ENDCODE, STAT_FLAGS, STAT_NUM_THREADS,
                      STAT_STARTCODE, STAT_STARTSTACK, STAT_STARTTIME, STAT_STATE, STAT_STIME,
-                     STAT_UTIME, cgroup_path, exited, has_capability, parse_stat, read_status,
-                     set_child_subreaper, stat_fields, status_value)
+                     STAT_UTIME, ProcStat, cgroup_path, cpu_times_from_stat, exited,
+                     has_capability, parse_stat, read_status, set_child_subreaper, stat_fields,
+                     status_value)
 from .threads import ThreadSampler
 from .topology import read_topology
 
@@ -52,13 +53,14 @@ class LinuxBackend(Backend):
     name = "linux"
     default_binder = "affinity"
     counts_context_switches = True
+    counts_cpu_switches = True
 
     def __init__(self, root="/"):
         super().__init__(root)
         self.proc = os.path.join(root, "proc")
         self.sys = os.path.join(root, "sys")
         self._stat_fds = {}         # pid -> open fd of /proc/PID/task/PID/stat (process_state)
-        self._cpu_stat_fd = None    # /proc/stat, for cpu_times
+        self._proc_stat = ProcStat(self.proc)   # for cpu_times and cpu_switches
         self._online_fd = None      # /sys/devices/system/cpu/online, for online_cpus
         self._cpusets = None        # cpuset.CgroupCpus, for cpuset_cpus
         self._proc_stat_fds = {}    # pid -> open fd of /proc/PID/stat (process_cpu_ns)
@@ -178,11 +180,10 @@ class LinuxBackend(Backend):
         if self._loadavg_fd is not None:
             os.close(self._loadavg_fd)
             self._loadavg_fd = None
-        for name in ("_cpu_stat_fd", "_online_fd"):
-            fd = getattr(self, name)
-            if fd is not None:
-                os.close(fd)
-                setattr(self, name, None)
+        self._proc_stat.close()
+        if self._online_fd is not None:
+            os.close(self._online_fd)
+            self._online_fd = None
         if self._cpusets is not None:
             self._cpusets.close()
         if self._switches is not None:
@@ -382,51 +383,20 @@ class LinuxBackend(Backend):
         busy = user + nice + system + irq + softirq + steal (guest time is
         already inside user); total = busy + idle + iowait.  One pread of
         a kept fd: this runs every round with two or more domains."""
-        times = {}
-        for line in self._proc_stat().split(b"\n"):
-            if not line.startswith(b"cpu") or line.startswith(b"cpu "):
-                continue
-            fields = line.split()
-            try:
-                cpu = int(fields[0][3:])
-                ticks = [int(x) for x in fields[1:9]]
-            except ValueError:
-                raise Unsupported("cannot read %s/stat: malformed line %r"
-                                  % (self.proc, line[:60].decode(errors="replace"))) from None
-            if len(ticks) < 8:
-                ticks += [0] * (8 - len(ticks))
-            user, nice, system, idle, iowait, irq, softirq, steal = ticks
-            busy = user + nice + system + irq + softirq + steal
-            times[cpu] = (busy * NS_PER_TICK, (busy + idle + iowait) * NS_PER_TICK)
+        try:
+            times = cpu_times_from_stat(self._proc_stat.read())
+        except ValueError as exc:
+            raise Unsupported("cannot read %s/stat: %s" % (self.proc, exc)) from None
         if not times:
             raise Unsupported("cannot read %s/stat: no cpuN lines" % self.proc)
         return times
 
-    def _proc_stat(self):
-        """All of /proc/stat, read through a kept fd; Unsupported if it cannot be."""
-        fd = self._cpu_stat_fd
-        try:
-            if fd is None:
-                fd = self._cpu_stat_fd = os.open(os.path.join(self.proc, "stat"),
-                                                 os.O_RDONLY | os.O_CLOEXEC)
-            chunks, offset = [], 0
-            while True:
-                chunk = os.pread(fd, 1 << 16, offset)
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-                offset += len(chunk)
-        except OSError as exc:
-            raise Unsupported("cannot read %s/stat: %s" % (self.proc, exc.strerror)) from None
-
-    counts_cpu_switches = True
-
     def cpu_switches(self, cpus):
-        """Per-CPU perf counters, else /proc/stat's ``ctxt`` (switches.py)."""
+        """Per-CPU perf counters, else /proc/stat's ``ctxt`` (switches.py,
+        loaded here: ctypes is not for commands that never need it)."""
         if self._switches is None:
-            # Loaded here: ctypes is not for commands that never need it.
             from .switches import CpuSwitches, machine_switches
-            self._switches = CpuSwitches(lambda: machine_switches(self._proc_stat()))
+            self._switches = CpuSwitches(lambda: machine_switches(self._proc_stat.read()))
         return self._switches.count(cpus)
 
     def current_cpu(self):

@@ -7,6 +7,7 @@ threads.py's, the calls backend.py's."""
 import os
 
 from ...escape import printable
+from ..base import Unsupported
 
 PF_KTHREAD = 0x00200000
 PR_SET_CHILD_SUBREAPER = 36     # include/uapi/linux/prctl.h
@@ -116,3 +117,52 @@ def set_child_subreaper(on):
                                                        0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def cpu_times_from_stat(data):
+    """``{cpu: (busy_ns, total_ns)}`` from the ``cpuN`` lines of /proc/stat's
+    bytes ``data`` (LinuxBackend.cpu_times); ValueError naming a malformed
+    line."""
+    times = {}
+    for line in data.split(b"\n"):
+        if not line.startswith(b"cpu") or line.startswith(b"cpu "):
+            continue
+        fields = line.split()
+        try:
+            cpu = int(fields[0][3:])
+            ticks = [int(x) for x in fields[1:9]]
+        except ValueError:
+            raise ValueError("malformed line %r" % line[:60].decode(errors="replace")) from None
+        ticks += [0] * (8 - len(ticks))
+        user, nice, system, idle, iowait, irq, softirq, steal = ticks
+        busy = user + nice + system + irq + softirq + steal
+        times[cpu] = (busy * NS_PER_TICK, (busy + idle + iowait) * NS_PER_TICK)
+    return times
+
+
+class ProcStat:
+    """/proc/stat read whole through a kept fd (a round may read it twice:
+    cpu_times, cpu_switches); Unsupported where it cannot be."""
+
+    def __init__(self, proc):
+        self.path = os.path.join(proc, "stat")
+        self._fd = None
+
+    def read(self):
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            chunks, offset = [], 0
+            while True:
+                chunk = os.pread(self._fd, 1 << 16, offset)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+                offset += len(chunk)
+        except OSError as exc:
+            raise Unsupported("cannot read %s: %s" % (self.path, exc.strerror)) from None
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
