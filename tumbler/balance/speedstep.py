@@ -230,6 +230,8 @@ class SpeedSteps:
             except Unsupported:
                 continue            # the threads' own counts stand
             judged = [i for i in positions if views[i].switches_per_cpu_s is not None]
+            if not judged:
+                continue
             own = [_own_switching(threads[i]) for i in judged]
             if cpus_switches is None or None in own:
                 # Not counted over SWITCH_MIN_SPAN_NS yet: not judged yet.
@@ -238,7 +240,7 @@ class SpeedSteps:
                 continue
             foreign = cpus_switches - sum(switches for switches, _ in own)
             cpu = sum(cpu for _, cpu in own)
-            if not judged or foreign <= 0 or cpu <= 0:
+            if foreign <= 0 or cpu <= 0:
                 continue
             cut = foreign / cpu
             for i in judged:
