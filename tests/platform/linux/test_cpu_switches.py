@@ -4,6 +4,7 @@ they may not be opened, and a set of CPUs that keeps its source."""
 
 import errno
 import os
+import signal
 import sys
 import time
 
@@ -17,9 +18,16 @@ from tumbler.platform.linux.switches import CpuSwitches, machine_switches
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 
-def yielders_on(cpu, count=2, seconds=0.3):
+def nonvoluntary_switches(path):
+    with open(path) as f:
+        return int(f.read().split("nonvoluntary_ctxt_switches:")[1].split()[0])
+
+
+def yielders_on(cpu, count=2, switches=4000, seconds=10.0):
     """Fork ``count`` processes pinned to ``cpu`` that sched_yield to each
-    other for ``seconds``; their nonvoluntary switches once reaped."""
+    other until they have been switched ``switches`` times between them
+    (however busy the machine, not for a fixed time; ``seconds`` at most);
+    their nonvoluntary switches once stopped."""
     pids = []
     # Born on the CPU (a child that moved there would be switched once
     # elsewhere, by the migration).
@@ -38,16 +46,23 @@ def yielders_on(cpu, count=2, seconds=0.3):
             pids.append(pid)
     finally:
         os.sched_setaffinity(0, mask)
-    switched = 0
+    statuses = ["/proc/%d/status" % pid for pid in pids]
+    end = time.monotonic() + seconds
+    while (sum(map(nonvoluntary_switches, statuses)) < switches
+           and time.monotonic() < end):
+        time.sleep(0.01)
     for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    switched = 0
+    for status in statuses:
         # Read before reaping: a zombie's status still counts its switches.
         while True:
-            with open("/proc/%d/status" % pid) as f:
-                status = f.read()
-            if "State:\tZ" in status:
-                break
+            with open(status) as f:
+                if "State:\tZ" in f.read():
+                    break
             time.sleep(0.01)
-        switched += int(status.split("nonvoluntary_ctxt_switches:")[1].split()[0])
+        switched += nonvoluntary_switches(status)
+    for pid in pids:
         os.waitpid(pid, 0)
     return switched
 
@@ -67,7 +82,7 @@ def test_a_cpus_count_covers_the_switches_made_on_it_and_no_more_than_the_machin
     finally:
         backend.close()
     # Two processes yielding to each other on one CPU: thousands of switches.
-    assert yielded > 1000
+    assert yielded >= 4000
     assert yielded <= after - before <= machine_after - machine_before
 
 
