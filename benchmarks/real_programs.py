@@ -50,12 +50,15 @@ FILE`` writes the same, one record per program, with every run's figures.
 
 import argparse
 import compileall
+import contextlib
+import fcntl
 import itertools
 import json
 import math
 import os
 import random
 import re
+import resource
 import shlex
 import shutil
 import statistics
@@ -77,6 +80,7 @@ OVERSUBSCRIBED = CORES + (CORES + 1) // 2
 
 LEVEL = 0.95                   # of the median ratio's interval
 HOG_CPU = 1                    # --background-hog's CPU
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 MATMUL = ("import numpy as n; a = n.random.default_rng(1).random((2500, 2500)); "
           "[a @ a for _ in range(10)]")
@@ -260,6 +264,58 @@ def wall(argv, env):
     return took
 
 
+def process_cpu_s(pid):
+    """utime + stime of a live process, seconds (0 once it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class OtherWork:
+    """The CPU the machine spent on something other than the runs being
+    timed (their commands, this script, the --background-* neighbours):
+    every CPU's busy time from /proc/stat less those, and the time the
+    hypervisor stole.  A pair during which another process (a test run, a
+    compiler, a cron job) took more than the limit is thrown away and run
+    again: its ratio would measure the neighbour, not tumbler."""
+
+    def __init__(self, limit, background=()):
+        self.limit = limit                  # CPU-seconds per second of wall
+        self.background = background        # Popen objects started here
+
+    def reading(self):
+        with open("/proc/stat") as f:
+            ticks = [int(field) for field in f.readline().split()[1:9]]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        ours = (children.ru_utime + children.ru_stime + own.ru_utime + own.ru_stime
+                + sum(process_cpu_s(p.pid) for p in self.background))
+        return (time.perf_counter(), (user + nice + system + irq + softirq) / CLOCK_TICKS,
+                steal / CLOCK_TICKS, ours)
+
+    def since(self, before):
+        """Other work's share of one CPU since ``before`` (a reading)."""
+        now = self.reading()
+        seconds = now[0] - before[0]
+        other = (now[1] - before[1]) - (now[3] - before[3]) + (now[2] - before[2])
+        return max(other, 0.0) / seconds if seconds > 0 else 0.0
+
+    def wait_quiet(self, window_s=1.0, most_s=600.0):
+        """Sleep until one window of ``window_s`` sees other work under the
+        limit; False if none did within ``most_s``."""
+        deadline = time.monotonic() + most_s
+        while time.monotonic() < deadline:
+            before = self.reading()
+            time.sleep(window_s)
+            if self.since(before) <= self.limit:
+                return True
+        return False
+
+
 def read_summary(path):
     """(moves per second, own CPU s) from tumbler's --summary-json (keys of
     tumbler/observers/summary.py's summary_record)."""
@@ -271,9 +327,11 @@ def read_summary(path):
     return rate, summary["own_cpu_s"]
 
 
-def measure(argv, env, args, scratch):
+def measure(argv, env, args, scratch, other_work):
     """Interleaved pairs (triples with --baseline) until enough_pairs; the
-    program's record."""
+    program's record.  A pair during which other work took more than its
+    limit is run again (see OtherWork); with --lock each pair holds that
+    lock, so that test runs sharing the machine wait between pairs."""
     summary_path = os.path.join(scratch, "summary.json")
     managed_argv = [TUMBLER, *shlex.split(args.tumbler_args), "exec", "-q",
                     "--summary-json", summary_path, "--", *argv]
@@ -285,20 +343,39 @@ def measure(argv, env, args, scratch):
         # first on the path): before and after measured in one interleaving.
         runs.append((baseline, managed_argv, {**env, "PYTHONPATH": args.baseline}))
     wall(argv, env)                              # warm the page cache and the binary
+    discarded, busiest = 0, []
     while not enough_pairs([t / a for a, t in zip(alone, managed)], args):
         # The order turns by one each time: every variant runs first,
         # second (and third) equally often.
         turn = len(alone) % len(runs)
-        for times, command, command_env in runs[turn:] + runs[:turn]:
-            if args.settle:
-                wall(argv, env)                  # untimed: see --settle
-            times.append(wall(command, command_env))
-            if times is managed:
-                rate, cpu = read_summary(summary_path)
-                rates.append(rate)
-                cpus.append(cpu)
-            elif times is baseline and os.path.exists(summary_path):
-                os.remove(summary_path)
+        step = {}
+        with held(args.lock):
+            for times, command, command_env in runs[turn:] + runs[:turn]:
+                if args.settle:
+                    wall(argv, env)              # untimed: see --settle
+                before = other_work.reading()
+                took = wall(command, command_env)
+                share = other_work.since(before)
+                step[id(times)] = (took, share)
+                if times is managed:
+                    rate, cpu = read_summary(summary_path)
+                    step["summary"] = (rate, cpu)
+                elif times is baseline and os.path.exists(summary_path):
+                    os.remove(summary_path)
+        worst = max(share for key, (_, share) in step.items() if key != "summary")
+        if worst > other_work.limit:
+            discarded += 1
+            if discarded > args.max_discards:
+                sys.exit("real_programs.py: other work took more than %.1f%% of a CPU "
+                         "during %d pairs: the machine is not quiet enough to time on"
+                         % (100 * other_work.limit, discarded))
+            other_work.wait_quiet()
+            continue
+        busiest.append(worst)
+        for times, _, _ in runs:
+            times.append(step[id(times)][0])
+        rates.append(step["summary"][0])
+        cpus.append(step["summary"][1])
     ratios = [t / a for a, t in zip(alone, managed)]
     interval = median_interval(ratios)
     record = {
@@ -313,6 +390,7 @@ def measure(argv, env, args, scratch):
         "tumbler_cpu_s_median": statistics.median(cpus),
         "alone_s": alone, "tumbler_s": managed, "ratios": ratios,
         "moves_per_s": rates, "tumbler_cpu_s": cpus,
+        "pairs_discarded": discarded, "other_work_max": max(busiest),
     }
     if baseline:
         ratios = [b / a for a, b in zip(alone, baseline)]
@@ -324,6 +402,21 @@ def measure(argv, env, args, scratch):
             "ratio_ci": None if interval is None else list(interval[:2]),
             "ratio_ci_level": None if interval is None else interval[2]}
     return record
+
+
+@contextlib.contextmanager
+def held(path):
+    """An exclusive flock(2) on ``path`` while the block runs (nothing
+    without a path)."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def start_hog():
@@ -385,6 +478,9 @@ def print_row(name, r):
           % (name, r["pairs"], r["alone_median_s"], r["tumbler_median_s"], r["ratio_median"],
              "%.3f-%.3f" % (r["ratio_min"], r["ratio_max"]), interval,
              r["moves_per_s_median"], r["tumbler_cpu_s_median"]))
+    if r["pairs_discarded"]:
+        print("%-24s %d pairs run again: other work took over the limit during them"
+              % ("", r["pairs_discarded"]))
     base = r.get("baseline")
     if base:
         interval = ("n/a" if base["ratio_ci"] is None
@@ -436,6 +532,17 @@ def parse_args():
                              "this VM a numpy run alternates between ~1.87 s and ~2.2 s "
                              "(system time 0.07 s / 0.6 s) from one run to the next, "
                              "whatever runs it, which would make any order of pairs unfair")
+    parser.add_argument("--other-limit", type=float, default=0.03, metavar="SHARE",
+                        help="throw a pair away and run it again when something else "
+                             "(another process, the hypervisor's steal) took more than this "
+                             "share of one CPU during one of its runs (default 0.03; an idle "
+                             "machine here shows 0.003-0.01)")
+    parser.add_argument("--max-discards", type=int, default=50,
+                        help="give up on a program after this many pairs thrown away "
+                             "(default 50)")
+    parser.add_argument("--lock", metavar="FILE", default=None,
+                        help="hold an exclusive flock on FILE while each pair runs (test "
+                             "runs sharing the machine take the same lock and wait)")
     args = parser.parse_args()
     if args.runs is not None and args.runs < 1 or args.max_runs < 1:
         parser.error("--runs and --max-runs take a positive count")
@@ -469,6 +576,7 @@ def main():
               "background_waker": args.background_waker,
               "runs": args.runs, "ci_width": args.ci_width, "max_runs": args.max_runs,
               "settle": args.settle, "baseline": args.baseline,
+              "other_limit": args.other_limit,
               "ratio_ci_method": "sign test"}
     print("load average %.2f at start; %d CPUs; tumbler %s; pairs: %s%s"
           % (header["load_average_start"], CORES, " ".join(tumbler_args) or "(defaults)",
@@ -501,7 +609,10 @@ def main():
                     neighbours = start_bursty()
                 if args.background_waker and waker is None:
                     waker = start_waker(directory)
-                record = measure(argv, {**os.environ, **program.env}, args, directory)
+                other_work = OtherWork(args.other_limit,
+                                       [p for p in [hog, waker, *neighbours] if p is not None])
+                record = measure(argv, {**os.environ, **program.env}, args, directory,
+                                 other_work)
                 print_row(name, record)
                 sys.stdout.flush()
                 records.append({"program": name, "command": program.argv, "env": program.env,
