@@ -33,6 +33,10 @@ QUICK_OPTIONS = {
     "--domains": ("domains_text", str),
     "--interval": ("interval_ms", int),
     "--duration": ("duration", float),
+    # Opened and checked by run.py on either path, without heavy imports: a
+    # benchmark's --summary-json must not make its command wait for click.
+    # (--log is not here: its observer's imports come before the command.)
+    "--summary-json": ("summary_json", str),
 }
 
 
