@@ -112,6 +112,8 @@ def _effective_loads(columns: Columns) -> list[float]:
     """effective_load of every thread, floats all (a comprehension: max()
     per item is several times slower)."""
     loads = columns.raw_loads
+    if columns.figures is not None:
+        return loads        # floats, none negative: the C pass saw them
     if loads and columns.load_types == {float} and min(loads) >= 0.0:
         return loads        # the usual case: already what we want
     return [load if load > 0.0 else 0.0 for load in map(float, loads)]
@@ -127,7 +129,7 @@ def _needs_placement(thread: ThreadLoad) -> bool:
 
 def _arrivals(threads: list[ThreadLoad], columns: Columns) -> list[ThreadLoad]:
     """The threads that need a domain this round (see _needs_placement)."""
-    if not columns.restricted and None not in columns.domains:
+    if not columns.restricted and not columns.some_unplaced():
         return []
     return [thread for thread in threads if _needs_placement(thread)]
 
@@ -143,6 +145,17 @@ def _summed_loads(assignment: Mapping[int, int | None], loads: Mapping[int, floa
     """Summed load per domain (threads assigned None count nowhere)."""
     return _column_sums(list(map(loads.__getitem__, assignment)), list(assignment.values()),
                         domain_count)
+
+
+def _cv_and_domain_loads(columns: Columns, effective: list[float],
+                         domain_count: int) -> tuple[float, list[float]]:
+    """The CV of the ``effective`` loads and each domain's summed load: the
+    C pass's figures when it made them (the same floats), else the passes
+    here."""
+    figures = columns.figures
+    if figures is not None:
+        return figures.thread_cv, list(figures.domain_loads)
+    return cv_of_floats(effective), _column_sums(effective, columns.domains, domain_count)
 
 
 def _column_sums(values: list[float], domains: list[int | None],
@@ -332,10 +345,8 @@ def _single_domain_plan(columns: Columns, table: VariationTable) -> Plan:
     balancing runs a round every 20 ms on such machines; this keeps the
     grouping half of it to a few C-level passes.
     """
-    effective = _effective_loads(columns)
-    thread_cv = cv_of_floats(effective)
+    thread_cv, (load,) = _cv_and_domain_loads(columns, _effective_loads(columns), 1)
     interval_ms, _ = table.interval_for(thread_cv)
-    load = math.fsum(effective)
     return Plan(moves=[], assignment=dict.fromkeys(columns.tids, 0), thread_cv=thread_cv,
                 interval_ms=interval_ms, regroup=False, domain_loads=[load],
                 predicted_loads=[load], spread_before=0.0, spread_after=0.0,
@@ -390,16 +401,24 @@ def plan_kept_groups(domain_loads: Sequence[float], thread_cv: float, kept_sprea
 def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
                  table: VariationTable, tolerance: float = DEFAULT_TOLERANCE) -> Plan:
     """Plan one round of the tumbler policy (see the module docstring)."""
+    return planned(threads, domains, table, tolerance)[0]
+
+
+def planned(threads: Sequence[ThreadLoad], domains: Sequence[Domain], table: VariationTable,
+            tolerance: float = DEFAULT_TOLERANCE) -> tuple[Plan, Columns]:
+    """plan_tumbler's Plan, and the threads' Columns it was made from (the
+    policy counts from them: columns.threads_per_domain)."""
     if (isinstance(tolerance, bool) or not isinstance(tolerance, Real)
             or not math.isfinite(tolerance) or tolerance < 0):
         raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
     ordered = ordered_domains(domains)
     fields = view_fields(threads)
-    threads = list(threads)
+    # ThreadViews are a list never changed once made: no copy needed.
+    threads = threads if fields is not None else list(threads)
     columns = checked_columns(threads, len(ordered), fields)
     if any(domain.capacity == 0 for domain in ordered):
-        return _plan_around_left_out(threads, columns, ordered, table, tolerance)
-    return _plan(threads, columns, ordered, table, tolerance)
+        return _plan_around_left_out(threads, columns, ordered, table, tolerance), columns
+    return _plan(threads, columns, ordered, table, tolerance), columns
 
 
 def _plan_around_left_out(threads: list[ThreadLoad], columns: Columns,
@@ -441,7 +460,8 @@ def _plan_around_left_out(threads: list[ThreadLoad], columns: Columns,
     left = [domain.index for domain in ordered if domain.capacity == 0]
     return Plan(moves=moves, assignment=assignment, thread_cv=sub.thread_cv,
                 interval_ms=sub.interval_ms, regroup=sub.regroup,
-                domain_loads=_column_sums(effective, columns.domains, len(ordered)),
+                domain_loads=_column_sums(effective, columns.domains, len(ordered))
+                if columns.figures is None else list(columns.figures.domain_loads),
                 predicted_loads=_summed_loads(assignment, dict(zip(columns.tids, effective)),
                                               len(ordered)),
                 spread_before=sub.spread_before, spread_after=sub.spread_after,
@@ -454,12 +474,11 @@ def _plan(threads: list[ThreadLoad], columns: Columns, ordered: list[Domain],
     """plan_tumbler on checked input, every domain of some capacity;
     ``moved_off``: see _placement_note."""
     capacities = [domain.capacity for domain in ordered]
-    if len(ordered) < 2 and None not in columns.domains:
+    if len(ordered) < 2 and not columns.some_unplaced():
         return _single_domain_plan(columns, table)
     effective = _effective_loads(columns)
-    thread_cv = cv_of_floats(effective)
+    thread_cv, domain_loads = _cv_and_domain_loads(columns, effective, len(ordered))
     interval_ms, _ = table.interval_for(thread_cv)
-    domain_loads = _column_sums(effective, columns.domains, len(ordered))
     spread_before = spread(domain_loads, capacities)
 
     def plan(assignment, predicted, predicted_spread, regroup, reason, moves=None):
