@@ -408,9 +408,11 @@ def planned(threads: Sequence[ThreadLoad], domains: Sequence[Domain], table: Var
             tolerance: float = DEFAULT_TOLERANCE) -> tuple[Plan, Columns]:
     """plan_tumbler's Plan, and the threads' Columns it was made from (the
     policy counts from them: columns.threads_per_domain)."""
-    if (isinstance(tolerance, bool) or not isinstance(tolerance, Real)
-            or not math.isfinite(tolerance) or tolerance < 0):
-        raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
+    # A float is looked at directly: the Real check is an ABC's, slow.
+    if type(tolerance) is not float or not 0.0 <= tolerance < math.inf:
+        if (isinstance(tolerance, bool) or not isinstance(tolerance, Real)
+                or not math.isfinite(tolerance) or tolerance < 0):
+            raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
     ordered = ordered_domains(domains)
     fields = view_fields(threads)
     # ThreadViews are a list never changed once made: no copy needed.
