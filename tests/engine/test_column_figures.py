@@ -12,7 +12,7 @@ from collections import namedtuple
 import pytest
 
 from tumbler.engine import columns
-from tumbler.engine.columns import Columns, checked_columns
+from tumbler.engine.columns import Columns, checked_columns, runnable_at_least
 from tumbler.engine.grouping import _column_sums, _effective_loads, plan_tumbler
 from tumbler.engine.model import Domain, ThreadLoad, ThreadView, ThreadViews
 from tumbler.engine.policy import AutoPolicy
@@ -25,6 +25,7 @@ figures_of = columns._c_column_figures
 EVERYWHERE = frozenset({0, 1, 2})
 #: ThreadLoad's fields, taken as given (ThreadLoad makes a frozenset of ``eligible``).
 Load = namedtuple("Load", "tid load domain eligible")
+ShareView = namedtuple("ShareView", "tid runnable")
 
 
 def random_load(rng):
@@ -40,12 +41,17 @@ def random_load(rng):
     return rng.random()
 
 
-def python_figures(tids, loads, domains, eligibles, domain_count):
+def python_figures(tids, loads, domains, eligibles, domain_count, runnables=None, pinned=None):
     """What the Python passes find of the same columns."""
     effective = [load if load > 0.0 else 0.0 for load in loads]
+    plain_shares = runnables is not None and all(
+        type(share) is float and not math.isnan(share) for share in runnables)
     return (set(eligibles), None in domains, cv_of_floats(effective),
             _column_sums(effective, domains, domain_count),
-            [domains.count(d) for d in range(domain_count)])
+            [domains.count(d) for d in range(domain_count)],
+            None if None in domains else dict(zip(tids, domains)),
+            max(runnables) if plain_shares else None,
+            None if pinned is None else len(pinned) - pinned.count(None))
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -65,6 +71,17 @@ def test_the_figures_are_the_python_passes_bit_for_bit(seed):
     made = figures_of(tids, loads, domains, eligibles, domain_count)
     assert made is not None
     assert repr(made) == repr(python_figures(tids, loads, domains, eligibles, domain_count))
+    # The views' runnable shares and pinned CPUs: auto's passes.
+    runnables = [rng.choice([0.0, 0.5, 0.95, 1.0, -0.0]) if rng.random() < 0.5 else rng.random()
+                 for _ in range(count)]
+    if rng.random() < 0.3:
+        runnables[rng.randrange(count)] = rng.choice([None, math.nan, 1, True, math.inf])
+    pinned = [None if rng.random() < 0.9 else rng.randrange(4) for _ in range(count)]
+    made = figures_of(tids, loads, domains, eligibles, domain_count, runnables, pinned)
+    assert repr(made) == repr(python_figures(tids, loads, domains, eligibles, domain_count,
+                                             runnables, pinned))
+    assert made[-2] is None or (made[-2] < 0.9) == (runnable_at_least(
+        [ShareView(i, share) for i, share in enumerate(runnables)], 0.9) == [])
 
 
 @pytest.mark.parametrize("values", [
@@ -132,14 +149,17 @@ def random_round(rng):
     if all(d.capacity == 0 for d in domains):
         domains[0] = Domain(0, domains[0].cpus)
     everywhere = frozenset(range(domain_count))
+    odd_shares = rng.random() < 0.5     # else every runnable share a float below 0.9
     views = []
     for tid in rng.sample(range(100, 400), rng.choice([0, 1, 2, 5, 40, 200])):
         load = random_load(rng) if rng.random() < 0.97 else rng.choice([-0.01, 1, math.nan])
         domain = None if rng.random() < 0.05 else rng.randrange(domain_count)
         eligible = everywhere if rng.random() < 0.9 else frozenset(
             rng.sample(range(domain_count), rng.randint(1, domain_count)))
-        runnable = rng.choice([None, 0.1, 0.5, 0.95, 1.0])
-        views.append(ThreadView(tid, load, domain, eligible, None, 10 ** 7, 10 ** 8, runnable,
+        runnable = rng.choice([None, 0.1, 0.5, 0.95, 1.0]) if odd_shares \
+            and rng.random() < 0.2 else rng.random() * 0.8
+        pinned = None if rng.random() < 0.95 else rng.randrange(2 * domain_count)
+        views.append(ThreadView(tid, load, domain, eligible, pinned, 10 ** 7, 10 ** 8, runnable,
                                 rng.choice([None, 0.0, 5.0]), rng.choice([None, 100.0, 900.0])))
     if rng.random() < 0.5:
         views.sort()
@@ -177,3 +197,5 @@ def test_the_usual_round_is_made_from_the_figures():
     assert made.figures is not None and not made.figures.arriving
     assert made.figures.domain_threads == [50, 50, 0]
     assert _effective_loads(made) is made.raw_loads
+    assert made.figures.runnable_max is None and made.figures.pinned == 0  # shares unknown
+    assert made.figures.kept == dict(zip(made.tids, made.domains))

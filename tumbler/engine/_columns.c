@@ -7,21 +7,28 @@
  * dozen C-level passes over every thread's fields: the input's checks
  * (distinct TIDs, finite loads of known types, known domains, the distinct
  * eligible sets), the loads' minimum, the CV of the loads (math.fsum
- * twice) and each domain's summed load (math.fsum per domain), and auto
- * counted each domain's threads.  Each pass is 10-30 ns a thread, a few
+ * twice) and each domain's summed load (math.fsum per domain), the kept
+ * assignment (dict(zip())), and auto counted each domain's threads and
+ * looked for runnable and pinned ones.  Each pass is 10-30 ns a thread, a few
  * times that right after the loop's sleep; together ~0.3-0.6 ms at 1,024
  * threads (BENCHMARKS.md, issue 29).  Pure arithmetic, no OS call: it
  * belongs to the engine.
  *
- * column_figures(tids, loads, domains, eligibles, domain_count)
+ * column_figures(tids, loads, domains, eligibles, domain_count[, runnables, pinned])
  *     tids, loads, domains, eligibles   lists of equal length, one entry
  *                                       per thread (Columns' fields)
  *     domain_count                      the number of domains, >= 1
+ *     runnables, pinned                 the views' runnable shares and
+ *                                       pinned CPUs (lists, or None)
  * returns (distinct_eligibles, arriving, thread_cv, domain_loads,
- * domain_threads) -- the set of the eligible values, whether some thread
- * has no domain (None), variation.py's cv_of_floats of the loads, each
- * domain's math.fsum of its threads' loads (a list), and each domain's
- * number of threads (a list) -- for input every check of columns.py
+ * domain_threads, kept, runnable_max, pinned) -- the set of the eligible
+ * values, whether some thread has no domain (None), variation.py's
+ * cv_of_floats of the loads, each domain's math.fsum of its threads'
+ * loads (a list), each domain's number of threads (a list),
+ * dict(zip(tids, domains)) when no thread arrives (else None), the
+ * largest runnable share when all are floats and none NaN (else None),
+ * and how many threads are pinned (None without the lists) -- for input
+ * every check of columns.py
  * passes on plainly: at least one thread, TIDs ints (distinct), loads
  * floats, not negative (then they are their own effective loads) and
  * below 2^400 (LOAD_LIMIT), domains None or ints in range, eligibles
@@ -180,6 +187,62 @@ static PyObject *int_list(const Py_ssize_t *values, Py_ssize_t count)
     return list;
 }
 
+/* A dict of ``count`` items to be: presized where Python offers it (its
+ * growing from 8 entries cost half of dict(zip()) at 10,000 threads). */
+static PyObject *dict_for(Py_ssize_t count)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_NewPresized(count);
+#else
+    (void)count;
+    return PyDict_New();
+#endif
+}
+
+/* dict(zip(keys, values)) of two lists of one length, the keys distinct. */
+static PyObject *zipped_dict(PyObject *keys, PyObject *values)
+{
+    Py_ssize_t count = PyList_GET_SIZE(keys);
+    PyObject *made = dict_for(count);
+
+    for (Py_ssize_t i = 0; made != NULL && i < count; i++)
+        if (PyDict_SetItem(made, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(values, i)) < 0)
+            Py_CLEAR(made);
+    return made;
+}
+
+/* The largest of ``shares`` (a list of ``count``) if every one is a float
+ * and none NaN -- then no share is at least a number above it --, else
+ * None (and None without the list). */
+static PyObject *plain_max(PyObject *shares, Py_ssize_t count)
+{
+    double largest = -INFINITY;
+
+    if (shares == Py_None || !PyList_Check(shares) || PyList_GET_SIZE(shares) != count)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *share = PyList_GET_ITEM(shares, i);
+        if (!PyFloat_CheckExact(share) || isnan(PyFloat_AS_DOUBLE(share)))
+            Py_RETURN_NONE;
+        if (PyFloat_AS_DOUBLE(share) > largest)
+            largest = PyFloat_AS_DOUBLE(share);
+    }
+    return PyFloat_FromDouble(largest);
+}
+
+/* How many of ``values`` (a list of ``count``) are not None; None without
+ * the list. */
+static PyObject *not_none(PyObject *values, Py_ssize_t count)
+{
+    Py_ssize_t found = 0;
+
+    if (values == Py_None || !PyList_Check(values) || PyList_GET_SIZE(values) != count)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < count; i++)
+        found += PyList_GET_ITEM(values, i) != Py_None;
+    return PyLong_FromSsize_t(found);
+}
+
 /* Whether the TIDs (exact ints) are distinct: one set of them. */
 static int distinct_tids(PyObject *tids, int *distinct)
 {
@@ -196,16 +259,16 @@ static PyObject *column_figures(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *tids, *loads, *domains, *eligibles, *distinct = NULL, *last_eligible = NULL;
-    PyObject *loads_list = NULL, *threads_list = NULL;
+    PyObject *loads_list = NULL, *threads_list = NULL, *runnables = Py_None, *pinned = Py_None;
     int domain_count, arriving = 0, ascending = 1, unusual = 1;
     double *values = NULL, thread_cv = 0.0, *domain_loads = NULL;
     exact_sum total, squares, unplaced, *sums = NULL;
     Py_ssize_t *threads = NULL;
     long long last_tid = 0;
 
-    if (!PyArg_ParseTuple(args, "O!O!O!O!i:column_figures", &PyList_Type, &tids,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!i|OO:column_figures", &PyList_Type, &tids,
                           &PyList_Type, &loads, &PyList_Type, &domains, &PyList_Type,
-                          &eligibles, &domain_count))
+                          &eligibles, &domain_count, &runnables, &pinned))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(tids);
     if (n == 0 || domain_count < 1 || PyList_GET_SIZE(loads) != n
@@ -308,13 +371,21 @@ done:
     exact_free(&unplaced);
     PyObject *result = NULL;
     if (!unusual) {
-        loads_list = float_list(domain_loads, domain_count);
+        PyObject *kept = arriving ? Py_NewRef(Py_None) : zipped_dict(tids, domains);
+        PyObject *largest = kept ? plain_max(runnables, n) : NULL;
+        PyObject *pinned_count = largest ? not_none(pinned, n) : NULL;
+        loads_list = pinned_count ? float_list(domain_loads, domain_count) : NULL;
         threads_list = loads_list ? int_list(threads, domain_count) : NULL;
         if (threads_list != NULL)
-            result = Py_BuildValue("(OOdNN)", distinct, arriving ? Py_True : Py_False,
-                                   thread_cv, loads_list, threads_list);
-        else
+            result = Py_BuildValue("(OOdNNNNN)", distinct, arriving ? Py_True : Py_False,
+                                   thread_cv, loads_list, threads_list, kept, largest,
+                                   pinned_count);
+        else {
             Py_XDECREF(loads_list);
+            Py_XDECREF(pinned_count);
+            Py_XDECREF(largest);
+            Py_XDECREF(kept);
+        }
     }
     else if (!PyErr_Occurred())
         result = Py_NewRef(Py_None);

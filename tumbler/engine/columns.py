@@ -68,6 +68,9 @@ class ColumnFigures:
     thread_cv: float                # cv_of_floats(loads)
     domain_loads: list              # _column_sums(loads, domains, domain_count)
     domain_threads: list            # [domains.count(d) for d in range(domain_count)]
+    kept: dict | None               # dict(zip(tids, domains)); None if arriving
+    runnable_max: float | None      # max(runnables): all floats, none NaN; else None
+    pinned: int | None              # pinned CPUs not None (None: not given)
 
 
 class Columns:
@@ -96,7 +99,7 @@ class Columns:
             self.raw_loads = list(map(_LOAD, threads))
             self.domains = list(map(DOMAIN, threads))
             self.eligibles = list(map(_ELIGIBLE, threads))
-        self.figures = _figures(self, domain_count)
+        self.figures = _figures(self, domain_count, fields)
         if self.figures is not None:
             self.load_types = _FLOATS
             self.distinct_eligibles = self.figures.distinct_eligibles
@@ -115,12 +118,15 @@ class Columns:
         return figures.arriving if figures is not None else None in self.domains
 
 
-def _figures(columns: Columns, domain_count: int) -> ColumnFigures | None:
-    """The C pass's figures of ``columns`` (lists), or None."""
+def _figures(columns: Columns, domain_count: int, views: tuple | None) -> ColumnFigures | None:
+    """The C pass's figures of ``columns`` (lists), or None; ``views``: the
+    views' fields (ThreadViews.fields), whose runnable shares and pinned
+    CPUs it looks at too, or None."""
     fields = (columns.tids, columns.raw_loads, columns.domains, columns.eligibles)
     if _c_column_figures is None or not all(type(field) is list for field in fields):
         return None
-    figures = _c_column_figures(*fields, domain_count)
+    extra = views[4:6] if views is not None and len(views) >= 6 else (None, None)
+    figures = _c_column_figures(*fields, domain_count, *extra)
     # tuple.__new__: a named tuple's own _make is a Python call.
     return None if figures is None else tuple.__new__(ColumnFigures, figures)
 
@@ -245,10 +251,15 @@ def effective_load(load: float) -> float:
     return max(0.0, float(load))
 
 
-def runnable_at_least(threads: Sequence, share: float) -> list:
+def runnable_at_least(threads: Sequence, share: float, columns: Columns | None = None) -> list:
     """The ``threads`` (policy views) whose runnable share is known and at
     least ``share``, in order -- C-level passes when every share is known
-    (auto and merging ask it every round, of every thread)."""
+    (auto and merging ask it every round, of every thread); ``columns``:
+    the threads' Columns, whose C pass may have found the answer."""
+    figures = None if columns is None else columns.figures
+    if figures is not None and figures.runnable_max is not None \
+            and figures.runnable_max < share:
+        return []
     fields = view_fields(threads)
     shares = fields[4] if fields is not None else list(map(_RUNNABLE, threads))
     try:
@@ -262,8 +273,12 @@ def runnable_at_least(threads: Sequence, share: float) -> list:
     return list(compress(threads, map(ge, shares, repeat(share))))
 
 
-def pinned_threads(threads: Sequence) -> list:
-    """The ``threads`` (policy views) pinned to a CPU, in order."""
+def pinned_threads(threads: Sequence, columns: Columns | None = None) -> list:
+    """The ``threads`` (policy views) pinned to a CPU, in order
+    (``columns``: as for runnable_at_least)."""
+    figures = None if columns is None else columns.figures
+    if figures is not None and figures.pinned == 0:
+        return []
     fields = view_fields(threads)
     cpus = fields[5] if fields is not None else list(map(_PINNED_CPU, threads))
     if cpus.count(None) == len(cpus):

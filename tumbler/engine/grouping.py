@@ -258,6 +258,16 @@ def _kept_assignment(threads: list[ThreadLoad], arriving: list[ThreadLoad],
     return assignment
 
 
+def _kept_as_placed(columns: Columns) -> dict[int, int]:
+    """Every thread where it is (all placed): the C pass's dict, made once
+    for the plan that takes it, or dict(zip())."""
+    figures = columns.figures
+    if figures is not None and figures.kept is not None:
+        kept, columns.figures = figures.kept, figures._replace(kept=None)
+        return kept
+    return dict(zip(columns.tids, columns.domains))
+
+
 def _regrouped_assignment(threads: list[ThreadLoad], columns: Columns,
                           capacities: list[int], loads: Mapping[int, float]) -> dict[int, int]:
     """Wave grouping + fewest-move mapping, then the eligibility constraints."""
@@ -347,7 +357,9 @@ def _single_domain_plan(columns: Columns, table: VariationTable) -> Plan:
     """
     thread_cv, (load,) = _cv_and_domain_loads(columns, _effective_loads(columns), 1)
     interval_ms, _ = table.interval_for(thread_cv)
-    return Plan(moves=[], assignment=dict.fromkeys(columns.tids, 0), thread_cv=thread_cv,
+    assignment = dict.fromkeys(columns.tids, 0) if columns.figures is None \
+        else _kept_as_placed(columns)       # every domain 0, an int: the same dict
+    return Plan(moves=[], assignment=assignment, thread_cv=thread_cv,
                 interval_ms=interval_ms, regroup=False, domain_loads=[load],
                 predicted_loads=[load], spread_before=0.0, spread_after=0.0,
                 reason="single domain: nothing to group across")
@@ -505,7 +517,7 @@ def _plan(threads: list[ThreadLoad], columns: Columns, ordered: list[Domain],
     else:
         # Nobody arriving: the kept loads are the current ones, already
         # summed, and nobody moves -- the usual round is this cheap.
-        kept = dict(zip(columns.tids, columns.domains))
+        kept = _kept_as_placed(columns)
         kept_loads, spread_kept, kept_moves = list(domain_loads), spread_before, []
     note = _placement_note(threads, arriving, moved_off)
     deviation_kept = deviation(kept_loads, capacities)

@@ -376,8 +376,8 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         interval = plan.interval_ms
         # One pass each over all threads, then per domain over the few that
         # stay runnable or are pinned: this runs every round.
-        runnable = runnable_at_least(threads, RUNNABLE_SHARE)
-        pinned = pinned_threads(threads)
+        runnable = runnable_at_least(threads, RUNNABLE_SHARE, columns)
+        pinned = pinned_threads(threads, columns)
         # The plan assigns every thread of ``threads`` (their TIDs are
         # distinct): its counts are theirs.
         per_domain = threads_per_domain(columns, assignment, plan.moves, len(domains))
