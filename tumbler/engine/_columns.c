@@ -279,6 +279,8 @@ static PyObject *column_figures(PyObject *module, PyObject *args)
     exact_start(&unplaced);
     values = PyMem_Malloc(sizeof(double) * n);
     sums = PyMem_Malloc(sizeof(exact_sum) * domain_count);
+    for (int d = 0; sums != NULL && d < domain_count; d++)
+        exact_start(&sums[d]);      /* before any exit: the cleanup frees them */
     threads = PyMem_Calloc(domain_count, sizeof(Py_ssize_t));
     domain_loads = PyMem_Malloc(sizeof(double) * domain_count);
     distinct = PySet_New(NULL);
@@ -288,8 +290,6 @@ static PyObject *column_figures(PyObject *module, PyObject *args)
     }
     if (distinct == NULL)
         goto done;
-    for (int d = 0; d < domain_count; d++)
-        exact_start(&sums[d]);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *tid = PyList_GET_ITEM(tids, i), *load = PyList_GET_ITEM(loads, i);
         PyObject *domain = PyList_GET_ITEM(domains, i), *eligible = PyList_GET_ITEM(eligibles, i);
@@ -390,7 +390,7 @@ done:
     else if (!PyErr_Occurred())
         result = Py_NewRef(Py_None);
     else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-        PyErr_Clear();          /* an unhashable TID: the Python passes say so */
+        PyErr_Clear();          /* a value that cannot be hashed: the Python passes say so */
         result = Py_NewRef(Py_None);
     }
     Py_XDECREF(distinct);
