@@ -64,7 +64,8 @@ Cost.  This runs every interval over every thread (10,000 threads at a
 50 ms interval must not cost a CPU), so the per-thread work is done in
 C-level passes over columns of the input (``map``, ``compress``,
 ``dict(zip())``, ``sorted`` with a C key) rather than a Python step per
-thread and check (columns.py).  ``benchmarks/overhead.py`` measures it.
+thread and check (columns.py; the usual round's checks and sums are one C
+pass, _columns.c, when built).  ``benchmarks/overhead.py`` measures it.
 """
 
 from __future__ import annotations
@@ -419,7 +420,7 @@ def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
 def planned(threads: Sequence[ThreadLoad], domains: Sequence[Domain], table: VariationTable,
             tolerance: float = DEFAULT_TOLERANCE) -> tuple[Plan, Columns]:
     """plan_tumbler's Plan, and the threads' Columns it was made from (the
-    policy counts from them: columns.threads_per_domain)."""
+    policy counts from them: columns.py, threads_per_domain)."""
     # A float is looked at directly: the Real check is an ABC's, slow.
     if type(tolerance) is not float or not 0.0 <= tolerance < math.inf:
         if (isinstance(tolerance, bool) or not isinstance(tolerance, Real)
