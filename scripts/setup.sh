@@ -36,9 +36,11 @@ fi
     --config-settings editable_mode=compat
 .venv/bin/python -c 'import tumbler.platform.linux._steady
 import tumbler.engine._window
+import tumbler.engine._columns
 import tumbler.balance._rounds' 2>/dev/null || \
     echo "setup: the optional C modules (tumbler/platform/linux/_steady.c," \
-         "tumbler/engine/_window.c, tumbler/balance/_rounds.c) were not built;" \
+         "tumbler/engine/_window.c, tumbler/engine/_columns.c," \
+         "tumbler/balance/_rounds.c) were not built;" \
          "tumbler works without them, at a higher CPU cost per round" >&2
 # Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every start would
 # otherwise compile tumbler again (~0.1 s of CPU per run).

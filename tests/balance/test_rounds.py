@@ -1,7 +1,8 @@
-"""A full round's per-thread passes in C (balance/_rounds.c) against their
+"""A full round's per-thread passes in C (balance/_rounds.c, and the
+engine's pass over the views' columns, engine/_columns.c) against their
 Python versions: the same scripted program run twice, once each way,
 gives every thread the same numbers (bit for bit), the policy the same
-views and the plans the same moves, round after round -- threads born,
+views and the plans the same moves and figures, round after round -- threads born,
 exiting, reused TIDs, run-queue waits, counters going backwards, a
 thread allowed no domain, a policy that reads switching rates.  And the
 same with samples read as columns (platform/columns.py), as the Linux
@@ -17,7 +18,7 @@ from support.scripted import MS, PID, ScriptedBackend
 from tumbler.balance import loads, speedstep
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
-from tumbler.engine import merging
+from tumbler.engine import columns as engine_columns, merging
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NullBinder
 from tumbler.platform.columns import ThreadColumns
@@ -72,6 +73,7 @@ def scripted_run(seed, policy, with_c, monkeypatch, columns=False):
             patch.setattr(loads, "_c_received", None)
             patch.setattr(speedstep, "_c_thread_views", None)
             patch.setattr(merging, "_c_domain_figures", None)
+            patch.setattr(engine_columns, "_c_column_figures", None)
         rng = random.Random(seed)
         backend = ScriptedColumns() if columns else Scripted()
         for tid in range(100, 140):
@@ -112,7 +114,9 @@ def scripted_run(seed, policy, with_c, monkeypatch, columns=False):
                 {key: tuple(getattr(t, name) for name in FIELDS)
                  for key, t in controller.threads.items()},
                 [(m.tid, m.src, m.dst) for m in decision.plan.moves],
-                window.received_all()))
+                window.received_all(),
+                # The plan's figures and the notes, bit for bit.
+                repr((decision.plan, decision.notes, decision.interval_ms))))
         # Plain int counters: all in C (but from the counter past 2**62).
         assert bool(python_passes) == (not with_c or columns)
         return history, seen
@@ -144,8 +148,8 @@ def test_the_column_pass_agrees_with_the_python_pass(seed, policy, monkeypatch):
     # Against the dict samples' run: the same numbers too.
     assert scripted_run(seed, policy, True, monkeypatch)[0][:30] == c[0][:30]
     history, views = c
-    assert any(moves for _, moves, _ in history)        # the plans moved threads
-    assert any(t[5] is not None and t[5] >= 0.9 for round_, _, _ in history
+    assert any(moves for _, moves, _, _ in history)     # the plans moved threads
+    assert any(t[5] is not None and t[5] >= 0.9 for round_, _, _, _ in history
                for t in round_.values())               # some thread always runnable
     assert all(all(v[0] != 199 for v in round_views) for round_views in views)
 

@@ -159,6 +159,7 @@ def test_deb_builds_with_the_expected_files(tmp_path):
     assert script.startswith("#!/usr/bin/python3\n"), script[:80]     # the system's Python
     assert any(re.search(r"tumbler/platform/linux/_steady\..*\.so$", f) for f in files)
     assert any(re.search(r"tumbler/engine/_window\..*\.so$", f) for f in files)
+    assert any(re.search(r"tumbler/engine/_columns\..*\.so$", f) for f in files)
     control = subprocess.run(["dpkg-deb", "-f", str(deb)], capture_output=True, text=True,
                              check=True).stdout
     assert "Package: tumbler" in control and "python3-click" in control

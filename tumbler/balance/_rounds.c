@@ -69,7 +69,8 @@
  * (nothing changed: the Python pass takes it from here), -1 error. */
 static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject *times_type,
                        PyObject *now_obj, long long now, long long base_wall,
-                       PyObject *base_threads, PyObject *tid, double runnable_share)
+                       PyObject *base_threads, PyObject *tid, double runnable_share,
+                       shared_int *wall_ns)
 {
     PyObject *start = NULL, *times_start = NULL, *run_obj = NULL, *lat_obj = NULL;
     PyObject *prev_run_obj = NULL, *prev_wall_obj = NULL, *first = NULL, *old = NULL;
@@ -126,7 +127,7 @@ static int measure_one(PyObject *thread, int fast, PyObject *times, PyTypeObject
         goto done;
     status = set_measured(thread, fast, now_obj, now, Py_NewRef(run_obj), run_ns, prev_run,
                           prev_wall, old_wall, old_run, have_lat && have_old_lat,
-                          lat_ns - old_lat, runnable_share);
+                          lat_ns - old_lat, runnable_share, wall_ns);
     goto done;
 failed:
     status = -1;
@@ -170,6 +171,7 @@ static PyObject *measure_threads(PyObject *module, PyObject *args)
         return NULL;
     }
     PyObject *tid, *times;
+    shared_int wall_ns = {0, NULL};
     while (PyDict_Next(sample_threads, &position, &tid, &times)) {
         PyObject *key = PyTuple_Pack(2, pid, tid);
         PyObject *thread = key ? PyDict_GetItemWithError(threads, key) : NULL;
@@ -183,12 +185,13 @@ static PyObject *measure_threads(PyObject *module, PyObject *args)
             Py_INCREF(times);
             status = measure_one(thread, fast && Py_IS_TYPE(thread, thread_type), times,
                                  times_type, now_obj, now, base_wall, base_threads, tid,
-                                 runnable_share);
+                                 runnable_share, &wall_ns);
             Py_DECREF(times);
             Py_DECREF(tid);
             Py_DECREF(thread);
         }
         if (status < 0) {
+            Py_XDECREF(wall_ns.object);
             Py_DECREF(unknown);
             return NULL;
         }
@@ -198,10 +201,12 @@ static PyObject *measure_threads(PyObject *module, PyObject *args)
         if (status == 1)
             measured++;
         else if (PyList_Append(unknown, tid) < 0) {
+            Py_XDECREF(wall_ns.object);
             Py_DECREF(unknown);
             return NULL;
         }
     }
+    Py_XDECREF(wall_ns.object);
     return Py_BuildValue("(nNn)", measured, unknown, done);
 }
 
@@ -231,12 +236,12 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
         return NULL;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
     PyObject **items = PySequence_Fast_ITEMS(sequence);
-    measured = PyList_New(0);
-    views = measured ? PyList_New(0) : NULL;
+    /* Sized for every thread, filled in order, cut to the views made. */
+    measured = PyList_New(count);
+    views = measured ? PyList_New(count) : NULL;
     runnable = views ? PyDict_New() : NULL;
     if (runnable == NULL)
         goto error;
-    /* Sized for every thread, filled in order, cut to the views made. */
     for (int f = 0; f < FIELD_COUNT; f++)
         if ((fields[f] = PyList_New(count)) == NULL)
             goto error;
@@ -284,10 +289,8 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
          * item is untracked, and a frozenset never is). */
         if (view_type->tp_dictoffset == 0)
             PyObject_GC_UnTrack(view);
-        int failed = PyList_Append(views, view) < 0 || PyList_Append(measured, thread) < 0;
-        Py_DECREF(view);
-        if (failed)
-            goto error;
+        PyList_SET_ITEM(views, made, view);
+        PyList_SET_ITEM(measured, made, Py_NewRef(thread));
         for (int f = 0; f < FIELD_COUNT; f++)
             PyList_SET_ITEM(fields[f], made, Py_NewRef(PyTuple_GET_ITEM(view, view_field[f])));
         made++;
@@ -315,6 +318,9 @@ static PyObject *thread_views(PyObject *module, PyObject *args)
         }
     }
     Py_DECREF(sequence);
+    if (PyList_SetSlice(measured, made, count, NULL) < 0
+            || PyList_SetSlice(views, made, count, NULL) < 0)
+        goto failed;
     for (int f = 0; f < FIELD_COUNT; f++)
         if (PyList_SetSlice(fields[f], made, count, NULL) < 0)
             goto failed;
@@ -420,6 +426,7 @@ static PyObject *measure_columns(PyObject *module, PyObject *args)
     long long now, base_wall;
     Py_ssize_t done = 0, count, i;
     int got = 0;
+    shared_int wall_ns = {0, NULL};
 
     if (!PyArg_ParseTuple(args, "OOOOOOOdO!:measure_columns", &threads, &now_obj,
                           &objects[0], &objects[1], &base_wall_obj, &objects[2], &objects[3],
@@ -479,16 +486,18 @@ static PyObject *measure_columns(PyObject *module, PyObject *args)
         }
         if (set_measured(thread, 1, now_obj, now, PyLong_FromLongLong(run[i]), run[i], prev_run,
                          prev_wall, old_wall, old_run, have_old_lat, lat[i] - old_lat,
-                         runnable_share) < 0)
+                         runnable_share, &wall_ns) < 0)
             goto error;
     }
 finished:
+    Py_XDECREF(wall_ns.object);
     while (got > 0)
         if (views[--got].buf != NULL)
             PyBuffer_Release(&views[got]);
     Py_DECREF(sequence);
     return PyLong_FromSsize_t(done);
 error:
+    Py_XDECREF(wall_ns.object);
     while (got > 0)
         if (views[--got].buf != NULL)
             PyBuffer_Release(&views[got]);

@@ -117,6 +117,27 @@ static int plain_or_none(PyObject *object, long long *value, int *known)
     return !*known || plain(object, value);
 }
 
+/* The int of a round's wall time since the last sample, shared by the
+ * threads that have the same (all the threads of one sample, usually):
+ * one object a round, not one a thread (made and freed each round). */
+typedef struct {
+    long long value;
+    PyObject *object;           /* NULL until the first; the caller frees it */
+} shared_int;
+
+/* A new reference to an int of ``value``, from ``shared`` when it holds one. */
+static PyObject *shared_int_of(shared_int *shared, long long value)
+{
+    if (shared->object == NULL || shared->value != value) {
+        PyObject *made = PyLong_FromLongLong(value);
+        if (made == NULL)
+            return NULL;
+        Py_XSETREF(shared->object, made);
+        shared->value = value;
+    }
+    return Py_NewRef(shared->object);
+}
+
 /* The arithmetic of loads.py's LoadWindow._py_measure_threads for one
  * thread, everything read and checked: its CPU time over the last round
  * and, from ``old_wall``/``old_run`` (the window's base or its first
@@ -126,7 +147,8 @@ static int plain_or_none(PyObject *object, long long *value, int *known)
 static int set_measured(PyObject *thread, int fast, PyObject *now_obj, long long now,
                         PyObject *run_obj, long long run_ns, long long prev_run,
                         long long prev_wall, long long old_wall, long long old_run,
-                        int lat_known, long long lat_delta, double runnable_share)
+                        int lat_known, long long lat_delta, double runnable_share,
+                        shared_int *wall_ns)
 {
     PyObject *cpu = NULL;
 
@@ -134,7 +156,7 @@ static int set_measured(PyObject *thread, int fast, PyObject *now_obj, long long
         return -1;
     if (set_slot(thread, fast, S_EXEC_NS,
                  PyLong_FromLongLong(run_ns > prev_run ? run_ns - prev_run : 0)) < 0
-            || set_slot(thread, fast, S_WALL_NS, PyLong_FromLongLong(now - prev_wall)) < 0
+            || set_slot(thread, fast, S_WALL_NS, shared_int_of(wall_ns, now - prev_wall)) < 0
             || set_slot(thread, fast, S_PREV_WALL, Py_NewRef(now_obj)) < 0
             || set_slot(thread, fast, S_PREV_RUN, Py_NewRef(run_obj)) < 0) {
         Py_DECREF(run_obj);

@@ -411,8 +411,7 @@ class Controller:
         index_of = {d.cpus: d.index for d in self.domains} \
             if self.binder.binds_masks and not was_single else {}
         for thread in self.threads.values():
-            thread.eligible = frozenset(d.index for d in self.domains
-                                        if d.cpus & thread.allowed)
+            thread.eligible = self.tracker.eligible_for(thread.allowed)
             if thread.domain is not None:
                 thread.domain = index_of.get(old[thread.domain].cpus)
             if thread.domain is None or thread.pinned_cpu not in self.domains[thread.domain].cpus:

@@ -104,6 +104,15 @@ class ThreadTracker:
         self.loads = LoadWindow(self.threads, TrackedThread, layout, load_window_ns)
         self.orphans_of = None      # (root, its CPUs) while tumbler keeps orphans
         self._own_processes = frozenset     # () -> PIDs of tumbler's own children
+        self._eligible_sets = {}    # each eligible set once (eligible_for)
+
+    def eligible_for(self, allowed):
+        """The indices of the domains with a CPU in ``allowed``: one frozenset
+        object per distinct answer, shared by every thread given it -- the
+        engine's C pass looks at a round's eligible sets once per object
+        (engine/_columns.c), not once per thread."""
+        eligible = frozenset(d.index for d in self.layout.domains if d.cpus & allowed)
+        return self._eligible_sets.setdefault(eligible, eligible)
 
     def add_target(self, pid, allowed=None, children=False, start=None):
         """Start managing ``pid``.  ``allowed`` is the CPU set the process
@@ -312,7 +321,7 @@ class ThreadTracker:
             except NoSuchProcess:
                 continue
             allowed = self._original_allowed(sample.pid, mask)
-            eligible = frozenset(d.index for d in self.layout.domains if d.cpus & allowed)
+            eligible = self.eligible_for(allowed)
             if not eligible:
                 self._note_outsider(sample.pid, tid, times.name, allowed)
             thread = TrackedThread(domain=0 if self.layout.choice.single and eligible else None,

@@ -9,7 +9,8 @@ a thread; the controller does that with the platform layer.
 * wave.py      -- wave grouping (paper Algorithm 2), capacity units.
 * mapping.py   -- slots -> domains with the fewest migrations (Hungarian).
 * grouping.py  -- the tumbler policy: plan_tumbler, place_new.
-* columns.py   -- a round's threads as columns (grouping.py's input).
+* columns.py   -- a round's threads as columns (grouping.py's input;
+                  ``_columns.c``: their checks and sums in one C pass).
 * swaps.py     -- opposite moves of near-equal loads cancelled.
 * leftout.py   -- left-out domains (``--capacity measured``): left_out.
 * speed.py     -- speed balancing inside a domain.

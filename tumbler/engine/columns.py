@@ -15,7 +15,13 @@ from itertools import compress, repeat
 from numbers import Real
 from operator import attrgetter, ge, itemgetter
 
+from ..records import record
 from .model import Domain, ThreadLoad, ThreadViews
+
+try:
+    from ._columns import column_figures as _c_column_figures
+except ImportError:                     # not built: the Python passes
+    _c_column_figures = None
 
 #: Up to this many domains, per-domain sums take one C-level pass per domain.
 FEW_DOMAINS = 8
@@ -49,14 +55,34 @@ def ordered_domains(domains: Sequence[Domain]) -> list[Domain]:
 #: The fields a tuple type must start with to be read as columns by zip().
 _LOAD_FIELDS = ("tid", "load", "domain", "eligible")
 _tuple_types_seen: dict[type, bool] = {}
+_FLOATS = frozenset({float})
+
+
+@record
+class ColumnFigures:
+    """What _columns.c's one pass found of columns every check passes on
+    plainly (its loads floats, none negative: their own effective loads)."""
+
+    distinct_eligibles: set         # set(eligibles)
+    arriving: bool                  # None in domains: some thread needs placing
+    thread_cv: float                # cv_of_floats(loads)
+    domain_loads: list              # _column_sums(loads, domains, domain_count)
+    domain_threads: list            # [domains.count(d) for d in range(domain_count)]
+    kept: dict | None               # dict(zip(tids, domains)); None if arriving
+    runnable_max: float | None      # max(runnables): all floats, none NaN; else None
+    pinned: int | None              # pinned CPUs not None (None: not given)
 
 
 class Columns:
     """The threads of one call as columns (one sequence per field), so that
-    per-thread work can be done in C-level passes over them."""
+    per-thread work can be done in C-level passes over them.
+
+    ``figures``: the ColumnFigures of one C pass (_columns.c) over them,
+    when it is built and the input is plainly valid; else None, and the
+    Python passes (checks here, sums in grouping.py: the reference) run."""
 
     __slots__ = ("tids", "raw_loads", "domains", "eligibles", "restricted", "load_types",
-                 "distinct_eligibles")
+                 "distinct_eligibles", "figures")
 
     def __init__(self, threads: list[ThreadLoad], domain_count: int, fields=None):
         if fields is not None:
@@ -73,13 +99,36 @@ class Columns:
             self.raw_loads = list(map(_LOAD, threads))
             self.domains = list(map(DOMAIN, threads))
             self.eligibles = list(map(_ELIGIBLE, threads))
-        # Asked by the checks and by grouping's passes: found once.
-        self.load_types = set(map(type, self.raw_loads))
-        try:
-            self.distinct_eligibles = set(self.eligibles)
-        except TypeError:               # unhashable: the careful paths
-            self.distinct_eligibles = None
+        self.figures = _figures(self, domain_count, fields)
+        if self.figures is not None:
+            self.load_types = _FLOATS
+            self.distinct_eligibles = self.figures.distinct_eligibles
+        else:
+            # Asked by the checks and by grouping's passes: found once.
+            self.load_types = set(map(type, self.raw_loads))
+            try:
+                self.distinct_eligibles = set(self.eligibles)
+            except TypeError:               # unhashable: the careful paths
+                self.distinct_eligibles = None
         self.restricted = _some_restricted(self.distinct_eligibles, domain_count)
+
+    def some_unplaced(self) -> bool:
+        """Whether some thread has no domain (None)."""
+        figures = self.figures
+        return figures.arriving if figures is not None else None in self.domains
+
+
+def _figures(columns: Columns, domain_count: int, views: tuple | None) -> ColumnFigures | None:
+    """The C pass's figures of ``columns`` (lists), or None; ``views``: the
+    views' fields (ThreadViews.fields), whose runnable shares and pinned
+    CPUs it looks at too, or None."""
+    fields = (columns.tids, columns.raw_loads, columns.domains, columns.eligibles)
+    if _c_column_figures is None or not all(type(field) is list for field in fields):
+        return None
+    extra = views[4:6] if views is not None and len(views) >= 6 else (None, None)
+    figures = _c_column_figures(*fields, domain_count, *extra)
+    # tuple.__new__: a named tuple's own _make is a Python call.
+    return None if figures is None else tuple.__new__(ColumnFigures, figures)
 
 
 def _starts_with_load_fields(kind: type) -> bool:
@@ -135,15 +184,8 @@ def _plainly_valid(columns: Columns, domain_count: int) -> bool:
     """True if C-level passes show every thread is valid; False means "look
     closer" (see _raise_first_problem), not necessarily invalid."""
     try:
-        if len(set(columns.tids)) != len(columns.tids):
-            return False
-        # A finite sum means finite loads (an inf or nan makes it inf or
-        # nan; so does an overflow of finite ones, and then the loads are
-        # looked at one by one and found valid): one pass instead of
-        # isfinite per load.
-        if not columns.load_types <= {float, int} or not math.isfinite(sum(columns.raw_loads)):
-            return False
-        if not set(columns.domains) <= {None, *range(domain_count)}:
+        # The C pass checked TIDs, loads and domains, if it made figures.
+        if columns.figures is None and not _plain_fields(columns, domain_count):
             return False
         distinct = columns.distinct_eligibles
         if distinct is None:
@@ -152,6 +194,32 @@ def _plainly_valid(columns: Columns, domain_count: int) -> bool:
                    for eligible in distinct if eligible is not None)
     except (TypeError, ValueError, OverflowError):
         return False
+
+
+def _plain_fields(columns: Columns, domain_count: int) -> bool:
+    """_plainly_valid's passes over the TIDs, loads and domains (what the
+    C pass checks as it goes)."""
+    if len(set(columns.tids)) != len(columns.tids):
+        return False
+    # A finite sum means finite loads (an inf or nan makes it inf or
+    # nan; so does an overflow of finite ones, and then the loads are
+    # looked at one by one and found valid): one pass instead of
+    # isfinite per load.
+    if not columns.load_types <= {float, int} or not math.isfinite(sum(columns.raw_loads)):
+        return False
+    return set(columns.domains) <= {None, *range(domain_count)}
+
+
+def threads_per_domain(columns: Columns, assignment: dict, moves: list,
+                       domain_count: int) -> list[int]:
+    """How many threads ``assignment`` (a plan's, of the threads of
+    ``columns``) puts on each domain.  A plan without ``moves`` leaves
+    every thread on its domain: the counts the C pass made."""
+    figures = columns.figures
+    if figures is not None and not moves and len(figures.domain_threads) == domain_count:
+        return figures.domain_threads
+    where = list(assignment.values())
+    return [where.count(index) for index in range(domain_count)]
 
 
 def _raise_first_problem(threads: list[ThreadLoad], domain_count: int) -> None:
@@ -183,10 +251,15 @@ def effective_load(load: float) -> float:
     return max(0.0, float(load))
 
 
-def runnable_at_least(threads: Sequence, share: float) -> list:
+def runnable_at_least(threads: Sequence, share: float, columns: Columns | None = None) -> list:
     """The ``threads`` (policy views) whose runnable share is known and at
     least ``share``, in order -- C-level passes when every share is known
-    (auto and merging ask it every round, of every thread)."""
+    (auto and merging ask it every round, of every thread); ``columns``:
+    the threads' Columns, whose C pass may have found the answer."""
+    figures = None if columns is None else columns.figures
+    if figures is not None and figures.runnable_max is not None \
+            and figures.runnable_max < share:
+        return []
     fields = view_fields(threads)
     shares = fields[4] if fields is not None else list(map(_RUNNABLE, threads))
     try:
@@ -200,8 +273,12 @@ def runnable_at_least(threads: Sequence, share: float) -> list:
     return list(compress(threads, map(ge, shares, repeat(share))))
 
 
-def pinned_threads(threads: Sequence) -> list:
-    """The ``threads`` (policy views) pinned to a CPU, in order."""
+def pinned_threads(threads: Sequence, columns: Columns | None = None) -> list:
+    """The ``threads`` (policy views) pinned to a CPU, in order
+    (``columns``: as for runnable_at_least)."""
+    figures = None if columns is None else columns.figures
+    if figures is not None and figures.pinned == 0:
+        return []
     fields = view_fields(threads)
     cpus = fields[5] if fields is not None else list(map(_PINNED_CPU, threads))
     if cpus.count(None) == len(cpus):

@@ -64,7 +64,8 @@ Cost.  This runs every interval over every thread (10,000 threads at a
 50 ms interval must not cost a CPU), so the per-thread work is done in
 C-level passes over columns of the input (``map``, ``compress``,
 ``dict(zip())``, ``sorted`` with a C key) rather than a Python step per
-thread and check (columns.py).  ``benchmarks/overhead.py`` measures it.
+thread and check (columns.py; the usual round's checks and sums are one C
+pass, _columns.c, when built).  ``benchmarks/overhead.py`` measures it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def _effective_loads(columns: Columns) -> list[float]:
     """effective_load of every thread, floats all (a comprehension: max()
     per item is several times slower)."""
     loads = columns.raw_loads
+    if columns.figures is not None:
+        return loads        # floats, none negative: the C pass saw them
     if loads and columns.load_types == {float} and min(loads) >= 0.0:
         return loads        # the usual case: already what we want
     return [load if load > 0.0 else 0.0 for load in map(float, loads)]
@@ -127,7 +130,7 @@ def _needs_placement(thread: ThreadLoad) -> bool:
 
 def _arrivals(threads: list[ThreadLoad], columns: Columns) -> list[ThreadLoad]:
     """The threads that need a domain this round (see _needs_placement)."""
-    if not columns.restricted and None not in columns.domains:
+    if not columns.restricted and not columns.some_unplaced():
         return []
     return [thread for thread in threads if _needs_placement(thread)]
 
@@ -143,6 +146,17 @@ def _summed_loads(assignment: Mapping[int, int | None], loads: Mapping[int, floa
     """Summed load per domain (threads assigned None count nowhere)."""
     return _column_sums(list(map(loads.__getitem__, assignment)), list(assignment.values()),
                         domain_count)
+
+
+def _cv_and_domain_loads(columns: Columns, effective: list[float],
+                         domain_count: int) -> tuple[float, list[float]]:
+    """The CV of the ``effective`` loads and each domain's summed load: the
+    C pass's figures when it made them (the same floats), else the passes
+    here."""
+    figures = columns.figures
+    if figures is not None:
+        return figures.thread_cv, list(figures.domain_loads)
+    return cv_of_floats(effective), _column_sums(effective, columns.domains, domain_count)
 
 
 def _column_sums(values: list[float], domains: list[int | None],
@@ -245,6 +259,16 @@ def _kept_assignment(threads: list[ThreadLoad], arriving: list[ThreadLoad],
     return assignment
 
 
+def _kept_as_placed(columns: Columns) -> dict[int, int]:
+    """Every thread where it is (all placed): the C pass's dict, made once
+    for the plan that takes it, or dict(zip())."""
+    figures = columns.figures
+    if figures is not None and figures.kept is not None:
+        kept, columns.figures = figures.kept, figures._replace(kept=None)
+        return kept
+    return dict(zip(columns.tids, columns.domains))
+
+
 def _regrouped_assignment(threads: list[ThreadLoad], columns: Columns,
                           capacities: list[int], loads: Mapping[int, float]) -> dict[int, int]:
     """Wave grouping + fewest-move mapping, then the eligibility constraints."""
@@ -332,11 +356,11 @@ def _single_domain_plan(columns: Columns, table: VariationTable) -> Plan:
     balancing runs a round every 20 ms on such machines; this keeps the
     grouping half of it to a few C-level passes.
     """
-    effective = _effective_loads(columns)
-    thread_cv = cv_of_floats(effective)
+    thread_cv, (load,) = _cv_and_domain_loads(columns, _effective_loads(columns), 1)
     interval_ms, _ = table.interval_for(thread_cv)
-    load = math.fsum(effective)
-    return Plan(moves=[], assignment=dict.fromkeys(columns.tids, 0), thread_cv=thread_cv,
+    assignment = dict.fromkeys(columns.tids, 0) if columns.figures is None \
+        else _kept_as_placed(columns)       # every domain 0, an int: the same dict
+    return Plan(moves=[], assignment=assignment, thread_cv=thread_cv,
                 interval_ms=interval_ms, regroup=False, domain_loads=[load],
                 predicted_loads=[load], spread_before=0.0, spread_after=0.0,
                 reason="single domain: nothing to group across")
@@ -390,16 +414,26 @@ def plan_kept_groups(domain_loads: Sequence[float], thread_cv: float, kept_sprea
 def plan_tumbler(threads: Sequence[ThreadLoad], domains: Sequence[Domain],
                  table: VariationTable, tolerance: float = DEFAULT_TOLERANCE) -> Plan:
     """Plan one round of the tumbler policy (see the module docstring)."""
-    if (isinstance(tolerance, bool) or not isinstance(tolerance, Real)
-            or not math.isfinite(tolerance) or tolerance < 0):
-        raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
+    return planned(threads, domains, table, tolerance)[0]
+
+
+def planned(threads: Sequence[ThreadLoad], domains: Sequence[Domain], table: VariationTable,
+            tolerance: float = DEFAULT_TOLERANCE) -> tuple[Plan, Columns]:
+    """plan_tumbler's Plan, and the threads' Columns it was made from (the
+    policy counts from them: columns.py, threads_per_domain)."""
+    # A float is looked at directly: the Real check is an ABC's, slow.
+    if type(tolerance) is not float or not 0.0 <= tolerance < math.inf:
+        if (isinstance(tolerance, bool) or not isinstance(tolerance, Real)
+                or not math.isfinite(tolerance) or tolerance < 0):
+            raise ValueError("tolerance must be a finite number >= 0, got %r" % (tolerance,))
     ordered = ordered_domains(domains)
     fields = view_fields(threads)
-    threads = list(threads)
+    # ThreadViews are a list never changed once made: no copy needed.
+    threads = threads if fields is not None else list(threads)
     columns = checked_columns(threads, len(ordered), fields)
     if any(domain.capacity == 0 for domain in ordered):
-        return _plan_around_left_out(threads, columns, ordered, table, tolerance)
-    return _plan(threads, columns, ordered, table, tolerance)
+        return _plan_around_left_out(threads, columns, ordered, table, tolerance), columns
+    return _plan(threads, columns, ordered, table, tolerance), columns
 
 
 def _plan_around_left_out(threads: list[ThreadLoad], columns: Columns,
@@ -441,7 +475,8 @@ def _plan_around_left_out(threads: list[ThreadLoad], columns: Columns,
     left = [domain.index for domain in ordered if domain.capacity == 0]
     return Plan(moves=moves, assignment=assignment, thread_cv=sub.thread_cv,
                 interval_ms=sub.interval_ms, regroup=sub.regroup,
-                domain_loads=_column_sums(effective, columns.domains, len(ordered)),
+                domain_loads=_column_sums(effective, columns.domains, len(ordered))
+                if columns.figures is None else list(columns.figures.domain_loads),
                 predicted_loads=_summed_loads(assignment, dict(zip(columns.tids, effective)),
                                               len(ordered)),
                 spread_before=sub.spread_before, spread_after=sub.spread_after,
@@ -454,12 +489,11 @@ def _plan(threads: list[ThreadLoad], columns: Columns, ordered: list[Domain],
     """plan_tumbler on checked input, every domain of some capacity;
     ``moved_off``: see _placement_note."""
     capacities = [domain.capacity for domain in ordered]
-    if len(ordered) < 2 and None not in columns.domains:
+    if len(ordered) < 2 and not columns.some_unplaced():
         return _single_domain_plan(columns, table)
     effective = _effective_loads(columns)
-    thread_cv = cv_of_floats(effective)
+    thread_cv, domain_loads = _cv_and_domain_loads(columns, effective, len(ordered))
     interval_ms, _ = table.interval_for(thread_cv)
-    domain_loads = _column_sums(effective, columns.domains, len(ordered))
     spread_before = spread(domain_loads, capacities)
 
     def plan(assignment, predicted, predicted_spread, regroup, reason, moves=None):
@@ -484,7 +518,7 @@ def _plan(threads: list[ThreadLoad], columns: Columns, ordered: list[Domain],
     else:
         # Nobody arriving: the kept loads are the current ones, already
         # summed, and nobody moves -- the usual round is this cheap.
-        kept = dict(zip(columns.tids, columns.domains))
+        kept = _kept_as_placed(columns)
         kept_loads, spread_kept, kept_moves = list(domain_loads), spread_before, []
     note = _placement_note(threads, arriving, moved_off)
     deviation_kept = deviation(kept_loads, capacities)

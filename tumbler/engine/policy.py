@@ -126,9 +126,9 @@ call only ``quiet_verdict``: it is cheap.
 
 from __future__ import annotations
 
-from .columns import pinned_threads, runnable_at_least
+from .columns import pinned_threads, runnable_at_least, threads_per_domain
 from .grouping import (DEFAULT_TOLERANCE, IDLE_LOAD, deviation, keeps_groups, plan_kept_groups,
-                       plan_tumbler)
+                       planned)
 from .model import Decision, Plan, ThreadLoad, ThreadView, ThreadViews
 from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
@@ -185,10 +185,14 @@ class TumblerPolicy:
         self.seed = seed
 
     def plan(self, threads, domains):
-        plan = plan_tumbler(_loads(threads), domains, self.table, self.tolerance)
+        return self._planned(threads, domains)[0]
+
+    def _planned(self, threads, domains):
+        """plan's Plan, and the threads' Columns it was made from."""
+        plan, columns = planned(_loads(threads), domains, self.table, self.tolerance)
         if self.fixed_interval_ms is not None:
             plan.interval_ms = self.fixed_interval_ms
-        return plan
+        return plan, columns
 
     def decide(self, threads, domains, other=None):
         """The round's Decision for ``threads`` (ThreadViews) over
@@ -351,7 +355,7 @@ class SpeedPolicy(_SpeedMixin, TumblerPolicy):
 
     def _placement_only(self, threads, domains):
         """Place new threads; never regroup (speed does not cross domains)."""
-        plan = plan_tumbler(_loads(threads), domains, self.table, NEVER_REGROUP)
+        plan = planned(_loads(threads), domains, self.table, NEVER_REGROUP)[0]
         plan.reason = "speed: threads stay in their domains"
         return plan
 
@@ -364,7 +368,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
     merges_domains = True       # module docstring, 5.
 
     def decide(self, threads, domains, other=None):
-        plan = self.plan(threads, domains)
+        plan, columns = self._planned(threads, domains)
         assignment = plan.assignment
         engaged_before = self.__dict__.setdefault("_engaged", set())
         pins, notes, engaged = {}, {}, []
@@ -372,11 +376,11 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         interval = plan.interval_ms
         # One pass each over all threads, then per domain over the few that
         # stay runnable or are pinned: this runs every round.
-        runnable = runnable_at_least(threads, RUNNABLE_SHARE)
-        pinned = pinned_threads(threads)
-        # Each thread's domain, for counting: the plan assigns every thread
-        # of ``threads`` (their TIDs are distinct), so its values are those.
-        where = list(assignment.values())
+        runnable = runnable_at_least(threads, RUNNABLE_SHARE, columns)
+        pinned = pinned_threads(threads, columns)
+        # The plan assigns every thread of ``threads`` (their TIDs are
+        # distinct): its counts are theirs.
+        per_domain = threads_per_domain(columns, assignment, plan.moves, len(domains))
         for domain in domains:
             index = domain.index
             candidates = [t for t in runnable
@@ -392,7 +396,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                 watching = watching or (not others and self._synchronising(domain, candidates))
                 # Other work is named where it kept speed balancing out (a
                 # crowded domain: never in a quiet round, whose notes match).
-                notes[index] = _os_note(len(candidates), where.count(index), domain,
+                notes[index] = _os_note(len(candidates), per_domain[index], domain,
                                         others if len(candidates) > len(domain.cpus) else 0.0)
                 continue
             engaged_before.add(domain.index)
