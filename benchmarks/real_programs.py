@@ -348,21 +348,19 @@ def measure(argv, env, args, scratch, other_work):
         # The order turns by one each time: every variant runs first,
         # second (and third) equally often.
         turn = len(alone) % len(runs)
-        step = {}
+        took, shares, summary = {}, [], None
         with held(args.lock):
             for times, command, command_env in runs[turn:] + runs[:turn]:
                 if args.settle:
                     wall(argv, env)              # untimed: see --settle
                 before = other_work.reading()
-                took = wall(command, command_env)
-                share = other_work.since(before)
-                step[id(times)] = (took, share)
+                took[id(times)] = wall(command, command_env)
+                shares.append(other_work.since(before))
                 if times is managed:
-                    rate, cpu = read_summary(summary_path)
-                    step["summary"] = (rate, cpu)
+                    summary = read_summary(summary_path)
                 elif times is baseline and os.path.exists(summary_path):
                     os.remove(summary_path)
-        worst = max(share for key, (_, share) in step.items() if key != "summary")
+        worst = max(shares)
         if worst > other_work.limit:
             discarded += 1
             if discarded > args.max_discards:
@@ -373,9 +371,9 @@ def measure(argv, env, args, scratch, other_work):
             continue
         busiest.append(worst)
         for times, _, _ in runs:
-            times.append(step[id(times)][0])
-        rates.append(step["summary"][0])
-        cpus.append(step["summary"][1])
+            times.append(took[id(times)])
+        rates.append(summary[0])
+        cpus.append(summary[1])
     ratios = [t / a for a, t in zip(alone, managed)]
     interval = median_interval(ratios)
     record = {
