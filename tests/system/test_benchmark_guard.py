@@ -1,6 +1,8 @@
 """benchmarks/real_programs.py's guard against other work: a pair during
-which another process ran is thrown away, so the CPU it sees must be the
-machine's less the timed runs' own and the background neighbours'."""
+which another process ran is thrown away, so the CPU it counts as its own
+must be the timed runs' and the background neighbours' -- checked against
+what those processes say of themselves, so that the checks hold on a busy
+machine too."""
 
 import importlib.util
 import os
@@ -14,7 +16,9 @@ from support.helpers import REPO
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat")
 
-BUSY = "import time\nend = time.monotonic() + %s\nwhile time.monotonic() < end: pass\n"
+#: Busy for the given seconds of wall time, then prints its own CPU seconds.
+BUSY = ("import time\nend = time.monotonic() + %s\nwhile time.monotonic() < end: pass\n"
+        "print(time.process_time())\n")
 
 
 def real_programs():
@@ -25,27 +29,40 @@ def real_programs():
     return module
 
 
+def run_ns(pid):
+    """The process's run time from /proc/PID/schedstat (ns), a source the
+    guard does not read."""
+    with open("/proc/%d/schedstat" % pid) as f:
+        return int(f.read().split()[0])
+
+
 @linux
-def test_a_timed_runs_own_cpu_is_not_other_work():
+def test_a_timed_runs_own_cpu_is_counted_as_ours():
     guard = real_programs().OtherWork(0.03)
     before = guard.reading()
-    subprocess.check_call([sys.executable, "-c", BUSY % 0.6])      # waited: a timed run
-    # Counting the run itself would make this ~1 (a CPU for the whole window).
-    assert guard.since(before) < 0.25
+    said = float(subprocess.check_output([sys.executable, "-c", BUSY % 0.6]))
+    ours = guard.reading()[3] - before[3]
+    assert said > 0.1                                   # it did run
+    # Its CPU (and this test's) is ours, not other work's.
+    assert ours >= said - 0.02
+    assert ours <= said + 0.5                           # this process's own time beside
 
 
 @linux
-def test_a_neighbour_is_other_work_unless_it_is_a_background_one():
+def test_a_background_neighbour_is_ours_only_when_named():
     module = real_programs()
-    neighbour = subprocess.Popen([sys.executable, "-c", BUSY % 30])
+    neighbour = subprocess.Popen([sys.executable, "-c", BUSY % 30], stdout=subprocess.DEVNULL)
     try:
-        time.sleep(0.2)                         # its start-up is over
+        time.sleep(0.2)                                 # its start-up is over
         alone, with_it = module.OtherWork(0.03), module.OtherWork(0.03, [neighbour])
-        first, second = alone.reading(), with_it.reading()
+        first, second, start_ns = alone.reading(), with_it.reading(), run_ns(neighbour.pid)
         time.sleep(0.6)
-        seen, seen_as_background = alone.since(first), with_it.since(second)
+        ran = (run_ns(neighbour.pid) - start_ns) / 1e9
+        third, fourth = alone.reading(), with_it.reading()
     finally:
         neighbour.kill()
         neighbour.wait()
-    assert seen > 0.5                           # a busy loop, on 2 CPUs or more
-    assert seen_as_background < seen - 0.4
+    assert ran > 0.1                                    # it ran in the window
+    extra = (fourth[3] - second[3]) - (third[3] - first[3])
+    # /proc/PID/stat counts in ticks: 10 ms each, at both ends.
+    assert abs(extra - ran) <= 0.05
