@@ -518,6 +518,34 @@ def test_auto_binds_nothing_before_it_has_read_other_work():
     assert controller.choice.single, reasons
 
 
+def test_rounds_that_bind_nothing_yet_come_at_the_judging_pace():
+    """Three busy threads and a main thread that only waits (spmd's shape)
+    on two 1-CPU domains: their loads' CV asks the variation table for
+    50 ms rounds, but until other work is read and while merging is
+    judged auto binds nothing and waits for time to pass, not for
+    rounds: every such round comes JUDGE_INTERVAL_MS later (it came
+    every 50 ms: twice the CPU, taken from a program with both CPUs
+    busy); the merge comes as soon (its readings and hold are times)."""
+    from tumbler.engine.policy import JUDGE_INTERVAL_MS
+    busy, waiting = (101, 102, 103), 100
+    backend, controller = _busy_on_two_domains((waiting,) + busy)
+    deferred, merged_at = [], None
+    for step in range(1, 21):
+        backend.now += 50 * MS
+        for tid in busy:
+            backend.run(tid, 2 / 3 * 50, lat_ms=1 / 3 * 50)
+        backend.busy[0] += 50 * MS
+        backend.busy[1] += 50 * MS
+        decision = controller.round()
+        if "nothing moved" in decision.plan.reason:
+            deferred.append(decision.interval_ms)
+        if merged_at is None and controller.choice.single:
+            merged_at = step * 50
+    assert len(deferred) >= 5, deferred
+    assert set(deferred) == {JUDGE_INTERVAL_MS}, deferred
+    assert merged_at is not None and merged_at <= 1000, merged_at
+
+
 def test_a_tid_taken_again_before_the_round_drops_the_old_thread_is_placed_once():
     """A followed child exited and its TID names a new thread already
     (PID reuse, seen in test_security's ns_last_pid test): until the next

@@ -289,7 +289,15 @@ class Controller:
             placer.refresh_name(thread)     # placed at birth, often renamed since
         deferred = self._binding_deferred()
         if deferred:
-            decision.interval_ms = plan.interval_ms = min(decision.interval_ms, JUDGE_INTERVAL_MS)
+            # Nothing is bound meanwhile, and what binding waits for is a
+            # matter of time (other work's first reading, merging's
+            # readings and hold), not of rounds: they come at the judging
+            # pace, not at the variation table's (50 ms for 3 busy threads
+            # beside a main thread that waits: twice the rounds' CPU for
+            # nothing, taken from a program with every CPU busy).
+            decision.interval_ms = plan.interval_ms = JUDGE_INTERVAL_MS \
+                if self.policy.fixed_interval_ms is None \
+                else min(decision.interval_ms, JUDGE_INTERVAL_MS)
             decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
             plan.reason = "nothing moved %s (planned: %s)" % (deferred, plan.reason)
         if self.moves_threads and not deferred:
