@@ -105,3 +105,19 @@ def parse_domains(text):
                              % (quote(text), brief(overlap)))
         seen |= cpus
     return domains
+
+
+def check_explicit(domains, usable, online):
+    """Refuse explicit domains (``parse_domains``) that name a CPU not
+    on-line or outside ``usable`` (the CPUs the target may use, on-line):
+    the one check, made when the domains are chosen (balance/domains.py)
+    and, with nothing heavier imported, before ``exec``'s command starts
+    (commands/run.py)."""
+    for cpus in domains:
+        offline = cpus - online
+        if offline:
+            raise UsageError("--domains: CPU %s is not on-line" % brief(offline))
+        outside = cpus - usable
+        if outside:
+            raise UsageError("--domains: CPU %s is outside the CPUs the target may use (%s)"
+                             % (brief(outside), brief(usable)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 
-from ..cpulist import brief, format_cpulist
+from ..cpulist import check_explicit, format_cpulist
 from ..engine.model import Domain
 from ..errors import UsageError
 from ..platform.base import LEVELS
@@ -102,16 +102,8 @@ def _restrict(domains, usable):
 
 
 def _explicit(domains, usable, online):
-    result = []
-    for cpus in domains:
-        offline = cpus - online
-        if offline:
-            raise UsageError("--domains: CPU %s is not on-line" % brief(offline))
-        outside = cpus - usable
-        if outside:
-            raise UsageError("--domains: CPU %s is outside the CPUs the target may use (%s)"
-                             % (brief(outside), brief(usable)))
-        result.append(cpus)
+    check_explicit(domains, usable, online)
+    result = list(domains)
     note = "explicit domains: %s" % " / ".join(format_cpulist(d) for d in result)
     if len(result) < 2:
         note += " (a single domain: nothing to group across)"
