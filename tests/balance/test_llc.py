@@ -55,7 +55,7 @@ class Recorded:
 @pytest.fixture(autouse=True)
 def x86_64(monkeypatch):
     """The fake system calls stand in for x86_64's, wherever the test runs."""
-    monkeypatch.setattr(perf.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(perf, "machine", lambda: "x86_64")
 
 
 def test_the_rate_is_misses_per_cycle_over_each_interval():

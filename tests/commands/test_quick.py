@@ -212,3 +212,39 @@ def test_exec_starts_its_command_before_the_heavy_imports(files, tmp_path):
     early = sorted(m for m in loaded for heavy in NOT_BEFORE_THE_COMMAND
                    if m == heavy or m.startswith(heavy + "."))
     assert not early, early
+
+
+#: Modules a whole ``exec`` run of a crowded program must never load: they
+#: are imported while the command runs, and their CPU (re with enum 8 ms,
+#: platform 6 ms, threading 1 ms here) is taken from it on a full machine.
+NEVER_IN_A_RUN = ("click", "re", "enum", "platform", "threading", "typing", "json",
+                  "subprocess", "dataclasses")
+
+
+def test_a_whole_exec_run_loads_no_heavy_module(workloads, tmp_path):
+    """Three spinning threads on the CPUs tumbler has (more than cores on
+    this 2-CPU VM): rounds, the CPUs' switches (platform/linux/switches.py),
+    the cgroup's cpuset read, the exit -- and none of these modules."""
+    argv = ["tumbler", "-q", "exec", "--", os.path.join(workloads, "spmd"), "-t", "3",
+            "-b", "spin", "-p", "1", "-w", "700"]
+    code = ("import os, sys\n"
+            "real_exit = os._exit\n"
+            "def report(status=0):\n"
+            "    print('LOADED:' + ','.join(sorted(sys.modules)), flush=True)\n"
+            "    real_exit(status)\n"
+            "os._exit = report\n"
+            "sys.argv = %r\n" % argv +
+            "from tumbler.launch import entry_point\n"
+            "try:\n"
+            "    entry_point()\n"
+            "except SystemExit as exit:\n"
+            "    report(exit.code or 0)\n"
+            "report()\n")
+    env = dict(os.environ, TUMBLER_STATE_DIR=str(tmp_path / "state"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = set(next(line for line in result.stdout.splitlines()
+                      if line.startswith("LOADED:"))[len("LOADED:"):].split(","))
+    assert "tumbler.platform.linux.switches" in loaded, sorted(loaded)  # crowded: counted
+    assert not sorted(set(NEVER_IN_A_RUN) & loaded)

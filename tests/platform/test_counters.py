@@ -10,7 +10,6 @@ illumos runs against fake libcpc/libc objects that record every call.
 import ctypes
 import errno
 import os
-import platform
 import re
 import shutil
 import struct
@@ -114,7 +113,7 @@ def test_attr_agrees_with_this_machines_header(tmp_path):
 
 
 def test_each_thread_gets_a_cycles_led_group(monkeypatch):
-    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(perf, "machine", lambda: "x86_64")
     syscall, closed = FakeSyscall(), []
     counters = perf.ProgramCounters(42, syscall=syscall, close=closed.append)
     assert counters.add(43) is True
@@ -134,14 +133,14 @@ def test_each_thread_gets_a_cycles_led_group(monkeypatch):
 
 
 def test_aarch64_uses_its_own_syscall_number(monkeypatch):
-    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(perf, "machine", lambda: "aarch64")
     syscall = FakeSyscall()
     perf.ProgramCounters(1, syscall=syscall, close=lambda fd: None).add(1)
     assert syscall.calls[0]["number"] == 241
 
 
 def test_unknown_machine_has_no_counters(monkeypatch):
-    monkeypatch.setattr(platform, "machine", lambda: "sparc64")
+    monkeypatch.setattr(perf, "machine", lambda: "sparc64")
     with pytest.raises(Unsupported, match="no hardware counters"):
         perf.ProgramCounters(1, syscall=FakeSyscall()).add(1)
 

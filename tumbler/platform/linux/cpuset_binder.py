@@ -246,7 +246,7 @@ class CpusetBinder(Binder):
         dirs = set()
         for path in resources.get("cgroups", []):
             if isinstance(path, str) and cpuset.is_own_path(path, self.mount, owner):
-                top = (path if cpuset.OWN_DIR.match(os.path.basename(path))
+                top = (path if cpuset.own_dir_pid(os.path.basename(path)) is not None
                        else os.path.dirname(path))
                 dirs.add(top)
         dirs.update(cpuset.leftover_dirs(self.mount).get(owner, []))

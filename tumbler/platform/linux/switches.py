@@ -28,12 +28,11 @@ it), shared by every program of the service, closed with the backend.
 import ctypes
 import errno
 import os
-import platform
 import struct
 
 from ..base import Unsupported
 from .counters import PERF_ATTR_SIZE_VER5, PERF_FLAG_FD_CLOEXEC, SYSCALL_NUMBERS, \
-    PerfEventAttr, libc_syscall
+    PerfEventAttr, libc_syscall, machine as arch
 
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_CONTEXT_SWITCHES = 3
@@ -61,7 +60,7 @@ class CpuSwitches:
                  close=os.close):
         self._machine_count = machine_count
         self._syscall = syscall
-        self._number = SYSCALL_NUMBERS.get(machine or platform.machine())
+        self._number = SYSCALL_NUMBERS.get(machine or arch())
         self._read, self._close = read, close
         self._fds = {}              # cpu -> fd of its counter
         self._per_cpu = {}          # frozenset of CPUs -> whether counted per CPU
