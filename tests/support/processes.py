@@ -44,9 +44,10 @@ def bound(masks, domains):
     return {tid for tid, mask in masks.items() if any(mask <= d for d in domains)}
 
 
-def wait_until(predicate, timeout=10.0, what="condition"):
+def wait_until(predicate, timeout=10.0, what="condition", on_timeout=None):
     """``predicate()``'s first true value; AssertionError naming ``what``
-    after ``timeout`` s (a failure guard, never the thing tested).
+    (and giving ``on_timeout()``, e.g. a service's log, if given) after
+    ``timeout`` s (a failure guard, never the thing tested).
     (support.helpers.wait_until: one limit, WAIT_LIMIT_S, for every wait.)"""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -54,7 +55,8 @@ def wait_until(predicate, timeout=10.0, what="condition"):
         if value:
             return value
         time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
+    raise AssertionError("timed out waiting for " + what +
+                         ("" if on_timeout is None else "\n" + str(on_timeout())))
 
 
 def wait_bound(pid, domains, count=1):
