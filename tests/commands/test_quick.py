@@ -184,6 +184,18 @@ NOT_BEFORE_THE_COMMAND = ("click", "collections", "typing", "re", "enum", "signa
                           "tumbler.service", "tumbler.observers")
 
 
+def _modules_loaded(code, tmp_path):
+    """Run ``code`` (a tumbler command line behind a spy that prints
+    ``LOADED:`` and sys.modules) in a new interpreter: the modules it
+    printed."""
+    env = dict(os.environ, TUMBLER_STATE_DIR=str(tmp_path / "state"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return set(next(line for line in result.stdout.splitlines()
+                    if line.startswith("LOADED:"))[len("LOADED:"):].split(","))
+
+
 @pytest.mark.parametrize("files", [[], ["--summary-json", "s.json"], ["--domains", "0"]],
                          ids=["plain", "summary-json", "domains"])
 def test_exec_starts_its_command_before_the_heavy_imports(files, tmp_path):
@@ -202,12 +214,7 @@ def test_exec_starts_its_command_before_the_heavy_imports(files, tmp_path):
             "sys.argv = %r\n" % argv +
             "from tumbler.launch import entry_point\n"
             "entry_point()\n")
-    env = dict(os.environ, TUMBLER_STATE_DIR=str(tmp_path / "state"))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=REPO, env=env, timeout=60)
-    assert result.returncode == 0, result.stderr
-    loaded = set(next(line for line in result.stdout.splitlines()
-                      if line.startswith("LOADED:"))[len("LOADED:"):].split(","))
+    loaded = _modules_loaded(code, tmp_path)
     assert "tumbler.commands.quick" in loaded          # the quick path was taken
     early = sorted(m for m in loaded for heavy in NOT_BEFORE_THE_COMMAND
                    if m == heavy or m.startswith(heavy + "."))
@@ -240,11 +247,6 @@ def test_a_whole_exec_run_loads_no_heavy_module(workloads, tmp_path):
             "except SystemExit as exit:\n"
             "    report(exit.code or 0)\n"
             "report()\n")
-    env = dict(os.environ, TUMBLER_STATE_DIR=str(tmp_path / "state"))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=REPO, env=env, timeout=60)
-    assert result.returncode == 0, result.stderr
-    loaded = set(next(line for line in result.stdout.splitlines()
-                      if line.startswith("LOADED:"))[len("LOADED:"):].split(","))
+    loaded = _modules_loaded(code, tmp_path)
     assert "tumbler.platform.linux.switches" in loaded, sorted(loaded)  # crowded: counted
     assert not sorted(set(NEVER_IN_A_RUN) & loaded)
