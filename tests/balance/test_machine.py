@@ -18,7 +18,7 @@ from support.sharing import spinners
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
 from tumbler.engine.policy import make_policy
-from tumbler.platform.base import Binder, Unmovable
+from tumbler.platform.base import Binder, PlatformError, Unmovable
 
 BOTH = frozenset({0, 1})
 
@@ -348,8 +348,26 @@ class CgroupsBackend(HotplugBackend):
         self.cgroups = cgroups          # pid -> [cgroup, CPUs]
 
     def cpuset_cpus(self, pid):
+        if self.cgroups[pid] is None:
+            raise PlatformError("cannot read the cpuset of PID %d" % pid)
         where, cpus = self.cgroups[pid]
         return where, frozenset(cpus)
+
+
+def test_a_cpuset_read_that_fails_once_loses_no_change(every_round):
+    """A look that cannot read a program's cpuset keeps what the look
+    before read: narrowed while unreadable, the change is said at the next
+    look that reads it (stored as unknown, it was taken for a first sight
+    and never said)."""
+    from tumbler.balance.machine import MachineWatch
+    backend = CgroupsBackend({1: ["cgroup /a", {0, 1}]}, {0, 1})
+    watch = MachineWatch(backend)
+    assert watch.look([1]) == []
+    backend.cgroups[1] = None
+    assert watch.look([1]) == []
+    backend.cgroups[1] = ["cgroup /a", {0}]
+    assert watch.look([1]) == [("cgroup /a: CPUs 0 (was 0-1)", frozenset({1}))]
+    assert watch.look([1]) == []
 
 
 def test_one_line_per_cpuset_change_with_the_programs_in_it(every_round):

@@ -68,7 +68,7 @@ def test_threads_that_only_compute_are_left_to_the_os():
     decision = auto().decide(threads, ONE_DOMAIN)
     assert decision.engaged == [] and decision.pins == {}
     assert decision.interval_ms == WATCH_INTERVAL_MS
-    assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores"
+    assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores, 130 switches per CPU-second"
     # Just under the evidence threshold: still the OS's.
     near = [t._replace(switches_per_cpu_s=SYNC_SWITCHES_PER_CPU_S - 1) for t in threads]
     assert auto().decide(near, ONE_DOMAIN).engaged == []

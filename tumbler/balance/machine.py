@@ -148,9 +148,11 @@ class MachineWatch:
         recent, self.plugged = plugged | self.plugged, plugged     # this look's, the last's
         cpusets, moved, settling = {}, {}, []
         for pid in pids:
-            found = cpusets[pid] = self._cpuset(
-                pid, None if backend_of is None else backend_of(pid))
+            found = self._cpuset(pid, None if backend_of is None else backend_of(pid))
             before = self.cpusets.get(pid, found)
+            # A read that failed keeps what was known: stored as None, the
+            # change a later read shows would be taken for the first sight.
+            cpusets[pid] = before if found is None else found
             if found is None or before is None or found[1] == before[1]:
                 continue
             settling.append(pid)

@@ -393,11 +393,20 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                            and t.tid not in candidate_tids], pins)
             if verdict is None:
                 engaged_before.discard(index)
-                watching = watching or (not others and self._synchronising(domain, candidates))
-                # Other work is named where it kept speed balancing out (a
-                # crowded domain: never in a quiet round, whose notes match).
+                # A crowd switching as threads meeting at barriers do is
+                # kept out only by speeds that look even, which a longer
+                # window makes them look: its rounds are not paced
+                # (``watching``; balance/quiet.py, ``paced_ms``).
+                switching = None if others else self._crowd_switching(domain, candidates)
+                watching = watching or (switching is not None
+                                        and switching >= SYNC_SWITCHES_PER_CPU_S)
+                # Other work is named where it kept speed balancing out, the
+                # crowd's switching where it was judged and found no barriers
+                # or even speeds (a crowded domain: never in a quiet round,
+                # whose notes match).
                 notes[index] = _os_note(len(candidates), per_domain[index], domain,
-                                        others if len(candidates) > len(domain.cpus) else 0.0)
+                                        others if len(candidates) > len(domain.cpus) else 0.0,
+                                        switching)
                 continue
             engaged_before.add(domain.index)
             engaged.append(domain.index)
@@ -472,15 +481,6 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             return None
         return _mean_switching(candidates)
 
-    def _synchronising(self, domain, candidates):
-        """Whether ``candidates`` crowd ``domain`` and switch as threads
-        meeting at barriers do: speed balancing stays out only while their
-        speeds look even, which a longer window makes them look (the
-        controller does not pace such rounds: balance/quiet.py,
-        ``paced_ms``)."""
-        switching = self._crowd_switching(domain, candidates)
-        return switching is not None and switching >= SYNC_SWITCHES_PER_CPU_S
-
     def _engagement(self, domain, candidates, was_engaged):
         """Why speed balancing acts in this domain, or None if it should not."""
         cores = len(domain.cpus)
@@ -513,9 +513,11 @@ def _mean_switching(threads):
     return sum(rates) / len(rates)
 
 
-def _os_note(runnable, threads, domain, other=0.0):
+def _os_note(runnable, threads, domain, other=0.0, switching=None):
     """auto's note for a domain it leaves to the OS (decide and quiet rounds)."""
     note = "os: %d runnable of %d threads on %d cores" % (runnable, threads, len(domain.cpus))
+    if switching:       # 0: a backend that counts no switches, not a count
+        note += ", %.0f switches per CPU-second" % switching
     if other > 0.0:
         note += ", other work %.1f CPU" % other
     return note
