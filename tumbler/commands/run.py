@@ -527,9 +527,9 @@ def _check_domains(domains):
     ~10 ms more than without --domains.  What cannot be read here is left
     to the full check after the start, which says why."""
     from ..cpulist import check_explicit, parse_cpulist
+    from ..platform.files import read_file
     try:
-        with open("/sys/devices/system/cpu/online", encoding="ascii") as online_file:
-            online = parse_cpulist(online_file.read(4096))
+        online = parse_cpulist(read_file("/sys/devices/system/cpu/online").decode("ascii"))
         allowed = frozenset(os.sched_getaffinity(0))
     except (OSError, ValueError, UsageError):
         return

@@ -403,9 +403,9 @@ done:
 
 static PyMethodDef columns_methods[] = {
     {"column_figures", column_figures, METH_VARARGS,
-     "column_figures(tids, loads, domains, eligibles, domain_count)\n"
-     "    -> (distinct_eligibles, arriving, thread_cv, domain_loads, domain_threads)"
-     " or None\n\nSee engine/columns.py."},
+     "column_figures(tids, loads, domains, eligibles, domain_count[, runnables, pinned])\n"
+     "    -> (distinct_eligibles, arriving, thread_cv, domain_loads, domain_threads,"
+     " kept, runnable_max, pinned) or None\n\nSee engine/columns.py (ColumnFigures)."},
     {NULL, NULL, 0, NULL}
 };
 

@@ -154,9 +154,16 @@ def _cv_and_domain_loads(columns: Columns, effective: list[float],
     C pass's figures when it made them (the same floats), else the passes
     here."""
     figures = columns.figures
+    thread_cv = cv_of_floats(effective) if figures is None else figures.thread_cv
+    return thread_cv, _domain_loads(columns, effective, domain_count)
+
+
+def _domain_loads(columns: Columns, effective: list[float], domain_count: int) -> list[float]:
+    """Each domain's summed ``effective`` load: the C pass's, or the sums here."""
+    figures = columns.figures
     if figures is not None:
-        return figures.thread_cv, list(figures.domain_loads)
-    return cv_of_floats(effective), _column_sums(effective, columns.domains, domain_count)
+        return list(figures.domain_loads)
+    return _column_sums(effective, columns.domains, domain_count)
 
 
 def _column_sums(values: list[float], domains: list[int | None],
@@ -475,8 +482,7 @@ def _plan_around_left_out(threads: list[ThreadLoad], columns: Columns,
     left = [domain.index for domain in ordered if domain.capacity == 0]
     return Plan(moves=moves, assignment=assignment, thread_cv=sub.thread_cv,
                 interval_ms=sub.interval_ms, regroup=sub.regroup,
-                domain_loads=_column_sums(effective, columns.domains, len(ordered))
-                if columns.figures is None else list(columns.figures.domain_loads),
+                domain_loads=_domain_loads(columns, effective, len(ordered)),
                 predicted_loads=_summed_loads(assignment, dict(zip(columns.tids, effective)),
                                               len(ordered)),
                 spread_before=sub.spread_before, spread_after=sub.spread_after,

@@ -386,8 +386,10 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             candidates = [t for t in runnable
                           if assignment.get(t.tid) == index and self._not_sleeping(t)]
             others = other[index] if other else 0.0
-            verdict = None if others > 0.0 else \
-                self._engagement(domain, candidates, index in engaged_before)
+            # Other work keeps speed balancing out whatever the threads do.
+            switching = None if others > 0.0 else self._crowd_switching(domain, candidates)
+            verdict = None if switching is None else \
+                self._engagement(domain, candidates, index in engaged_before, switching)
             candidate_tids = {t.tid for t in candidates} if verdict is not None else ()
             self._release([t for t in pinned if assignment.get(t.tid) == index
                            and t.tid not in candidate_tids], pins)
@@ -397,7 +399,6 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                 # kept out only by speeds that look even, which a longer
                 # window makes them look: its rounds are not paced
                 # (``watching``; balance/quiet.py, ``paced_ms``).
-                switching = None if others else self._crowd_switching(domain, candidates)
                 watching = watching or (switching is not None
                                         and switching >= SYNC_SWITCHES_PER_CPU_S)
                 # Other work is named where it kept speed balancing out, the
@@ -481,12 +482,11 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             return None
         return _mean_switching(candidates)
 
-    def _engagement(self, domain, candidates, was_engaged):
-        """Why speed balancing acts in this domain, or None if it should not."""
+    def _engagement(self, domain, candidates, was_engaged, switching):
+        """Why speed balancing acts in this domain, or None if it should not
+        (``switching``: the candidates' _crowd_switching, known: a crowd
+        not judged yet is judged again next round)."""
         cores = len(domain.cpus)
-        switching = self._crowd_switching(domain, candidates)
-        if switching is None:
-            return None             # not crowded, or not known yet: judged again next round
         if was_engaged:
             if switching < SYNC_SWITCHES_PER_CPU_S / 4:
                 return None         # they stopped yielding: the OS shares them
