@@ -27,6 +27,11 @@ and exit are included.  One untimed run first warms the page cache.  With
 ``--baseline TREE`` each pair is a triple: the same tumbler command again
 with another work tree's tumbler first on PYTHONPATH (before and after a
 change, measured in one interleaving; the order turns by one each triple).
+With ``--python-parent`` the program also runs behind a Python parent that
+does nothing but start it and wait (this interpreter's start, a
+posix_spawn, a wait, its exit; ``--parent-burn-ms MS``: and MS of CPU burnt
+right after the start): the floor any tool in Python that is the command's
+parent pays, in the same interleaving (a row 'python parent').
 
 Pairs: with --runs N, N per program.  Otherwise as many as the median
 ratio's 95% interval needs (6), then more while that interval is wider
@@ -337,11 +342,16 @@ def measure(argv, env, args, scratch, other_work):
                     "--summary-json", summary_path, "--", *argv]
     alone, managed, rates, cpus = [], [], [], []
     runs = [(alone, argv, env), (managed, managed_argv, env)]
-    baseline = []
+    extras = {}                 # row name -> its wall times, beside alone's
     if args.baseline:
         # The same command line under another tree's tumbler (its modules
         # first on the path): before and after measured in one interleaving.
-        runs.append((baseline, managed_argv, {**env, "PYTHONPATH": args.baseline}))
+        extras["baseline"] = []
+        runs.append((extras["baseline"], managed_argv, {**env, "PYTHONPATH": args.baseline}))
+    if args.python_parent:
+        extras["python parent"] = []
+        runs.append((extras["python parent"], python_parent_argv(argv, args.parent_burn_ms),
+                     env))
     wall(argv, env)                              # warm the page cache and the binary
     discarded, busiest = 0, []
     while not enough_pairs([t / a for a, t in zip(alone, managed)], args):
@@ -358,7 +368,7 @@ def measure(argv, env, args, scratch, other_work):
                 shares.append(other_work.since(before))
                 if times is managed:
                     summary = read_summary(summary_path)
-                elif times is baseline and os.path.exists(summary_path):
+                elif os.path.exists(summary_path):      # the baseline's
                     os.remove(summary_path)
         worst = max(shares)
         if worst > other_work.limit:
@@ -390,16 +400,30 @@ def measure(argv, env, args, scratch, other_work):
         "moves_per_s": rates, "tumbler_cpu_s": cpus,
         "pairs_discarded": discarded, "other_work_max": max(busiest),
     }
-    if baseline:
-        ratios = [b / a for a, b in zip(alone, baseline)]
+    for row, times in extras.items():
+        ratios = [b / a for a, b in zip(alone, times)]
         interval = median_interval(ratios)
-        record["baseline"] = {
-            "tree": args.baseline, "tumbler_s": baseline, "ratios": ratios,
+        record[row.replace(" ", "_")] = {
+            "row": row, "tumbler_s": times, "ratios": ratios,
             "ratio_median": statistics.median(ratios),
             "ratio_min": min(ratios), "ratio_max": max(ratios),
             "ratio_ci": None if interval is None else list(interval[:2]),
             "ratio_ci_level": None if interval is None else interval[2]}
     return record
+
+
+def python_parent_argv(argv, burn_ms=0):
+    """``argv`` behind a Python parent (this interpreter) that starts it with
+    posix_spawn, burns ``burn_ms`` of its own CPU, waits for it and exits
+    with its status: what a tool in Python costs a command it is the parent
+    of before it does anything (--python-parent)."""
+    code = ("import os, sys, time\n"
+            "pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)\n"
+            "end = time.process_time() + %r\n"
+            "while time.process_time() < end:\n"
+            "    pass\n"
+            "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n" % (burn_ms / 1000.0))
+    return [sys.executable, "-c", code, shutil.which(argv[0]) or argv[0], *argv[1:]]
 
 
 @contextlib.contextmanager
@@ -479,13 +503,14 @@ def print_row(name, r):
     if r["pairs_discarded"]:
         print("%-24s %d pairs run again: other work took over the limit during them"
               % ("", r["pairs_discarded"]))
-    base = r.get("baseline")
-    if base:
-        interval = ("n/a" if base["ratio_ci"] is None
-                    else "%.3f-%.3f (%.1f%%)" % (*base["ratio_ci"], 100 * base["ratio_ci_level"]))
+    for extra in (r.get("baseline"), r.get("python_parent")):
+        if extra is None:
+            continue
+        interval = ("n/a" if extra["ratio_ci"] is None
+                    else "%.3f-%.3f (%.1f%%)" % (*extra["ratio_ci"], 100 * extra["ratio_ci_level"]))
         print("%-24s %5s %8s %8.3f %7.3f %13s %22s"
-              % ("  baseline", "", "", statistics.median(base["tumbler_s"]),
-                 base["ratio_median"], "%.3f-%.3f" % (base["ratio_min"], base["ratio_max"]),
+              % ("  " + extra["row"], "", "", statistics.median(extra["tumbler_s"]),
+                 extra["ratio_median"], "%.3f-%.3f" % (extra["ratio_min"], extra["ratio_max"]),
                  interval))
 
 
@@ -520,6 +545,14 @@ def parse_args():
                              "tree of tumbler, its C modules built in place) first on "
                              "PYTHONPATH, in the same interleaving: a before/after "
                              "comparison in one run (a row 'baseline' under each program)")
+    parser.add_argument("--python-parent", action="store_true",
+                        help="also time the program behind a Python parent that only "
+                             "starts it and waits, in the same interleaving: the floor of "
+                             "any tool in Python that is its parent (a row 'python "
+                             "parent' under each program)")
+    parser.add_argument("--parent-burn-ms", type=float, default=0.0, metavar="MS",
+                        help="with --python-parent: that parent also burns MS of its own "
+                             "CPU right after starting the program (default 0)")
     parser.add_argument("--background-waker", action="store_true",
                         help="a neighbour waking every 0.3 ms (3-5%% of a CPU) from the "
                              "first run to the last")
@@ -574,6 +607,7 @@ def main():
               "background_waker": args.background_waker,
               "runs": args.runs, "ci_width": args.ci_width, "max_runs": args.max_runs,
               "settle": args.settle, "baseline": args.baseline,
+              "python_parent": args.python_parent, "parent_burn_ms": args.parent_burn_ms,
               "other_limit": args.other_limit,
               "ratio_ci_method": "sign test"}
     print("load average %.2f at start; %d CPUs; tumbler %s; pairs: %s%s"

@@ -66,3 +66,30 @@ def test_a_background_neighbour_is_ours_only_when_named():
     extra = (fourth[3] - second[3]) - (third[3] - first[3])
     # /proc/PID/stat counts in ticks: 10 ms each, at both ends.
     assert abs(extra - ran) <= 0.05
+
+
+def test_the_python_parent_row_starts_the_command_as_its_child_and_burns_what_it_is_told():
+    """--python-parent's floor: the command runs as the parent's own child
+    (found on PATH, its arguments and exit status passed through), and the
+    parent burns the CPU it is given besides its start -- else the row would
+    not be the floor it is printed as."""
+    parent = real_programs().python_parent_argv(["sh", "-c", 'echo "$PPID $1"; exit 7', "sh", "x y"])
+    plain = real_programs().python_parent_argv(["true"])
+    burnt = real_programs().python_parent_argv(["true"], burn_ms=300)
+
+    def children_cpu(argv):
+        before = os.times()
+        status = subprocess.call(argv)
+        after = os.times()
+        return status, (after.children_user + after.children_system
+                        - before.children_user - before.children_system)
+
+    process = subprocess.Popen(parent, stdout=subprocess.PIPE, text=True)
+    out, _ = process.communicate()
+    assert process.returncode == 7
+    assert out == "%d x y\n" % process.pid
+    status, plain_cpu = children_cpu(plain)
+    assert status == 0
+    status, burnt_cpu = children_cpu(burnt)
+    assert status == 0
+    assert burnt_cpu >= plain_cpu + 0.3 - 0.02      # os.times() counts in 10 ms ticks
