@@ -322,14 +322,15 @@ class OtherWork:
 
 
 def read_summary(path):
-    """(moves per second, own CPU s) from tumbler's --summary-json (keys of
-    tumbler/observers/summary.py's summary_record)."""
+    """(moves per second, own CPU s while balancing, the whole process's CPU
+    s or None from a tumbler before it was given) from tumbler's
+    --summary-json (keys of tumbler/observers/summary.py's summary_record)."""
     with open(path) as f:
         summary = json.load(f)
     os.remove(path)             # so that a run that writes none cannot pass for one
     moves = summary["migrations"] + summary["core_changes"]
     rate = moves / summary["wall_s"] if summary["wall_s"] > 0 else 0.0
-    return rate, summary["own_cpu_s"]
+    return rate, summary["own_cpu_s"], summary.get("process_cpu_s")
 
 
 def measure(argv, env, args, scratch, other_work):
@@ -340,7 +341,7 @@ def measure(argv, env, args, scratch, other_work):
     summary_path = os.path.join(scratch, "summary.json")
     managed_argv = [TUMBLER, *shlex.split(args.tumbler_args), "exec", "-q",
                     "--summary-json", summary_path, "--", *argv]
-    alone, managed, rates, cpus = [], [], [], []
+    alone, managed, rates, cpus, process_cpus, baseline_cpus = [], [], [], [], [], []
     runs = [(alone, argv, env), (managed, managed_argv, env)]
     extras = {}                 # row name -> its wall times, beside alone's
     if args.baseline:
@@ -358,7 +359,7 @@ def measure(argv, env, args, scratch, other_work):
         # The order turns by one each time: every variant runs first,
         # second (and third) equally often.
         turn = len(alone) % len(runs)
-        took, shares, summary = {}, [], None
+        took, shares, summary, baseline_summary = {}, [], None, None
         with held(args.lock):
             for times, command, command_env in runs[turn:] + runs[:turn]:
                 if args.settle:
@@ -368,8 +369,8 @@ def measure(argv, env, args, scratch, other_work):
                 shares.append(other_work.since(before))
                 if times is managed:
                     summary = read_summary(summary_path)
-                elif os.path.exists(summary_path):      # the baseline's
-                    os.remove(summary_path)
+                elif times is extras.get("baseline") and os.path.exists(summary_path):
+                    baseline_summary = read_summary(summary_path)
         worst = max(shares)
         if worst > other_work.limit:
             discarded += 1
@@ -384,6 +385,9 @@ def measure(argv, env, args, scratch, other_work):
             times.append(took[id(times)])
         rates.append(summary[0])
         cpus.append(summary[1])
+        process_cpus.append(summary[2])
+        if baseline_summary is not None:
+            baseline_cpus.append(baseline_summary[1])
     ratios = [t / a for a, t in zip(alone, managed)]
     interval = median_interval(ratios)
     record = {
@@ -398,17 +402,23 @@ def measure(argv, env, args, scratch, other_work):
         "tumbler_cpu_s_median": statistics.median(cpus),
         "alone_s": alone, "tumbler_s": managed, "ratios": ratios,
         "moves_per_s": rates, "tumbler_cpu_s": cpus,
+        "tumbler_process_cpu_s": process_cpus,
+        "tumbler_process_cpu_s_median": (statistics.median(process_cpus)
+                                         if None not in process_cpus else None),
         "pairs_discarded": discarded, "other_work_max": max(busiest),
     }
     for row, times in extras.items():
         ratios = [b / a for a, b in zip(alone, times)]
         interval = median_interval(ratios)
         record[row.replace(" ", "_")] = {
-            "row": row, "tumbler_s": times, "ratios": ratios,
+            "row": row, "wall_s": times, "ratios": ratios,
             "ratio_median": statistics.median(ratios),
             "ratio_min": min(ratios), "ratio_max": max(ratios),
             "ratio_ci": None if interval is None else list(interval[:2]),
             "ratio_ci_level": None if interval is None else interval[2]}
+    if baseline_cpus:
+        record["baseline"].update(tumbler_cpu_s=baseline_cpus,
+                                  tumbler_cpu_s_median=statistics.median(baseline_cpus))
     return record
 
 
@@ -496,10 +506,12 @@ def chosen_programs(only):
 def print_row(name, r):
     interval = ("n/a (<%d pairs)" % FEWEST_PAIRS if r["ratio_ci"] is None
                 else "%.3f-%.3f (%.1f%%)" % (*r["ratio_ci"], 100 * r["ratio_ci_level"]))
-    print("%-24s %5d %8.3f %8.3f %7.3f %13s %22s %7.1f %7.3f"
+    whole = r["tumbler_process_cpu_s_median"]
+    print("%-24s %5d %8.3f %8.3f %7.3f %13s %22s %7.1f %7.3f %7s"
           % (name, r["pairs"], r["alone_median_s"], r["tumbler_median_s"], r["ratio_median"],
              "%.3f-%.3f" % (r["ratio_min"], r["ratio_max"]), interval,
-             r["moves_per_s_median"], r["tumbler_cpu_s_median"]))
+             r["moves_per_s_median"], r["tumbler_cpu_s_median"],
+             "n/a" if whole is None else "%.3f" % whole))
     if r["pairs_discarded"]:
         print("%-24s %d pairs run again: other work took over the limit during them"
               % ("", r["pairs_discarded"]))
@@ -508,10 +520,11 @@ def print_row(name, r):
             continue
         interval = ("n/a" if extra["ratio_ci"] is None
                     else "%.3f-%.3f (%.1f%%)" % (*extra["ratio_ci"], 100 * extra["ratio_ci_level"]))
-        print("%-24s %5s %8s %8.3f %7.3f %13s %22s"
-              % ("  " + extra["row"], "", "", statistics.median(extra["tumbler_s"]),
+        cpu = extra.get("tumbler_cpu_s_median")
+        print("%-24s %5s %8s %8.3f %7.3f %13s %22s %7s %7s"
+              % ("  " + extra["row"], "", "", statistics.median(extra["wall_s"]),
                  extra["ratio_median"], "%.3f-%.3f" % (extra["ratio_min"], extra["ratio_max"]),
-                 interval))
+                 interval, "", "" if cpu is None else "%.3f" % cpu))
 
 
 def parse_args():
@@ -618,9 +631,9 @@ def main():
              ("; hog on CPU %d" % HOG_CPU if args.background_hog else "")
              + ("; bursty neighbours" if args.background_bursty else "")
              + ("; a waker" if args.background_waker else "")))
-    print("%-24s %5s %8s %8s %7s %13s %22s %7s %7s"
+    print("%-24s %5s %8s %8s %7s %13s %22s %7s %7s %7s"
           % ("program", "pairs", "alone s", "tumbl s", "ratio", "min-max",
-             "95% CI (sign test)", "moves/s", "cpu s"))
+             "95% CI (sign test)", "moves/s", "cpu s", "all s"))
     records = []
     hog = waker = None
     neighbours = []

@@ -203,6 +203,9 @@ def test_summary_json_has_the_figures_of_the_human_summary(tmp_path):
     assert summary["domain_note"] in result.stderr
     assert "%.3f s" % summary["own_cpu_s"] in result.stderr
     assert summary["unrestored"] == 0 and "probe" not in summary
+    # The whole process: Python's start alone is several ms of CPU.
+    assert summary["process_cpu_s"] >= summary["own_cpu_s"] + 0.002
+    assert "%.3f s with its start-up" % summary["process_cpu_s"] in result.stderr
 
 
 def test_summary_json_is_written_with_quiet_and_checked_first(tmp_path):

@@ -55,9 +55,18 @@ def test_the_json_summary_has_the_same_figures():
         "wall_s": 10.0, "end_reason": "command exited", "intervals": 40,
         "quiet_intervals": 10, "threads_seen": 5, "migrations": 6, "core_changes": 3,
         "policy": "auto", "dry_run": False, "domain_note": "explicit domains 0/1",
-        "spread_early": 0.8, "spread_late": 0.2, "own_cpu_s": 0.06, "capacity": [1, 0.5]}
+        "spread_early": 0.8, "spread_late": 0.2, "own_cpu_s": 0.06, "process_cpu_s": None,
+        "capacity": [1, 0.5]}
     empty = summary_record(make_controller([Domain(0, {0, 1})]), 1.0, 0.0, "SIGINT")
     assert (empty["spread_early"], empty["spread_late"], empty["capacity"]) == (None, None, [2])
+    assert summary_record(finished(), 10.0, 0.06, "command exited", 0.11)["process_cpu_s"] == 0.11
+
+
+def test_the_cpu_line_adds_the_whole_process_when_known():
+    """Balancing's CPU leaves out Python's start and the set-up, often as
+    much again: the line says the whole process's when it is known."""
+    assert summary_lines(finished(), 10.0, 0.06, "command exited", 0.1234)[-1] == \
+        "own CPU time 0.060 s (0.60% of one CPU), 0.123 s with its start-up"
 
 
 def test_a_space_shared_run_names_each_program_and_its_own_cost_once():

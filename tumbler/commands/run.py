@@ -173,17 +173,18 @@ def _finish(run, waiter, settings, started, cpu_before, reason, summary_out=None
         waiter.close()
     controller, observers = run.controller, run.observers
     wall = time.monotonic() - started
-    cpu = controller.own_cpu_seconds() - cpu_before
+    process_cpu = controller.own_cpu_seconds()
+    cpu = process_cpu - cpu_before
     if summary_out is not None:
         from ..observers.summary import summary_record
-        record = summary_record(controller, wall, cpu, reason)
+        record = summary_record(controller, wall, cpu, reason, process_cpu)
         record["unrestored"] = failed
         for observer in observers:
             record.update(observer.summary_fields())
         _write_summary(summary_out, record)
     if not settings.quiet:
         from ..observers.summary import summary_lines
-        for line in summary_lines(controller, wall, cpu, reason):
+        for line in summary_lines(controller, wall, cpu, reason, process_cpu):
             tell(line)
         for observer in observers:
             for line in observer.summary_lines():
@@ -344,12 +345,13 @@ def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
     failed = hand_back_all(runs, sharing)
     waiter.close()
     wall = time.monotonic() - started
-    cpu = runs[0].controller.own_cpu_seconds() - cpu_before
+    process_cpu = runs[0].controller.own_cpu_seconds()
+    cpu = process_cpu - cpu_before
     programs = [(run.key, run.controller) for run in runs]
     from ..observers.summary import shared_summary_lines, summary_record
     if summary_out is not None:
         record = {"wall_s": wall, "end_reason": reason, "own_cpu_s": cpu,
-                  "unrestored": failed, "share": "space",
+                  "process_cpu_s": process_cpu, "unrestored": failed, "share": "space",
                   "share_policy": sharing.policy, "repartitions": sharing.repartitions,
                   "llc_counters_off": sharing.counters.off,
                   "programs": [dict(summary_record(c, wall, cpu, reason), pid=pid,
@@ -357,7 +359,7 @@ def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
                                for pid, c in programs]}
         _write_summary(summary_out, record)
     if not settings.quiet:
-        for line in shared_summary_lines(programs, sharing, wall, cpu, reason):
+        for line in shared_summary_lines(programs, sharing, wall, cpu, reason, process_cpu):
             tell(line)
     return failed
 

@@ -12,7 +12,11 @@ late figure well below the early one.
 STARTUP_NOTE_S = 1.0
 
 
-def summary_lines(controller, wall_s, cpu_s, end_reason):
+def summary_lines(controller, wall_s, cpu_s, end_reason, process_cpu_s=None):
+    """``cpu_s``: tumbler's CPU time while balancing; ``process_cpu_s``
+    (if known): its process's since it started -- Python's start and the
+    set-up before balancing too: 50-70 ms here, more than a short run's
+    balancing (BENCHMARKS.md, "The floor under goal 2")."""
     stats = controller.stats
     rate = stats.migrations / wall_s if wall_s > 0 else 0.0
     lines = [
@@ -41,11 +45,14 @@ def summary_lines(controller, wall_s, cpu_s, end_reason):
         lines.append("start-up took %.1f s of it (an overloaded machine delays the start "
                      "before tumbler can raise its priority)" % stats.startup_s)
     share = 100.0 * cpu_s / wall_s if wall_s > 0 else 0.0
-    lines.append("own CPU time %.3f s (%.2f%% of one CPU)" % (cpu_s, share))
+    line = "own CPU time %.3f s (%.2f%% of one CPU)" % (cpu_s, share)
+    if process_cpu_s is not None:
+        line += ", %.3f s with its start-up" % process_cpu_s
+    lines.append(line)
     return lines
 
 
-def summary_record(controller, wall_s, cpu_s, end_reason):
+def summary_record(controller, wall_s, cpu_s, end_reason, process_cpu_s=None):
     """The figures of summary_lines as a JSON-ready dict, for our own
     commands (``compare`` reads it) and scripts; keys are stable:
 
@@ -54,6 +61,8 @@ def summary_record(controller, wall_s, cpu_s, end_reason):
     (speed balancing's), ``policy``, ``dry_run``, ``domain_note``,
     ``spread_early`` and ``spread_late`` (null without rounds), ``own_cpu_s``
     (tumbler's CPU time from the start of balancing to the restore),
+    ``process_cpu_s`` (its process's CPU time from its start to the
+    restore: with Python's start and the set-up; null where not known),
     ``capacity`` (each domain's at the end: its CPUs, or what other work
     leaves of them, --capacity measured).
     """
@@ -64,11 +73,11 @@ def summary_record(controller, wall_s, cpu_s, end_reason):
             "migrations": stats.migrations, "core_changes": stats.pins,
             "policy": controller.policy.name, "dry_run": bool(controller.dry_run),
             "domain_note": controller.choice.note, "spread_early": early,
-            "spread_late": late, "own_cpu_s": cpu_s,
+            "spread_late": late, "own_cpu_s": cpu_s, "process_cpu_s": process_cpu_s,
             "capacity": [d.capacity for d in controller.domains]}
 
 
-def shared_summary_lines(programs, sharing, wall_s, cpu_s, end_reason):
+def shared_summary_lines(programs, sharing, wall_s, cpu_s, end_reason, process_cpu_s=None):
     """The summary of a space-shared run (``--share space``): each
     program's lines, named by PID, then tumbler's own cost once."""
     counters = sharing.counters
@@ -84,6 +93,7 @@ def shared_summary_lines(programs, sharing, wall_s, cpu_s, end_reason):
         rate = counters.rates.get(pid) if counters is not None else None
         if rate is not None:
             lines.append("PID %d: LLC misses per cycle %.4f at the last check" % (pid, rate))
-    lines += [line for line in summary_lines(programs[0][1], wall_s, cpu_s, end_reason)
+    lines += [line for line in summary_lines(programs[0][1], wall_s, cpu_s, end_reason,
+                                             process_cpu_s)
               if line.startswith(("loop priority", "start-up took", "own CPU time"))]
     return lines
