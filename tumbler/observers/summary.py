@@ -15,7 +15,7 @@ STARTUP_NOTE_S = 1.0
 def summary_lines(controller, wall_s, cpu_s, end_reason, process_cpu_s=None):
     """``cpu_s``: tumbler's CPU time while balancing; ``process_cpu_s``
     (if known): its process's since it started -- Python's start and the
-    set-up before balancing too: 50-70 ms here, more than a short run's
+    set-up before balancing too: 50-80 ms here, more than a short run's
     balancing (BENCHMARKS.md, "The floor under goal 2")."""
     stats = controller.stats
     rate = stats.migrations / wall_s if wall_s > 0 else 0.0
