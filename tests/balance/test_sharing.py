@@ -230,6 +230,9 @@ def test_two_programs_get_disjoint_cpus_and_them_back(spawner, domains, procs, s
     record = json.loads(summary.read_text())
     assert record["share"] == "space" and record["unrestored"] == 0
     assert {p["pid"] for p in record["programs"]} == {small.pid, big.pid}
+    # tumbler's whole CPU, its start-up too, for the run and each program's part
+    assert record["process_cpu_s"] > record["own_cpu_s"]
+    assert {p["process_cpu_s"] for p in record["programs"]} == {record["process_cpu_s"]}
     # LLC counters: off on a machine without a PMU (this VM), said once.
     no_pmu = perf.probe_support()
     assert (record["llc_counters_off"] is None) == (no_pmu is None), record

@@ -354,7 +354,7 @@ def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
                   "process_cpu_s": process_cpu, "unrestored": failed, "share": "space",
                   "share_policy": sharing.policy, "repartitions": sharing.repartitions,
                   "llc_counters_off": sharing.counters.off,
-                  "programs": [dict(summary_record(c, wall, cpu, reason), pid=pid,
+                  "programs": [dict(summary_record(c, wall, cpu, reason, process_cpu), pid=pid,
                                     llc_per_cycle=sharing.counters.rates.get(pid))
                                for pid, c in programs]}
         _write_summary(summary_out, record)
