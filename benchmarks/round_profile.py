@@ -103,7 +103,8 @@ def steady_cpu(controller, floor):
 
 
 def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
-    from tumbler.balance import controller, placer, quiet, speedstep, threads
+    from tumbler.balance import controller, machine, merged, otherwork, placer, quiet, \
+        speedstep, threads
     from tumbler.engine import policy, speed, window
     from tumbler.platform.linux import backend as linux, threads as sampler
     if python_sampler:
@@ -117,17 +118,22 @@ def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
         return run_tumbler(args)
     totals = {}
     for owner, names in ((controller.Controller, ("round",)),
-                         (threads.ThreadTracker, ("sample_all", "update_loads", "discover")),
-                         (speedstep.SpeedSteps, ("step", "crowded_domains", "views", "pin")),
+                         (threads.ThreadTracker, ("sample_all", "update_loads",
+                                                  "look_at_new_processes")),
+                         (machine.MachineWatch, ("replan",)),
+                         (otherwork.OtherWork, ("measure",)),
+                         (merged.DomainMerger, ("judge",)),
+                         (speedstep.SpeedSteps, ("step", "measured_views", "pin")),
                          (placer.Placer, ("apply",)),
-                         (quiet.QuietRounds, ("round", "leave", "rosters_for"))):
+                         (quiet.QuietRounds, ("round", "leave", "rosters_for")),
+                         (policy.TumblerPolicy, ("plan",))):
         for name in names:
             wrap(owner, name, "%s.%s" % (owner.__name__, name), totals)
-    wrap(linux.LinuxBackend, "process_state", "linux.process_state", totals)
+    for name in ("process_state", "context_switches", "cpu_switches", "newest_pid"):
+        wrap(linux.LinuxBackend, name, "linux." + name, totals)
     for name in ("sample", "_steady_sample", "thread_ids", "thread_run_ns"):
         wrap(sampler.ThreadSampler, name, "linux." + name, totals)
     wrap(sampler.os, "pread", "os.pread", totals)     # the kernel's share of sampling
-    wrap(policy, "plan_tumbler", "plan_tumbler", totals)
     wrap(speed.SpeedBalancer, "step", "SpeedBalancer.step", totals)
     for cls in (policy.AutoPolicy, policy.TumblerPolicy, policy.SpeedPolicy):
         wrap(cls, "decide", cls.__name__ + ".decide", totals)

@@ -23,7 +23,7 @@ from .procfs import (NS_PER_TICK, PF_KTHREAD, STAT_ENDCODE, STAT_FLAGS, STAT_NUM
                      STAT_STARTCODE, STAT_STARTSTACK, STAT_STARTTIME, STAT_STATE, STAT_STIME,
                      STAT_UTIME, ProcStat, cgroup_path, cpu_times_from_stat, exited,
                      has_capability, parse_stat, read_status, set_child_subreaper, stat_fields,
-                     status_value)
+                     status_value, switch_counts)
 from .threads import ThreadSampler
 from .topology import read_topology
 
@@ -275,11 +275,15 @@ class LinuxBackend(Backend):
         the CPU to another thread: the task stays runnable)."""
         path = "%s/%d/task/%d/status" % (self.proc, pid, tid)
         try:                        # not ``mapped``: per thread per round (speed policy)
-            status = read_status(path)
+            data = read_file(path)
+            if len(data) == 4096:   # the counts come last: Cpus_allowed of many CPUs may push them out
+                data = read_file(path, 1 << 20)
         except OSError as exc:
             raise os_error(exc, pid, tid, "read " + path) from None
-        return (int(status.get("voluntary_ctxt_switches", 0)),
-                int(status.get("nonvoluntary_ctxt_switches", 0)))
+        try:
+            return switch_counts(data)
+        except ValueError:
+            raise PlatformError("cannot read %s: malformed switch counts" % path) from None
 
     def children(self, pid, tids=None):
         """See Backend.children: ``/proc/PID/task/TID/children`` (kernels

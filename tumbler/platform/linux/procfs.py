@@ -97,6 +97,26 @@ def read_status(path):
     return fields
 
 
+def switch_counts(data):
+    """(voluntary_ctxt_switches, nonvoluntary_ctxt_switches) of a status
+    file's bytes ``data``, found from the end without decoding or splitting
+    the file: read per thread per round while speed balancing watches a
+    crowd, where ``read_status`` cost 75 us a thread here against 23.  Zero
+    for a field the kernel does not write; ValueError for a malformed one.
+    (Only the Name line could hold a thread's own text, and the kernel
+    escapes its newlines: a name cannot begin a line of its own.)"""
+    counts = []
+    for key in (b"\nvoluntary_ctxt_switches:", b"\nnonvoluntary_ctxt_switches:"):
+        start = data.rfind(key)
+        if start < 0:
+            counts.append(0)
+            continue
+        start += len(key)
+        end = data.find(b"\n", start)
+        counts.append(int(data[start:] if end < 0 else data[start:end]))
+    return counts[0], counts[1]
+
+
 def has_capability(bit, proc="/proc"):
     """True if the calling process holds capability number ``bit`` (its
     CapEff in /proc/self/status); False where that cannot be read."""
