@@ -613,7 +613,11 @@ def main():
                               args.baseline]):
         compileall.compile_dir(os.path.join(tree, "tumbler"), quiet=1)
     tumbler_args = shlex.split(args.tumbler_args)
-    header = {"cpus": CORES, "kernel": os.uname().release,
+    # tumbler's own costs follow its interpreter's: Debian's python3 (built
+    # with PGO and LTO, its extension modules linked in) starts and imports
+    # ~20% cheaper than a pyenv build here (BENCHMARKS.md).
+    python = "%s %s" % (os.path.realpath(sys.executable), sys.version.split()[0])
+    header = {"cpus": CORES, "kernel": os.uname().release, "python": python,
               "load_average_start": os.getloadavg()[0], "tumbler_args": tumbler_args,
               "background_hog_cpu": HOG_CPU if args.background_hog else None,
               "background_bursty": args.background_bursty,
@@ -623,8 +627,9 @@ def main():
               "python_parent": args.python_parent, "parent_burn_ms": args.parent_burn_ms,
               "other_limit": args.other_limit,
               "ratio_ci_method": "sign test"}
-    print("load average %.2f at start; %d CPUs; tumbler %s; pairs: %s%s"
-          % (header["load_average_start"], CORES, " ".join(tumbler_args) or "(defaults)",
+    print("load average %.2f at start; %d CPUs; %s; tumbler %s; pairs: %s%s"
+          % (header["load_average_start"], CORES, python,
+             " ".join(tumbler_args) or "(defaults)",
              args.runs if args.runs is not None
              else "%d to %d, until the interval is <= %.3f wide"
              % (FEWEST_PAIRS, args.max_runs, args.ci_width),

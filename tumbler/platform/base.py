@@ -385,6 +385,9 @@ class Backend:
         """The CPUs this process (tumbler) may run on."""
         return self.allowed_cpus(os.getpid(), os.getpid())
 
+    #: ``children`` reads them where kept, not each process's parent.
+    lists_children = False
+
     def children(self, pid, tids=None):
         """The PIDs of the child processes of ``pid`` (made by its threads
         ``tids`` only, if given).  A child starts with the placement of the

@@ -68,6 +68,7 @@ class LinuxBackend(Backend):
         self._gone = set()          # pids whose process was seen gone (forget_process)
         self._loadavg_fd = None     # /proc/loadavg, for newest_pid
         self._switches = None       # switches.CpuSwitches, for cpu_switches
+        self._lists_children = None     # see lists_children
         self.sampler = ThreadSampler(self.proc, self._gone, self._threads_changed)
 
     # -- processes ------------------------------------------------------------
@@ -284,6 +285,16 @@ class LinuxBackend(Backend):
             return switch_counts(data)
         except ValueError:
             raise PlatformError("cannot read %s: malformed switch counts" % path) from None
+
+    @property
+    def lists_children(self):
+        """Whether this kernel keeps ``/proc/PID/task/TID/children``
+        (CONFIG_PROC_CHILDREN: Debian's, RHEL's); looked at once."""
+        if self._lists_children is None:
+            pid = os.getpid()
+            self._lists_children = os.path.exists(
+                "%s/%d/task/%d/children" % (self.proc, pid, pid))
+        return self._lists_children
 
     def children(self, pid, tids=None):
         """See Backend.children: ``/proc/PID/task/TID/children`` (kernels
