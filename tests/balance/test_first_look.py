@@ -10,7 +10,12 @@ import sys
 
 import pytest
 
-from test_thread_tracker import tracker_over
+from tumbler.balance.domains import DomainChoice, Layout
+from tumbler.balance.machine import MachineWatch
+from tumbler.balance.spreads import RunStats
+from tumbler.balance.threads import ThreadTracker
+from tumbler.engine.policy import make_policy
+from tumbler.platform.base import NullBinder
 from tumbler.platform.linux.backend import LinuxBackend
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
@@ -33,6 +38,14 @@ class CountingBackend(LinuxBackend):
     def parent_of(self, pid):
         self.asked.append(pid)
         return super().parent_of(pid)
+
+
+def tracker_over(backend):
+    """A tracker over --domains 0/1 that binds nothing."""
+    layout = Layout(DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test"))
+    return ThreadTracker(backend, NullBinder(), make_policy("tumbler"), layout,
+                         MachineWatch(backend), RunStats(0.0), lambda warning: None,
+                         bound_masks=set(), load_window_ns=300_000_000)
 
 
 @pytest.fixture
@@ -61,7 +74,7 @@ def test_the_first_look_adopts_the_children_reading_only_theirs(family, lists_ch
     processes are adopted either way."""
     parent, children, others = family
     backend = CountingBackend(lists_children)
-    tracker, _ = tracker_over(backend)
+    tracker = tracker_over(backend)
     tracker.add_target(parent, children=True)
     assert set(tracker.targets) == {parent} | children
     if lists_children:
@@ -76,7 +89,7 @@ def test_a_child_born_after_the_first_look_is_found_at_the_next(family):
     the next look, and its parent is read then."""
     parent, children, _ = family
     backend = CountingBackend(True)
-    tracker, _ = tracker_over(backend)
+    tracker = tracker_over(backend)
     tracker.add_target(parent, children=True)
     late = subprocess.Popen(["sleep", "60"])        # this test's own child, not the target's
     try:
