@@ -249,8 +249,8 @@ class ThreadTracker:
         subtrees are walked instead (one read per thread of each):
         {pid: parent} of the ``listed`` processes in them.  None where it
         cannot, or where the targets' threads outnumber the processes.
-        (The look's only readers are the targets' descendants and
-        tumbler's children; one made after the listing is new next time.)"""
+        (Only the targets' descendants and tumbler's children matter to the
+        look; a process made after the listing is new at the next look.)"""
         if not self.backend.lists_children or \
                 sum(len(self._tracked.get(pid, ())) for pid in self.targets) > len(listed):
             return None

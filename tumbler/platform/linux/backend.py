@@ -276,7 +276,7 @@ class LinuxBackend(Backend):
         the CPU to another thread: the task stays runnable)."""
         path = "%s/%d/task/%d/status" % (self.proc, pid, tid)
         try:                        # not ``mapped``: per thread per round (speed policy)
-            data = read_file(path)
+            data = read_file(path, 4096)
             if len(data) == 4096:   # the counts come last: Cpus_allowed of many CPUs may push them out
                 data = read_file(path, 1 << 20)
         except OSError as exc:
