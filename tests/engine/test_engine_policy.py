@@ -120,6 +120,11 @@ def test_crowded_domain_not_yet_judged_is_watched_closely():
                  [spinner(t, 0.5, sleeps=None) for t in (1, 2, 3, 4)],
                  [spinner(t, 2 / 3, switches=COMPUTING) for t in (1, 2, 3)]):
         assert auto().decide(calm, ONE_DOMAIN).interval_ms == WATCH_INTERVAL_MS
+    # Other work on the domain keeps speed balancing out whatever the
+    # threads do (7.): nothing to judge there either (3 busy threads on
+    # two 1-CPU domains merged beside a hog: 3 rounds fewer at 100 ms).
+    assert auto().decide(threads, ONE_DOMAIN, [0.5]).interval_ms == WATCH_INTERVAL_MS
+    assert auto().decide(threads, ONE_DOMAIN, [0.0]).interval_ms == JUDGE_INTERVAL_MS
 
 
 def test_single_domain_ignores_the_variation_table():

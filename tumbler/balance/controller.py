@@ -291,13 +291,14 @@ class Controller:
         if deferred:
             # Nothing is bound meanwhile, and what binding waits for is a
             # matter of time (other work's first reading, merging's
-            # readings and hold), not of rounds: they come at the judging
-            # pace, not at the variation table's (50 ms for 3 busy threads
-            # beside a main thread that waits: twice the rounds' CPU for
-            # nothing, taken from a program with every CPU busy).
-            decision.interval_ms = plan.interval_ms = JUDGE_INTERVAL_MS \
-                if self.policy.fixed_interval_ms is None \
-                else min(decision.interval_ms, JUDGE_INTERVAL_MS)
+            # readings and hold), not of rounds: the next comes when it can
+            # be decided (_deferred_ms), not at the variation table's pace
+            # (50 ms for 3 busy threads beside a main thread that waits:
+            # rounds' CPU for nothing, taken from a program with every CPU
+            # busy).
+            wait = self._deferred_ms(samples)
+            decision.interval_ms = plan.interval_ms = wait \
+                if self.policy.fixed_interval_ms is None else min(decision.interval_ms, wait)
             decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
             plan.reason = "nothing moved %s (planned: %s)" % (deferred, plan.reason)
         if self.moves_threads and not deferred:
@@ -350,6 +351,25 @@ class Controller:
                 return "while merging is judged"
             self._judging_first = False
         return None
+
+    def _deferred_ms(self, samples):
+        """The interval to the next round while binding is deferred: to when
+        other work can first be read, or a merge's hold ends
+        (DomainMerger.due_ns) -- a judgement at its end sees the loads of
+        the whole hold, which reach back a load window -- or
+        JUDGE_INTERVAL_MS while merging waits for readings that mature
+        with the threads' own; never past the first judgement's end.  Two
+        1-CPU domains, 3 busy threads: 6 rounds to the merge, not 10."""
+        due = self.other.readable_at_ns() if self.other.unread() else self.merger.due_ns
+        if due is None:
+            return JUDGE_INTERVAL_MS
+        now = samples[0].wall_ns if samples else time.monotonic_ns()
+        # A millisecond late rather than early: a round before it decides nothing.
+        wait = (due - now) // 1_000_000 + 1
+        if self._judging_first:         # (the run's clock, _binding_deferred's)
+            wait = min(wait, int(1000 * (self.stats.started - time.monotonic())
+                                 + FIRST_JUDGEMENT_WINDOWS * self.load_window_ns / 1e6) + 1)
+        return max(1, wait)
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are

@@ -41,6 +41,7 @@ class DomainMerger:
         self.split_choice = None        # the domains merged now (engine/policy.py, 5.)
         self.wanted_ns = None           # since when every judgement asked to merge (split)
         self.pending = False            # a judgement waits for readings or its hold
+        self.due_ns = None              # when a judgement waiting for its hold ends
 
     def unmerged(self):
         """The domains as planned: before the merge, if merged now."""
@@ -71,8 +72,11 @@ class DomainMerger:
         a window after.
         Returns a note for the round's reason when it did either; sets
         ``pending`` while a judgement waits for readings or its hold
-        (rounds come at auto's judging pace then, none quiet)."""
+        (rounds come at auto's judging pace then, none quiet), and
+        ``due_ns`` (the samples' clock) to when the hold ends, None when
+        it waits for readings or nothing."""
         self.pending = False
+        self.due_ns = None
         if not self.may_merge():
             return None
         split = self.unmerged()
@@ -96,6 +100,7 @@ class DomainMerger:
             else SPLIT_HOLD_WINDOWS
         if now - self.wanted_ns < hold * self.load_window_ns:
             self.pending = True
+            self.due_ns = self.wanted_ns + hold * self.load_window_ns
             return None
         self.wanted_ns = None
         if not merged:

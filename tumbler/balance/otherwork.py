@@ -41,6 +41,15 @@ class OtherWork:
         meter = self.meter
         return meter is not None and not meter.ready and meter.failed is None
 
+    def readable_at_ns(self):
+        """When other work can first be read (the samples' clock: half a
+        load window after the meter's first reading), None if it is read
+        already, not measured, or the meter has no reading yet."""
+        meter = self.meter
+        if not self.unread() or not meter.readings:
+            return None
+        return meter.readings[0][0] + meter.window_ns // 2
+
     def measure(self, now_ns, tracker):
         """Other work per domain (CPUs, dead-banded: balance/capacity.py)
         over the load window, from the CPU ``tracker``'s threads received

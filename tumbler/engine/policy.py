@@ -90,9 +90,9 @@ Policies:
                 the same threads: balance/quiet.py, ``paced_ms``; not
                 while synchronising threads outnumber the cores, whose
                 speeds look even over a longer window: 2. judges them
-                at this pace).  While a domain has more runnable threads
-                than cores whose sleeping is not yet known (it takes
-                readings over 0.3 s), rounds come every
+                at this pace).  While a domain with no other work (7.) has
+                more runnable threads than cores whose sleeping is not yet
+                known (it takes readings over 0.3 s), rounds come every
                 ``JUDGE_INTERVAL_MS`` (100 ms).
              7. *Other work* -- CPU time of a domain's CPUs that no thread
                 of the program got, measured over the load window through
@@ -425,7 +425,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             # at a calm pace.  The table's interval is about regrouping,
             # which cannot happen here, so it does not apply.
             interval = WATCH_INTERVAL_MS
-        if not engaged and self._judging(runnable, domains, assignment):
+        if not engaged and self._judging(runnable, domains, assignment, other):
             interval = min(interval, JUDGE_INTERVAL_MS)
         if self.fixed_interval_ms is not None:
             interval = self.fixed_interval_ms
@@ -449,12 +449,15 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                 for d, runnable, threads in zip(domains, summary.runnable, summary.threads)}
 
     @staticmethod
-    def _judging(runnable, domains, assignment):
+    def _judging(runnable, domains, assignment, other=None):
         """Whether some domain has more ``runnable`` threads (runnable share
         of at least RUNNABLE_SHARE) than cores, not a multiple, of which some
         have not been watched long enough to say whether they sleep or
-        synchronise."""
+        synchronise -- and no other work (``other``, by domain index), which
+        keeps speed balancing out whatever they do (7.)."""
         for domain in domains:
+            if other and other[domain.index] > 0.0:
+                continue
             members = [t for t in runnable if assignment.get(t.tid) == domain.index]
             cores = len(domain.cpus)
             if len(members) > cores and len(members) % cores \
