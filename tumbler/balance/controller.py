@@ -369,7 +369,9 @@ class Controller:
         if self._judging_first:         # (the run's clock, _binding_deferred's)
             wait = min(wait, int(1000 * (self.stats.started - time.monotonic())
                                  + FIRST_JUDGEMENT_WINDOWS * self.load_window_ns / 1e6) + 1)
-        return max(1, wait)
+        # Never a tight loop, whatever the clocks say: a round at most every
+        # 10 ms (the readings it waits for move in tens of ms).
+        return max(10, wait)
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are
