@@ -14,11 +14,17 @@ from support.helpers import WORKLOADS, LockWait, build_workload
 from support.processes import Processes
 
 # A suite started in the background by a shell without job control (`cmd &`)
-# inherits SIGINT ignored, and so would every tumbler it starts: the tests
-# that stop tumbler with SIGINT (as a terminal's Ctrl-C does) then time out.
-# Ignored dispositions survive exec; a handler of the suite's own does not.
+# inherits SIGINT ignored, one started with `nohup` SIGHUP, and so would
+# every tumbler it starts: the tests that stop tumbler with SIGINT (as a
+# terminal's Ctrl-C does) or SIGHUP, or reload the service with SIGHUP,
+# then time out (the service's reload and a stop signal's test did, under
+# nohup).  Ignored dispositions survive exec; a handler of the suite's own
+# does not.  SIGHUP's handler does nothing: the suite itself still outlives
+# a hang-up, as nohup asked.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 
 @pytest.fixture(scope="session")
