@@ -144,7 +144,11 @@ class CapacityMeter:
         self.other = {}                 # domain CPUs -> other work in use (CPUs, in steps)
         self.left_out = {}              # domain CPUs -> _LeftOut, while it is out or on trial
         self.failed = None              # why cpu_times cannot be read: measuring stopped
-        self.ready = False              # a reading has spanned half a window
+        self.ready = False              # a reading has spanned ready_span_ns
+        # /proc/stat counts in clock ticks (10 ms): over 100 ms one tick is a
+        # tenth of a CPU, a whole step of the dead band.  Other work is read
+        # once the readings span half a window.
+        self.ready_span_ns = window_ns // 2
 
     def start(self, wall_ns):
         """The first reading, when the first target is added (``wall_ns``:
@@ -270,9 +274,7 @@ class CapacityMeter:
             readings.popleft()
         base_ns, base = readings[0]
         span = wall_ns - base_ns
-        if span < self.window_ns // 2:
-            # /proc/stat counts in clock ticks (10 ms): over 100 ms one tick
-            # is a tenth of a CPU, a whole step of the dead band.
+        if span < self.ready_span_ns:
             return None
         self.ready = True
         return busy_shares(base, times, span)

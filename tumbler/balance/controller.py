@@ -346,11 +346,17 @@ class Controller:
             return "until other work is read"
         if self._judging_first:
             if self.merger.pending and self.merger.split_choice is None and \
-                    time.monotonic() - self.stats.started < \
-                    FIRST_JUDGEMENT_WINDOWS * self.load_window_ns / 1e9:
+                    self._first_judgement_left_s() > 0:
                 return "while merging is judged"
             self._judging_first = False
         return None
+
+    def _first_judgement_left_s(self):
+        """Seconds left of the first binding's wait for the judgement of
+        merging (FIRST_JUDGEMENT_WINDOWS load windows from the run's start,
+        on the run's clock); <= 0 once it is over."""
+        return (self.stats.started + FIRST_JUDGEMENT_WINDOWS * self.load_window_ns / 1e9
+                - time.monotonic())
 
     def _deferred_ms(self, samples):
         """The interval to the next round while binding is deferred: to when
@@ -366,9 +372,8 @@ class Controller:
         now = samples[0].wall_ns if samples else time.monotonic_ns()
         # A millisecond late rather than early: a round before it decides nothing.
         wait = (due - now) // 1_000_000 + 1
-        if self._judging_first:         # (the run's clock, _binding_deferred's)
-            wait = min(wait, int(1000 * (self.stats.started - time.monotonic())
-                                 + FIRST_JUDGEMENT_WINDOWS * self.load_window_ns / 1e6) + 1)
+        if self._judging_first:
+            wait = min(wait, int(1000 * self._first_judgement_left_s()) + 1)
         # Never a tight loop, whatever the clocks say: a round at most every
         # 10 ms (the readings it waits for move in tens of ms).
         return max(10, wait)

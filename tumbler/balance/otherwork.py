@@ -48,7 +48,7 @@ class OtherWork:
         meter = self.meter
         if not self.unread() or not meter.readings:
             return None
-        return meter.readings[0][0] + meter.window_ns // 2
+        return meter.readings[0][0] + meter.ready_span_ns
 
     def measure(self, now_ns, tracker):
         """Other work per domain (CPUs, dead-banded: balance/capacity.py)
