@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from functools import lru_cache, reduce
 
 #: Upper bound on the number of slots (rows of the assignment problem).
 DEFAULT_MAX_UNITS = 64
@@ -110,7 +109,7 @@ def _checked_capacities(capacities):
 
 
 def _divided_by_gcd(values):
-    divisor = reduce(math.gcd, values)
+    divisor = math.gcd(*values)
     return [value // divisor for value in values]
 
 
@@ -148,14 +147,26 @@ def capacity_units(capacities: Sequence[int], max_units: int = DEFAULT_MAX_UNITS
     return list(_units(tuple(capacities), max_units))
 
 
-@lru_cache(maxsize=64)
+#: capacity_units' answers by its checked arguments: every regrouping asks
+#: again for the same few domain sizes.  A dict, not functools.lru_cache:
+#: functools' import (with collections) costs ~3 ms of CPU beside
+#: ``exec``'s command.
+_UNITS = {}
+_UNITS_KEPT = 64
+
+
 def _units(capacities: tuple[int, ...], max_units: int) -> tuple[int, ...]:
-    """capacity_units of checked arguments, remembered: every regrouping
-    asks again for the same few domain sizes."""
-    units = _divided_by_gcd(capacities)
-    if sum(units) > max_units:
-        units = _divided_by_gcd(_apportioned(units, max_units))
-    return tuple(units)
+    """capacity_units of checked arguments, remembered (``_UNITS``)."""
+    key = (capacities, max_units)
+    units = _UNITS.get(key)
+    if units is None:
+        units = _divided_by_gcd(capacities)
+        if sum(units) > max_units:
+            units = _divided_by_gcd(_apportioned(units, max_units))
+        if len(_UNITS) >= _UNITS_KEPT:
+            _UNITS.clear()
+        units = _UNITS[key] = tuple(units)
+    return units
 
 
 def wave_slots(loads: Mapping[Hashable, float], capacities: Sequence[int],

@@ -89,10 +89,11 @@ def write_json(path, data):
 
 def dumps(data):
     """``json.dumps(data, separators=(",", ":"), sort_keys=True)``, the same
-    text, for what a state file holds (dicts with string keys, lists,
-    tuples, strings, ints, bools, None; finite floats).  Not ``json``
-    itself: its import (with ``re``) is ~4 ms of CPU, and every ``tumbler
-    exec`` writes a state file while its command starts."""
+    text, for what a state file or ``--summary-json`` holds (dicts with
+    string keys, lists, tuples, strings, ints, bools, None; finite
+    floats).  Not ``json`` itself: its import (with ``re``) is ~4 ms of
+    CPU, and every ``tumbler exec`` writes a state file while its command
+    starts."""
     try:
         from _json import encode_basestring_ascii as quote
     except ImportError:                 # not CPython
@@ -116,13 +117,13 @@ def _dump(value, put, quote):
         put(int.__repr__(value))
     elif isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError("a state file holds finite numbers only, not %r" % value)
+            raise ValueError("JSON here holds finite numbers only, not %r" % value)
         put(float.__repr__(value))
     elif isinstance(value, dict):
         put("{")
         for i, key in enumerate(sorted(value)):
             if not isinstance(key, str):
-                raise TypeError("state file keys are strings, not %r" % (key,))
+                raise TypeError("JSON keys here are strings, not %r" % (key,))
             if i:
                 put(",")
             put(quote(key) + ":")
@@ -136,7 +137,7 @@ def _dump(value, put, quote):
             _dump(item, put, quote)
         put("]")
     else:
-        raise TypeError("%r cannot be written to a state file" % (value,))
+        raise TypeError("%r cannot be written as JSON here" % (value,))
 
 
 def write_atomic(path, payload):

@@ -67,18 +67,32 @@ def yielders_on(cpu, count=2, switches=4000, seconds=10.0):
     return switched
 
 
+def _openers():
+    """The ways a CPU's counter is opened: _steady.c's (when built) and
+    ctypes' (when it is not)."""
+    from tumbler.platform.linux import switches
+    openers = [pytest.param(switches.ctypes_open, id="ctypes")]
+    if switches.open_cpu_switches is not None:
+        openers.insert(0, pytest.param(switches.open_cpu_switches, id="c"))
+    return openers
+
+
 @linux
-def test_a_cpus_count_covers_the_switches_made_on_it_and_no_more_than_the_machines():
+@pytest.mark.parametrize("opener", _openers())
+def test_a_cpus_count_covers_the_switches_made_on_it_and_no_more_than_the_machines(opener):
     if os.geteuid() != 0:
         pytest.skip("counting a CPU's switches needs CAP_PERFMON; the suite runs as root")
     cpu = min(os.sched_getaffinity(0))
     backend = LinuxBackend("/")
     try:
+        backend._switches = CpuSwitches(
+            lambda: machine_switches(open("/proc/stat", "rb").read()), open_counter=opener)
         machine_before = machine_switches(open("/proc/stat", "rb").read())
         before = backend.cpu_switches({cpu})
         yielded = yielders_on(cpu)
         after = backend.cpu_switches({cpu})
         machine_after = machine_switches(open("/proc/stat", "rb").read())
+        assert backend._switches._fds, "the machine's count was taken, not the CPU's"
     finally:
         backend.close()
     # Two processes yielding to each other on one CPU: thousands of switches.
@@ -86,32 +100,86 @@ def test_a_cpus_count_covers_the_switches_made_on_it_and_no_more_than_the_machin
     assert yielded <= after - before <= machine_after - machine_before
 
 
-def test_where_a_cpus_counter_may_not_be_opened_the_machines_count_is_taken():
-    machine = iter([500, 700, 900])
-    denied = FakeSyscall(errno.EACCES)
-    switches = CpuSwitches(lambda: next(machine), syscall=denied, machine="x86_64")
+@linux
+def test_the_backend_opens_counters_with_the_c_module_where_it_was_built():
+    from tumbler.platform.linux import switches
+    if switches.open_cpu_switches is None:
+        pytest.skip("_steady.c was not built")
+    backend = LinuxBackend("/")
+    try:
+        backend.cpu_switches({min(os.sched_getaffinity(0))})
+        assert backend._switches._open_counter is switches.open_cpu_switches
+    finally:
+        backend.close()
+
+
+class FakeOpener:
+    """open_counter that records the CPUs asked for: fails with ``errors``
+    (one errno per call, None = succeed), else hands out fds from 101."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.cpus = []
+        self.next_fd = 100
+
+    def __call__(self, cpu):
+        self.cpus.append(cpu)
+        code = self.errors.pop(0) if self.errors else None
+        if code is not None:
+            raise OSError(code, os.strerror(code))
+        self.next_fd += 1
+        return self.next_fd
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM, errno.ENOSYS])
+def test_where_a_cpus_counter_may_never_be_opened_the_machines_count_is_taken(code):
+    machine = iter([500, 700])
+    denied = FakeOpener(code)
+    switches = CpuSwitches(lambda: next(machine), open_counter=denied)
     assert switches.count({0, 1}) == 500
     assert switches.count({2}) == 700               # denied once: not asked again
-    assert len(denied.calls) == 1
-    call = denied.calls[0]
-    assert (call["type"], call["config"], call["tid"], call["cpu"]) == (1, 3, -1, 0)
+    assert denied.cpus == [0]
+
+
+def test_a_cpu_that_cannot_be_counted_makes_its_set_the_machines_for_good():
     # A CPU that cannot be counted (off-line) makes its set the machine's,
     # for good -- a set's counts only grow -- and other sets stay per CPU.
+    machine = iter([900])
     reads = Reads()
-    offline = FakeSyscall(None, errno.ENODEV, None)
-    switches = CpuSwitches(lambda: next(machine), syscall=offline, machine="x86_64",
+    offline = FakeOpener(None, errno.ENODEV, None)
+    switches = CpuSwitches(lambda: next(machine), open_counter=offline,
                            read=reads, close=lambda fd: None)
     reads.queued = {101: [(40).to_bytes(8, "little")], 102: [(2).to_bytes(8, "little")]}
     assert switches.count({0, 1}) == 900
     assert switches.count({0}) == 40
     assert switches.count({0, 2}) == 42
+    assert offline.cpus == [0, 1, 2]
     offline.errors = [None]
     with pytest.raises(StopIteration):          # still the machine's: no fourth count
         switches.count({0, 1})
 
 
+def test_ctypes_opens_a_software_context_switch_counter_of_every_task_on_the_cpu():
+    from tumbler.platform.linux.switches import ctypes_open
+    syscall = FakeSyscall(None, errno.EACCES)
+    assert ctypes_open(3, syscall=syscall, machine="x86_64") == 101
+    call = syscall.calls[0]
+    assert (call["number"], call["type"], call["config"], call["read_format"], call["flags"],
+            call["tid"], call["cpu"], call["group_fd"], call["open_flags"]) == \
+        (298, 1, 3, 0, 0, -1, 3, -1, 1 << 3)
+    with pytest.raises(OSError) as failed:
+        ctypes_open(0, syscall=syscall, machine="aarch64")
+    assert failed.value.errno == errno.EACCES
+    assert syscall.calls[1]["number"] == 241
+    with pytest.raises(OSError) as failed:          # an unknown machine
+        ctypes_open(0, syscall=syscall, machine="sparc64")
+    assert failed.value.errno == errno.ENOSYS and len(syscall.calls) == 2
+
+
 def test_an_unknown_machine_counts_the_whole_machine():
-    switches = CpuSwitches(lambda: 7, syscall=FakeSyscall(), machine="sparc64")
+    from tumbler.platform.linux.switches import ctypes_open
+    switches = CpuSwitches(lambda: 7, open_counter=lambda cpu: ctypes_open(
+        cpu, syscall=FakeSyscall(), machine="sparc64"))
     assert switches.count({0}) == 7
 
 

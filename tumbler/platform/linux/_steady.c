@@ -1,5 +1,6 @@
 /*
- * _steady: the Linux backend's steady-state sample in one C call.
+ * _steady: the Linux backend's steady-state sample in one C call, and the
+ * three system calls it would otherwise make through ctypes.
  *
  * tumbler samples every thread of its target every round.  From the second
  * round on the usual sample is: for every known thread, one pread(2) of its
@@ -42,15 +43,36 @@
  *          len(fds) threads or a read failed or was odd (a thread exited:
  *          its fd reads as an error).  The controller's quiet rounds
  *          (balance/quiet.py) read this way: no Python object per thread.
+ *
+ * And three system calls Python's os module lacks, which otherwise come
+ * through ctypes: importing it costs ~4 ms of CPU, taken from the command
+ * on a full machine while ``tumbler exec`` starts balancing (BENCHMARKS.md,
+ * "What exec imports").  Each has its ctypes twin for when this module was
+ * not built (procfs.py, switches.py, backend.py).
+ *
+ * open_cpu_switches(cpu) -> fd
+ *     perf_event_open(2) of a software counter of every context switch on
+ *     ``cpu`` (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, pid -1,
+ *     no group, close-on-exec; read_format 0: a read gives the u64 count);
+ *     OSError with the errno (EACCES: no CAP_PERFMON, ENODEV: CPU off-line,
+ *     ENOSYS: no perf events)
+ * set_child_subreaper(on) -> bool
+ *     prctl(PR_SET_CHILD_SUBREAPER, on): whether the kernel took it
+ * current_cpu() -> int or None
+ *     sched_getcpu(3) (the vDSO on x86_64): the CPU the caller runs on
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 #include <limits.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/perf_event.h>
 
 #include "../_slots.h"
 
@@ -326,6 +348,48 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
     return PyLong_FromLongLong((long long)now.tv_sec * 1000000000LL + now.tv_nsec);
 }
 
+static PyObject *open_cpu_switches(PyObject *module, PyObject *arg)
+{
+    int overflow;
+    long cpu = PyLong_AsLongAndOverflow(arg, &overflow);
+    if (cpu == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow || cpu < 0 || cpu > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "no such CPU: %R", arg);
+        return NULL;
+    }
+#ifdef SYS_perf_event_open
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.size = sizeof attr;
+    attr.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+    long fd = syscall(SYS_perf_event_open, &attr, -1, (int)cpu, -1, PERF_FLAG_FD_CLOEXEC);
+#else
+    long fd = -1;
+    errno = ENOSYS;
+#endif
+    if (fd < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *set_child_subreaper(PyObject *module, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(prctl(PR_SET_CHILD_SUBREAPER, on, 0, 0, 0) == 0);
+}
+
+static PyObject *current_cpu(PyObject *module, PyObject *unused)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLong(cpu);
+}
+
 static PyMethodDef steady_methods[] = {
     {"read_columns", read_columns, METH_VARARGS,
      "read_columns(task_fd, fds, run, lat, zero_ok=True) -> monotonic ns or None\n\n"
@@ -334,6 +398,12 @@ static PyMethodDef steady_methods[] = {
     {"steady_times", steady_times, METH_VARARGS,
      "steady_times(files, pid, tids, zero_ok, ThreadTimes, no_micro) -> dict or None\n\n"
      "Read every thread's kept-open schedstat fd; see the module comment."},
+    {"open_cpu_switches", open_cpu_switches, METH_O,
+     "open_cpu_switches(cpu) -> fd of a counter of every context switch on cpu"},
+    {"set_child_subreaper", set_child_subreaper, METH_O,
+     "set_child_subreaper(on) -> whether prctl(PR_SET_CHILD_SUBREAPER, on) succeeded"},
+    {"current_cpu", current_cpu, METH_NOARGS,
+     "current_cpu() -> sched_getcpu(), None if it failed"},
     {NULL, NULL, 0, NULL}
 };
 

@@ -21,9 +21,9 @@ from .affinity import AffinityBinder
 from .oserror import SETAFFINITY_PRIVILEGE, mapped, os_error, thread_phrase
 from .procfs import (NS_PER_TICK, PF_KTHREAD, STAT_ENDCODE, STAT_FLAGS, STAT_NUM_THREADS,
                      STAT_STARTCODE, STAT_STARTSTACK, STAT_STARTTIME, STAT_STATE, STAT_STIME,
-                     STAT_UTIME, ProcStat, cgroup_path, cpu_times_from_stat, exited,
-                     has_capability, parse_stat, read_status, set_child_subreaper, stat_fields,
-                     status_value, switch_counts)
+                     STAT_UTIME, ProcStat, cgroup_path, cpu_times_from_stat, current_cpu,
+                     exited, has_capability, parse_stat, read_status, set_child_subreaper,
+                     stat_fields, status_value, switch_counts)
 from .threads import ThreadSampler
 from .topology import read_topology
 
@@ -44,9 +44,10 @@ FUTEX_WAIT_OPS = frozenset((0, 6, 9, 11, 13))
 #: process_state re-reads the main thread's stat at least this often while
 #: the threads stay the same (see process_state).
 STATE_READ_NS = 1_000_000_000
-
-
-_sched_getcpu = None         # libc's sched_getcpu, loaded on first use
+#: A thread's status file is read in this many bytes first: all of it, but
+#: where the Cpus_allowed lines of many CPUs push the switch counts, last,
+#: out of it.
+STATUS_FIRST_READ = 4096
 
 
 class LinuxBackend(Backend):
@@ -276,8 +277,8 @@ class LinuxBackend(Backend):
         the CPU to another thread: the task stays runnable)."""
         path = "%s/%d/task/%d/status" % (self.proc, pid, tid)
         try:                        # not ``mapped``: per thread per round (speed policy)
-            data = read_file(path, 4096)
-            if len(data) == 4096:   # the counts come last: Cpus_allowed of many CPUs may push them out
+            data = read_file(path, STATUS_FIRST_READ)
+            if len(data) == STATUS_FIRST_READ:
                 data = read_file(path, 1 << 20)
         except OSError as exc:
             raise os_error(exc, pid, tid, "read " + path) from None
@@ -408,20 +409,15 @@ class LinuxBackend(Backend):
 
     def cpu_switches(self, cpus):
         """Per-CPU perf counters, else /proc/stat's ``ctxt`` (switches.py,
-        loaded here: ctypes is not for commands that never need it)."""
+        loaded here: only crowded domains count switches)."""
         if self._switches is None:
             from .switches import CpuSwitches, machine_switches
             self._switches = CpuSwitches(lambda: machine_switches(self._proc_stat.read()))
         return self._switches.count(cpus)
 
     def current_cpu(self):
-        """sched_getcpu(3): a vDSO call, no system call on x86_64."""
-        global _sched_getcpu
-        if _sched_getcpu is None:
-            import ctypes
-            _sched_getcpu = ctypes.CDLL(None).sched_getcpu
-        cpu = _sched_getcpu()
-        return cpu if cpu >= 0 else None
+        """sched_getcpu(3) (procfs.current_cpu)."""
+        return current_cpu()
 
     def program_counters(self, pid):
         """perf_event_open groups of cycles and LLC misses per thread

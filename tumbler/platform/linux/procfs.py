@@ -1,13 +1,18 @@
 """The formats of the /proc files the Linux backend reads (proc(5)): the
 ``stat`` line and its fields, ``status`` as a dict, ``cgroup``; and the two
 process-wide facts other layers ask of /proc and prctl(2) (capabilities,
-child subreaper).  Parsing only: the kept descriptors and the sampling are
-threads.py's, the calls backend.py's."""
+child subreaper), and sched_getcpu(3).  Parsing only: the kept descriptors
+and the sampling are threads.py's, the calls backend.py's."""
 
 import os
 
 from ...escape import printable
 from ..base import Unsupported
+
+try:
+    from . import _steady
+except ImportError:         # not built (optional): through ctypes
+    _steady = None
 
 PF_KTHREAD = 0x00200000
 PR_SET_CHILD_SUBREAPER = 36     # include/uapi/linux/prctl.h
@@ -130,13 +135,32 @@ def has_capability(bit, proc="/proc"):
 def set_child_subreaper(on):
     """prctl(PR_SET_CHILD_SUBREAPER) for the calling process (Linux 3.4 and
     later): while ``on``, orphans among its descendants are re-parented to
-    it.  True if the kernel took it."""
+    it.  True if the kernel took it.  _steady.c's, else through ctypes:
+    its import costs ~4 ms of CPU beside ``exec``'s command."""
+    if _steady is not None:
+        return _steady.set_child_subreaper(on)
     import ctypes
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0,
                                                        0) == 0
     except (OSError, AttributeError):
         return False
+
+
+_sched_getcpu = None         # libc's sched_getcpu through ctypes, loaded on first use
+
+
+def current_cpu():
+    """sched_getcpu(3), None if it failed: a vDSO call, no system call on
+    x86_64.  _steady.c's, else through ctypes (as set_child_subreaper)."""
+    if _steady is not None:
+        return _steady.current_cpu()
+    global _sched_getcpu
+    if _sched_getcpu is None:
+        import ctypes
+        _sched_getcpu = ctypes.CDLL(None).sched_getcpu
+    cpu = _sched_getcpu()
+    return cpu if cpu >= 0 else None
 
 
 def cpu_times_from_stat(data):

@@ -23,22 +23,28 @@ Each set of CPUs keeps the source its first count came from, so that a
 set's counts only grow.  One fd per CPU, opened when a crowded domain
 first asks (the scheduler then adds a few instructions to each switch on
 it), shared by every program of the service, closed with the backend.
+The counter is opened by _steady.c, else (the C module not built) through
+ctypes (``ctypes_open``): its import costs ~4 ms of CPU beside ``exec``'s
+command.
 """
 
-import ctypes
 import errno
 import os
 import struct
 
 from ..base import Unsupported
-from .counters import PERF_ATTR_SIZE_VER5, PERF_FLAG_FD_CLOEXEC, SYSCALL_NUMBERS, \
-    PerfEventAttr, libc_syscall, machine as arch
+
+try:
+    from ._steady import open_cpu_switches
+except ImportError:         # not built (optional): through ctypes
+    open_cpu_switches = None
 
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_CONTEXT_SWITCHES = 3
 _COUNT = struct.Struct("=Q")        # read_format 0: the value alone
-#: Errors that say this process may not count CPU-wide: asked once.
-_DENIED = (errno.EACCES, errno.EPERM)
+#: Errors that say this process may never count CPU-wide (no privilege,
+#: no perf events): asked once.
+_NEVER = (errno.EACCES, errno.EPERM, errno.ENOSYS)
 
 
 def machine_switches(proc_stat):
@@ -50,21 +56,41 @@ def machine_switches(proc_stat):
     raise Unsupported("no ctxt line in /proc/stat")
 
 
+def ctypes_open(cpu, syscall=None, machine=None):
+    """_steady.open_cpu_switches through ctypes: the fd of a counter of
+    every context switch on ``cpu``; OSError.  ``syscall`` (libc's
+    syscall(2)) and ``machine`` (os.uname's) are for tests."""
+    import ctypes
+    from .counters import PERF_ATTR_SIZE_VER5, PERF_FLAG_FD_CLOEXEC, SYSCALL_NUMBERS, \
+        PerfEventAttr, libc_syscall, machine as arch
+    number = SYSCALL_NUMBERS.get(machine or arch())
+    if number is None:
+        raise OSError(errno.ENOSYS, "perf_event_open's number is not known here")
+    attr = PerfEventAttr(type=PERF_TYPE_SOFTWARE, size=PERF_ATTR_SIZE_VER5,
+                         config=PERF_COUNT_SW_CONTEXT_SWITCHES)
+    fd = (syscall or libc_syscall())(ctypes.c_long(number), ctypes.byref(attr),
+                                     ctypes.c_int(-1), ctypes.c_int(cpu), ctypes.c_int(-1),
+                                     ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return fd
+
+
 class CpuSwitches:
     """Context switches per set of CPUs, per-CPU perf counters where they
     may be opened, else the machine's (``machine_count``: a callable
-    returning /proc/stat's ``ctxt``).  ``syscall``, ``read`` and ``close``
-    default to libc's syscall(2), os.read and os.close; tests pass fakes."""
+    returning /proc/stat's ``ctxt``).  ``open_counter`` (cpu -> fd, or
+    OSError), ``read`` and ``close`` default to _steady's (else
+    ``ctypes_open``), os.read and os.close; tests pass fakes."""
 
-    def __init__(self, machine_count, syscall=None, machine=None, read=os.read,
-                 close=os.close):
+    def __init__(self, machine_count, open_counter=None, read=os.read, close=os.close):
         self._machine_count = machine_count
-        self._syscall = syscall
-        self._number = SYSCALL_NUMBERS.get(machine or arch())
+        self._open_counter = open_counter or open_cpu_switches or ctypes_open
         self._read, self._close = read, close
         self._fds = {}              # cpu -> fd of its counter
         self._per_cpu = {}          # frozenset of CPUs -> whether counted per CPU
-        self._denied = self._number is None
+        self._never = False         # no counter may ever be opened
 
     def count(self, cpus):
         """Switches on ``cpus`` so far (see the module docstring);
@@ -84,20 +110,15 @@ class CpuSwitches:
         """Whether ``cpu`` has a counter (opened now if need be)."""
         if cpu in self._fds:
             return True
-        if self._denied:
+        if self._never:
             return False
-        if self._syscall is None:
-            self._syscall = libc_syscall()
-        attr = PerfEventAttr(type=PERF_TYPE_SOFTWARE, size=PERF_ATTR_SIZE_VER5,
-                             config=PERF_COUNT_SW_CONTEXT_SWITCHES)
-        fd = self._syscall(ctypes.c_long(self._number), ctypes.byref(attr), ctypes.c_int(-1),
-                           ctypes.c_int(cpu), ctypes.c_int(-1), ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
-        if fd < 0:
+        try:
+            self._fds[cpu] = self._open_counter(cpu)
+        except OSError as exc:
             # Denied: never again (the privilege will not come); any other
             # error (a CPU off-line: ENODEV) for this set of CPUs only.
-            self._denied = ctypes.get_errno() in _DENIED
+            self._never = exc.errno in _NEVER
             return False
-        self._fds[cpu] = fd
         return True
 
     def close(self):
