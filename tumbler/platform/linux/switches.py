@@ -30,7 +30,7 @@ command.
 
 import errno
 import os
-import struct
+import sys
 
 from ..base import Unsupported
 
@@ -41,7 +41,7 @@ except ImportError:         # not built (optional): through ctypes
 
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_CONTEXT_SWITCHES = 3
-_COUNT = struct.Struct("=Q")        # read_format 0: the value alone
+_COUNT_SIZE = 8                     # read_format 0: the value alone, a native u64
 #: Errors that say this process may never count CPU-wide (no privilege,
 #: no perf events): asked once.
 _NEVER = (errno.EACCES, errno.EPERM, errno.ENOSYS)
@@ -103,7 +103,7 @@ class CpuSwitches:
             return self._machine_count()
         total = 0
         for cpu in cpus:
-            total += _COUNT.unpack(self._read(self._fds[cpu], _COUNT.size))[0]
+            total += int.from_bytes(self._read(self._fds[cpu], _COUNT_SIZE), sys.byteorder)
         return total
 
     def _opened(self, cpu):
