@@ -1,6 +1,6 @@
 /*
- * _steady: the Linux backend's steady-state sample in one C call, and the
- * three system calls it would otherwise make through ctypes.
+ * _steady: the Linux backend's steady-state sample in one C call, and
+ * three system calls (the end of this comment).
  *
  * tumbler samples every thread of its target every round.  From the second
  * round on the usual sample is: for every known thread, one pread(2) of its
