@@ -48,7 +48,7 @@
  * through ctypes: importing it costs ~4 ms of CPU, taken from the command
  * on a full machine while ``tumbler exec`` starts balancing (BENCHMARKS.md,
  * "What exec imports").  Each has its ctypes twin for when this module was
- * not built (procfs.py, switches.py, backend.py).
+ * not built (procfs.py, switches.py).
  *
  * open_cpu_switches(cpu) -> fd
  *     perf_event_open(2) of a software counter of every context switch on
