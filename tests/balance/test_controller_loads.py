@@ -560,6 +560,27 @@ def test_rounds_that_bind_nothing_yet_come_when_it_can_be_decided():
     assert JUDGE_INTERVAL_MS < 201
 
 
+def test_a_round_that_binds_nothing_yet_leaves_nothing_engaged(monkeypatch):
+    """While auto binds nothing (other work unread, merging judged), a
+    round's pins are dropped; so is any engagement of speed balancing the
+    policy decided in it: a domain it engaged there is judged as new the
+    next round (it used to stay recorded, and was then kept engaged on a
+    quarter of the evidence, with no look at the speeds).  The policy here
+    engages every crowd it is shown."""
+    from tumbler.engine.policy import AutoPolicy
+    monkeypatch.setattr(AutoPolicy, "_crowd_switching", staticmethod(lambda d, c: 1000.0))
+    monkeypatch.setattr(AutoPolicy, "_engagement", lambda *args: "engaged for the test")
+    busy = (101, 102, 103)
+    backend, controller = _busy_on_two_domains(busy)
+    backend.now += 100 * MS
+    for tid in busy:
+        backend.run(tid, 2 / 3 * 100, lat_ms=1 / 3 * 100)
+    decision = controller.round()
+    assert "nothing moved" in decision.plan.reason, decision.plan.reason
+    assert decision.engaged == [] and decision.pins == {}
+    assert not controller.policy.__dict__.get("_engaged"), controller.policy.__dict__
+
+
 def test_a_tid_taken_again_before_the_round_drops_the_old_thread_is_placed_once():
     """A followed child exited and its TID names a new thread already
     (PID reuse, seen in test_security's ns_last_pid test): until the next

@@ -54,7 +54,8 @@ managed come and go faster than that, and moved capacities (and threads)
 for noise (BENCHMARKS.md, issue 29).
 
 Cost: one read of /proc/stat per round with two or more domains (a
-single domain has nothing to weigh and reads nothing).  A quiet round
+single domain has nothing to weigh; auto still reads its other work each
+full round, balance/otherwork.py).  A quiet round
 (quiet.py) weighs the domains as the full round before it did, and hands
 over to a full round when a capacity has moved since or a domain is left
 out: with other work that holds steady -- the other programs a service

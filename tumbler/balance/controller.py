@@ -300,6 +300,7 @@ class Controller:
             decision.interval_ms = plan.interval_ms = wait \
                 if self.policy.fixed_interval_ms is None else min(decision.interval_ms, wait)
             decision.pins, decision.engaged, decision.speed_interval_ms = {}, [], None
+            self.policy.forget_domains()
             plan.reason = "nothing moved %s (planned: %s)" % (deferred, plan.reason)
         if self.moves_threads and not deferred:
             by_tid = {t.tid: t for t in measured} if plan.moves or decision.pins else {}
@@ -439,7 +440,7 @@ class Controller:
         self.binder.setup([d.cpus for d in self.domains])
         if self.journal is not None:
             self.journal.attach(self.binder, [d.cpus for d in self.domains])
-        self.policy.domains_changed()
+        self.policy.forget_domains()
         # A binder of its own sets (cpuset, pset) made them anew: every
         # thread is bound again; so is every thread after a single domain,
         # which bound none (handed back to the OS).

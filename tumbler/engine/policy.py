@@ -96,8 +96,9 @@ Policies:
                 ``JUDGE_INTERVAL_MS`` (100 ms).
              7. *Other work* -- CPU time of a domain's CPUs that no thread
                 of the program got, measured over the load window through
-                the capacity meter's dead band (balance/capacity.py: 0.1
-                CPU or 5% of the domain, whichever is more) -- leaves a
+                the capacity meter's dead band (balance/capacity.py: from
+                three quarters of a step of 0.1 CPU or 5% of the domain,
+                whichever is more, to below a quarter of one) -- leaves a
                 domain to the OS: speed balancing does not engage there
                 (or disengages), and domains merge (5.) where a domain's
                 always-runnable threads with that work want more than its
@@ -237,9 +238,12 @@ class TumblerPolicy:
     def forget(self, tid):
         """A thread is gone: drop per-thread state (speed balancers have some)."""
 
-    def domains_changed(self):
-        """The domains were replaced (space sharing gave the program other
-        CPUs): per-domain state, kept by domain index, no longer applies."""
+    def forget_domains(self):
+        """Per-domain state, kept by domain index (speed balancers, the
+        domains engaged), no longer applies: the domains were replaced
+        (space sharing, a merge or split), or a decision's pins were not
+        applied (auto binding nothing yet: balance/controller.py), so that
+        a domain engaged there is judged as new the next round."""
         self.__dict__.pop("_balancers", None)
         self.__dict__.pop("_engaged", None)
 
