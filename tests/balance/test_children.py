@@ -256,3 +256,27 @@ def test_orphans_that_exit_are_reaped(procs, state, domains, two_cpus, tmp_path)
     finally:
         status, stderr = finish(tumbler, signal.SIGTERM)
     assert status == 128 + signal.SIGTERM, stderr
+
+
+def test_orphans_that_exit_after_balancing_ended_are_reaped(procs, state, domains, two_cpus,
+                                                            tmp_path):
+    """--duration ends balancing and the command runs on; tumbler stays
+    the subreaper of its tree, so orphans made after that are still
+    re-parented to it, and still waited for (they stayed zombies until the
+    command exited)."""
+    spec, _ = domains
+    summary, go = tmp_path / "summary.json", tmp_path / "go"
+    tumbler = procs.tumbler("--domains", spec, "--duration", "0.5", "--summary-json",
+                            str(summary), "exec", "--", "env", "GO=%s" % go, "sh", "-c",
+                            WAIT_GO + "for i in 1 2 3 4 5; do (sleep 0.3 &); done; exec sleep 5",
+                            state_dir=state, preexec_fn=on_cpus(frozenset(two_cpus)))
+    try:
+        wait_until(lambda: summary.exists() and summary.stat().st_size > 0,
+                   what="balancing to end")
+        go.touch()
+        wait_until(lambda: len(_children_of(tumbler.pid)) == 6, what="the orphans")
+        wait_until(lambda: len(_children_of(tumbler.pid)) == 1, what="orphans reaped")
+        assert json.loads(summary.read_text())["end_reason"] == "duration reached"
+    finally:
+        status, stderr = finish(tumbler, signal.SIGTERM)
+    assert status == 128 + signal.SIGTERM, stderr

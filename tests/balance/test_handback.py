@@ -94,3 +94,28 @@ def test_children_of_a_bound_thread_and_theirs_go_back_to_its_cpus():
     assert [(call[1], call[2], call[3]) for call in binder.calls] == [
         (500, 500, BOTH), (600, 600, BOTH)]
     assert backend.child_threads[500][501] == {5}       # not tumbler's mask
+
+
+def test_a_process_that_cannot_be_read_at_the_end_still_has_its_threads_put_back():
+    """The look for an execve before the hand-back (check_exec) reads each
+    target's state; an error there other than its exit (a platform error:
+    an LSM refusing the read) is one warning, and every thread still goes
+    back -- it used to end the hand-back before any was put back, and one
+    in the sweep after them left the binder, journal and backend open."""
+    from tumbler.platform.base import PlatformError
+    hand_back, backend, binder, threads, warnings = bound_run()
+
+    def refused(pid, fresh=False):
+        raise PlatformError("cannot read /proc/%d/stat: refused" % pid)
+    backend.process_state = refused
+    # The look for threads born of bound ones (the sweep) cannot tell the
+    # process is still the one taken on: one failure, kept in the journal
+    # for `tumbler restore`; the binder and the backend are closed still.
+    assert hand_back.restore_all() == 1
+    assert backend.masks == {101: BOTH, 102: BOTH}
+    assert all(t.saved is None for t in threads)
+    refusal = "cannot read /proc/%d/stat: refused" % PID
+    assert warnings == ["could not read process %d: %s" % (PID, refusal),
+                        "could not look for threads born of bound ones: " + refusal,
+                        "removed what setup made"], warnings
+    assert binder.calls[-1] == ("close",) and backend.closed

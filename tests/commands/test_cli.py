@@ -220,6 +220,22 @@ def test_summary_json_is_written_with_quiet_and_checked_first(tmp_path):
     assert not marker.exists()
 
 
+def test_the_summary_is_one_line_with_sorted_keys_even_where_json_writes_it(tmp_path,
+                                                                           capsys):
+    """The state files' writer writes the summary; json only what that
+    cannot (a NaN), in the same form: one line, keys sorted, no spaces.
+    A write that fails is one warning naming the file, not a traceback."""
+    from tumbler.commands.run import _write_summary
+    path = tmp_path / "summary.json"
+    for record, text in (({"b": 1.5, "a": [1, "x"]}, '{"a":[1,"x"],"b":1.5}'),
+                         ({"b": float("nan"), "a": 1}, '{"a":1,"b":NaN}')):
+        _write_summary(open(path, "w"), str(path), record)
+        assert path.read_text() == text + "\n"
+    _write_summary(open("/dev/full", "w"), "/dev/full", {"a": 1})
+    assert capsys.readouterr().err == \
+        "tumbler: cannot write summary /dev/full: No space left on device\n"
+
+
 def test_illumos_fixture_tree_through_the_cli(tmp_path):
     """--platform illumos --root DIR: topology, stat and a dry run on a captured tree."""
     from support.illumos_fixtures import build_example_tree

@@ -6,7 +6,7 @@ they are found; children are handed back when found -- threads.py,
 
 import os
 
-from ..platform.base import NoSuchProcess, sweep
+from ..platform.base import NoSuchProcess, PlatformError, sweep
 
 
 class HandBack:
@@ -37,6 +37,8 @@ class HandBack:
                 tracker.check_exec(pid, self.backend.process_state(pid, fresh=True)[1])
             except NoSuchProcess:
                 pass
+            except PlatformError as exc:    # restore what can be, as below
+                self.warn("could not read process %d: %s" % (pid, exc))
         for thread in tracker.threads.values():
             if thread.saved is None:
                 continue
@@ -53,7 +55,11 @@ class HandBack:
             thread.saved = None
             if self.journal is not None:
                 self.journal.drop(thread.pid, thread.tid)
-        failed += self._sweep()
+        try:
+            failed += self._sweep()
+        except PlatformError as exc:    # the journal is kept: `tumbler restore` retries
+            failed += 1
+            self.warn("could not look for threads born of bound ones: %s" % exc)
         try:
             for notice in self.binder.close() or ():
                 self.warn(notice)

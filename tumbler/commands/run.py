@@ -117,19 +117,20 @@ def _summary_file(settings):
         raise UsageError("cannot write summary %s: %s" % (path, exc.strerror)) from None
 
 
-def _write_summary(out, record):
-    """Write the JSON summary (json's import costs ~10 ms after the command
-    ended: the state files' writer); a failed write is one warning."""
+def _write_summary(out, path, record):
+    """The JSON summary to ``out`` (opened from ``path``): one line, keys
+    sorted, by the state files' writer (json's import costs ~10 ms) but for
+    a NaN; a failed write is one warning."""
     from ..state.paths import dumps
     try:
-        text = dumps(record)
-    except (TypeError, ValueError):     # what only json writes (a NaN): never lost
-        text = __import__("json").dumps(record)
-    try:
         with out:
+            try:
+                text = dumps(record)
+            except (TypeError, ValueError):
+                text = __import__("json").dumps(record, sort_keys=True, separators=(",", ":"))
             out.write(text + "\n")
-    except OSError as exc:
-        tell("cannot write summary %s: %s" % (out.name, exc.strerror))
+    except (OSError, TypeError, ValueError) as exc:
+        tell("cannot write summary %s: %s" % (path, getattr(exc, "strerror", None) or exc))
 
 
 def _begin(controller, settings):
@@ -184,7 +185,7 @@ def _finish(run, waiter, settings, started, cpu_before, reason, summary_out=None
         record["unrestored"] = failed
         for observer in observers:
             record.update(observer.summary_fields())
-        _write_summary(summary_out, record)
+        _write_summary(summary_out, settings.summary_json, record)
     if not settings.quiet:
         from ..observers.summary import summary_lines
         for line in summary_lines(controller, wall, cpu, reason, process_cpu):
@@ -360,7 +361,7 @@ def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
                   "programs": [dict(summary_record(c, wall, cpu, reason, process_cpu), pid=pid,
                                     llc_per_cycle=sharing.counters.rates.get(pid))
                                for pid, c in programs]}
-        _write_summary(summary_out, record)
+        _write_summary(summary_out, settings.summary_json, record)
     if not settings.quiet:
         for line in shared_summary_lines(programs, sharing, wall, cpu, reason, process_cpu):
             tell(line)
@@ -371,13 +372,11 @@ def run_exec(settings, command):
     """Start ``command`` and balance it (and, unless --no-children, its
     descendants) until it exits.
 
-    The command starts as soon as everything that could refuse it has been
-    checked -- the state directory, the --log and --summary-json files,
-    --probe's tracer, and, where options name them, the domains and the
-    binder (``_checks_machine_first``) -- and tumbler's own set-up (the
-    platform layer, the engine, the loop, the journal) is imported and
-    built while it runs.  Threads it made meanwhile are placed at the
-    first look, as new threads are."""
+    The command starts once all that could refuse it is checked (the state
+    directory, the --log and --summary-json files, --probe's tracer, the
+    domains and binder options name: ``_checks_machine_first``); tumbler's
+    set-up is imported and built while it runs, and threads it made
+    meanwhile are placed at the first look, as new threads are."""
     if settings.share == "space":
         raise UsageError("--share space shares the CPUs between several programs (-p PID "
                          "-p PID, or the service); exec balances one command")
@@ -475,6 +474,7 @@ def run_exec(settings, command):
             while child.poll() is None:     # --duration ended balancing, not the command
                 for signum in waiter.take():
                     forward(signum)
+                child.reap_others()
                 waiter.sleep(0.2)
         finally:
             waiter.close()

@@ -48,6 +48,22 @@ class Command:
             self._reap(0)
         return self.returncode
 
+    def reap_others(self):
+        """Reap tumbler's other children that exited -- orphans of the
+        command's tree, re-parented to tumbler (it is their subreaper:
+        ``keep_orphans``) -- once balancing, which reaps them, is over
+        (--duration passed, or an error) and the command runs on: else
+        each stays a zombie until tumbler exits.  The command's own
+        status is left to ``poll``."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == self.pid:
+                return
+            os.waitpid(info.si_pid, 0)
+
     def _reap(self, flags):
         pid, status = os.waitpid(self.pid, flags)
         if pid == self.pid:

@@ -82,3 +82,21 @@ def test_without_it_the_orphans_go_elsewhere(way):
     child, ppid, took = _orphans_parent(False)
     assert took
     assert ppid != child
+
+
+def test_a_build_older_than_its_source_is_taken_as_not_built(monkeypatch):
+    """A tree pulled past these calls and not rebuilt keeps a _steady
+    without them: procfs then makes them through ctypes (it used to raise
+    AttributeError in every ``exec``).  A copy of procfs is loaded beside
+    the real one, over a stand-in _steady that has neither."""
+    import importlib.util
+    import types
+    stale = types.ModuleType("tumbler.platform.linux._steady")
+    monkeypatch.setitem(sys.modules, "tumbler.platform.linux._steady", stale)
+    monkeypatch.setattr(sys.modules["tumbler.platform.linux"], "_steady", stale, raising=False)
+    spec = importlib.util.spec_from_file_location("tumbler.platform.linux._procfs_stale",
+                                                  procfs.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    assert copy._steady is None
+    assert copy.current_cpu() in os.sched_getaffinity(0)

@@ -11,7 +11,10 @@ from ..base import Unsupported
 
 try:
     from . import _steady
-except ImportError:         # not built (optional): through ctypes
+    # A build older than its source (a tree pulled, not rebuilt) lacks
+    # these: taken as not built, as switches.py's import takes it.
+    _steady.set_child_subreaper, _steady.current_cpu
+except (ImportError, AttributeError):   # not built (optional): through ctypes
     _steady = None
 
 PF_KTHREAD = 0x00200000
