@@ -263,20 +263,31 @@ def test_orphans_that_exit_after_balancing_ended_are_reaped(procs, state, domain
     """--duration ends balancing and the command runs on; tumbler stays
     the subreaper of its tree, so orphans made after that are still
     re-parented to it, and still waited for (they stayed zombies until the
-    command exited)."""
+    command exited).  Each orphan writes its PID and its parent once that
+    is tumbler (the subshell that forked it gone), then exits."""
     spec, _ = domains
-    summary, go = tmp_path / "summary.json", tmp_path / "go"
+    summary, go, seen = tmp_path / "summary.json", tmp_path / "go", tmp_path / "orphans"
+    # $1: tumbler's PID, the command's parent (5 s at most, else the parent
+    # it has then is written: init's, say)
+    orphan = ('i=0; while [ $i -lt 500 ]; do read -r pid comm state parent rest < /proc/$$/stat'
+              '; [ "$parent" = "$1" ] && break; i=$((i + 1)); sleep 0.01; done; '
+              'echo $$ $parent >> %s' % seen)
     tumbler = procs.tumbler("--domains", spec, "--duration", "0.5", "--summary-json",
                             str(summary), "exec", "--", "env", "GO=%s" % go, "sh", "-c",
-                            WAIT_GO + "for i in 1 2 3 4 5; do (sleep 0.3 &); done; exec sleep 5",
+                            WAIT_GO + "for i in 1 2 3 4 5; do (sh -c '%s' orphan $PPID &); done; "
+                            "exec sleep 30" % orphan,
                             state_dir=state, preexec_fn=on_cpus(frozenset(two_cpus)))
     try:
         wait_until(lambda: summary.exists() and summary.stat().st_size > 0,
                    what="balancing to end")
-        go.touch()
-        wait_until(lambda: len(_children_of(tumbler.pid)) == 6, what="the orphans")
-        wait_until(lambda: len(_children_of(tumbler.pid)) == 1, what="orphans reaped")
         assert json.loads(summary.read_text())["end_reason"] == "duration reached"
+        go.touch()
+        wait_until(lambda: seen.exists() and len(seen.read_text().split("\n")) == 6,
+                   what="the orphans")
+        orphans = dict(map(int, line.split()) for line in seen.read_text().split("\n")[:5])
+        assert set(orphans.values()) == {tumbler.pid}, orphans
+        wait_until(lambda: not set(orphans) & set(_children_of(tumbler.pid)),
+                   what="orphans reaped")
     finally:
         status, stderr = finish(tumbler, signal.SIGTERM)
     assert status == 128 + signal.SIGTERM, stderr

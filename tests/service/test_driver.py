@@ -202,3 +202,25 @@ def test_a_run_whose_targets_are_gone_leaves_untouched():
     driver.on_exit = lambda run: left.append(run.key)
     assert driver.run(Waiter()) == "target exited"
     assert ("tick", "a") not in log and left == [0]
+
+
+def test_the_loop_runs_with_the_cyclic_gc_on_and_what_came_before_frozen():
+    """``exec`` pauses the cyclic GC for its set-up (launch.py): the loop
+    turns it on, after moving what was made before out of its way."""
+    import gc
+
+    class Looking(Controller):
+        def tick(self, slack):
+            self.log.append((gc.isenabled(), gc.get_freeze_count()))
+            return super().tick(slack)
+
+    log = []
+    driver = driver_with(log, Looking(log, "a", ticks_left=1), ends_when_empty="target exited")
+    gc.disable()
+    try:
+        assert driver.run(Waiter()) == "target exited"
+        enabled, frozen = log[1]
+        assert enabled and frozen > 0, log
+    finally:
+        gc.unfreeze()
+        gc.enable()

@@ -30,6 +30,7 @@ together and the loop wakes once for them all; a loop of one run passes
 caller's (assembly.py), whatever ended the loop.
 """
 
+import gc
 import time
 
 from ..balance.controller import SLACK_S
@@ -75,7 +76,13 @@ class Driver:
         self.at("end", due, end)
 
     def run(self, waiter):
-        """Drive until something ends the loop; returns why (a short text)."""
+        """Drive until something ends the loop; returns why (a short text).
+
+        What was made before it (the imports, the runs) lives as long as
+        the loop: moved out of the cyclic GC's way (``gc.freeze``), which
+        ``exec`` pauses for its set-up (launch.py) and turns on here."""
+        gc.freeze()
+        gc.enable()
         runs = self.runs
         while True:
             for signum in waiter.take():

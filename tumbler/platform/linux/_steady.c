@@ -371,7 +371,10 @@ static PyObject *open_cpu_switches(PyObject *module, PyObject *arg)
 #endif
     if (fd < 0)
         return PyErr_SetFromErrno(PyExc_OSError);
-    return PyLong_FromLong(fd);
+    PyObject *result = PyLong_FromLong(fd);
+    if (result == NULL)
+        close((int)fd);
+    return result;
 }
 
 static PyObject *set_child_subreaper(PyObject *module, PyObject *arg)
