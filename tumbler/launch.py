@@ -21,12 +21,6 @@ def entry_point():
         print("tumbler, version %s" % __version__)
         return
     if "exec" in args:
-        # The set-up's imports and objects live as long as tumbler: the
-        # cyclic GC's young collections over them cost ~2.5 ms of CPU
-        # beside the command (BENCHMARKS.md); the loop turns it on again
-        # (service/driver.py).
-        import gc
-        gc.disable()
         from .commands.quick import quick_exec
         status = quick_exec(args)
         if status is not None:

@@ -116,6 +116,7 @@ def test_a_process_that_cannot_be_read_at_the_end_still_has_its_threads_put_back
     assert all(t.saved is None for t in threads)
     refusal = "cannot read /proc/%d/stat: refused" % PID
     assert warnings == ["could not read process %d: %s" % (PID, refusal),
-                        "could not look for threads born of bound ones: " + refusal,
+                        "could not look for threads born of bound ones in process %d: %s"
+                        % (PID, refusal),
                         "removed what setup made"], warnings
     assert binder.calls[-1] == ("close",) and backend.closed

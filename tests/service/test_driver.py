@@ -205,7 +205,7 @@ def test_a_run_whose_targets_are_gone_leaves_untouched():
 
 
 def test_the_loop_runs_with_the_cyclic_gc_on_and_what_came_before_frozen():
-    """``exec`` pauses the cyclic GC for its set-up (launch.py): the loop
+    """``exec`` pauses the cyclic GC for its set-up (commands/quick.py): the loop
     turns it on, after moving what was made before out of its way."""
     import gc
 

@@ -85,16 +85,20 @@ class HandBack:
             return 0
         failed = 0
         tracker = self.tracker
+        unreadable = {}             # target -> the error: once, however many passes
 
         def one_pass():
             nonlocal failed
             found = 0
             for pid in list(tracker.targets):
-                if not tracker.same_process(pid):
-                    continue        # exited, its PID maybe another's: nothing of ours
                 try:
+                    if not tracker.same_process(pid):
+                        continue    # exited, its PID maybe another's: nothing of ours
                     tids = self.backend.thread_ids(pid)
                 except NoSuchProcess:
+                    continue
+                except PlatformError as exc:    # the other targets still
+                    unreadable.setdefault(pid, exc)
                     continue
                 original = tracker.base_allowed[pid]
                 for tid in tids:
@@ -120,7 +124,10 @@ class HandBack:
             return found
 
         sweep(one_pass)
-        return failed
+        for pid, exc in unreadable.items():
+            self.warn("could not look for threads born of bound ones in process %d: %s"
+                      % (pid, exc))
+        return failed + len(unreadable)
 
     def put_back_children(self, pid, threads, untracked=()):
         """Hand back the threads of the child processes of ``threads`` (and

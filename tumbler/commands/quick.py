@@ -12,6 +12,7 @@ message and exit status is click's or run.py's, never this module's.
 tests/commands/test_quick.py checks that both paths make the same settings.
 """
 
+import gc
 import sys
 
 from ..config import CAPACITY_CHOICES, LEVEL_CHOICES, POLICY_CHOICES
@@ -107,6 +108,10 @@ def quick_exec(args):
         settings = make_settings(options, "/", None)
     except TumblerError:
         return None                 # click says what is wrong, as always
+    # The set-up's imports and objects live as long as tumbler: the cyclic
+    # GC's young collections over them cost ~2 ms of CPU beside the
+    # command (BENCHMARKS.md); the loop turns it on again (service/driver.py).
+    gc.disable()
     from .run import run_exec
     try:
         return run_exec(settings, command)

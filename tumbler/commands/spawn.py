@@ -62,7 +62,10 @@ class Command:
                 return
             if info is None or info.si_pid == self.pid:
                 return
-            os.waitpid(info.si_pid, 0)
+            try:
+                os.waitpid(info.si_pid, os.WNOHANG)     # a zombie: at once
+            except ChildProcessError:
+                return
 
     def _reap(self, flags):
         pid, status = os.waitpid(self.pid, flags)

@@ -80,7 +80,8 @@ class Driver:
 
         What was made before it (the imports, the runs) lives as long as
         the loop: moved out of the cyclic GC's way (``gc.freeze``), which
-        ``exec`` pauses for its set-up (launch.py) and turns on here."""
+        ``exec`` pauses for its set-up (commands/quick.py) and turns on
+        here."""
         gc.freeze()
         gc.enable()
         runs = self.runs
