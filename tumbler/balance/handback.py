@@ -92,24 +92,12 @@ class HandBack:
             found = 0
             for pid in list(tracker.targets):
                 try:
-                    if not tracker.same_process(pid):
-                        continue    # exited, its PID maybe another's: nothing of ours
-                    tids = self.backend.thread_ids(pid)
+                    done, error = self._sweep_target(pid)
                 except NoSuchProcess:
                     continue
                 except PlatformError as exc:    # the other targets still
                     unreadable.setdefault(pid, exc)
                     continue
-                original = tracker.base_allowed[pid]
-                for tid in tids:
-                    if (pid, tid) not in tracker.threads:
-                        done, error = self._put_back_inherited(pid, tid, original)
-                        found += done
-                        failed += error
-                threads = [tracker.threads.get((pid, tid)) for tid in tids]
-                done, error = self.put_back_children(
-                    pid, [t for t in threads if t is not None], untracked=[
-                        tid for tid, t in zip(tids, threads) if t is None])
                 found += done
                 failed += error
             if tracker.orphans_of is not None:
@@ -128,6 +116,27 @@ class HandBack:
             self.warn("could not look for threads born of bound ones in process %d: %s"
                       % (pid, exc))
         return failed + len(unreadable)
+
+    def _sweep_target(self, pid):
+        """One pass of the sweep over target ``pid``: its threads tumbler
+        never saw, and the children of all its threads.  Returns (handed
+        back, failed)."""
+        tracker = self.tracker
+        if not tracker.same_process(pid):
+            return 0, 0             # exited, its PID maybe another's: nothing of ours
+        tids = self.backend.thread_ids(pid)
+        original = tracker.base_allowed[pid]
+        done = failed = 0
+        for tid in tids:
+            if (pid, tid) not in tracker.threads:
+                put, error = self._put_back_inherited(pid, tid, original)
+                done += put
+                failed += error
+        threads = [tracker.threads.get((pid, tid)) for tid in tids]
+        put, error = self.put_back_children(
+            pid, [t for t in threads if t is not None],
+            untracked=[tid for tid, t in zip(tids, threads) if t is None])
+        return done + put, failed + error
 
     def put_back_children(self, pid, threads, untracked=()):
         """Hand back the threads of the child processes of ``threads`` (and
