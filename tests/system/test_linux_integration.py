@@ -14,9 +14,11 @@ import time
 
 import pytest
 
+from support.capacity import other_work_reading, other_work_since
 from support.helpers import (REPO, assert_no_traceback, cpuset_mount, exited_cleanly, run_tumbler,
                              started, thread_masks, thread_names, tumbler_cmd, wait_for_threads,
                              wait_until)
+from tumbler.balance.capacity import step_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -40,17 +42,22 @@ def watch_masks(pid, seconds):
 
 
 def attach_and_watch(pid, cpus, duration, watch_after=0.0, domains=None):
-    """Run ``tumbler --domains A/B -p PID --duration D --interval 100`` on a
-    running program (``domains``: another --domains list) and watch its
-    threads' masks from ``watch_after`` seconds after tumbler bound the
-    first thread until it exits (however long a loaded machine makes its
-    start).  tumbler must exit 0 without a traceback.  Returns (its
-    stderr, masks before, masks seen, masks after)."""
+    """Run ``tumbler --policy tumbler --domains A/B -p PID --duration D
+    --interval 100`` on a running program (``domains``: another --domains
+    list) and watch its threads' masks from ``watch_after`` seconds after
+    tumbler bound the first thread until it exits (however long a loaded
+    machine makes its start).  tumbler must exit 0 without a traceback.
+    Returns (its stderr, masks before, masks seen, masks after).
+    Wave grouping's policy: what its callers check is the controller's
+    rounds and restore, and under auto other work on the machine (the CI
+    host's, a VM's steal time) rightly merges the domains and binds nothing
+    (tests/balance/test_other_work.py checks that)."""
     from tumbler.cpulist import parse_domains
     before = thread_masks(pid)
     domains = domains or "%d/%d" % cpus
     bound = parse_domains(domains)
-    tumbler = subprocess.Popen(tumbler_cmd("--domains", domains, "-p", str(pid),
+    tumbler = subprocess.Popen(tumbler_cmd("--policy", "tumbler", "--domains", domains,
+                                           "-p", str(pid),
                                            "--duration", str(duration), "--interval", "100"),
                                stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
@@ -113,7 +120,9 @@ def test_exec_binds_every_worker_inside_one_domain_and_loads_converge(duty, two_
         wait_for_threads(workload, 5)
         time.sleep(0.3)
         names = thread_names(workload)
+        before = other_work_reading(workload, two_cpus)
         seen = watch_masks(workload, 2.0)
+        other = other_work_since(before, workload, two_cpus)
         exited_cleanly(proc)
     workers = [tid for tid, name in names.items() if name.startswith("duty-")]
     assert len(workers) == 4
@@ -129,11 +138,7 @@ def test_exec_binds_every_worker_inside_one_domain_and_loads_converge(duty, two_
         assert len(record["domain_loads"]) == 2
     moved = {move["name"] for record in rounds for move in record["moves"]}
     assert {"duty-0", "duty-1", "duty-2", "duty-3"} <= moved   # all placed at least once
-    # Loads converge: 80 60 40 20 group as {80,20} / {60,40}.  Judge the
-    # second half of the run against the worst the first rounds saw.
-    spreads = [r["domain_spread"] for r in rounds]
-    late = spreads[len(spreads) // 2:-1]
-    assert sum(late) / len(late) < 0.2, spreads
+    # 80 60 40 20 group as {80,20} / {60,40}.
     final_groups = {}
     assignment = {}
     # The grouping while all four workers run, before the last two rounds:
@@ -149,6 +154,15 @@ def test_exec_binds_every_worker_inside_one_domain_and_loads_converge(duty, two_
         final_groups.setdefault(domain, set()).add(name)
     heavy_pair = {"duty-0", "duty-1"}              # 80% and 60%
     assert not any(heavy_pair <= group for group in final_groups.values()), final_groups
+    # Loads converge: the second half of the run's spread.  Its premise:
+    # each domain's pair gets the whole CPU it asks for, which other work on
+    # the CPUs (the CI host's, a VM's steal time) takes away, unevenly.
+    if other >= 0.75 * step_of(2):
+        pytest.skip("not an idle machine: other work took %.2f CPU of CPUs %s; the loads' "
+                    "convergence was not checked" % (other, "/".join(map(str, two_cpus))))
+    spreads = [r["domain_spread"] for r in rounds]
+    late = spreads[len(spreads) // 2:-1]
+    assert sum(late) / len(late) < 0.2, spreads
 
 
 def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cpus):

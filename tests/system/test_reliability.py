@@ -160,7 +160,9 @@ def test_exec_target_exits_mid_interval(duty, domains, state):
 def test_target_execs_another_program(churn, duty, domains, procs, state, who):
     """exec replaces the image: the old threads die, the new image starts
     with whatever mask the exec'ing thread had.  The new image's threads must
-    end with the original mask, as if tumbler had never run."""
+    end with the original mask, as if tumbler had never run.  (``--policy
+    tumbler``: under auto, other work on the machine rightly merges the
+    domains, and the new image's threads are then never placed.)"""
     spec, doms = domains
     target = procs.start([churn, "-x", who, duty, "60", "50", "50", "50", "50"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -169,8 +171,8 @@ def test_target_execs_another_program(churn, duty, domains, procs, state, who):
     assert len(old_threads) == 5 and len(set(old_threads.values())) == 1
     original = set(old_threads.values()).pop()
     log = state.parent / "run.jsonl"
-    tumbler = procs.tumbler("--domains", spec, "--interval", "50", "--log", str(log),
-                            "-p", str(target.pid), state_dir=state)
+    tumbler = procs.tumbler("--policy", "tumbler", "--domains", spec, "--interval", "50",
+                            "--log", str(log), "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms, count=5)          # every old thread placed
     # From a thread tumbler bound elsewhere than the leader, so the new
     # image's main thread starts with a mask tumbler never gave that TID.
@@ -268,14 +270,16 @@ def test_cpuset_cgroup_removed_underneath(spawner, domains, procs, state, cgroup
     """An admin empties and removes tumbler's cgroups under it: tumbler
     goes on, makes them again for the next thread it binds (spawner-0
     makes one every 50 ms; the threads moved out are the admin's now), and
-    puts every thread back where it was on SIGTERM."""
+    puts every thread back where it was on SIGTERM.  (``--policy tumbler``:
+    under auto, other work on the machine rightly merges the domains, and
+    no thread born since is bound.)"""
     spec, doms = domains
     mount = cgroups_gone
     both = frozenset(two_cpus)
     target = started_ready(procs, [spawner, "2", "50", "30", "0", "0"], both)
     origin = cgroups_of(target.pid)[target.pid]
-    tumbler = procs.tumbler("--binder", "cpuset", "--domains", spec, "--interval", "50",
-                            "-p", str(target.pid), state_dir=state)
+    tumbler = procs.tumbler("--policy", "tumbler", "--binder", "cpuset", "--domains", spec,
+                            "--interval", "50", "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms, count=3)
     ours = os.path.join(mount, origin.lstrip("/"), "tumbler.%d" % tumbler.pid)
     assert os.path.isdir(ours)
