@@ -150,6 +150,25 @@ def libc_syscall():
     return _syscall
 
 
+def perf_event_open(attr, pid, cpu, group_fd, syscall=None, arch=None):
+    """perf_event_open(2) of ``attr`` through libc's syscall(2) (or
+    ``syscall``, tests' fake; ``arch``: os.uname's machine): the fd, with
+    PERF_FLAG_FD_CLOEXEC; OSError with the kernel's errno, ENOSYS where
+    the call's number on this architecture is not known."""
+    number = SYSCALL_NUMBERS.get(arch or machine())
+    if number is None:
+        raise OSError(errno.ENOSYS, "perf_event_open's system call number on %s is not known"
+                      % (arch or machine()))
+    fd = (syscall or libc_syscall())(ctypes.c_long(number), ctypes.byref(attr),
+                                     ctypes.c_int(pid), ctypes.c_int(cpu),
+                                     ctypes.c_int(group_fd),
+                                     ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return fd
+
+
 class ProgramCounters:
     """Cycles and LLC misses of the threads of ``pid`` that were ``add``-ed.
 
@@ -236,18 +255,13 @@ class ProgramCounters:
 
     def _open(self, config, what, tid, group_fd):
         """A counter fd, or None if the thread is gone; mapped errors."""
-        number = SYSCALL_NUMBERS.get(machine())
-        if number is None:
+        if machine() not in SYSCALL_NUMBERS:
             raise Unsupported("%s: perf_event_open's system call number on %s is not known"
                               % (NO_COUNTERS, machine()))
-        syscall = self._syscall or libc_syscall()
-        attr = event_attr(config)
-        fd = syscall(ctypes.c_long(number), ctypes.byref(attr), ctypes.c_int(tid),
-                     ctypes.c_int(-1), ctypes.c_int(group_fd),
-                     ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
-        if fd >= 0:
-            return fd
-        code = ctypes.get_errno()
+        try:
+            return perf_event_open(event_attr(config), tid, -1, group_fd, self._syscall)
+        except OSError as error:
+            code = error.errno
         if code == errno.ESRCH:
             return None
         detail = "perf_event_open of %s for thread %d of process %d: %s" % (

@@ -60,21 +60,10 @@ def ctypes_open(cpu, syscall=None, machine=None):
     """_steady.open_cpu_switches through ctypes: the fd of a counter of
     every context switch on ``cpu``; OSError.  ``syscall`` (libc's
     syscall(2)) and ``machine`` (os.uname's) are for tests."""
-    import ctypes
-    from .counters import PERF_ATTR_SIZE_VER5, PERF_FLAG_FD_CLOEXEC, SYSCALL_NUMBERS, \
-        PerfEventAttr, libc_syscall, machine as arch
-    number = SYSCALL_NUMBERS.get(machine or arch())
-    if number is None:
-        raise OSError(errno.ENOSYS, "perf_event_open's number is not known here")
+    from .counters import PerfEventAttr, PERF_ATTR_SIZE_VER5, perf_event_open
     attr = PerfEventAttr(type=PERF_TYPE_SOFTWARE, size=PERF_ATTR_SIZE_VER5,
                          config=PERF_COUNT_SW_CONTEXT_SWITCHES)
-    fd = (syscall or libc_syscall())(ctypes.c_long(number), ctypes.byref(attr),
-                                     ctypes.c_int(-1), ctypes.c_int(cpu), ctypes.c_int(-1),
-                                     ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
-    if fd < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-    return fd
+    return perf_event_open(attr, -1, cpu, -1, syscall, machine)
 
 
 class CpuSwitches:
