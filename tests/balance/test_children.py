@@ -3,7 +3,10 @@ command's descendants are balanced with it, found as they appear, and put
 back on every exit path, after SIGKILL by ``tumbler restore``.
 
 Real processes, real masks; domains are one CPU each (``--domains A/B``)
-so that a bound thread's mask shows it.
+so that a bound thread's mask shows it, under wave grouping's policy
+(``--policy tumbler``), which binds whatever else runs on the machine (under
+``auto`` other work on the CPUs rightly merges the domains and binds nothing:
+tests/balance/test_other_work.py).
 """
 
 import json
@@ -51,7 +54,7 @@ def test_exec_balances_a_wrappers_grandchild(spawner, domains, procs, state, two
     both = frozenset(two_cpus)
     inner = "%s; true" % (SPINNERS % (spawner, 30))
     # (stderr: not tumbler's pipe, which the orphan would hold open)
-    tumbler = procs.tumbler("--domains", spec, "exec", "--", "sh", "-c",
+    tumbler = procs.tumbler("--policy", "tumbler", "--domains", spec, "exec", "--", "sh", "-c",
                             "exec 2>/dev/null; sh -c '%s'; true" % inner, state_dir=state,
                             preexec_fn=on_cpus(both))
     grandchild = spinner_below(tumbler.pid)
@@ -69,7 +72,8 @@ def test_no_children_leaves_descendants_alone(spawner, domains, procs, state, tm
     spec, doms = domains
     both = frozenset(two_cpus)
     summary = tmp_path / "summary.json"
-    tumbler = procs.tumbler("--domains", spec, "--summary-json", str(summary), "exec",
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "--summary-json", str(summary), "exec",
                             "--no-children", "--", "sh", "-c",
                             "%s; true" % (SPINNERS % (spawner, 3)), state_dir=state,
                             preexec_fn=on_cpus(both))
@@ -91,7 +95,7 @@ def test_a_child_forked_after_the_start_is_picked_up(spawner, domains, procs, st
     spec, doms = domains
     both = frozenset(two_cpus)
     # (stderr: not tumbler's pipe, which the orphan would hold open)
-    tumbler = procs.tumbler("--domains", spec, "exec", "--", "sh", "-c",
+    tumbler = procs.tumbler("--policy", "tumbler", "--domains", spec, "exec", "--", "sh", "-c",
                             "exec 2>/dev/null; sleep 1; %s; true" % (SPINNERS % (spawner, 30)),
                             state_dir=state, preexec_fn=on_cpus(both))
     child = spinner_below(tumbler.pid)
@@ -108,7 +112,8 @@ def test_threads_made_during_start_up_are_placed(spawner, domains, procs, state,
     """The spinners start while tumbler is still starting: the first look
     places them."""
     spec, doms = domains
-    tumbler = procs.tumbler("--domains", spec, "exec", "--", spawner, "2", "100000", "1",
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "exec", "--", spawner, "2", "100000", "1",
                             "4", "0", state_dir=state, stdout=subprocess.DEVNULL,
                             preexec_fn=on_cpus(frozenset(two_cpus)))
     wait_until(lambda: descendants(tumbler.pid), what="the command")
@@ -121,7 +126,7 @@ def test_threads_made_during_start_up_are_placed(spawner, domains, procs, state,
 def test_sigkill_then_restore_covers_the_children(spawner, domains, procs, state, two_cpus):
     spec, doms = domains
     both = frozenset(two_cpus)
-    tumbler = procs.tumbler("--domains", spec, "exec", "--", "sh", "-c",
+    tumbler = procs.tumbler("--policy", "tumbler", "--domains", spec, "exec", "--", "sh", "-c",
                             "%s; true" % (SPINNERS % (spawner, 60)), state_dir=state,
                             preexec_fn=on_cpus(both))
     child = spinner_below(tumbler.pid)
@@ -148,7 +153,8 @@ def test_attach_with_children(spawner, domains, procs, state, two_cpus):
                         preexec_fn=on_cpus(both))
     child = spinner_below(shell.pid)
     try:
-        tumbler = procs.tumbler("--domains", spec, "--children", "--duration", "30", "-p",
+        tumbler = procs.tumbler("--policy", "tumbler",
+                                "--domains", spec, "--children", "--duration", "30", "-p",
                                 str(shell.pid), state_dir=state)
         wait_bound(child, doms, count=2)
         status, stderr = finish(tumbler, signal.SIGINT)
@@ -215,7 +221,8 @@ def test_an_orphan_forked_by_a_bound_shell_is_handed_back(spawner, domains, proc
     spec, doms = domains
     both = frozenset(two_cpus)
     pidfile, log, go = tmp_path / "orphan.pid", tmp_path / "run.jsonl", tmp_path / "go"
-    tumbler = procs.tumbler("--domains", spec, "--log", str(log), "exec", "--", "env",
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "--log", str(log), "exec", "--", "env",
                             "GO=%s" % go, "sh", "-c", "exec 2>/dev/null; " + WAIT_GO
                             + "%s & echo $! > %s; exit 0" % (SPINNERS % (spawner, 30), pidfile),
                             state_dir=state, preexec_fn=on_cpus(both))
@@ -242,7 +249,8 @@ def test_orphans_that_exit_are_reaped(procs, state, domains, two_cpus, tmp_path)
     otherwise fill the process table)."""
     spec, _ = domains
     log, go = tmp_path / "run.jsonl", tmp_path / "go"
-    tumbler = procs.tumbler("--domains", spec, "--log", str(log), "exec", "--", "env",
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "--log", str(log), "exec", "--", "env",
                             "GO=%s" % go, "sh", "-c", WAIT_GO
                             + "for i in 1 2 3 4 5; do (sleep 1 &); done; exec sleep 5",
                             state_dir=state, preexec_fn=on_cpus(frozenset(two_cpus)))
@@ -272,7 +280,8 @@ def test_orphans_that_exit_after_balancing_ended_are_reaped(procs, state, domain
     orphan = ('i=0; while [ $i -lt 500 ]; do read -r pid comm state parent rest < /proc/$$/stat'
               '; [ "$parent" = "$1" ] && break; i=$((i + 1)); sleep 0.01; done; '
               'echo $$ $parent >> %s' % seen)
-    tumbler = procs.tumbler("--domains", spec, "--duration", "0.5", "--summary-json",
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "--duration", "0.5", "--summary-json",
                             str(summary), "exec", "--", "env", "GO=%s" % go, "sh", "-c",
                             WAIT_GO + "for i in 1 2 3 4 5; do (sh -c '%s' orphan $PPID &); done; "
                             "exec sleep 30" % orphan,

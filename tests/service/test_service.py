@@ -128,7 +128,8 @@ def test_sigkill_then_restart_restores_leftovers(spawner, domains, procs, state,
     spec, doms = domains
     both = frozenset(two_cpus)
     target = spinners(procs, spawner, both, 2)
-    rules = '  - name: mine\n    match: {cmdline: " 0 0 x$"}\n    domains: "%s"\n' % spec
+    rules = ('  - name: mine\n    match: {cmdline: " 0 0 x$"}\n    domains: "%s"\n'
+             '    policy: tumbler\n' % spec)
     service = Service(procs, state, tmp_path, config(rules))
     wait_bound(target.pid, doms, count=3)
     service.stop(signal.SIGKILL)
@@ -200,7 +201,8 @@ def test_metrics_file(spawner, domains, procs, state, tmp_path, two_cpus):
     target = spinners(procs, spawner, frozenset(two_cpus), 2)
     metrics = tmp_path / "tumbler.prom"
     service = Service(procs, state, tmp_path, config(
-        '  - name: mine\n    match: {cmdline: " 0 0 x$"}\n    domains: "%s"\n' % spec)
+        '  - name: mine\n    match: {cmdline: " 0 0 x$"}\n    domains: "%s"\n'
+        '    policy: tumbler\n' % spec)
         .replace("service:\n", "service:\n  metrics_file: %s\n" % metrics))
     wait_bound(target.pid, doms, count=3)
     wait_until(lambda: metrics.exists() and "pid=\"%d\"" % target.pid in metrics.read_text(),
@@ -238,7 +240,7 @@ def test_service_log_draws_one_program(spawner, domains, procs, state, tmp_path,
     log = tmp_path / "service.jsonl"
     config_file = tmp_path / "tumbler.yaml"
     config_file.write_text(config('  - name: mine\n    match: {cmdline: " 0 0 [xy]$"}\n'
-                                  '    domains: "%s"\n' % spec)
+                                  '    domains: "%s"\n    policy: tumbler\n' % spec)
                            .replace("SOCKET", str(tmp_path / "tumbler.sock")))
     stderr = open(tmp_path / "service.log", "a+")      # (see support.service.Service)
     proc = procs.start(tumbler_cmd("service", "--config", str(config_file), "--log", str(log)),

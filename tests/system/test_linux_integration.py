@@ -1,7 +1,11 @@
 """Real threads, real affinity masks: tumbler on Linux end to end.
 
 Domains are emulated with ``--domains 0/1`` (each core its own domain), so
-cross-domain balancing happens for real on a 2-core machine.
+cross-domain balancing happens for real on a 2-core machine.  Tests of the
+controller's mechanics (rounds, binding, restore) run wave grouping's policy
+(``--policy tumbler``), which binds whatever else runs on the machine: under
+``auto`` other work on the CPUs (the CI host's, a VM's steal time) rightly
+merges the domains and binds nothing (tests/balance/test_other_work.py).
 """
 
 import json
@@ -47,11 +51,7 @@ def attach_and_watch(pid, cpus, duration, watch_after=0.0, domains=None):
     list) and watch its threads' masks from ``watch_after`` seconds after
     tumbler bound the first thread until it exits (however long a loaded
     machine makes its start).  tumbler must exit 0 without a traceback.
-    Returns (its stderr, masks before, masks seen, masks after).
-    Wave grouping's policy: what its callers check is the controller's
-    rounds and restore, and under auto other work on the machine (the CI
-    host's, a VM's steal time) rightly merges the domains and binds nothing
-    (tests/balance/test_other_work.py checks that)."""
+    Returns (its stderr, masks before, masks seen, masks after)."""
     from tumbler.cpulist import parse_domains
     before = thread_masks(pid)
     domains = domains or "%d/%d" % cpus
@@ -171,7 +171,8 @@ def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cp
     it finishes."""
     cpu_a, cpu_b = two_cpus
     domains = {frozenset([cpu_a]), frozenset([cpu_b])}
-    with started(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b), "--duration", "2",
+    with started(tumbler_cmd("--policy", "tumbler",
+                             "--domains", "%d/%d" % (cpu_a, cpu_b), "--duration", "2",
                              "--interval", "100", "exec", "--", duty, "600", "30", "30", "30",
                              "30"),
                  stderr=subprocess.PIPE) as proc:
@@ -212,7 +213,8 @@ def test_attach_restores_original_affinity_after_duration(duty, two_cpus):
         tids = sorted(thread_masks(workload.pid))
         os.sched_setaffinity(tids[2], {cpu_b})          # someone's own pinning
         before = thread_masks(workload.pid)
-        result = run_tumbler("--domains", "%d/%d" % (cpu_a, cpu_b), "-p", str(workload.pid),
+        result = run_tumbler("--policy", "tumbler",
+                             "--domains", "%d/%d" % (cpu_a, cpu_b), "-p", str(workload.pid),
                              "--duration", "2", "--interval", "100")
         after = thread_masks(workload.pid)
     finally:
@@ -277,7 +279,8 @@ def test_attach_restores_on_signal(duty, two_cpus, signum):
     workload = start_workload(duty)
     try:
         before = thread_masks(workload.pid)
-        proc = subprocess.Popen(tumbler_cmd("--domains", "%d/%d" % (cpu_a, cpu_b),
+        proc = subprocess.Popen(tumbler_cmd("--policy", "tumbler",
+                                            "--domains", "%d/%d" % (cpu_a, cpu_b),
                                             "-p", str(workload.pid)),
                                 stderr=subprocess.PIPE, text=True, cwd=REPO)
         wait_until(lambda: thread_masks(workload.pid) != before, "tumbler to bind a thread")
@@ -325,7 +328,8 @@ def test_dry_run_and_observe_move_nothing(duty, two_cpus, tmp_path):
 def test_new_threads_are_placed_at_once_across_domains(duty, two_cpus, tmp_path):
     cpu_a, cpu_b = two_cpus
     log = tmp_path / "run.jsonl"
-    result = run_tumbler("--domains", "%d/%d" % (cpu_a, cpu_b), "--log", str(log), "exec", "--",
+    result = run_tumbler("--policy", "tumbler",
+                         "--domains", "%d/%d" % (cpu_a, cpu_b), "--log", str(log), "exec", "--",
                          duty, "1", "50", "50", "50", "50")
     assert result.returncode == 0, result.stderr
     rounds = read_log(log)
@@ -342,7 +346,8 @@ def test_new_threads_are_placed_at_once_across_domains(duty, two_cpus, tmp_path)
 def test_target_exit_ends_attach_cleanly(duty, two_cpus):
     cpu_a, cpu_b = two_cpus
     workload = start_workload(duty, "3")     # outlives tumbler's start-up, even under load
-    result = run_tumbler("--domains", "%d/%d" % (cpu_a, cpu_b), "-p", str(workload.pid))
+    result = run_tumbler("--policy", "tumbler",
+                         "--domains", "%d/%d" % (cpu_a, cpu_b), "-p", str(workload.pid))
     workload.wait()
     assert result.returncode == 0, result.stderr
     assert "target exited" in result.stderr
@@ -362,7 +367,8 @@ def test_cpuset_binder_moves_threads_and_cleans_up(duty, two_cpus):
         before_masks = thread_masks(workload.pid)
         before_cgroups = {tid: open("/proc/%d/task/%d/cgroup" % (workload.pid, tid)).read()
                           for tid in before_masks}
-        proc = subprocess.Popen(tumbler_cmd("--binder", "cpuset", "--domains",
+        proc = subprocess.Popen(tumbler_cmd("--policy", "tumbler",
+                                            "--binder", "cpuset", "--domains",
                                             "%d/%d" % (cpu_a, cpu_b), "-p", str(workload.pid),
                                             "--duration", "2"),
                                 stderr=subprocess.PIPE, text=True, cwd=REPO)
@@ -463,7 +469,8 @@ def test_three_plus_one_busy_threads_become_two_plus_two(duty, two_cpus):
     earlier grouping might have left them).  Both domains receive a full
     CPU at most, so CPU received (Eq. 1) cannot show 3 against 1 (on an
     otherwise idle machine it shows 1.0 against 1.0); the three queued
-    threads' run-queue wait does, and tumbler moves one thread: 2 + 2.  Then every mask is restored exactly (issue 13, defect 2)."""
+    threads' run-queue wait does, and tumbler moves one thread: 2 + 2.
+    Then every mask is restored exactly (issue 13, defect 2)."""
     from tumbler.balance.controller import Controller
     from tumbler.balance.domains import DomainChoice
     from tumbler.engine.policy import make_policy

@@ -5,6 +5,12 @@ documented status and no traceback.
 Domains are one CPU each (``--domains A/B``), so binding is visible in every
 thread's mask.  Each test keeps its state files in its own directory
 (``TUMBLER_STATE_DIR``) and checks that none is left.
+
+Two domains run wave grouping's policy (``--policy tumbler``), which binds
+whatever else runs on the machine: under ``auto``, other work on the CPUs
+(the CI host's, a VM's steal time) rightly merges the domains and binds
+nothing, and a test waiting for a bound thread would wait for what must not
+happen (tests/balance/test_other_work.py checks auto's side of it).
 """
 
 import json
@@ -36,12 +42,13 @@ def churn(tmp_path_factory):
 
 
 def duty_bound_by_tumbler(duty, procs, state, spec, doms, *options):
-    """duty's four workers, every thread bound by ``tumbler --domains SPEC
-    OPTIONS -p PID``: (target, its masks before, tumbler)."""
+    """duty's four workers, every thread bound by ``tumbler --policy tumbler
+    --domains SPEC OPTIONS -p PID``: (target, its masks before, tumbler)."""
     target = procs.start([duty, "60", "70", "50", "30", "10"])
     wait_for_threads(target.pid, 5)
     before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, *options, "-p", str(target.pid),
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, *options, "-p", str(target.pid),
                             state_dir=state)
     wait_bound(target.pid, doms, count=len(before))
     return target, before, tumbler
@@ -147,7 +154,8 @@ def test_one_target_exits_mid_interval_the_other_is_restored(churn, duty, domain
 
 def test_exec_target_exits_mid_interval(duty, domains, state):
     spec, _ = domains
-    result = subprocess.run(tumbler_cmd("--domains", spec, "--interval", "3000", "exec", "--",
+    result = subprocess.run(tumbler_cmd("--policy", "tumbler",
+                                        "--domains", spec, "--interval", "3000", "exec", "--",
                                         duty, "0.5", "60", "40"),
                             capture_output=True, text=True, timeout=30, cwd=REPO,
                             env=env_for(state))
@@ -160,9 +168,7 @@ def test_exec_target_exits_mid_interval(duty, domains, state):
 def test_target_execs_another_program(churn, duty, domains, procs, state, who):
     """exec replaces the image: the old threads die, the new image starts
     with whatever mask the exec'ing thread had.  The new image's threads must
-    end with the original mask, as if tumbler had never run.  (``--policy
-    tumbler``: under auto, other work on the machine rightly merges the
-    domains, and the new image's threads are then never placed.)"""
+    end with the original mask, as if tumbler had never run."""
     spec, doms = domains
     target = procs.start([churn, "-x", who, duty, "60", "50", "50", "50", "50"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -205,7 +211,8 @@ def test_thread_churn(churn, domains, procs, state):
     long_lived = {t for t, n in thread_names(target.pid).items()
                   if n.startswith("churn-") and n != "churn-s"} | {target.pid}
     before = {t: m for t, m in thread_masks(target.pid).items() if t in long_lived}
-    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms)
     line = target.stdout.readline().strip()
     assert line == "churn: 10000 threads created", line
@@ -240,7 +247,8 @@ def test_someone_else_changes_affinity_mid_run(duty, domains, procs, state, two_
     pinned_before, retargeted = names["duty-1"], names["duty-0"]
     os.sched_setaffinity(pinned_before, {cpu_a})     # its own restriction, before tumbler
     before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, "--interval", "50", "-p", str(target.pid),
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "--interval", "50", "-p", str(target.pid),
                             state_dir=state)
     wait_bound(target.pid, doms, count=len(before))
     mask = thread_masks(target.pid)[retargeted]
@@ -270,9 +278,7 @@ def test_cpuset_cgroup_removed_underneath(spawner, domains, procs, state, cgroup
     """An admin empties and removes tumbler's cgroups under it: tumbler
     goes on, makes them again for the next thread it binds (spawner-0
     makes one every 50 ms; the threads moved out are the admin's now), and
-    puts every thread back where it was on SIGTERM.  (``--policy tumbler``:
-    under auto, other work on the machine rightly merges the domains, and
-    no thread born since is bound.)"""
+    puts every thread back where it was on SIGTERM."""
     spec, doms = domains
     mount = cgroups_gone
     both = frozenset(two_cpus)
@@ -315,7 +321,7 @@ def test_stop_signals_at_random_moments(duty, domains, procs, state):
         signum = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)[iteration % 3]
         interval = rng.choice(["10", "25", "100"])
         delay = rng.uniform(0.0, 0.6)
-        tumbler = procs.tumbler("--domains", spec, "--interval", interval,
+        tumbler = procs.tumbler("--policy", "tumbler", "--domains", spec, "--interval", interval,
                                 "-p", str(target.pid), state_dir=state)
         wait_bound(target.pid, doms)
         time.sleep(delay)
@@ -358,7 +364,8 @@ def test_restore_respects_changes_made_after_the_kill(duty, domains, procs, stat
     changed = names["duty-1"]
     os.sched_setaffinity(changed, {cpu_a})          # its original: CPU A only
     before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms, count=len(before))
     tumbler.kill()
     tumbler.wait()
@@ -448,7 +455,8 @@ def test_threads_born_just_before_exit_are_put_back(spawner, domains, procs, sta
     both = frozenset(two_cpus)
     for _ in range(3):
         target = started_ready(procs, [spawner, "0", "50", "10", "0", "0"], both)
-        tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+        tumbler = procs.tumbler("--policy", "tumbler",
+                                "--domains", spec, "-p", str(target.pid), state_dir=state)
         wait_bound(target.pid, doms)
         born = set(thread_masks(target.pid))
         wait_until(lambda: len(set(thread_masks(target.pid)) - born) >= 20,
@@ -467,7 +475,8 @@ def test_forked_children_are_put_back(spawner, domains, procs, state, two_cpus):
     both = frozenset(two_cpus)
     shell = procs.start(["sh", "-c", "sleep 1; sleep 30 & exec %s 2 1000 30 0 0" % spawner],
                         preexec_fn=on_cpus(both))
-    tumbler = procs.tumbler("--domains", spec, "--duration", "3", "-p", str(shell.pid),
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "--duration", "3", "-p", str(shell.pid),
                             state_dir=state)
     wait_bound(shell.pid, doms)
     status, stderr = finish(tumbler)
@@ -487,7 +496,8 @@ def test_sigkill_then_restore_covers_threads_and_children_born_since(
     both = frozenset(two_cpus)
     threads = started_ready(procs, [spawner, "2", "100", "30", "0", "0"], both)
     forks = started_ready(procs, [spawner, "2", "100", "30", "0", "0", "fork"], both)
-    tumbler = procs.tumbler("--domains", spec, "-p", str(threads.pid), "-p", str(forks.pid),
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "-p", str(threads.pid), "-p", str(forks.pid),
                             state_dir=state)
     wait_bound(threads.pid, doms, count=3)
     wait_bound(forks.pid, doms, count=3)
@@ -517,7 +527,8 @@ def test_restore_catches_threads_born_while_their_creator_is_put_back(
     both = frozenset(two_cpus)
     for _ in range(3):
         target = started_ready(procs, [spawner, "2", "1", "1", "0", "0"], both)
-        tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+        tumbler = procs.tumbler("--policy", "tumbler",
+                                "--domains", spec, "-p", str(target.pid), state_dir=state)
         wait_bound(target.pid, doms, count=3)
         tumbler.kill()
         tumbler.wait()
@@ -578,7 +589,8 @@ def test_exec_forwards_other_signals_to_the_command(domains, state):
     """``exec``: a signal the command handles is the command's business;
     tumbler ends with it and returns its status."""
     spec, _ = domains
-    proc = subprocess.Popen(tumbler_cmd("--domains", spec, "exec", "--", "sh", "-c",
+    proc = subprocess.Popen(tumbler_cmd("--policy", "tumbler",
+                                        "--domains", spec, "exec", "--", "sh", "-c",
                                         "trap 'exit 9' USR1; echo ready; "
                                         "while :; do sleep 0.05; done"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -678,7 +690,8 @@ def test_log_on_a_full_device(duty, domains, procs, state):
     target = procs.start([duty, "60", "70", "50", "30", "10"])
     wait_for_threads(target.pid, 5)
     before = thread_masks(target.pid)
-    tumbler = procs.tumbler("--domains", spec, "--log", "/dev/full", "--duration", "1.5",
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "--log", "/dev/full", "--duration", "1.5",
                             "-p", str(target.pid), state_dir=state)
     status, stderr = finish(tumbler)
     assert status == 0, stderr
@@ -713,7 +726,8 @@ def test_restore_resets_threads_born_after_the_kill(domains, procs, state):
     before = thread_masks(target.pid)
     original = set(before.values())
     assert len(original) == 1
-    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms, count=len(before))
     tumbler.kill()
     tumbler.wait()
@@ -738,7 +752,8 @@ def test_sigkill_then_restore_cpuset(duty, domains, procs, state, cgroups_gone):
     target = procs.start([duty, "60", "70", "50", "30", "10"])
     wait_for_threads(target.pid, 5)
     before_masks, before_cgroups = thread_masks(target.pid), cgroups_of(target.pid)
-    tumbler = procs.tumbler("--binder", "cpuset", "--domains", spec, "-p", str(target.pid),
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--binder", "cpuset", "--domains", spec, "-p", str(target.pid),
                             state_dir=state)
     wait_bound(target.pid, doms, count=len(before_masks))
     tumbler.kill()
@@ -762,8 +777,7 @@ def test_restore_leaves_a_running_tumbler_alone(duty, domains, procs, state):
     tumbler's (1 run in 8 here), not of the restore's, that this test
     would take for the restore's."""
     spec, doms = domains
-    target, before, tumbler = duty_bound_by_tumbler(duty, procs, state, spec, doms,
-                                                    "--policy", "tumbler")
+    target, before, tumbler = duty_bound_by_tumbler(duty, procs, state, spec, doms)
     during = thread_masks(target.pid)
     result = run_tumbler("restore", "-p", str(target.pid), env=env_for(state))
     assert result.returncode == 1, result
@@ -772,7 +786,8 @@ def test_restore_leaves_a_running_tumbler_alone(duty, domains, procs, state):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert bound(thread_masks(target.pid), doms) == bound(during, doms)
     # A second tumbler on the same process is refused, naming the first.
-    second = run_tumbler("--domains", spec, "-p", str(target.pid), env=env_for(state))
+    second = run_tumbler("--policy", "tumbler",
+                         "--domains", spec, "-p", str(target.pid), env=env_for(state))
     assert second.returncode == 1, second.stderr
     assert_no_traceback(second.stderr)
     assert second.stderr.strip().splitlines() == [
@@ -789,12 +804,14 @@ def test_new_tumbler_restores_what_a_killed_one_left(duty, domains, procs, state
     target = procs.start([duty, "60", "70", "50", "30", "10"])
     wait_for_threads(target.pid, 5)
     before = thread_masks(target.pid)
-    first = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    first = procs.tumbler("--policy", "tumbler",
+                          "--domains", spec, "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms, count=len(before))
     first.kill()
     first.wait()
     # The new tumbler must see the original masks, not the dead one's.
-    result = run_tumbler("--domains", spec, "--duration", "1", "-p", str(target.pid),
+    result = run_tumbler("--policy", "tumbler",
+                         "--domains", spec, "--duration", "1", "-p", str(target.pid),
                          env=env_for(state))
     assert result.returncode == 0, result.stderr
     assert_no_traceback(result.stderr)
@@ -817,7 +834,8 @@ def test_unprivileged_user_on_another_users_process(duty, domains, procs, tmp_pa
     before = thread_masks(target.pid)
     env = dict(os.environ, TUMBLER_STATE_DIR=str(tmp_path / "nobody-state"))
     env.pop("XDG_RUNTIME_DIR", None)
-    result = subprocess.run(drop + tumbler_cmd("--domains", spec, "--duration", "2",
+    result = subprocess.run(drop + tumbler_cmd("--policy", "tumbler",
+                                               "--domains", spec, "--duration", "2",
                                                "-p", str(target.pid)),
                             capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
     assert result.returncode == 1, result.stderr
@@ -834,7 +852,8 @@ def test_restore_discards_the_state_of_a_process_that_exited(duty, domains, proc
     spec, doms = domains
     target = procs.start([duty, "60", "70", "50", "30", "10"])
     wait_for_threads(target.pid, 5)
-    tumbler = procs.tumbler("--domains", spec, "-p", str(target.pid), state_dir=state)
+    tumbler = procs.tumbler("--policy", "tumbler",
+                            "--domains", spec, "-p", str(target.pid), state_dir=state)
     wait_bound(target.pid, doms)
     tumbler.kill()
     tumbler.wait()

@@ -357,7 +357,7 @@ def test_catastrophic_regex_against_a_hostile_command_line(procs, state, tmp_pat
     rules = ('  - name: evil\n    match: {cmdline: "^(a+)+$"}\n'
              '  - name: also\n    match: {cmdline: "(x+x+)+y"}\n'
              '  - name: mine\n    match: {cmdline: " 0 0 %s$", user: root}\n'
-             '    domains: "%s"\n' % (tag, spec))
+             '    domains: "%s"\n    policy: tumbler\n' % (tag, spec))
     service = Service(procs, state, tmp_path, config(rules, scan=0.1))
     wait_until(lambda: "aaaa" in open("/proc/%d/cmdline" % hostile.pid).read(),
                what="the hostile process")
@@ -551,7 +551,8 @@ def test_a_reused_pid_of_a_followed_child_is_not_adopted(spawner, domains, procs
     script = "%s 2 100000 1 0 0 & echo $! > %s; while :; do sleep 0.1; done" % (spawner, marker)
     err = open(tmp_path / "stderr", "a+")     # shared offset: see support.service.Service
     # Rounds every 3 s: the PID is taken between two (discovery looks every 0.1 s).
-    run = procs.start(tumbler_cmd("--domains", spec, "--interval", "3000", "exec", "--",
+    run = procs.start(tumbler_cmd("--policy", "tumbler",
+                                  "--domains", spec, "--interval", "3000", "exec", "--",
                                   "sh", "-c", script),
                       env=env_for(state), cwd=REPO, stderr=err, start_new_session=True)
     try:
