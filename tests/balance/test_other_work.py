@@ -14,7 +14,7 @@ from support.capacity import (bound_across, hog, linux_root, other_work_reading,
                               rounds_of, split)
 from support.helpers import thread_masks
 from support.processes import finish, wait_until
-from tumbler.balance.capacity import step_of
+from tumbler.balance.capacity import HYSTERESIS_STEPS, step_of
 
 
 @linux_root
@@ -39,7 +39,7 @@ def test_a_hog_beside_a_bound_thread_merges_the_domains_until_it_goes(
     before = other_work_reading(target.pid, two_cpus)
     time.sleep(1.0)
     other = other_work_since(before, target.pid, two_cpus)
-    idle = other < 0.75 * step_of(2)
+    idle = other < HYSTERESIS_STEPS * step_of(2)
     if idle:
         wait_until(lambda: any("split again" in r["reason"]
                                for r in rounds_of(log)[merged_at:]),
