@@ -215,6 +215,83 @@ def test_a_state_directory_another_user_controls_is_refused(public, nobody, vict
     assert result.returncode == 1 and "symbolic link of uid" in one_line(result)
 
 
+@pytest.fixture
+def stranger():
+    """(uid, home) of a user with no password entry and nothing in /tmp,
+    whose ``/tmp/tumbler-UID`` the test may squat: a uid of its own, so
+    no other run or user of the machine is touched."""
+    rng = random.SystemRandom()
+    for _ in range(100):
+        uid = rng.randrange(2000000, 3000000)
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        if not os.path.lexists("/tmp/tumbler-%d" % uid):
+            break
+    else:
+        pytest.skip("no free uid found")
+    home = tempfile.mkdtemp(prefix="tumbler-home-", dir="/tmp")
+    os.chown(home, uid, uid)
+    yield uid, home
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.rmtree("/tmp/tumbler-%d" % uid, ignore_errors=True)
+
+
+def as_user(uid, home, args, popen=False, **kwargs):
+    """Run tumbler ``args`` as ``uid`` with ``home`` for $HOME and no
+    $XDG_RUNTIME_DIR or $TUMBLER_STATE_DIR (a cron job's, a su's
+    environment): the system's Python (the test's may live under /root),
+    this tree and the test's click and PyYAML."""
+    import click
+    site = os.path.dirname(os.path.dirname(click.__file__))
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "PYTHONPATH": REPO + os.pathsep + site}
+    argv = [SYSTEM_PYTHON, "-m", "tumbler", *args]
+    kwargs.update(user=uid, group=uid, extra_groups=[], env=env, cwd="/", text=True)
+    if popen:
+        return subprocess.Popen(argv, **kwargs)
+    return subprocess.run(argv, capture_output=True, timeout=60, **kwargs)
+
+
+def test_a_squatted_fallback_state_directory_is_passed_over(stranger, nobody, procs, domains):
+    """nobody makes /tmp/tumbler-UID first (issue 47): the user's
+    tumbler still runs, with its state under the user's home, and
+    ``tumbler restore`` finds it there after a crash -- also once nobody
+    has removed the squatted name."""
+    uid, home = stranger
+    squatted = "/tmp/tumbler-%d" % uid
+    as_nobody("mkdir", "-m", "777", squatted)
+    result = as_user(uid, home, ["exec", "--", "/bin/true"])
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    spec, doms = domains
+    script = ("import os, threading, time\n"
+              "for _ in range(3): threading.Thread(target=time.sleep, args=(600,)).start()\n"
+              "print(os.getpid(), flush=True)\n"
+              "time.sleep(600)\n")
+    tumbler = as_user(uid, home, ["--policy", "tumbler", "--domains", spec, "exec", "--",
+                                  SYSTEM_PYTHON, "-c", script],
+                      popen=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    procs.procs.append(tumbler)
+    target = int(tumbler.stdout.readline())
+    try:
+        wait_bound(target, doms, count=4)
+        tumbler.kill()
+        tumbler.wait()
+        state = os.path.join(home, ".local", "state", "tumbler")
+        assert any(name.endswith(".json") for name in os.listdir(state))
+        as_nobody("rmdir", squatted)
+        result = as_user(uid, home, ["restore"])
+        assert result.returncode == 0, result.stderr
+        assert "restored 4 threads of process %d" % target in result.stdout
+        allowed = frozenset(os.sched_getaffinity(0))          # what the target started with
+        assert all(mask == allowed for mask in thread_masks(target).values())
+        assert not any(name.endswith(".json") for name in os.listdir(state))
+    finally:
+        os.kill(target, signal.SIGKILL)
+
+
 def test_restore_refuses_a_crafted_state_directory(public, nobody, spawner, procs):
     """nobody writes a state file that would move root's threads and
     truncate a root file through the lock: restore reads nothing there."""

@@ -14,8 +14,10 @@ what they created: ``tumbler restore`` and the service's start).
 Imports the platform layer (to put threads back) and the leaves only.
 
 Where: ``/run/tumbler`` for root (``/var/run/tumbler`` on illumos), ``$XDG_RUNTIME_DIR/tumbler`` otherwise
-(``/tmp/tumbler-UID`` if that is unset); ``$TUMBLER_STATE_DIR`` overrides
-both.  The directory is created mode 0700 and must belong to the user.
+(``/tmp/tumbler-UID`` if that is unset, or ``~/.local/state/tumbler`` if
+another user has taken that name or that directory exists:
+paths.fallback_dir); ``$TUMBLER_STATE_DIR`` overrides all of them.  The
+directory is created mode 0700 and must belong to the user.
 
 Files, for a target process PID whose start-time token is START (the pair
 survives PID reuse)::

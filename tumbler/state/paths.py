@@ -37,7 +37,50 @@ def state_dir():
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
         return os.path.join(runtime, "tumbler")
-    return "/tmp/tumbler-%d" % os.geteuid()
+    return fallback_dir()
+
+
+#: Where a user without $XDG_RUNTIME_DIR keeps state: the same name in
+#: /tmp every time, so ``tumbler restore`` finds it after a crash.
+FALLBACK_FORMAT = "/tmp/tumbler-%d"
+
+
+def home_state_dir():
+    """``$XDG_STATE_HOME/tumbler`` (``~/.local/state/tumbler``), or None
+    where the user has no home to name."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "tumbler") if os.path.isabs(base) else None
+
+
+def fallback_dir():
+    """The state directory of a user without $XDG_RUNTIME_DIR.
+
+    ``/tmp/tumbler-UID`` is a name anyone can predict, and in /tmp anyone
+    may create it first: a directory of another user's there would make
+    every ``exec`` and ``-p`` of this user fail.  So a name another user
+    has taken is passed over for ``home_state_dir()``, a directory only
+    this user can write -- and once that exists it is used from then on,
+    even where the name in /tmp is free again (its owner removed it), so
+    that the state of one user is never split over two directories and
+    ``tumbler restore`` looks where the last tumbler wrote.  The name in
+    /tmp is created (0700) here if missing: mkdir(2) is atomic, so no one
+    can slip theirs in between this look and the use.  ``ensure_dir``
+    checks whichever is returned."""
+    home = home_state_dir()
+    if home is not None and os.path.lexists(home):
+        return home
+    path = FALLBACK_FORMAT % os.geteuid()
+    try:
+        os.mkdir(path, 0o700)
+    except OSError:
+        pass                    # there already, or /tmp is not writable: looked at below
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return path             # ensure_dir says why it cannot be made
+    if home is None or info.st_uid == os.geteuid():
+        return path
+    return home
 
 
 def ensure_dir(path):
