@@ -3,7 +3,7 @@
 Layer order, one way only (README.md, "Code map")::
 
     commands  ->  service  ->  balance, state, tracing, observers
-              ->  engine, platform  ->  errors, cpulist, config, safefile, escape
+              ->  engine, platform  ->  errors, cpulist, config, safefile, escape, jsonlimits
 
 ``engine`` imports nothing outside itself but ``tumbler.records`` (pure
 Python, no OS: the ``@record`` decorator for named tuples, which every
@@ -41,7 +41,7 @@ LAYERS = {
     "top": {"commands", "platform", "leaf"},
 }
 LEAVES = {"tumbler.errors", "tumbler.cpulist", "tumbler.config", "tumbler.safefile",
-          "tumbler.escape"}
+          "tumbler.escape", "tumbler.jsonlimits"}
 
 
 def layer_of(module):

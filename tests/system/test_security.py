@@ -558,6 +558,30 @@ def test_control_socket_fuzzed(procs, state, tmp_path):
     assert service.stop() == 0
 
 
+def test_a_request_nested_deep_does_not_stop_the_service(procs, state, tmp_path):
+    """``"[" * 4000`` made json recurse past Python's limit and the
+    service stop ("service stopped (error)", issue 47): now it is refused
+    before parsing, with an error reply and a log line, and the service
+    answers the next client."""
+    service = Service(procs, state, tmp_path, config('  - name: none\n    match: '
+                                                     '{comm: "^$", user: root}\n'))
+    for payload in (b"[" * 4000 + b"\n", b'{"a": ' * 600 + b"\n"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        try:
+            sock.connect(service.socket)
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+            reply = json.loads(sock.recv(65536))
+        finally:
+            sock.close()
+        assert "nested deeper than" in reply["error"], reply
+    assert service.proc.poll() is None, service.log()
+    assert service.status()["pid"] == service.proc.pid
+    assert service.log().count("control socket: bad request (nested deeper than") == 2
+    assert service.stop() == 0
+
+
 def test_a_client_trickling_its_request_is_cut_off(procs, state, tmp_path):
     """A client gets 0.25 s for its request line in all, not per byte: one
     that sends a byte every 50 ms (never a newline) would otherwise hold the

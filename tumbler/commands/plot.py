@@ -12,7 +12,7 @@ Plain SVG written by hand: no plotting library (it must work wherever
 tumbler does, illumos included).
 """
 
-import json
+import math
 import sys
 from collections import Counter
 
@@ -21,6 +21,7 @@ import click
 from ..cpulist import parse_cpulist
 from ..engine.grouping import DEFAULT_TOLERANCE     # the tolerance band's default
 from ..errors import EXIT_FAILURE, UsageError, TumblerError
+from ..jsonlimits import loads_object
 
 #: Colours of the domain lines, in turn.
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
@@ -55,29 +56,81 @@ def plot_command(log_path, output, tolerance, pid):
     sys.exit(0)
 
 
+#: The longest line read: a round that moves every thread of a program of
+#: 100,000 threads writes ~10 MB (a move is ~100 bytes: tid, name, from,
+#: to; observers/runlog.py).
+MAX_LINE = 64 << 20
+
+
 def read_log(path):
-    """The rounds of a --log file; UsageError naming FILE:LINE on a bad line."""
+    """The rounds of a --log file; UsageError naming FILE:LINE on a bad
+    line, TumblerError (exit 1) on a file that cannot be read (a FIFO or
+    a device is refused: it would block or never end)."""
+    import os
+    import stat
     try:
-        f = open(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise TumblerError("cannot read %s: %s" % (path, exc.strerror), EXIT_FAILURE)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TumblerError("cannot read %s: not a regular file" % path, EXIT_FAILURE)
     rounds = []
-    with f:
-        for number, line in enumerate(f, 1):
+    with open(fd, "rb") as f:
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-                float(record["t"])
-                list(record["domains"]), list(record["domain_loads"])
-            except (ValueError, KeyError, TypeError):
-                if not line.endswith("\n"):
+                record = _check_record(loads_object(line, MAX_LINE))
+            except ValueError as exc:       # BadJSON too
+                if not line.endswith(b"\n") and len(line) <= MAX_LINE:
                     break           # the last line of a run still being written
-                raise UsageError("%s:%d: not a tumbler --log record" % (path, number))
+                raise UsageError("%s:%d: not a tumbler --log record (%s)"
+                                 % (path, number, exc)) from None
             rounds.append(record)
     if not rounds:
         raise UsageError("%s: no rounds to plot" % path)
     return rounds
+
+
+def _check_record(record):
+    """``record`` if it holds what render() reads, of the types it reads
+    them as; ValueError saying what is wrong otherwise."""
+    def number(value, key):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise ValueError("%s is not a number" % key)
+
+    def optional(key, kind):
+        if record.get(key) is not None and not isinstance(record[key], kind):
+            raise ValueError("%s is not a %s" % (key, kind.__name__))
+
+    for key in ("t", "domains", "domain_loads"):
+        if key not in record:
+            raise ValueError("no %s" % key)
+    number(record["t"], "t")
+    domains, loads = record["domains"], record["domain_loads"]
+    if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+        raise ValueError("domains is not a list of CPU lists")
+    for domain in domains:
+        try:
+            parse_cpulist(domain)
+        except UsageError as exc:
+            raise ValueError("domains: %s" % exc) from None
+    if not isinstance(loads, list) or len(loads) != len(domains):
+        raise ValueError("domain_loads is not one load per domain")
+    for load in loads:
+        number(load, "domain_loads")
+    optional("pid", int)
+    optional("reason", str)
+    optional("moves", list)
+    optional("pins", list)
+    if not all(isinstance(move, dict) for move in record.get("moves") or ()):
+        raise ValueError("moves is not a list of objects")
+    for key in ("thread_cv", "interval_ms"):
+        if record.get(key) is not None:
+            number(record[key], key)
+    return record
 
 
 def one_program(rounds, pid, path):

@@ -10,6 +10,13 @@ request line and take its reply, however it trickles its bytes, and one
 turn of the loop accepts clients for that long at most (those left wait
 in the listen backlog for the next turn): clients, stuck or many, delay
 the service's loop by half a second at most.
+
+A request is one line of at most ``MAX_REQUEST`` (4096) bytes, nested at
+most ``jsonlimits.MAX_DEPTH`` (32) levels, checked before it is parsed
+(``"[" * 4000`` once made json recurse past Python's limit and stopped
+the service).  Whatever fails in one request -- its JSON, or ``answer``
+itself -- is an ``{"error": ...}`` reply and one warning in the log; the
+service goes on serving.
 """
 
 import json
@@ -20,13 +27,19 @@ import struct
 import time
 
 from ..errors import EXIT_FAILURE, TumblerError
+from ..escape import one_line
+from ..jsonlimits import BadJSON, loads_object
 from ..safefile import UnsafePath, private_directory
 
 #: How long one client may take, request line and reply (the loop waits
 #: with it); also how long one turn of the loop accepts clients.
 REQUEST_TIMEOUT_S = 0.25
-#: A request longer than this is refused.
+#: A request line longer than this is refused, and so is one nested
+#: deeper than jsonlimits.MAX_DEPTH (a request is one flat object).
 MAX_REQUEST = 4096
+#: The longest reply a client takes: a status of the service's 64 programs
+#: at most (service.max_programs) is some tens of KiB.
+MAX_REPLY = 16 << 20
 
 
 class ControlSocket:
@@ -69,9 +82,11 @@ class ControlSocket:
     def fileno(self):
         return self.sock.fileno()
 
-    def serve(self, answer):
+    def serve(self, answer, warn=None):
         """Answer the waiting clients, for REQUEST_TIMEOUT_S at most (the
-        module doc): ``answer(request dict)`` -> reply dict."""
+        module doc): ``answer(request dict)`` -> reply dict.  A request
+        that fails (in ``answer`` too) gets an error reply and a line for
+        ``warn(message)``; the next client is served all the same."""
         turn_ends = time.monotonic() + REQUEST_TIMEOUT_S
         while time.monotonic() < turn_ends:
             try:
@@ -83,30 +98,34 @@ class ControlSocket:
             with conn:
                 deadline = time.monotonic() + REQUEST_TIMEOUT_S
                 try:
-                    reply = self._reply(conn, answer, deadline)
+                    reply = self._reply(conn, answer, deadline, warn)
                     _time_left(conn, deadline)
-                    conn.sendall((json.dumps(reply, sort_keys=True) + "\n").encode())
+                    conn.sendall(reply)
                 except (OSError, socket.timeout):
                     continue
 
-    def _reply(self, conn, answer, deadline):
+    def _reply(self, conn, answer, deadline, warn):
+        """The reply's bytes; OSError or socket.timeout where the client
+        is gone or too slow."""
         uid = _peer_uid(conn)
         if uid not in (0, os.geteuid()):
-            return {"error": "permission denied: the control socket answers root only"}
+            return _encode({"error": "permission denied: the control socket answers root only"})
         data = b""
         while b"\n" not in data and len(data) <= MAX_REQUEST:
             _time_left(conn, deadline)
-            chunk = conn.recv(MAX_REQUEST)
+            chunk = conn.recv(MAX_REQUEST + 1 - len(data))
             if not chunk:
                 break
             data += chunk
         try:
-            request = json.loads(data.split(b"\n", 1)[0].decode())
-        except (ValueError, UnicodeDecodeError):
-            return {"error": "bad request: one JSON object per line"}
-        if not isinstance(request, dict):
-            return {"error": "bad request: one JSON object per line"}
-        return answer(request)
+            return _encode(answer(loads_object(data.split(b"\n", 1)[0], MAX_REQUEST)))
+        except BadJSON as exc:
+            message = "bad request (%s): one JSON object per line" % exc
+        except Exception as exc:        # one request must not stop the service
+            message = "request failed: %s" % describe(exc)
+        if warn is not None:
+            warn("control socket: %s" % message)
+        return _encode({"error": message})
 
     def close(self):
         self.sock.close()
@@ -114,6 +133,16 @@ class ControlSocket:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _encode(reply):
+    return (json.dumps(reply, sort_keys=True) + "\n").encode()
+
+
+def describe(exc):
+    """``Kind: message`` of an exception, on one line and escaped (a
+    message may quote what a client sent)."""
+    return one_line("%s: %s" % (type(exc).__name__, exc))[:MAX_REQUEST]
 
 
 def _time_left(conn, deadline):
@@ -160,7 +189,7 @@ def request(path, message, timeout=5.0):
         sock.connect(path)
         sock.sendall((json.dumps(message) + "\n").encode())
         data = b""
-        while not data.endswith(b"\n"):
+        while not data.endswith(b"\n") and len(data) <= MAX_REPLY:
             chunk = sock.recv(1 << 16)
             if not chunk:
                 break
@@ -176,9 +205,10 @@ def request(path, message, timeout=5.0):
     finally:
         sock.close()
     try:
-        reply = json.loads(data.decode())
-    except (ValueError, UnicodeDecodeError):
-        raise TumblerError("the service at %s sent no valid reply" % path, EXIT_FAILURE) from None
+        reply = loads_object(data, MAX_REPLY)
+    except BadJSON as exc:
+        raise TumblerError("the service at %s sent no valid reply (%s)" % (path, exc),
+                           EXIT_FAILURE) from None
     if "error" in reply:
-        raise TumblerError(reply["error"], EXIT_FAILURE)
+        raise TumblerError(one_line(str(reply["error"])), EXIT_FAILURE)
     return reply

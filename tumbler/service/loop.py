@@ -181,7 +181,8 @@ class Service:
             driver.at("metrics", 0.0, lambda now: metrics(self))
         if control is not None:
             waiter.watch(control.fileno())
-            driver.on_ready = lambda: control.serve(self.answer)
+            driver.on_ready = lambda: control.serve(
+                self.answer, warn=lambda message: self.log(WARNING, message))
         return driver.run(waiter)
 
     def _signal(self, signum):

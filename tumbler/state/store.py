@@ -8,6 +8,7 @@ import os
 import stat
 
 from ..errors import EXIT_FAILURE, TumblerError
+from ..jsonlimits import BadJSON, loads
 from ..platform import boot_token
 from ..records import record
 from ..safefile import UnsafePath, open_parent
@@ -121,18 +122,18 @@ def _read_pid(fd):
 
 def read_state(path):
     """Load and check a state file; raise StateError if it is not one."""
-    import json     # here: most runs never read one (json and re cost ~5 ms at start)
+    # jsonlimits imports json and re when it parses: most runs never read
+    # a state file (the two cost ~5 ms at start).
     try:
-        data = json.loads(read_state_bytes(path).decode())
+        data = loads(read_state_bytes(path), MAX_STATE_BYTES)
     except FileNotFoundError:
         raise
     except UnsafePath as exc:
         raise StateError("state file %s" % exc) from None
     except OSError as exc:
         raise StateError("cannot read state file %s: %s" % (path, exc.strerror)) from None
-    except ValueError:
-        raise StateError("state file %s is not valid JSON; inspect and remove it" % path) \
-            from None
+    except BadJSON as exc:
+        raise StateError("state file %s: %s; inspect and remove it" % (path, exc)) from None
     problem = _check_state(data)
     if problem:
         raise StateError("state file %s is not a tumbler state file (%s); inspect and "

@@ -39,8 +39,9 @@ A marker without a time (DTrace scripts before issue 32) leaves the
 values as printed.
 """
 
-import json
 import re
+
+from ..jsonlimits import BadJSON, loads_object
 
 #: Script names, one per kind of measurement.
 SCRIPTS = ("locktime", "runqlat", "migrations")
@@ -146,10 +147,8 @@ def parse_bpftrace_line(line):
     if not line.startswith("{"):
         return None
     try:
-        msg = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(msg, dict):
+        msg = loads_object(line)
+    except BadJSON:
         return None
     kind, data = msg.get("type"), msg.get("data")
     if kind == "map" and isinstance(data, dict):

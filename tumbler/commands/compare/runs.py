@@ -5,7 +5,6 @@ summary), and stopping a process an interruption left running."""
 
 from __future__ import annotations      # @record: annotations stay strings
 
-import json
 import math
 import os
 import re
@@ -19,7 +18,8 @@ import click
 from ...balance.static import StaticPlacer, pinned_targets, psets_targets
 from ...errors import exit_status
 from ...records import record
-from ...safefile import checked_tempdir
+from ...jsonlimits import BadJSON, loads_object
+from ...safefile import UnsafePath, checked_tempdir, read_trusted
 from ..gate import Gate, check_command
 from .variants import OWN_POLICIES, base_policy, variant_flags
 
@@ -93,15 +93,18 @@ def parse_elapsed(stdout_text):
     return value if math.isfinite(value) and value >= 0 else None
 
 
+#: The largest summary read: one is ~400 bytes (``tumbler --summary-json
+#: /dev/stdout exec -- true``), a few hundred bytes more per program.
+MAX_SUMMARY = 1 << 20
+
+
 def read_summary(path):
     """tumbler's run summary, as ``--summary-json`` wrote it; None if it
     wrote none (it failed before the end of balancing)."""
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        return loads_object(read_trusted(path, MAX_SUMMARY))
+    except (OSError, UnsafePath, BadJSON):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def own_cpu_of(summary):
