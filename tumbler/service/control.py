@@ -37,8 +37,11 @@ REQUEST_TIMEOUT_S = 0.25
 #: A request line longer than this is refused, and so is one nested
 #: deeper than jsonlimits.MAX_DEPTH (a request is one flat object).
 MAX_REQUEST = 4096
-#: The longest reply a client takes: a status of the service's 64 programs
-#: at most (service.max_programs) is some tens of KiB.
+#: The longest reply a client takes.  A status holds at most 64 programs
+#: (service.max_programs), each ~20 fields (program.py ``status``) and
+#: four lists of one figure per domain: with 1,024 domains, ~40 bytes a
+#: domain, ~2.7 MB in all; 16 MiB leaves room and still bounds what a
+#: client buffers.
 MAX_REPLY = 16 << 20
 
 
