@@ -907,10 +907,15 @@ def test_state_from_before_a_reboot_is_discarded(duty, procs, state):
     assert not os.listdir(state)
 
 
-def test_default_state_directory(monkeypatch):
+def test_default_state_directory(monkeypatch, tmp_path):
     """Every branch, whoever runs the suite: root, a user with and without
-    XDG_RUNTIME_DIR, and the override above them all."""
-    from tumbler.state import state_dir
+    XDG_RUNTIME_DIR, and the override above them all.  The fallback's
+    /tmp is the test's own directory (the machine's /tmp/tumbler-1000 may
+    be a real user's)."""
+    from tumbler.state import paths, state_dir
+    monkeypatch.setattr(paths, "FALLBACK_FORMAT", str(tmp_path / "tumbler-%d"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     monkeypatch.delenv("TUMBLER_STATE_DIR", raising=False)
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
     monkeypatch.setattr(os, "geteuid", lambda: 0)
@@ -918,7 +923,22 @@ def test_default_state_directory(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert state_dir() == "/run/user/1000/tumbler"
     monkeypatch.delenv("XDG_RUNTIME_DIR")
-    assert state_dir() == "/tmp/tumbler-1000"
+    fallback, home = str(tmp_path / "tumbler-1000"), str(tmp_path / "home/.local/state/tumbler")
+    assert state_dir() == fallback              # free: made by ensure_dir, not here
+    assert not os.path.lexists(fallback)
+    os.mkdir(fallback)                          # root's here: another user's to uid 1000
+    assert state_dir() == home
+    os.mkdir(tmp_path / "tumbler-0")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert paths.fallback_dir() == str(tmp_path / "tumbler-0")     # its owner's own
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert state_dir() == str(tmp_path / "xdg" / "tumbler")
+    monkeypatch.setenv("XDG_STATE_HOME", "relative")    # ignored, as XDG says
+    assert state_dir() == home
+    os.makedirs(home)                   # once it exists, it is used from then on
+    os.rmdir(fallback)
+    assert state_dir() == home
     monkeypatch.setenv("TUMBLER_STATE_DIR", "/somewhere/else")
     assert state_dir() == "/somewhere/else"
     monkeypatch.setattr(os, "geteuid", lambda: 0)

@@ -48,8 +48,13 @@ FALLBACK_FORMAT = "/tmp/tumbler-%d"
 def home_state_dir():
     """``$XDG_STATE_HOME/tumbler`` (``~/.local/state/tumbler``), or None
     where the user has no home to name."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return os.path.join(base, "tumbler") if os.path.isabs(base) else None
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):         # unset, or relative: ignored (XDG)
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):     # no $HOME and no password entry
+            return None
+        base = os.path.join(home, ".local", "state")
+    return os.path.join(base, "tumbler")
 
 
 def fallback_dir():
@@ -62,27 +67,21 @@ def fallback_dir():
     this user can write -- and once that exists it is used from then on,
     even where the name in /tmp is free again (its owner removed it), so
     that the state of one user is never split over two directories and
-    ``tumbler restore`` looks where the last tumbler wrote.  The name in
-    /tmp is created (0700) here if missing: mkdir(2) is atomic, so no one
-    can slip theirs in between this look and the use.  ``ensure_dir``
-    checks whichever is returned."""
+    ``tumbler restore`` looks where the last tumbler wrote.  Nothing is
+    created here (``ensure_dir`` creates and checks what is returned): a
+    name taken between this look and that mkdir fails that one run, and
+    the next passes it over for good."""
     home = home_state_dir()
     if home is not None and os.path.lexists(home):
         return home
     path = FALLBACK_FORMAT % os.geteuid()
     try:
-        os.mkdir(path, 0o700)
+        owner = os.lstat(path).st_uid
     except OSError:
-        pass                    # there already, or /tmp is not writable: looked at below
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return path             # ensure_dir says why it cannot be made
-    if home is None or info.st_uid == os.geteuid():
+        return path                     # free: ensure_dir makes it
+    if home is None or owner == os.geteuid():
         return path
     return home
-
-
 def ensure_dir(path):
     """Create ``path`` (0700) if missing; refuse one another user could
     write, or one reached through a directory another user could change
