@@ -875,7 +875,8 @@ def test_restore_keeps_and_reports_a_corrupt_state_file(state):
     assert result.returncode == 1
     assert_no_traceback(result.stderr)
     assert result.stderr.strip().splitlines() == [
-        "tumbler: state file %s is not valid JSON; inspect and remove it" % bad]
+        "tumbler: state file %s: not valid JSON (line 1, column 2: Expecting property name "
+        "enclosed in double quotes); inspect and remove it" % bad]
     assert bad.exists()
     bad.unlink()
 
