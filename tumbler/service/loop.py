@@ -82,7 +82,7 @@ from ..cpulist import format_cpulist
 from ..errors import TumblerError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, allowed_union
-from ..platform.priority import settle_priority
+from ..platform.priority import note as priority_note, settle_priority
 from .assembly import binder_for, discard, journal_for, observers_for, policy_for, unrestored
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
@@ -537,6 +537,7 @@ class Service:
         return {"version": __version__, "pid": self.me,
                 "uptime_s": round(time.monotonic() - self.started, 3),
                 "own_cpu_s": round(usage.user + usage.system, 3),
+                "priority": priority_note(),    # how it runs: raised while late
                 "config": self.config_path,
                 "rules": [r.name for r in self.config.rules],
                 "programs": [p.status() for p in sorted(self.programs.values(),
