@@ -8,13 +8,14 @@ a rule selects (issue 47, "Log flooding"), and what it costs the service.
 
 As ``nobody``, keeps ``--live`` (200) processes alive, each living
 ``--life`` (1.5) s and replaced as it exits: ~133 new PIDs a second.
-Each is ``/bin/sleep`` under the name ``hogN`` (a symbolic link: the
-kernel names a process after the file it ran), one thread.  ``--mode
-pinned``: every one is pinned to the first CPU (as ``taskset -c 0``
+Each is ``/bin/sleep`` under the name ``bpfloodN`` (a symbolic link: the
+kernel names a process after the file it ran), one thread: the issue's
+``hogN``, named so that no other service on the machine selects them.
+``--mode pinned``: every one is pinned to the first CPU (as ``taskset -c 0``
 would), so the service leaves each alone, with a line; ``unpinned``: it
 manages each and drops it when it exits.  The service runs from
 ``--tree`` (default: this one) with this interpreter, as root, with a
-temporary configuration (one rule, ``match: {comm: "hog[0-9]+"}``,
+temporary configuration (one rule, ``match: {comm: "bpflood[0-9]+"}``,
 ``min_threads: 1``, ``min_cpu: 0``, ``domains`` the first two CPUs),
 socket, state directory and log.
 
@@ -97,13 +98,13 @@ def main():
     os.chmod(work, 0o755)
     links = []
     for index in range(args.live):
-        path = os.path.join(work, "hog%d" % index)
+        path = os.path.join(work, "bpflood%d" % index)
         os.symlink("/bin/sleep", path)
         links.append(path)
     config = os.path.join(work, "tumbler.yaml")
     with open(config, "w") as f:
         f.write("service:\n  scan_interval: 2\n  socket: %s\nprograms:\n"
-                "  - name: hog\n    match: {comm: \"hog[0-9]+\"}\n    min_threads: 1\n"
+                "  - name: hog\n    match: {comm: \"bpflood[0-9]+\"}\n    min_threads: 1\n"
                 "    min_cpu: 0\n    domains: \"%d/%d\"\n"
                 % (os.path.join(work, "tumbler.sock"), cpus[0], cpus[1]))
     log_path = os.path.join(work, "service.log")
@@ -138,8 +139,8 @@ def main():
     service.send_signal(signal.SIGTERM)
     service.wait(timeout=60)
     text = open(log_path).read().splitlines()
-    one_by_one = sum(1 for line in text if re.search(r"PID \d+ \(hog\d+\).*(left alone|managed by)",
-                                                     line))
+    one_by_one = sum(1 for line in text
+                     if re.search(r"PID \d+ \(bpflood\d+\).*(left alone|managed by)", line))
     summed = sum(int(m.group(1)) for line in text
                  for m in [re.search(r"rule hog: (\d+) more programs (left alone|managed) ", line)]
                  if m)
@@ -149,6 +150,7 @@ def main():
         "seconds": round(wall, 1), "lines": len(window),
         "lines_per_s": round(len(window) / wall, 2),
         "summaries": sum(1 for line in window if " more " in line),
+        "lines_naming_a_process": sum(1 for line in window if re.search(r"PID \d+ ", line)),
         "service_cpu_share": round((cpu_after - cpu_before) / wall, 4),
         "hogs_said_one_by_one": one_by_one, "hogs_counted_in_summaries": summed,
         "service_exit": service.returncode, "loadavg": open("/proc/loadavg").read().split()[:3],
