@@ -59,9 +59,9 @@ LATE_S = 0.05
 LATE_WAKES = 3
 #: Raised, back to nice 0 after this long (seconds) with every wake-up on
 #: time, LATE_WAKES of them at least: five scans of the service at its
-#: default interval (2 s), fifteen of its looks at parked programs, ten
-#: rounds of ``-p`` at its default interval -- on time over several turns
-#: of any loop, not one lucky wake-up.  Short against what staying raised
+#: default interval (2 s), fifteen of its looks at parked programs, twelve
+#: or more of ``-p``'s rounds (50-800 ms apart, engine/variation.py) -- on
+#: time over several turns of any loop, not one lucky wake-up.  Short against what staying raised
 #: costs the programs (module docstring, 10.8% against 3.1%).
 CALM_S = 10.0
 #: Raised again before a calm period had passed at nice 0: the next calm
