@@ -6,6 +6,7 @@ state directory."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +45,12 @@ def test_rules_pick_programs_up_and_bind_them(spawner, domains, procs, state, tm
     assert status[big.pid]["rule"] == "by-threads"
     assert small.pid not in status
     assert all(mask == both for mask in thread_masks(small.pid).values())
+    # How it runs: nice 0 once balancing, -20 only while its wake-ups run
+    # late (platform/priority.py), in the JSON and the text.
+    priority = service.status()["priority"]
+    assert re.match(r"nice (0 \(|-20 for the last )", priority), priority
+    text = run_tumbler("status", "--socket", service.socket).stdout
+    assert re.search(r"^priority: nice (0 \(|-20 for the last )", text, re.M), text
     assert service.stop() == 0
     for proc in (by_name, big):
         masks = thread_masks(proc.pid)

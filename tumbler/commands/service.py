@@ -144,6 +144,8 @@ def status_command(as_json, socket_path):
     click.echo("tumbler service PID %d, up %.0f s, own CPU %.2f s, %d program(s), rules: %s"
                % (reply["pid"], reply["uptime_s"], reply["own_cpu_s"], len(reply["programs"]),
                   ", ".join(reply.get("rules", [])) or "none"))
+    if reply.get("priority"):
+        click.echo("priority: %s" % reply["priority"])
     if not reply["programs"]:
         return
     click.echo("%7s  %-15s %-12s %-8s %-18s %-18s %8s %6s  %s" % (

@@ -65,7 +65,7 @@ CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
 domains, and domains are cut down to what the program may use, so no
 mask is ever widened.
 
-Logging: log.py (a line per event that matters, none on a steady machine).
+Logging: log.py (a line per event that matters; about processes, rate-limited).
 """
 
 import bisect
@@ -82,12 +82,12 @@ from ..cpulist import format_cpulist
 from ..errors import TumblerError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, allowed_union
-from ..platform.priority import settle_priority
+from ..platform.priority import note as priority_note, settle_priority
 from .assembly import binder_for, discard, journal_for, observers_for, policy_for, unrestored
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
 from .driver import Driver
-from .log import ERROR, INFO, WARNING
+from .log import ERROR, INFO, WARNING, Events
 from .program import Program
 
 #: Share of one CPU a scan may use, of its scan interval: past it (thousands
@@ -122,7 +122,8 @@ class Service:
     def __init__(self, config, config_path, log, verbose=False, log_path=None):
         self.config = config
         self.config_path = config_path
-        self.log = log
+        self.log = log              # the service's own lines
+        self.events = Events(log)   # lines about processes: rate-limited (log.py)
         self.verbose = verbose
         self.log_path = log_path    # --log: one JSON line per round of each program
         # The one loop (driver.py): it ticks every program's controller
@@ -164,6 +165,7 @@ class Service:
 
         def scan(now):
             self.scan(stop=lambda: bool(waiter.pending))
+            self.events.flush()         # counts of lines held back, when due
             return time.monotonic() + self.config.scan_interval
         driver.at("scan", time.monotonic(), scan)
 
@@ -205,8 +207,8 @@ class Service:
         return time.monotonic() + self.config.scan_interval
 
     def _failed(self, program, exc):
-        self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
-                 % (program.pid, program.name, exc))
+        self.events(program.rule.name, "programs whose balancing failed", ERROR, "PID %d (%s): "
+                    "balancing failed: %s; handed back" % (program.pid, program.name, exc))
         self._drop(program, "failed")
 
     def _check_cap(self, program):
@@ -214,8 +216,9 @@ class Service:
         threads = len(program.controller.threads)
         cap = self._thread_cap(program.rule, exclude=program)
         if threads > cap:
-            self.log(WARNING, "PID %d (%s): %d threads, past the cap of %d (max_threads); "
-                     "handed back" % (program.pid, program.name, threads, cap))
+            self.events(program.rule.name, "programs handed back past a thread cap", WARNING,
+                        "PID %d (%s): %d threads, past the cap of %d (max_threads); "
+                        "handed back" % (program.pid, program.name, threads, cap))
             self._drop(program, "too many threads")
 
     def stop(self):
@@ -225,6 +228,7 @@ class Service:
             failed += self._drop(program, "service stopping", quiet=True)
         if self.sharing is not None:
             self.sharing.close()
+        self.events.flush(everything=True)
         return failed
 
     def _drop(self, program, why, quiet=False):
@@ -234,10 +238,11 @@ class Service:
         if self.sharing is not None:
             self.sharing.leave(program.pid)     # after: its CPUs are free now
         if failed:
-            self.log(ERROR, "PID %d (%s): %s" % (program.pid, program.name, unrestored(failed)))
+            self.events(program.rule.name, "programs with threads not restored", ERROR,
+                        "PID %d (%s): %s" % (program.pid, program.name, unrestored(failed)))
         elif not quiet:
-            self.log(INFO, "PID %d (%s): dropped (%s), rule %s"
-                     % (program.pid, program.name, why, program.rule.name))
+            self.events(program.rule.name, "programs dropped", INFO, "PID %d (%s): dropped (%s), "
+                        "rule %s" % (program.pid, program.name, why, program.rule.name))
         return failed
 
     # -- finding programs ------------------------------------------------------
@@ -279,7 +284,7 @@ class Service:
             except NoSuchProcess:
                 self.candidates.pop(pid, None)
             except PlatformError as exc:
-                self._decline(pid, WARNING, "PID %d: %s" % (pid, exc))
+                self._decline(pid, None, "unreadable processes", WARNING, "PID %d: %s" % (pid, exc))
         if self.scan_from == 0 and len(self.capped) > self.waiting:   # one line per look
             self.log(WARNING, "%d process(es) a rule selects wait: the caps are reached "
                      "(service.max_programs %d, max_threads %d, or a rule's own; "
@@ -351,7 +356,8 @@ class Service:
                          "selects by command line wait" % str(exc).replace(" already", ""))
             return
         except Stalled as exc:
-            self._decline(pid, WARNING, "PID %d (%s): its command line could not be read (%s); "
+            self._decline(pid, None, "command lines not read", WARNING,
+                          "PID %d (%s): its command line could not be read (%s); "
                           "not looked at again" % (pid, facts.comm, exc), start)
             return
         if rule is None:
@@ -400,23 +406,23 @@ class Service:
             return True
         return facts.threads > self._thread_cap(rule)
 
-    def _decline(self, pid, priority, message, start=None):
+    def _decline(self, pid, rule, kind, priority, message, start=None):
         if start is None:
             try:
                 start = self.backend.process(pid).start
             except PlatformError:
                 return
         self.declined[pid] = start
-        self.log(priority, message)
+        self.events(rule, kind, priority, message)
 
     def _manage(self, pid, start, facts, rule):
         backend = open_backend(None, "/")
         allowed = allowed_union(backend, [pid])
         may_use = backend.may_use(pid)
         if allowed < may_use and not rule.override:
-            self._decline(pid, INFO, "PID %d (%s), rule %s: left alone: its threads may run on "
-                          "CPUs %s of the %s it may use, a placement someone else made "
-                          "(override: true manages it)"
+            self._decline(pid, rule.name, "programs left alone", INFO, "PID %d (%s), rule %s: "
+                          "left alone: its threads may run on CPUs %s of the %s it may use, "
+                          "a placement someone else made (override: true manages it)"
                           % (pid, facts.comm, rule.name, format_cpulist(allowed),
                              format_cpulist(may_use)), start)
             return
@@ -427,12 +433,12 @@ class Service:
                 raise TumblerError("every CPU it may use is isolated or nohz_full")
             choice = choose_domains(backend.topology(), usable, rule.level, rule.domains)
         except TumblerError as exc:
-            self._decline(pid, WARNING, "PID %d (%s), rule %s: not managed: %s"
-                          % (pid, facts.comm, rule.name, exc), start)
+            self._decline(pid, rule.name, "programs not managed", WARNING, "PID %d (%s), rule %s: "
+                          "not managed: %s" % (pid, facts.comm, rule.name, exc), start)
             return
         balancing = self.config.balancing
         policy = policy_for(rule.policy, balancing)
-        warn = lambda message: self.log(WARNING, message)      # noqa: E731
+        warn = lambda message: self.events(rule.name, "warnings", WARNING, message)  # noqa: E731
         journal = program = None
         observers = ()
         try:
@@ -442,10 +448,11 @@ class Service:
                 refused = journal.try_claim(pid, allowed)
                 if refused is not None:
                     journal.close()
-                    self._decline(pid, INFO, "PID %d (%s), rule %s: not managed: %s"
+                    self._decline(pid, rule.name, "programs not managed", INFO,
+                                  "PID %d (%s), rule %s: not managed: %s"
                                   % (pid, facts.comm, rule.name, refused), start)
                     return
-            observers = self._observers(pid, facts.comm, rule)
+            observers = self._observers(pid, facts.comm, rule, warn)
             program = Program(pid, facts.comm, rule, backend, policy, choice, binder, balancing,
                               capacity=balancing.capacity, journal=journal,
                               observers=observers, warn=warn,
@@ -460,12 +467,12 @@ class Service:
             else:
                 discard(journal, observers)
             if not isinstance(exc, NoSuchProcess):
-                self._decline(pid, WARNING, "PID %d (%s), rule %s: not managed: %s"
-                              % (pid, facts.comm, rule.name, exc), start)
+                self._decline(pid, rule.name, "programs not managed", WARNING, "PID %d (%s), "
+                              "rule %s: not managed: %s" % (pid, facts.comm, rule.name, exc), start)
             return
         self.driver.add(program)
-        self.log(INFO, "PID %d (%s): managed by rule %s, policy %s, %s"
-                 % (pid, facts.comm, rule.name, policy.name, choice.note))
+        self.events(rule.name, "programs managed", INFO, "PID %d (%s): managed by rule %s, policy "
+                    "%s, %s" % (pid, facts.comm, rule.name, policy.name, choice.note))
         if self.sharing is not None and policy.moves_threads:
             # Sets new domains only: the binding is done by the rounds
             # (driver.py), where a failure drops this program alone.
@@ -489,17 +496,17 @@ class Service:
         return SpaceSharing(sharing["policy"], sharing["tolerance"], log=say,
                             counters=LlcMeter(self.backend, say))
 
-    def _observers(self, pid, name, rule):
+    def _observers(self, pid, name, rule, warn):
         """-v and --log (both make every round a full one, as with -p): one
-        log for all programs, a line per round of each."""
+        log for all programs, a line per round of each; ``warn(message)``."""
         try:
             return observers_for(log_path=self.log_path, verbose=self.verbose,
                                  log_fields=lambda controller: {"pid": pid, "name": name,
                                                                 "rule": rule.name},
                                  append=True, started=self.started,
-                                 warn=lambda message: self.log(WARNING, message))
+                                 warn=warn)
         except TumblerError as exc:
-            self.log(WARNING, str(exc))
+            warn(str(exc))
             return observers_for(verbose=self.verbose)
 
     # -- reload and status -------------------------------------------------------
@@ -537,7 +544,7 @@ class Service:
         usage = os.times()
         return {"version": __version__, "pid": self.me,
                 "uptime_s": round(time.monotonic() - self.started, 3),
-                "own_cpu_s": round(usage.user + usage.system, 3),
+                "own_cpu_s": round(usage.user + usage.system, 3), "priority": priority_note(),
                 "config": self.config_path,
                 "rules": [r.name for r in self.config.rules],
                 "programs": [p.status() for p in sorted(self.programs.values(),
