@@ -7,6 +7,18 @@ from ..cpulist import format_cpulist
 from ..platform.base import PlatformError
 from .assembly import Run
 
+#: A parked program wakes when it uses this many times its ``park_below``
+#: over one look; a program not parked is parked below ``park_below`` over
+#: a scan interval.  The band between is hysteresis: process CPU is counted
+#: in ticks (USER_HZ, 10 ms), one tick over a look of 2/3 s (PARKED_LOOKS
+#: at the default 2 s scan interval) is 0.015 CPU, and 20 programs x 100
+#: mostly sleeping threads using 0.074-0.091 CPU each crossed 0.100 on their
+#: looks every second or two, parked again at the next scan (issue 47: the
+#: service at 1.3-1.8% of a core instead of 0.3%).  Over looks of such
+#: programs, one in 60 or fewer reached 1.5 x park_below (BENCHMARKS.md,
+#: "Parking with hysteresis"); a program that truly turns busy uses far more.
+WAKE_ABOVE = 1.5
+
 
 class Program(Run):
     """A managed program: its run (assembly.py) and what the status reports."""
@@ -26,8 +38,10 @@ class Program(Run):
     def weigh(self, shortest, below, why):
         """Park or wake this program by the CPUs it used since the last look
         (service/loop.py's module doc): under ``below`` CPUs it is parked
-        (``why`` says whose threshold), at or above it a parked one wakes
-        for a full round at once.  A look less than ``shortest`` s after
+        (``why`` says whose threshold); a parked one wakes for a full round
+        at once when it uses WAKE_ABOVE times ``below`` or more, and stays
+        parked in the band between (hysteresis: one near the threshold does
+        not flap).  A look less than ``shortest`` s after
         the last reads nothing: the kernel counts process CPU in ticks, and
         over a short window one tick more or less is a large rate.  A
         program that exited is left to its next tick."""
@@ -45,10 +59,10 @@ class Program(Run):
         if mark is None or now <= mark[0]:
             return
         used = self.used = (cpu_ns - mark[1]) / 1e9 / (now - mark[0])
-        if used < below:
-            if not self.parked:
+        if not self.parked:
+            if used < below:
                 self.parked = "%.3f CPUs used, below %.3f (%s)" % (used, below, why)
-        elif self.parked:
+        elif used >= below * WAKE_ABOVE:
             self.parked = None
             self.unparked_at = now
             self.controller.resume()        # a full round at once
