@@ -22,10 +22,12 @@ domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
 controller is not ticked (no per-thread read, no round); PARKED_LOOKS
 times per scan interval one per-process figure is read
 (``Backend.process_cpu_ns``: utime + stime of /proc/PID/stat, or psinfo's
-pr_time), and the first look that sees it rise wakes it for a full round
-at once: one using ``park_below`` or more is back under full rounds
-within one scan interval (the second look after it rose at the latest,
-two thirds of an interval; one using ten times as much, at the first).
+pr_time), and the first look that sees it rise to WAKE_ABOVE times
+``park_below`` (program.py: hysteresis, so that one near the threshold
+does not flap) wakes it for a full round at once: one using that much or
+more is back under full rounds within one scan interval (the second look
+after it rose at the latest, two thirds of an interval; one using ten
+times ``park_below``, at the first).
 Its threads stay where they are, still recorded: every exit and
 ``tumbler restore`` put them back as any other's.  ``status`` and the
 metrics show who is parked and why.
@@ -61,6 +63,10 @@ make a scan long), and the next scan goes on from the PID it stopped at:
 the service's CPU time for scanning stays bounded whatever users start,
 and every process is still looked at in turn.
 
+The whole service's CPU is bounded by ``service.cpu_budget`` (budget.py):
+scans get at most half of it, and each program's rounds are spaced so
+that all of them fit in what the scans and looks leave.
+
 CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
 domains, and domains are cut down to what the program may use, so no
 mask is ever widened.
@@ -83,6 +89,7 @@ from ..errors import TumblerError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, allowed_union
 from ..platform.priority import settle_priority
+from .budget import PLAN_EVERY_S, CpuBudget
 from .assembly import binder_for, discard, journal_for, observers_for, policy_for, unrestored
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
@@ -146,6 +153,8 @@ class Service:
         # within a scan interval (_look_at_machine).
         self.machine = MachineWatch(self.backend)
         self.sharing = self._sharing(config)        # None: time sharing
+        # service.cpu_budget: the rounds' pace
+        self.budget = CpuBudget(config.cpu_budget, config.scan_interval)
 
     # -- the loop ------------------------------------------------------------
 
@@ -169,12 +178,17 @@ class Service:
 
         def look_at_parked(now):
             look = self.config.scan_interval / PARKED_LOOKS
+            paces = driver.paces
             for program in list(self.programs.values()):
                 if program.parked:
                     self._weigh(program)
+                elif program.pid in paces and paces[program.pid].spacing \
+                        and not program.alive():
+                    paces[program.pid].ticked_at = None     # gone: its tick drops it now
             return time.monotonic() + look
         driver.at("parked", time.monotonic(), look_at_parked)
         driver.at("machine", time.monotonic(), self._look_at_machine)
+        driver.at("budget", time.monotonic(), self._plan_budget)
         if self.sharing is not None:
             driver.at("sharing", time.monotonic(), self.sharing.tick)
         if metrics is not None:
@@ -203,6 +217,28 @@ class Service:
                      % (change, count, "" if count == 1 else "s"))
         return time.monotonic() + self.config.scan_interval
 
+    def _plan_budget(self, now):
+        """Space the programs' ticks to fit service.cpu_budget (budget.py);
+        one line for each program the budget slows for the first time."""
+        programs = self.programs
+        parked = {pid for pid, program in programs.items() if program.parked}
+        for pid in self.budget.plan(now, self.driver.paces, parked):
+            program = programs.get(pid)
+            if program is None:
+                continue
+            self.log(INFO, "PID %d (%s): %s (%.3f CPUs for %d programs' rounds; %d threads)"
+                     % (pid, program.name, self._paced(program), self.budget.for_rounds,
+                        len(programs) - len(parked), len(program.controller.threads)))
+        return time.monotonic() + PLAN_EVERY_S
+
+    def _paced(self, program):
+        """How the budget slows ``program``'s rounds (a phrase), or None."""
+        pace = self.driver.paces.get(program.pid)
+        if pace is None or not pace.spacing or program.parked:
+            return None
+        return "rounds every %.3g s instead of %.3g s: service.cpu_budget" % (
+            pace.spacing, pace.gap_s)
+
     def _failed(self, program, exc):
         self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
                  % (program.pid, program.name, exc))
@@ -228,6 +264,7 @@ class Service:
 
     def _drop(self, program, why, quiet=False):
         self.programs.pop(program.pid, None)
+        self.driver.paces.pop(program.pid, None)
         self.capped.clear()         # room now: those waiting are looked at again
         failed = program.hand_back()
         if self.sharing is not None:
@@ -246,7 +283,8 @@ class Service:
         ``stop()`` true ends the scan early (a stop signal is waiting:
         thousands of processes must not delay it).  A scan spends at most
         ``cpu_budget`` seconds of the service's CPU time (default
-        SCAN_CPU_SHARE of the scan interval) looking at processes; past
+        SCAN_CPU_SHARE of the scan interval, and at most the scans' share
+        of service.cpu_budget: budget.py) looking at processes; past
         it, it stops, and the next scan starts at the PID it stopped at,
         so every process is looked at in turn however many a user starts
         or renames."""
@@ -255,7 +293,8 @@ class Service:
         if pids is None:
             return
         if cpu_budget is None:
-            cpu_budget = SCAN_CPU_SHARE * self.config.scan_interval
+            cpu_budget = min(SCAN_CPU_SHARE * self.config.scan_interval,
+                             self.budget.scan_cpu_s(self.config.scan_interval))
         for program in list(self.programs.values()):
             if not program.parked:      # parked ones: look_at_parked (run)
                 self._weigh(program)
@@ -521,6 +560,7 @@ class Service:
             self.sharing.policy = config.sharing["policy"]
             self.sharing.tolerance = config.sharing["tolerance"]
         self.config = config
+        self.budget.cpus, self.budget.window_s = config.cpu_budget, config.scan_interval
         self.declined.clear()
         self.candidates.clear()
         self.unselected.clear()
@@ -537,7 +577,8 @@ class Service:
         return {"version": __version__, "pid": self.me,
                 "uptime_s": round(time.monotonic() - self.started, 3),
                 "own_cpu_s": round(usage.user + usage.system, 3),
+                "cpu_budget": self.config.cpu_budget,
                 "config": self.config_path,
                 "rules": [r.name for r in self.config.rules],
-                "programs": [p.status() for p in sorted(self.programs.values(),
-                                                          key=lambda p: p.pid)]}
+                "programs": [dict(p.status(), paced=self._paced(p))
+                             for p in sorted(self.programs.values(), key=lambda p: p.pid)]}

@@ -67,6 +67,16 @@ class Program(Run):
             self.unparked_at = now
             self.controller.resume()        # a full round at once
 
+    def alive(self):
+        """Whether its process is still there (one per-process read: a
+        program whose rounds the budget spaces is not left unnoticed,
+        gone, until its next round)."""
+        try:
+            self.controller.backend.process_cpu_ns(self.pid)
+        except PlatformError:
+            return False
+        return True
+
     def park_below(self, default):
         """(CPUs below which this program is parked, whose threshold that
         is): its rule's ``park_below``, else ``default`` (the service's),
