@@ -32,6 +32,8 @@ its load between domains waits for the next round.
 import collections
 import time
 
+from .log import INFO
+
 #: Of the budget, what one scan may use over its scan interval: with the
 #: rest, rounds keep a pace while a user's processes make scans long (the
 #: scan stops and goes on at the next one, loop.py).
@@ -153,3 +155,24 @@ class CpuBudget:
                 pace.said = True
                 slowed.append(key)
         return slowed
+
+    def pace_programs(self, now, paces, programs, log):
+        """``plan`` for the service (loop.py): ``programs`` (pid -> Program),
+        the parked ones left out; one line to ``log`` for each program
+        slowed for the first time."""
+        parked = {pid for pid, program in programs.items() if program.parked}
+        for pid in self.plan(now, paces, parked):
+            program = programs.get(pid)
+            if program is not None:
+                log(INFO, "PID %d (%s): %s (%.3f CPUs for %d programs' rounds; %d threads)"
+                    % (pid, program.name, slowed(paces[pid]), self.for_rounds,
+                       len(programs) - len(parked), len(program.controller.threads)))
+
+
+def slowed(pace):
+    """How the budget slows a run's rounds (a phrase for the log and
+    ``tumbler status``), or None."""
+    if pace is None or not pace.spacing:
+        return None
+    return "rounds every %.3g s instead of %.3g s: service.cpu_budget" % (
+        pace.spacing, pace.gap_s)

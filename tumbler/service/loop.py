@@ -14,23 +14,8 @@ Each program is a run of its own (assembly.py: controller, backend,
 binder, journal), so it gets every restore guarantee ``tumbler -p`` has,
 and one program's failure or exit never touches another's threads.
 
-Parked programs (issue 29).  A program using too little CPU to make any
-of its domains busier than the tolerance allows -- less than ``park_below``
-CPUs between two scans, by default the tolerance times its smallest
-domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
-``min_cpu`` -- cannot be imbalanced enough to matter: it is *parked*.  Its
-controller is not ticked (no per-thread read, no round); PARKED_LOOKS
-times per scan interval one per-process figure is read
-(``Backend.process_cpu_ns``: utime + stime of /proc/PID/stat, or psinfo's
-pr_time), and the first look that sees it rise to WAKE_ABOVE times
-``park_below`` (program.py: hysteresis, so that one near the threshold
-does not flap) wakes it for a full round at once: one using that much or
-more is back under full rounds within one scan interval (the second look
-after it rose at the latest, two thirds of an interval; one using ten
-times ``park_below``, at the first).
-Its threads stay where they are, still recorded: every exit and
-``tumbler restore`` put them back as any other's.  ``status`` and the
-metrics show who is parked and why.
+Parked programs (issue 29): too idle to be imbalanced, not sampled at all
+(program.py).  The whole service's CPU: ``service.cpu_budget`` (budget.py).
 
 What a program must be to be managed (checked once, at the scan that first
 sees it; a process refused is not looked at again until its PID names
@@ -63,10 +48,6 @@ make a scan long), and the next scan goes on from the PID it stopped at:
 the service's CPU time for scanning stays bounded whatever users start,
 and every process is still looked at in turn.
 
-The whole service's CPU is bounded by ``service.cpu_budget`` (budget.py):
-scans get at most half of it, and each program's rounds are spaced so
-that all of them fit in what the scans and looks leave.
-
 CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
 domains, and domains are cut down to what the program may use, so no
 mask is ever widened.
@@ -89,7 +70,7 @@ from ..errors import TumblerError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, allowed_union
 from ..platform.priority import settle_priority
-from .budget import PLAN_EVERY_S, CpuBudget
+from .budget import PLAN_EVERY_S, CpuBudget, slowed
 from .assembly import binder_for, discard, journal_for, observers_for, policy_for, unrestored
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
@@ -178,13 +159,11 @@ class Service:
 
         def look_at_parked(now):
             look = self.config.scan_interval / PARKED_LOOKS
-            paces = driver.paces
             for program in list(self.programs.values()):
                 if program.parked:
                     self._weigh(program)
-                elif program.pid in paces and paces[program.pid].spacing \
-                        and not program.alive():
-                    paces[program.pid].ticked_at = None     # gone: its tick drops it now
+                elif self._paced(program) and not program.alive():
+                    driver.paces[program.pid].ticked_at = None  # gone: its tick drops it
             return time.monotonic() + look
         driver.at("parked", time.monotonic(), look_at_parked)
         driver.at("machine", time.monotonic(), self._look_at_machine)
@@ -218,26 +197,12 @@ class Service:
         return time.monotonic() + self.config.scan_interval
 
     def _plan_budget(self, now):
-        """Space the programs' ticks to fit service.cpu_budget (budget.py);
-        one line for each program the budget slows for the first time."""
-        programs = self.programs
-        parked = {pid for pid, program in programs.items() if program.parked}
-        for pid in self.budget.plan(now, self.driver.paces, parked):
-            program = programs.get(pid)
-            if program is None:
-                continue
-            self.log(INFO, "PID %d (%s): %s (%.3f CPUs for %d programs' rounds; %d threads)"
-                     % (pid, program.name, self._paced(program), self.budget.for_rounds,
-                        len(programs) - len(parked), len(program.controller.threads)))
+        """Space the programs' ticks to fit service.cpu_budget (budget.py)."""
+        self.budget.pace_programs(now, self.driver.paces, self.programs, self.log)
         return time.monotonic() + PLAN_EVERY_S
 
     def _paced(self, program):
-        """How the budget slows ``program``'s rounds (a phrase), or None."""
-        pace = self.driver.paces.get(program.pid)
-        if pace is None or not pace.spacing or program.parked:
-            return None
-        return "rounds every %.3g s instead of %.3g s: service.cpu_budget" % (
-            pace.spacing, pace.gap_s)
+        return None if program.parked else slowed(self.driver.paces.get(program.pid))
 
     def _failed(self, program, exc):
         self.log(ERROR, "PID %d (%s): balancing failed: %s; handed back"
