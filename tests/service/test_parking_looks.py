@@ -62,7 +62,7 @@ def test_idle_is_parked_and_a_rise_wakes_it_for_a_full_round_with_the_time_recor
     p.cpu_mark = (p.cpu_mark[0] - 1.0, p.cpu_mark[1])
     p.controller.backend.cpu_ns += 500_000_000      # half a CPU over that second
     before = time.monotonic()
-    p.weigh(0.0, 0.1, "why")
+    assert p.weigh(0.0, 0.1, "why") is True         # its tick due now, whatever its pace
     assert p.parked is None and p.controller.resumed == 1
     assert before <= p.unparked_at <= time.monotonic()
     assert 0.45 < p.used <= 0.5
@@ -81,7 +81,7 @@ def test_a_parked_program_gone_is_left_to_its_tick():
     p = program()
     p.parked = "idle"
     p.controller.backend.gone = True
-    p.weigh(0.0, 0.1, "why")
+    assert p.weigh(0.0, 0.1, "why") is True         # its tick, now, finds it gone
     assert p.parked is None and p.controller.resumed == 0
 
 

@@ -134,7 +134,6 @@ class Service:
         # within a scan interval (_look_at_machine).
         self.machine = MachineWatch(self.backend)
         self.sharing = self._sharing(config)        # None: time sharing
-        # service.cpu_budget: the rounds' pace
         self.budget = CpuBudget(config.cpu_budget, config.scan_interval)
 
     # -- the loop ------------------------------------------------------------
@@ -382,8 +381,9 @@ class Service:
         """Park or wake ``program`` by its CPU use since the last look (the
         module doc; Program.weigh); no look less than half a parked look's
         interval after the last."""
-        program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
-                      *program.park_below(self.config.park_below))
+        if program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
+                         *program.park_below(self.config.park_below)):
+            self.driver.paces.pop(program.pid, None)    # woken: a round now, at any pace
 
     def _thread_cap(self, rule, exclude=None):
         """Threads a program of ``rule`` may have: its rule's cap, and what

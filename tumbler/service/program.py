@@ -65,7 +65,9 @@ class Program(Run):
         not flap).  A look less than ``shortest`` s after
         the last reads nothing: the kernel counts process CPU in ticks, and
         over a short window one tick more or less is a large rate.  A
-        program that exited is left to its next tick."""
+        program that exited is left to its next tick.  True if it was
+        parked and is no longer: its tick is due now, whatever its pace
+        (budget.py)."""
         mark = self.cpu_mark
         if mark is not None and time.monotonic() - mark[0] < shortest:
             return
@@ -74,7 +76,8 @@ class Program(Run):
         except PlatformError:
             if self.parked:
                 self.parked = None          # its tick finds it gone and drops it
-            return
+                return True
+            return False
         now = time.monotonic()
         self.cpu_mark = (now, cpu_ns)
         if mark is None or now <= mark[0]:
@@ -87,6 +90,8 @@ class Program(Run):
             self.parked = None
             self.unparked_at = now
             self.controller.resume()        # a full round at once
+            return True
+        return False
 
     def alive(self):
         """Whether its process is still there (one per-process read: a
