@@ -1,9 +1,24 @@
-"""What ``tumbler service`` costs managing many programs at once (issues 16, 29).
+"""What ``tumbler service`` costs managing many programs at once (issues 16, 29, 47).
 
     .venv/bin/python benchmarks/service_load.py [--programs N] [--threads T]
                                                 [--seconds S] [--domains LIST]
                                                 [--period MS] [--profile FILE]
-                                                [--rise K]
+                                                [--rise K] [--demand-spread LOW-HIGH]
+                                                [--windows K] [--config-extra YAML]
+    .venv/bin/python benchmarks/service_load.py --hostile [--rows 1,2,...]
+                                                [--seconds S] [--windows K]
+
+``--hostile`` (as root, issue 47): each row of the issue's table in turn,
+a fresh service from this tree whose one rule selects ``hog.*`` with
+``domains: "0/1"``, and one program of ``nobody`` (tests/workloads/hog.c:
+busy threads, threads asleep in pause(), short threads born per second);
+the service's CPU (utime + stime of /proc/PID/stat) over ``--seconds``
+(default 20), ``--windows`` times in a row, printed as a table with the
+service's budget and the programs' paces from ``tumbler status``.
+``--windows K`` in the default mode also reads K windows in a row (the
+service's cost at several moments, not once); ``--demand-spread
+0.074-0.091`` gives the programs demands spread evenly over that range
+(issue 47's 20 programs x 100 threads near the parking threshold).
 
 Starts N copies of ``tests/workloads/crowd`` with T threads each (together
 asking ``--demand`` CPUs per program, each thread waking once every
@@ -26,6 +41,7 @@ round made since, against the scan interval.
 
 import argparse
 import json
+import pwd
 import os
 import random
 import resource
@@ -82,7 +98,18 @@ def main():
                         help="then time K wake-ups of a parked program turning busy")
     parser.add_argument("--scan-interval", type=float, default=None,
                         help="service.scan_interval (default: tumbler's)")
+    parser.add_argument("--demand-spread", metavar="LOW-HIGH", default=None,
+                        help="programs' demands spread evenly from LOW to HIGH CPUs")
+    parser.add_argument("--windows", type=int, default=1,
+                        help="read the service's CPU over this many windows in a row")
+    parser.add_argument("--config-extra", metavar="YAML", default="",
+                        help="more keys of the service section, e.g. 'cpu_budget: 0.05'")
+    parser.add_argument("--hostile", action="store_true",
+                        help="the rows of issue 47's table (see the module doc)")
+    parser.add_argument("--rows", default="1,2,3,4,5", help="--hostile: which rows")
     args = parser.parse_args()
+    if args.hostile:
+        return hostile(args)
     # The service keeps a schedstat fd per managed thread (and a few per
     # program): room for them all, which root may give (up to fs.nr_open).
     files = (args.programs + 1) * (args.threads + 8) + 1024
@@ -99,8 +126,13 @@ def main():
                     os.path.join(REPO, "tests", "workloads", "crowd.c")], check=True)
     period = [] if args.period is None else [str(args.period)]
     programs = []
-    for _ in range(args.programs):
-        proc = subprocess.Popen([crowd, "3600", str(args.threads), str(args.demand)] + period,
+    demands = [args.demand] * args.programs
+    if args.demand_spread:
+        low, high = (float(x) for x in args.demand_spread.split("-"))
+        demands = [low + (high - low) * i / max(args.programs - 1, 1)
+                   for i in range(args.programs)]
+    for demand in demands:
+        proc = subprocess.Popen([crowd, "3600", str(args.threads), "%.4f" % demand] + period,
                                 stdout=subprocess.PIPE, text=True)
         proc.stdout.readline()
         programs.append(proc)
@@ -110,6 +142,8 @@ def main():
         f.write("service:\n  socket: %s\n" % socket)
         if args.scan_interval is not None:
             f.write("  scan_interval: %s\n" % args.scan_interval)
+        for line in filter(None, args.config_extra.split(";")):
+            f.write("  %s\n" % line.strip())
         # Room for every program (the defaults: 64 programs, 16,384 threads).
         f.write("  max_programs: %d\n  max_threads: %d\n" % (
             max(64, args.programs + 1), max(16384, (args.programs + 1) * (args.threads + 1))))
@@ -128,31 +162,8 @@ def main():
     try:
         managed = wait_managed(socket, args.programs, log.name)
         time.sleep(5)                   # first placements and regroupings done
-        first = status(socket)
-        t0 = time.monotonic()
-        time.sleep(args.seconds)
-        second = status(socket)
-        elapsed = time.monotonic() - t0
-        cpu = second["own_cpu_s"] - first["own_cpu_s"]
-        rounds = {p["pid"]: p for p in first["programs"]}
-        full = quiet = 0
-        for p in second["programs"]:
-            if p["pid"] not in rounds:
-                continue
-            full += p["intervals"] - rounds[p["pid"]]["intervals"]
-            quiet += p["quiet_intervals"] - rounds[p["pid"]]["quiet_intervals"]
-        moves = sum(p["moves"] - rounds[p["pid"]]["moves"] for p in second["programs"]
-                    if p["pid"] in rounds)
-        parked = sum(1 for p in second["programs"] if p.get("parked"))
-        print("%d programs x %d threads%s (%d managed), %.0f s, load average %.2f: "
-              "service CPU %.3f s = "
-              "%.2f%% of one core; %.1f rounds/s per program, %.0f%% of them quiet; "
-              "%d parked at the end; %.1f moves/min in all"
-              % (args.programs, args.threads,
-                 "" if args.period is None else " waking every %g ms" % args.period,
-                 managed, elapsed, os.getloadavg()[0], cpu,
-                 100 * cpu / elapsed, full / elapsed / managed,
-                 100 * quiet / max(full, 1), parked, 60 * moves / elapsed))
+        for _ in range(args.windows):
+            stride_window(args, socket, managed)
         if args.rise:
             rise(args, crowd, socket, programs)
     finally:
@@ -161,6 +172,121 @@ def main():
         for proc in programs:
             proc.kill()
             proc.wait()
+
+
+def stride_window(args, socket, managed):
+    """One window of ``--seconds``: the service's CPU, its rounds, parked
+    programs (the module doc), one line."""
+    first = status(socket)
+    t0 = time.monotonic()
+    time.sleep(args.seconds)
+    second = status(socket)
+    elapsed = time.monotonic() - t0
+    cpu = second["own_cpu_s"] - first["own_cpu_s"]
+    rounds = {p["pid"]: p for p in first["programs"]}
+    full = quiet = 0
+    for p in second["programs"]:
+        if p["pid"] not in rounds:
+            continue
+        full += p["intervals"] - rounds[p["pid"]]["intervals"]
+        quiet += p["quiet_intervals"] - rounds[p["pid"]]["quiet_intervals"]
+    moves = sum(p["moves"] - rounds[p["pid"]]["moves"] for p in second["programs"]
+                if p["pid"] in rounds)
+    parked = sum(1 for p in second["programs"] if p.get("parked"))
+    print("%d programs x %d threads%s (%d managed), %.0f s, load average %.2f: "
+          "service CPU %.3f s = "
+          "%.2f%% of one core; %.1f rounds/s per program, %.0f%% of them quiet; "
+          "%d parked at the end; %.1f moves/min in all"
+          % (args.programs, args.threads,
+             "" if args.period is None else " waking every %g ms" % args.period,
+             managed, elapsed, os.getloadavg()[0], cpu,
+             100 * cpu / elapsed, full / elapsed / managed,
+             100 * quiet / max(full, 1), parked, 60 * moves / elapsed))
+
+
+#: Issue 47's table: (threads asleep in pause(), short threads born per
+#: second, busy threads) of one program of ``nobody``.
+HOSTILE_ROWS = [(0, 20, 1), (8000, 0, 1), (8000, 20, 1), (16000, 20, 1), (16000, 50, 4)]
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in s."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def as_nobody():
+    user = pwd.getpwnam("nobody")
+    os.setgid(user.pw_gid)
+    os.setgroups([])
+    os.setuid(user.pw_uid)
+
+
+def hostile(args):
+    """``--hostile``: the module doc."""
+    if os.geteuid() != 0:
+        sys.exit("service_load.py --hostile: run as root (the service and nobody's program)")
+    work = tempfile.mkdtemp(prefix="tumbler-service-hostile-")
+    os.chmod(work, 0o755)
+    hog = os.path.join(work, "hog")
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", hog,
+                    os.path.join(REPO, "tests", "workloads", "hog.c")], check=True)
+    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    print("| nobody's program | service CPU per %g s window (%% of one CPU) | budget | "
+          "paced | commit %s |" % (args.seconds, commit))
+    print("| --- | --- | --- | --- | --- |")
+    for row in (int(r) for r in args.rows.split(",")):
+        asleep, born, busy = HOSTILE_ROWS[row - 1]
+        shares, paced, budget = hostile_row(args, work, hog, asleep, born, busy)
+        print("| %d asleep, %d new/s, %d busy | %s (median %.2f) | %s | %s | |"
+              % (asleep, born, busy, ", ".join("%.2f" % x for x in shares),
+                 statistics.median(shares), budget, paced or "-"), flush=True)
+
+
+def hostile_row(args, work, hog, asleep, born, busy):
+    """One row: the shares of one CPU the service used per window, how the
+    status said the program was paced, the service's budget."""
+    config = os.path.join(work, "tumbler.yaml")
+    socket = os.path.join(work, "tumbler.sock")
+    state = tempfile.mkdtemp(prefix="state-", dir=work)
+    with open(config, "w") as f:
+        f.write("service:\n  socket: %s\n" % socket)
+        for line in filter(None, args.config_extra.split(";")):
+            f.write("  %s\n" % line.strip())
+        f.write("programs:\n  - name: hog\n    match: {comm: \"hog.*\"}\n"
+                "    domains: \"0/1\"\n")
+    env = dict(os.environ, TUMBLER_STATE_DIR=state, PYTHONPATH=REPO)
+    log = open(os.path.join(work, "service-%d-%d-%d.log" % (asleep, born, busy)), "w")
+    service = subprocess.Popen(TUMBLER + ["service", "--config", config], env=env, stderr=log)
+    program = subprocess.Popen([hog, "3600", str(asleep), str(born), str(busy)],
+                               stdout=subprocess.PIPE, text=True, preexec_fn=as_nobody)
+    try:
+        if program.stdout.readline().strip() != "ready":
+            sys.exit("service_load.py: hog did not start (%d threads)" % asleep)
+        wait_managed(socket, 1, log.name)
+        time.sleep(5)                   # first placements done
+        shares = []
+        for _ in range(args.windows):
+            before, t0 = cpu_seconds(service.pid), time.monotonic()
+            time.sleep(args.seconds)
+            shares.append(100 * (cpu_seconds(service.pid) - before) / (time.monotonic() - t0))
+        for _ in range(10):            # a loaded machine: the socket gives 0.25 s
+            try:
+                reply = status(socket)
+                break
+            except NotAnswering:
+                time.sleep(1)
+        else:
+            return shares, "(no status)", "?"
+        paced = "; ".join(p.get("paced") or "own pace" for p in reply["programs"])
+        return shares, paced, reply.get("cpu_budget", "none")
+    finally:
+        service.terminate()
+        service.wait()
+        program.kill()
+        program.wait()
 
 
 def wait_managed(socket, programs, log, timeout=180.0, settled=20.0):

@@ -113,7 +113,7 @@ def test_parked_threads_are_restored_after_sigkill_and_metrics_count_them(
     before = thread_masks(target.pid)
     metrics = tmp_path / "metrics" / "tumbler.prom"
     metrics.parent.mkdir()
-    text = ("service:\n  scan_interval: 0.2\n  socket: SOCKET\n  metrics_file: %s\n"
+    text = ("service:\n  scan_interval: 0.2\n  cpu_budget: 1\n  socket: SOCKET\n  metrics_file: %s\n"
             "programs:\n  - name: duty\n    match: {comm: \"duty\"}\n    domains: \"%s\"\n"
             "    policy: tumbler\n" % (metrics, spec))
     service = Service(procs, state, tmp_path, text)

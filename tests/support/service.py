@@ -57,8 +57,15 @@ class Service:
         return self.proc.returncode
 
 
-def config(rules, scan=0.2):
-    return "service:\n  scan_interval: %s\n  socket: SOCKET\nprograms:\n%s" % (scan, rules)
+#: The services of the tests scan every 0.2 s to pick programs up soon, and
+#: run beside the rest of the suite: a budget that slows nothing they ask
+#: (the budget's own behaviour: tests/service/test_budget.py).
+TEST_CPU_BUDGET = 1.0
+
+
+def config(rules, scan=0.2, cpu_budget=TEST_CPU_BUDGET):
+    return ("service:\n  scan_interval: %s\n  cpu_budget: %s\n  socket: SOCKET\nprograms:\n%s"
+            % (scan, cpu_budget, rules))
 
 
 def spinners(procs, spawner, cpus, count=2, tag="x"):

@@ -158,7 +158,7 @@ def test_a_refused_metrics_file_is_said_once(procs, state, tmp_path):
     shared.mkdir()
     os.chmod(shared, 0o777)             # a collector's directory others may write
     metrics = shared / "tumbler.prom"
-    text = ("service:\n  scan_interval: 0.2\n  socket: SOCKET\n  metrics_file: %s\n"
+    text = ("service:\n  scan_interval: 0.2\n  cpu_budget: 1\n  socket: SOCKET\n  metrics_file: %s\n"
             "programs: []\n" % metrics)
     service = Service(procs, state, tmp_path, text)
     wait_until(lambda: "cannot write metrics" in service.log(), what="the refusal")
@@ -493,7 +493,7 @@ def test_caps_hold_against_many_matching_processes(procs, state, tmp_path, nobod
                        "import threading, time\n"
                        "for _ in range(3000): threading.Thread(target=time.sleep, args=(60,)).start()\n"
                        "time.sleep(60)\n"], user="nobody", group="nogroup")
-    text = ("service:\n  scan_interval: 0.1\n  socket: SOCKET\n  max_programs: 10\n"
+    text = ("service:\n  scan_interval: 0.1\n  cpu_budget: 1\n  socket: SOCKET\n  max_programs: 10\n"
             "  max_threads: 200\nprograms:\n"
             "  - name: any-python\n    match: {comm: \"python3.*\", user: nobody}\n"
             "    policy: observe\n")

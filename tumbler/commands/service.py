@@ -141,8 +141,10 @@ def status_command(as_json, socket_path):
     if as_json:
         click.echo(json.dumps(reply, indent=2, sort_keys=True))
         return
-    click.echo("tumbler service PID %d, up %.0f s, own CPU %.2f s, %d program(s), rules: %s"
-               % (reply["pid"], reply["uptime_s"], reply["own_cpu_s"], len(reply["programs"]),
+    click.echo("tumbler service PID %d, up %.0f s, own CPU %.2f s (budget %s CPUs), "
+               "%d program(s), rules: %s"
+               % (reply["pid"], reply["uptime_s"], reply["own_cpu_s"],
+                  reply.get("cpu_budget", "-"), len(reply["programs"]),
                   ", ".join(reply.get("rules", [])) or "none"))
     if reply.get("priority"):
         click.echo("priority: %s" % reply["priority"])
@@ -155,4 +157,5 @@ def status_command(as_json, socket_path):
             p["pid"], p["name"][:15], p["rule"][:12], p["policy"], "/".join(p["domains"]),
             " ".join("%.2f" % x for x in p["domain_load"]) or "-", p["moves_per_min"],
             "on" if p["speed"] else "off",
-            "parked: " + p["parked"] if p.get("parked") else "balancing"))
+            "parked: " + p["parked"] if p.get("parked")
+            else "balancing, " + p["paced"] if p.get("paced") else "balancing"))

@@ -10,6 +10,7 @@ drop-ins ``/etc/tumbler/conf.d/*.yaml`` (tumbler.yaml(5)).
       max_programs: 64          # programs managed at once, all rules together
       max_threads: 16384        # their threads, all together
       park_below: 0.1           # CPUs; default: tolerance x smallest domain (loop.py)
+      cpu_budget: 0.02          # CPUs the whole service may use (budget.py)
     balancing:                  # the keys of a tumbler --config file
       tolerance: 0.10
     programs:                   # rules, first match wins
@@ -62,6 +63,15 @@ DEFAULT_MIN_CPU = 0.0
 #: lets any user opt in.
 DEFAULT_MAX_PROGRAMS = 64
 DEFAULT_MAX_THREADS = 16384
+#: CPUs the whole service may use (budget.py): 2% of one CPU, issue 47's
+#: goal.  20 programs x 100 threads in their stride measured 0.26-0.33%
+#: of a core when none flapped (issue 47), so the budget slows no program
+#: of such a machine; 8,000 threads of one program of ``nobody``, 35-85%
+#: before it (BENCHMARKS.md, "A CPU budget for the whole service").
+DEFAULT_CPU_BUDGET = 0.02
+#: Its bounds: below a thousandth of a CPU, rounds of a few threads would
+#: come minutes apart; the top lets an admin take the brake off.
+CPU_BUDGET_RANGE = (0.001, 1 << 16)
 #: ``sharing:``, the engine's defaults (engine/share.py).
 DEFAULT_SHARING = {"mode": "time", "policy": EQUAL_QOS, "tolerance": DEFAULT_TOLERANCE}
 
@@ -69,7 +79,7 @@ MATCH_KEYS = ("comm", "cmdline", "user", "cgroup", "zone", "project")
 RULE_KEYS = ("name", "match", "min_threads", "min_cpu", "domains", "level", "policy",
              "override", "weight", "max_programs", "max_threads", "park_below")
 SERVICE_KEYS = ("scan_interval", "socket", "metrics_file", "max_programs", "max_threads",
-                "park_below")
+                "park_below", "cpu_budget")
 #: Match keys any user can make a process meet: a rule with no other is
 #: one any user can opt into (``service --check`` says so).
 USER_CHOSEN_KEYS = ("comm", "cmdline")
@@ -149,7 +159,7 @@ class ServiceConfig:
     def __init__(self, files=(), scan_interval=DEFAULT_SCAN_INTERVAL_S, socket=DEFAULT_SOCKET,
                  metrics_file=None, balancing=None, rules=(), sharing=None,
                  max_programs=DEFAULT_MAX_PROGRAMS, max_threads=DEFAULT_MAX_THREADS,
-                 park_below=None):
+                 park_below=None, cpu_budget=DEFAULT_CPU_BUDGET):
         self.files = list(files)
         self.sharing = dict(DEFAULT_SHARING, **(sharing or {}))   # SHARING_KEYS -> value
         self.scan_interval = scan_interval
@@ -158,6 +168,7 @@ class ServiceConfig:
         self.max_programs = max_programs
         self.max_threads = max_threads
         self.park_below = park_below    # CPUs; None: each program's own (loop.py)
+        self.cpu_budget = cpu_budget    # CPUs for the whole service (budget.py)
         self.balancing = balancing      # tumbler.config.Config
         self.rules = list(rules)
 
@@ -217,6 +228,9 @@ def _merge(file, data, merged, balancing, rules, resolve_user):
             setattr(merged, key, integer_in(service[key], "service." + key, 1, 1 << 22))
     if "park_below" in service:
         merged.park_below = number_in(service["park_below"], "service.park_below", 0.0, 1 << 16)
+    if "cpu_budget" in service:
+        merged.cpu_budget = number_in(service["cpu_budget"], "service.cpu_budget",
+                                      *CPU_BUDGET_RANGE)
     for key in ("socket", "metrics_file"):
         if key in service:
             value = service[key]

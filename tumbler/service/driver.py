@@ -20,7 +20,9 @@ Each turn:
    are gone leaves (``on_exit``); a tick that fails is ``on_error``'s
    (the service drops that program alone), or ends the loop with the
    error; ``on_tick`` sees every run that goes on (the service's thread
-   caps);
+   caps).  A run's ticks come at least its ``Pace.spacing`` apart
+   (``paces``: the service's CPU budget, budget.py, sets it from the
+   CPU each tick took, which the loop measures);
 6. sleep until the next deadline or run is due, a signal, or a watched
    descriptor (``on_ready``: the service's control socket).
 
@@ -36,6 +38,7 @@ import time
 from ..balance.controller import SLACK_S
 from ..errors import TumblerError
 from ..platform.base import PlatformError
+from .budget import Pace
 
 __all__ = ["Driver", "SLACK_S"]
 
@@ -46,6 +49,7 @@ class Driver:
 
     def __init__(self, runs=None, slack=SLACK_S, ends_when_empty=None):
         self.runs = {} if runs is None else runs
+        self.paces = {}         # run key -> Pace: its ticks measured, their spacing
         self.slack = slack
         self.ends_when_empty = ends_when_empty
         self.deadlines = {}     # name -> [due (monotonic s), action(now)]
@@ -110,6 +114,9 @@ class Driver:
                 if run.parked:
                     continue
                 due = run.controller.due() if run.controller.targets else None
+                pace = self.paces.get(run.key)
+                if due is not None and pace is not None:
+                    due = pace.due(due)
                 if due is None or due <= time.monotonic() + self.slack:
                     due = self._tick(run)
                     if due is None:
@@ -127,15 +134,24 @@ class Driver:
         due next, or None if it left."""
         controller = run.controller
         if controller.targets:
+            spent = time.process_time()
             try:
                 due = controller.tick(self.slack)
             except (TumblerError, PlatformError) as exc:
                 if self.on_error is None:
                     raise
+                self.paces.pop(run.key, None)
                 self.on_error(run, exc)
                 return None
+            now = time.monotonic()
+            pace = self.paces.get(run.key)
+            if pace is None:
+                pace = self.paces[run.key] = Pace()
+            pace.add(time.process_time() - spent, due - now, now)
+            due = pace.due(due)
         if not controller.targets:
             self.runs.pop(run.key, None)
+            self.paces.pop(run.key, None)
             if self.on_exit is not None:
                 self.on_exit(run)
             return None

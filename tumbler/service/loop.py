@@ -14,21 +14,8 @@ Each program is a run of its own (assembly.py: controller, backend,
 binder, journal), so it gets every restore guarantee ``tumbler -p`` has,
 and one program's failure or exit never touches another's threads.
 
-Parked programs (issue 29).  A program using too little CPU to make any
-of its domains busier than the tolerance allows -- less than ``park_below``
-CPUs between two scans, by default the tolerance times its smallest
-domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
-``min_cpu`` -- cannot be imbalanced enough to matter: it is *parked*.  Its
-controller is not ticked (no per-thread read, no round); PARKED_LOOKS
-times per scan interval one per-process figure is read
-(``Backend.process_cpu_ns``: utime + stime of /proc/PID/stat, or psinfo's
-pr_time), and the first look that sees it rise wakes it for a full round
-at once: one using ``park_below`` or more is back under full rounds
-within one scan interval (the second look after it rose at the latest,
-two thirds of an interval; one using ten times as much, at the first).
-Its threads stay where they are, still recorded: every exit and
-``tumbler restore`` put them back as any other's.  ``status`` and the
-metrics show who is parked and why.
+Parked programs (issue 29): too idle to be imbalanced, not sampled at all
+(program.py).  The whole service's CPU: ``service.cpu_budget`` (budget.py).
 
 What a program must be to be managed (checked once, at the scan that first
 sees it; a process refused is not looked at again until its PID names
@@ -83,6 +70,7 @@ from ..errors import TumblerError
 from ..platform import open_backend
 from ..platform.base import NoSuchProcess, PlatformError, allowed_union
 from ..platform.priority import note as priority_note, settle_priority
+from .budget import PLAN_EVERY_S, CpuBudget, slowed
 from .assembly import binder_for, discard, journal_for, observers_for, policy_for, unrestored
 from .config import load_service_config
 from .deadline import DeadlineReader, Refused, Stalled
@@ -147,6 +135,7 @@ class Service:
         # within a scan interval (_look_at_machine).
         self.machine = MachineWatch(self.backend)
         self.sharing = self._sharing(config)        # None: time sharing
+        self.budget = CpuBudget(config.cpu_budget, config.scan_interval)
 
     # -- the loop ------------------------------------------------------------
 
@@ -174,9 +163,12 @@ class Service:
             for program in list(self.programs.values()):
                 if program.parked:
                     self._weigh(program)
+                elif self._paced(program) and not program.alive():
+                    driver.paces[program.pid].ticked_at = None  # gone: its tick drops it
             return time.monotonic() + look
         driver.at("parked", time.monotonic(), look_at_parked)
         driver.at("machine", time.monotonic(), self._look_at_machine)
+        driver.at("budget", time.monotonic(), self._plan_budget)
         if self.sharing is not None:
             driver.at("sharing", time.monotonic(), self.sharing.tick)
         if metrics is not None:
@@ -206,6 +198,14 @@ class Service:
                      % (change, count, "" if count == 1 else "s"))
         return time.monotonic() + self.config.scan_interval
 
+    def _plan_budget(self, now):
+        """Space the programs' ticks to fit service.cpu_budget (budget.py)."""
+        self.budget.pace_programs(now, self.driver.paces, self.programs, self.log)
+        return time.monotonic() + PLAN_EVERY_S
+
+    def _paced(self, program):
+        return None if program.parked else slowed(self.driver.paces.get(program.pid))
+
     def _failed(self, program, exc):
         self.events(program.rule.name, "programs whose balancing failed", ERROR, "PID %d (%s): "
                     "balancing failed: %s; handed back" % (program.pid, program.name, exc))
@@ -233,6 +233,7 @@ class Service:
 
     def _drop(self, program, why, quiet=False):
         self.programs.pop(program.pid, None)
+        self.driver.paces.pop(program.pid, None)
         self.capped.clear()         # room now: those waiting are looked at again
         failed = program.hand_back()
         if self.sharing is not None:
@@ -252,7 +253,8 @@ class Service:
         ``stop()`` true ends the scan early (a stop signal is waiting:
         thousands of processes must not delay it).  A scan spends at most
         ``cpu_budget`` seconds of the service's CPU time (default
-        SCAN_CPU_SHARE of the scan interval) looking at processes; past
+        SCAN_CPU_SHARE of the scan interval, and at most the scans' share
+        of service.cpu_budget: budget.py) looking at processes; past
         it, it stops, and the next scan starts at the PID it stopped at,
         so every process is looked at in turn however many a user starts
         or renames."""
@@ -261,7 +263,8 @@ class Service:
         if pids is None:
             return
         if cpu_budget is None:
-            cpu_budget = SCAN_CPU_SHARE * self.config.scan_interval
+            cpu_budget = min(SCAN_CPU_SHARE * self.config.scan_interval,
+                             self.budget.scan_cpu_s(self.config.scan_interval))
         for program in list(self.programs.values()):
             if not program.parked:      # parked ones: look_at_parked (run)
                 self._weigh(program)
@@ -385,8 +388,9 @@ class Service:
         """Park or wake ``program`` by its CPU use since the last look (the
         module doc; Program.weigh); no look less than half a parked look's
         interval after the last."""
-        program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
-                      *program.park_below(self.config.park_below))
+        if program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
+                         *program.park_below(self.config.park_below)):
+            self.driver.paces.pop(program.pid, None)    # woken: a round now, at any pace
 
     def _thread_cap(self, rule, exclude=None):
         """Threads a program of ``rule`` may have: its rule's cap, and what
@@ -529,6 +533,7 @@ class Service:
             self.sharing.policy = config.sharing["policy"]
             self.sharing.tolerance = config.sharing["tolerance"]
         self.config = config
+        self.budget.cpus, self.budget.window_s = config.cpu_budget, config.scan_interval
         self.declined.clear()
         self.candidates.clear()
         self.unselected.clear()
@@ -545,7 +550,8 @@ class Service:
         return {"version": __version__, "pid": self.me,
                 "uptime_s": round(time.monotonic() - self.started, 3),
                 "own_cpu_s": round(usage.user + usage.system, 3), "priority": priority_note(),
+                "cpu_budget": self.config.cpu_budget,
                 "config": self.config_path,
                 "rules": [r.name for r in self.config.rules],
-                "programs": [p.status() for p in sorted(self.programs.values(),
-                                                          key=lambda p: p.pid)]}
+                "programs": [dict(p.status(), paced=self._paced(p))
+                             for p in sorted(self.programs.values(), key=lambda p: p.pid)]}

@@ -1,11 +1,44 @@
 """A program the service manages (loop.py): its run (assembly.py) and what
-``tumbler status`` and the metrics file report of it."""
+``tumbler status`` and the metrics file report of it.
+
+Parked programs (issue 29).  A program using too little CPU to make any
+of its domains busier than the tolerance allows -- less than ``park_below``
+CPUs between two scans, by default the tolerance times its smallest
+domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
+``min_cpu`` -- cannot be imbalanced enough to matter: it is *parked*.  Its
+controller is not ticked (no per-thread read, no round); PARKED_LOOKS (loop.py)
+times per scan interval one per-process figure is read
+(``Backend.process_cpu_ns``: utime + stime of /proc/PID/stat, or psinfo's
+pr_time), and the first look that sees it rise to WAKE_ABOVE times
+``park_below`` (hysteresis, so that one near the threshold does not
+flap) wakes it for a full round at once: one using that much or
+more is back under full rounds within one scan interval (the second look
+after it rose at the latest, two thirds of an interval; one using ten
+times ``park_below``, at the first).
+Its threads stay where they are, still recorded: every exit and
+``tumbler restore`` put them back as any other's.  ``status`` and the
+metrics show who is parked and why.
+"""
 
 import time
 
 from ..cpulist import format_cpulist
 from ..platform.base import PlatformError
 from .assembly import Run
+
+#: A parked program wakes when it uses this many times its ``park_below``
+#: over one look; a program not parked is parked below ``park_below`` over
+#: a scan interval.  The band between is hysteresis: process CPU is counted
+#: in ticks (USER_HZ, 10 ms), one tick over a look of 2/3 s (PARKED_LOOKS
+#: at the default 2 s scan interval) is 0.015 CPU, and 20 programs x 100
+#: mostly sleeping threads using 0.074-0.091 CPU each crossed 0.100 on their
+#: looks every second or two, parked again at the next scan (issue 47: the
+#: service at 1.3-1.8% of a core instead of 0.3%).  Over 240 looks of four
+#: such programs 32 reached park_below and none 1.5 x park_below (the most
+#: 0.120; BENCHMARKS.md, "Parking with hysteresis"); a program that truly
+#: turns busy uses far more.  tests/service/test_parking_looks.py holds it
+#: between 9 and 11 ticks a look.
+WAKE_ABOVE = 1.5
 
 
 class Program(Run):
@@ -25,12 +58,16 @@ class Program(Run):
 
     def weigh(self, shortest, below, why):
         """Park or wake this program by the CPUs it used since the last look
-        (service/loop.py's module doc): under ``below`` CPUs it is parked
-        (``why`` says whose threshold), at or above it a parked one wakes
-        for a full round at once.  A look less than ``shortest`` s after
+        (the module doc): under ``below`` CPUs it is parked
+        (``why`` says whose threshold); a parked one wakes for a full round
+        at once when it uses WAKE_ABOVE times ``below`` or more, and stays
+        parked in the band between (hysteresis: one near the threshold does
+        not flap).  A look less than ``shortest`` s after
         the last reads nothing: the kernel counts process CPU in ticks, and
         over a short window one tick more or less is a large rate.  A
-        program that exited is left to its next tick."""
+        program that exited is left to its next tick.  True if it was
+        parked and is no longer: its tick is due now, whatever its pace
+        (budget.py)."""
         mark = self.cpu_mark
         if mark is not None and time.monotonic() - mark[0] < shortest:
             return
@@ -39,25 +76,38 @@ class Program(Run):
         except PlatformError:
             if self.parked:
                 self.parked = None          # its tick finds it gone and drops it
-            return
+                return True
+            return False
         now = time.monotonic()
         self.cpu_mark = (now, cpu_ns)
         if mark is None or now <= mark[0]:
             return
         used = self.used = (cpu_ns - mark[1]) / 1e9 / (now - mark[0])
-        if used < below:
-            if not self.parked:
+        if not self.parked:
+            if used < below:
                 self.parked = "%.3f CPUs used, below %.3f (%s)" % (used, below, why)
-        elif self.parked:
+        elif used >= below * WAKE_ABOVE:
             self.parked = None
             self.unparked_at = now
             self.controller.resume()        # a full round at once
+            return True
+        return False
+
+    def alive(self):
+        """Whether its process is still there (one per-process read: a
+        program whose rounds the budget spaces is not left unnoticed,
+        gone, until its next round)."""
+        try:
+            self.controller.backend.process_cpu_ns(self.pid)
+        except PlatformError:
+            return False
+        return True
 
     def park_below(self, default):
         """(CPUs below which this program is parked, whose threshold that
         is): its rule's ``park_below``, else ``default`` (the service's),
         else its policy's tolerance times its smallest domain's CPUs, and
-        at least its rule's ``min_cpu`` (service/loop.py's module doc)."""
+        at least its rule's ``min_cpu`` (the module doc)."""
         below = self.rule.park_below
         if below is None:
             below = default

@@ -1,0 +1,201 @@
+"""The service's CPU budget (tumbler/service/budget.py, issue 47): the
+programs' ticks spaced to fit ``service.cpu_budget``, bigger programs
+less often, the small ones at their own pace -- on a scripted service:
+the one loop (driver.py) over scripted programs whose every tick costs
+CPU in proportion to their threads, and a scan that costs CPU too, all
+on a clock only the test moves.  Every assertion is a count of ticks or
+CPU seconds on that clock, never a time measured."""
+
+import signal
+
+import pytest
+
+from tumbler.errors import UsageError
+from tumbler.service import driver as driver_module
+from tumbler.service.budget import PLAN_EVERY_S, ROUNDS_FLOOR, CpuBudget, Pace
+from tumbler.service.config import DEFAULT_CPU_BUDGET, load_service_config
+from tumbler.service.driver import Driver
+
+#: A round's CPU per thread: 10 us, the per-thread read floor measured
+#: for full rounds (BENCHMARKS.md, issue 29).
+PER_THREAD_S = 10e-6
+#: The interval the scripted programs' controllers ask between ticks.
+OWN_PACE_S = 0.2
+
+
+class Clock:
+    """Wall (monotonic) and the service's CPU time, moved by the test only."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.cpu = 0.0
+
+    def monotonic(self):
+        return self.now
+
+    def process_time(self):
+        return self.cpu
+
+
+class Program:
+    """A scripted controller: each tick costs PER_THREAD_S per thread of
+    the service's CPU, and asks for the next one OWN_PACE_S later."""
+
+    def __init__(self, clock, threads):
+        self.clock, self.threads = clock, threads
+        self.targets = [1]
+        self.ticks = 0
+        self.next = None
+
+    def start_clock(self):
+        self.next = self.clock.now + OWN_PACE_S
+
+    def due(self):
+        return self.next
+
+    def tick(self, slack):
+        self.ticks += 1
+        self.clock.cpu += PER_THREAD_S * self.threads
+        self.next = self.clock.now + OWN_PACE_S
+        return self.next
+
+
+class Run:
+    def __init__(self, key, controller):
+        self.key, self.controller, self.parked = key, controller, None
+
+
+class Waiter:
+    """Sleeps move the clock; SIGTERM once it passes ``end``."""
+
+    def __init__(self, clock, end):
+        self.clock, self.end = clock, end
+        self.pending = ()
+
+    def take(self):
+        return [signal.SIGTERM] if self.clock.now >= self.end else ()
+
+    def sleep(self, seconds):
+        self.clock.now += max(seconds, 1e-6)
+        return ()
+
+
+def serve(monkeypatch, threads, budget_cpus, seconds, scan_cpu_s=0.0, scan_every_s=2.0):
+    """The loop over one scripted program per entry of ``threads`` for
+    ``seconds`` on the test's clock, with a scan costing ``scan_cpu_s``
+    every ``scan_every_s`` and the budget planned as the service plans it
+    (loop.py, _plan_budget).  Returns the programs, the budget, the
+    driver's paces, and the CPU s spent in the last half of the run."""
+    clock = Clock()
+    monkeypatch.setattr(driver_module, "time", clock)
+    driver = Driver()
+    programs = [Program(clock, count) for count in threads]
+    for key, program in enumerate(programs):
+        driver.add(Run(key, program))
+    budget = CpuBudget(budget_cpus, scan_every_s, cpu_clock=clock.process_time)
+    said = []
+
+    def plan(now):
+        said.extend(budget.plan(now, driver.paces))
+        return clock.now + PLAN_EVERY_S
+
+    def scan(now):
+        clock.cpu += scan_cpu_s
+        return clock.now + scan_every_s
+    half = []
+
+    def halfway(now):
+        half.append(clock.cpu)
+        return clock.now + 10 * seconds
+    start = clock.now
+    driver.at("scan", start, scan)
+    driver.at("budget", start, plan)
+    driver.at("half", start + seconds / 2, halfway)
+    driver.run(Waiter(clock, start + seconds))
+    return programs, budget, driver.paces, said, clock.cpu - half[0]
+
+
+def test_rounds_that_fit_the_budget_keep_their_own_pace(monkeypatch):
+    programs, _, paces, said, _ = serve(monkeypatch, [100, 100], 0.02, 100.0)
+    # 100 threads every 0.2 s: 0.005 CPUs each, 0.01 in all.
+    for program in programs:
+        assert program.ticks >= 100.0 / OWN_PACE_S - 2
+    assert said == [] and all(pace.spacing == 0.0 for pace in paces.values())
+
+
+def test_rounds_are_spaced_to_the_budget_bigger_programs_less_often(monkeypatch):
+    """Three programs of 10, 2,000 and 8,000 threads would cost 0.5 CPU
+    at their own pace; within a budget of 0.02 the smallest keeps its
+    pace, the two others share what is left equally, so the bigger has a
+    quarter of the smaller's rounds; the service's CPU over the second
+    half of the run is within the budget."""
+    seconds = 600.0
+    programs, budget, paces, said, spent = serve(monkeypatch, [10, 2000, 8000], 0.02, seconds)
+    small, middle, big = programs
+    assert small.ticks >= seconds / OWN_PACE_S - 2
+    assert middle.ticks < seconds / OWN_PACE_S / 10
+    assert 3.5 <= middle.ticks / big.ticks <= 4.5
+    assert spent <= 0.02 * seconds / 2 * 1.02
+    assert spent >= 0.02 * seconds / 2 * 0.9        # the budget used, not starved
+    assert sorted(said) == [1, 2]                   # one line each, once
+    assert paces[2].spacing > paces[1].spacing > 0 and paces[0].spacing == 0
+
+
+def test_what_scans_take_is_taken_off_the_rounds_share(monkeypatch):
+    """A scan of 10 ms every 2 s is 0.005 CPUs: the rounds get the other
+    0.015, and the whole service stays within 0.02."""
+    seconds = 600.0
+    programs, budget, _, _, spent = serve(monkeypatch, [4000], 0.02, seconds,
+                                          scan_cpu_s=0.010)
+    assert budget.for_rounds == pytest.approx(0.015, rel=0.05)
+    assert spent <= 0.02 * seconds / 2 * 1.02
+    alone = 0.015 * seconds / (PER_THREAD_S * 4000)
+    assert 0.9 * alone <= programs[0].ticks <= 1.1 * alone
+
+
+def test_rounds_keep_a_floor_of_the_budget_whatever_else_takes(monkeypatch):
+    """Scans (or looks) taking more than the budget: rounds still get
+    ROUNDS_FLOOR of it, not nothing -- a program is balanced again."""
+    _, budget, paces, _, _ = serve(monkeypatch, [4000], 0.02, 120.0, scan_cpu_s=0.1)
+    assert budget.for_rounds == pytest.approx(ROUNDS_FLOOR * 0.02)
+    assert paces[0].spacing == pytest.approx(PER_THREAD_S * 4000 / (ROUNDS_FLOOR * 0.02),
+                                             rel=0.01)
+
+
+def test_a_bigger_budget_slows_nothing(monkeypatch):
+    programs, _, paces, said, _ = serve(monkeypatch, [10, 2000, 8000], 1.0, 60.0)
+    assert all(p.ticks >= 60.0 / OWN_PACE_S - 2 for p in programs)
+    assert said == []
+
+
+def test_a_program_slowed_then_cheaper_gets_its_own_pace_back():
+    budget = CpuBudget(0.02, 2.0, cpu_clock=lambda: 0.0)
+    pace = Pace()
+    for _ in range(10):
+        pace.add(0.05, OWN_PACE_S, 0.0)         # 0.25 CPUs at its own pace
+    assert budget.plan(1.0, {7: pace}) == [7] and pace.spacing > OWN_PACE_S
+    for plan in range(2, 12):                   # its rounds turn cheap (quiet)
+        pace.add(0.0001, OWN_PACE_S, float(plan))
+        assert budget.plan(float(plan), {7: pace}) == []   # said once only
+    assert pace.spacing == 0.0
+
+
+def write(tmp_path, text):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text(text)
+    path.chmod(0o644)
+    return str(path)
+
+
+def test_the_budget_is_read_from_the_service_section_with_its_default(tmp_path):
+    assert load_service_config(write(tmp_path, "service: {}\n")).cpu_budget \
+        == DEFAULT_CPU_BUDGET == 0.02
+    assert load_service_config(write(tmp_path, "service: {cpu_budget: 0.5}\n")).cpu_budget \
+        == 0.5
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "0.0001"])
+def test_a_budget_out_of_range_is_refused_with_its_key(tmp_path, value):
+    with pytest.raises(UsageError) as caught:
+        load_service_config(write(tmp_path, "service: {cpu_budget: %s}\n" % value))
+    assert "service.cpu_budget" in str(caught.value)

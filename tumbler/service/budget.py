@@ -1,0 +1,178 @@
+"""The service's CPU budget (``service.cpu_budget``, issue 47): whatever
+users run that a rule selects, the service uses at most that many CPUs.
+
+What the service spends goes three ways:
+
+* scans (loop.py): each stops once it has used SCAN_SHARE of the budget
+  over its interval, and the next goes on where it stopped;
+* what cannot be spaced -- the looks at parked programs, the control
+  socket, the metrics file, the look at the machine, the scans: measured
+  over the last scan interval (``window_s``: one scan in it, not zero or
+  two), as the service's own CPU time (every thread's) less its
+  programs' ticks;
+* each program's ticks (rounds, speed steps, looks for new threads),
+  measured one by one by the loop (driver.py, ``Pace``).
+
+Every PLAN_EVERY_S the rounds get what the other two left of the budget
+(at least ROUNDS_FLOOR of it), shared out max-min fairly: a program
+whose ticks at their own pace cost less than an equal share keeps its
+pace, and what it leaves goes to the others; each program that would
+cost more is given an equal share and its ticks are spaced to fit it --
+``spacing`` = its CPU per tick / its share, so a program whose rounds
+cost more (rounds cost about in proportion to threads) gets them less
+often.  A program slowed so is said once in the log, and ``tumbler
+status`` shows its pace.
+
+Between two rounds a slowed program's threads stay where its last round
+put them: bound to their domains, which the kernel balances within,
+recorded, and put back on every exit as any other's; only a change of
+its load between domains waits for the next round.
+"""
+
+import collections
+import time
+
+from .log import INFO
+
+#: Of the budget, what one scan may use over its scan interval: with the
+#: rest, rounds keep a pace while a user's processes make scans long (the
+#: scan stops and goes on at the next one, loop.py).
+SCAN_SHARE = 0.5
+#: Rounds always get at least this share of the budget: if looks and the
+#: socket took it all, no program would be balanced again.  SCAN_SHARE +
+#: ROUNDS_FLOOR leave a quarter for the rest, which measured 0.01-0.05% of
+#: a CPU for 20 parked programs (BENCHMARKS.md, "A CPU budget for the
+#: whole service").
+ROUNDS_FLOOR = 0.25
+#: How often the shares are planned again, in s: within a second a
+#: program's first rounds are measured and fitted to the budget.
+PLAN_EVERY_S = 1.0
+#: Weight of the newest window in the smoothed costs (half: one odd
+#: round -- a first placement, a full round among quiet ones -- moves a
+#: program's spacing by half of what it weighed, and is forgotten within
+#: a few plans).
+NEWEST_WEIGHT = 0.5
+
+
+class Pace:
+    """What the loop (driver.py) measured of one run's ticks since the last
+    plan, and the ``spacing`` asked of them."""
+
+    __slots__ = ("spacing", "ticks", "cpu_s", "asked_s", "ticked_at", "cost_s", "gap_s",
+                 "said")
+
+    def __init__(self):
+        self.spacing = 0.0          # s at least between two ticks; 0: its own pace
+        self.ticks = 0              # since the last plan
+        self.cpu_s = 0.0            # the service's CPU in those ticks
+        self.asked_s = 0.0          # the intervals its controller asked after them
+        self.ticked_at = None       # monotonic s the last tick ended
+        self.cost_s = None          # smoothed CPU s per tick
+        self.gap_s = None           # smoothed interval its controller asks, s
+        self.said = False           # the log said it is slowed
+
+    def add(self, cpu_s, asked_s, now):
+        self.ticks += 1
+        self.cpu_s += cpu_s
+        self.asked_s += max(asked_s, 0.0)
+        self.ticked_at = now
+
+    def due(self, due):
+        """When the next tick may come: ``due`` (its controller's) or
+        ``spacing`` after the last."""
+        if self.spacing and self.ticked_at is not None:
+            return max(due, self.ticked_at + self.spacing)
+        return due
+
+    def demand(self):
+        """CPUs its ticks cost at their own pace; None before one is measured."""
+        if self.cost_s is None:
+            return None
+        return self.cost_s / max(self.gap_s, 1e-3)
+
+    def _settle(self):
+        """Fold the ticks since the last plan into the smoothed figures."""
+        if self.ticks:
+            cost, gap = self.cpu_s / self.ticks, self.asked_s / self.ticks
+            if self.cost_s is None:
+                self.cost_s, self.gap_s = cost, gap
+            else:
+                self.cost_s += NEWEST_WEIGHT * (cost - self.cost_s)
+                self.gap_s += NEWEST_WEIGHT * (gap - self.gap_s)
+        self.ticks, self.cpu_s, self.asked_s = 0, 0.0, 0.0
+
+
+class CpuBudget:
+    """``cpus`` CPUs for the whole service (the module doc)."""
+
+    def __init__(self, cpus, window_s, cpu_clock=time.process_time):
+        self.cpus = cpus
+        self.window_s = window_s    # what is not ticks is measured over this (a scan interval)
+        self.cpu_clock = cpu_clock
+        # (monotonic s, the service's CPU s, of it in ticks) at each plan of
+        # the last window_s, and the one before them.
+        self.marks = collections.deque()
+        self.in_ticks = 0.0         # CPU s in ticks since the service began
+        self.other = 0.0            # CPUs spent outside ticks over the window
+        self.for_rounds = cpus      # CPUs the last plan shared out
+
+    def scan_cpu_s(self, scan_interval):
+        """CPU s one scan may use."""
+        return SCAN_SHARE * self.cpus * scan_interval
+
+    def plan(self, now, paces, parked=frozenset()):
+        """Share the budget out among ``paces`` (key -> Pace, every run's)
+        but those ``parked`` (not ticked: their looks are the service's):
+        each one's ``spacing`` set; returns the keys of those slowed now
+        that were not before."""
+        spent = self.cpu_clock()
+        self.in_ticks += sum(pace.cpu_s for pace in paces.values())
+        for pace in paces.values():
+            pace._settle()
+        marks = self.marks
+        marks.append((now, spent, self.in_ticks))
+        while len(marks) > 2 and now - marks[1][0] >= self.window_s:
+            marks.popleft()
+        first = marks[0]
+        if now > first[0]:
+            self.other = max(spent - first[1] - (self.in_ticks - first[2]), 0.0) \
+                / (now - first[0])
+        left = self.for_rounds = max(self.cpus - self.other, ROUNDS_FLOOR * self.cpus)
+        measured = sorted((pace.demand(), key) for key, pace in paces.items()
+                          if pace.demand() is not None and key not in parked)
+        slowed = []
+        for index, (demand, key) in enumerate(measured):
+            pace = paces[key]
+            share = left / (len(measured) - index)
+            if demand <= share:
+                pace.spacing = 0.0
+                left -= demand
+                continue
+            # This and every later one (they cost more) get an equal share.
+            pace.spacing = pace.cost_s / share
+            left -= share
+            if not pace.said:
+                pace.said = True
+                slowed.append(key)
+        return slowed
+
+    def pace_programs(self, now, paces, programs, log):
+        """``plan`` for the service (loop.py): ``programs`` (pid -> Program),
+        the parked ones left out; one line to ``log`` for each program
+        slowed for the first time."""
+        parked = {pid for pid, program in programs.items() if program.parked}
+        for pid in self.plan(now, paces, parked):
+            program = programs.get(pid)
+            if program is not None:
+                log(INFO, "PID %d (%s): %s (%.3f CPUs for %d programs' rounds; %d threads)"
+                    % (pid, program.name, slowed(paces[pid]), self.for_rounds,
+                       len(programs) - len(parked), len(program.controller.threads)))
+
+
+def slowed(pace):
+    """How the budget slows a run's rounds (a phrase for the log and
+    ``tumbler status``), or None."""
+    if pace is None or not pace.spacing:
+        return None
+    return "rounds every %.3g s instead of %.3g s: service.cpu_budget" % (
+        pace.spacing, pace.gap_s)
