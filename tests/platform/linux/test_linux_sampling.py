@@ -535,3 +535,20 @@ def test_a_new_thread_is_read_alone_the_others_in_one_batch(steady):
     read_one_by_one.clear()
     again = round_sample(backend, proc.pid)
     assert read_one_by_one == [] and set(again.threads) == set(sample.threads)
+
+
+def test_sample_threads_reads_only_those_and_the_next_sample_batches_them(steady):
+    """A look for new threads reads the newcomers alone (sample_threads);
+    their files are kept, so the round after reads every thread, the
+    newcomers too, in one batch."""
+    proc, workers, backend = steady
+    sampler = backend.sampler
+    read_one_by_one = []
+    original = sampler._read_times
+    sampler._read_times = lambda tid, *a: read_one_by_one.append(tid) or original(tid, *a)
+    new = int(send(proc, "more")[1])
+    found = backend.sample_threads(proc.pid, [new])
+    assert list(found.threads) == [new] and read_one_by_one == [new]
+    read_one_by_one.clear()
+    sample = round_sample(backend, proc.pid)
+    assert read_one_by_one == [] and set(sample.threads) == {proc.pid, *workers, new}
