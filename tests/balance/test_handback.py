@@ -120,3 +120,68 @@ def test_a_process_that_cannot_be_read_at_the_end_still_has_its_threads_put_back
                         % (PID, refusal),
                         "removed what setup made"], warnings
     assert binder.calls[-1] == ("close",) and backend.closed
+
+
+class Listed(Tracked):
+    """A system whose processes can be listed, with their parents: the
+    init process, the target, and the children the test adds."""
+
+    def __init__(self):
+        super().__init__()
+        self.children_read = []         # the TIDs children() was asked about
+        self.parents = {1: 0, PID: 1}
+
+    def process_ids(self):
+        return list(self.parents)
+
+    def parent_of(self, pid):
+        return self.parents[pid]
+
+    def children(self, pid, tids=None):
+        tids = tids if tids is not None else self.thread_ids(pid)
+        self.children_read += list(tids)
+        return super().children(pid, tids)
+
+
+def many_bound(backend, count=40):
+    """``count`` threads of the target, bound to CPU 0 and 1 in turn."""
+    binder = Closing(backend)
+    warnings = []
+    layout, stats = Layout(DomainChoice("explicit", (ZERO, ONE), "test")), RunStats(0.0)
+    machine = MachineWatch(backend)
+    placer = Placer(backend, binder, layout, machine, stats, warnings.append)
+    tracker = ThreadTracker(backend, binder, make_policy("tumbler"), layout, machine, stats,
+                            warnings.append, bound_masks=placer.bound_masks,
+                            load_window_ns=500_000_000)
+    tracker.hand_back = hand_back = HandBack(backend, binder, tracker, placer, warnings.append)
+    for tid in range(101, 101 + count):
+        backend.run(tid, 0)
+    tracker.add_target(PID)
+    placer.apply([(thread, i % 2) for i, thread in enumerate(tracker.threads.values())])
+    binder.calls.clear()
+    return hand_back, binder
+
+
+def test_a_target_no_process_names_as_parent_has_no_thread_s_children_read():
+    """Issue 47: at the end, a program of many threads and no child
+    process has its threads put back, and not one thread's children read
+    (16,000 reads a pass were most of its hand-back): the processes'
+    parents say it has none."""
+    backend = Listed()
+    hand_back, binder = many_bound(backend)
+    assert hand_back.restore_all() == 0
+    assert backend.children_read == []
+    assert all(mask == BOTH for mask in backend.masks.values()) and len(backend.masks) == 40
+
+
+def test_a_target_with_a_child_process_still_has_it_put_back_at_the_end():
+    """A child forked by a bound thread (its parent: the target) goes back
+    to what that thread was allowed, found by reading the threads' children."""
+    backend = Listed()
+    hand_back, binder = many_bound(backend)
+    backend.children_of[(PID, 102)] = [500]
+    backend.child_threads[500] = {500: ONE}
+    backend.parents[500] = PID
+    assert hand_back.restore_all() == 0
+    assert backend.child_threads[500][500] == BOTH
+    assert 102 in backend.children_read
