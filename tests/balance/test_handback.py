@@ -30,9 +30,9 @@ class Tracked(MaskedBackend):
         self.closed = True
 
 
-def bound_run():
-    """Threads 101 and 102 of a target, bound to CPU 0 and CPU 1."""
-    backend = Tracked()
+def bound_threads(backend, tids):
+    """Threads ``tids`` of a target over ``backend``, bound to CPU 0 and
+    CPU 1 in turn: (hand-back, binder, threads, warnings)."""
     binder = Closing(backend)
     warnings = []
     layout, stats = Layout(DomainChoice("explicit", (ZERO, ONE), "test")), RunStats(0.0)
@@ -42,13 +42,20 @@ def bound_run():
                             warnings.append, bound_masks=placer.bound_masks,
                             load_window_ns=500_000_000)
     tracker.hand_back = hand_back = HandBack(backend, binder, tracker, placer, warnings.append)
-    for tid in (101, 102):
+    for tid in tids:
         backend.run(tid, 0)
     tracker.add_target(PID)
-    threads = [tracker.threads[(PID, tid)] for tid in (101, 102)]
-    placer.apply([(threads[0], 0), (threads[1], 1)])
-    assert (backend.masks[101], backend.masks[102]) == (ZERO, ONE)
+    threads = [tracker.threads[(PID, tid)] for tid in tids]
+    placer.apply([(thread, i % 2) for i, thread in enumerate(threads)])
     binder.calls.clear()
+    return hand_back, binder, threads, warnings
+
+
+def bound_run():
+    """Threads 101 and 102 of a target, bound to CPU 0 and CPU 1."""
+    backend = Tracked()
+    hand_back, binder, threads, warnings = bound_threads(backend, (101, 102))
+    assert (backend.masks[101], backend.masks[102]) == (ZERO, ONE)
     return hand_back, backend, binder, threads, warnings
 
 
@@ -143,32 +150,13 @@ class Listed(Tracked):
         return super().children(pid, tids)
 
 
-def many_bound(backend, count=40):
-    """``count`` threads of the target, bound to CPU 0 and 1 in turn."""
-    binder = Closing(backend)
-    warnings = []
-    layout, stats = Layout(DomainChoice("explicit", (ZERO, ONE), "test")), RunStats(0.0)
-    machine = MachineWatch(backend)
-    placer = Placer(backend, binder, layout, machine, stats, warnings.append)
-    tracker = ThreadTracker(backend, binder, make_policy("tumbler"), layout, machine, stats,
-                            warnings.append, bound_masks=placer.bound_masks,
-                            load_window_ns=500_000_000)
-    tracker.hand_back = hand_back = HandBack(backend, binder, tracker, placer, warnings.append)
-    for tid in range(101, 101 + count):
-        backend.run(tid, 0)
-    tracker.add_target(PID)
-    placer.apply([(thread, i % 2) for i, thread in enumerate(tracker.threads.values())])
-    binder.calls.clear()
-    return hand_back, binder
-
-
 def test_a_target_no_process_names_as_parent_has_no_thread_s_children_read():
     """Issue 47: at the end, a program of many threads and no child
     process has its threads put back, and not one thread's children read
     (16,000 reads a pass were most of its hand-back): the processes'
     parents say it has none."""
     backend = Listed()
-    hand_back, binder = many_bound(backend)
+    hand_back, _, _, _ = bound_threads(backend, range(101, 141))
     assert hand_back.restore_all() == 0
     assert backend.children_read == []
     assert all(mask == BOTH for mask in backend.masks.values()) and len(backend.masks) == 40
@@ -178,7 +166,7 @@ def test_a_target_with_a_child_process_still_has_it_put_back_at_the_end():
     """A child forked by a bound thread (its parent: the target) goes back
     to what that thread was allowed, found by reading the threads' children."""
     backend = Listed()
-    hand_back, binder = many_bound(backend)
+    hand_back, _, _, _ = bound_threads(backend, range(101, 141))
     backend.children_of[(PID, 102)] = [500]
     backend.child_threads[500] = {500: ONE}
     backend.parents[500] = PID
