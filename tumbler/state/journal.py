@@ -21,8 +21,10 @@ PRUNE_MIN = 64
 #: since the last one, so the bytes written follow the changes (issue 47: a
 #: rewrite of every thread's record for each thread born, 667 KB at 8,000
 #: threads, ~1.3 times a second), and ``tumbler restore`` reads at most
-#: twice the file plus this.  64 KiB: ~800 records, read and replayed by
-#: restore in a few ms (BENCHMARKS.md, "Cost that follows what changes").
+#: twice the file plus this.  64 KiB: ~900 records; 800 are read and
+#: replayed by restore in 4.6 ms (BENCHMARKS.md, "Cost that follows what
+#: changes"), and tests/state/test_journal_log.py holds it between 4 KiB
+#: (a compaction every ~50 records) and 1 MiB.
 LOG_COMPACT_MIN_BYTES = 64 << 10
 
 
