@@ -65,6 +65,28 @@ def test_a_target_and_its_threads_are_tracked_and_handed_on_to_be_placed():
     assert (PID, 103) in tracker.threads
 
 
+def test_a_look_for_new_threads_reads_only_the_new_ones():
+    """Issue 47: a thread born to a process of many reads that one thread,
+    not every thread of the process; the next round reads them all as
+    usual, the newcomer among them, measured from when it was found."""
+    backend = ScriptedBackend()
+    for tid in range(101, 301):
+        backend.run(tid, 0)
+    tracker, handed = tracker_over(backend)
+    tracker.add_target(PID)
+    a_round(backend, tracker, {101: 1.0})
+    reads = backend.thread_reads
+    backend.now += 50 * MS
+    backend.run(301, 0)
+    tracker.discover()
+    assert backend.thread_reads - reads == 1
+    assert handed["found"][-1] == ([301], [])
+    assert tracker.threads[(PID, 301)].first == (backend.now, 0, 0)
+    a_round(backend, tracker, {101: 1.0, 301: 0.5})
+    assert backend.thread_reads - reads == 1 + 201
+    assert tracker.threads[(PID, 301)].load == pytest.approx(0.5)     # 50 ms of 100
+
+
 def test_a_thread_allowed_no_domain_is_left_alone_and_said_once():
     class Outside(ScriptedBackend):
         def allowed_cpus(self, pid, tid):

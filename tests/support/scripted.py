@@ -22,6 +22,7 @@ class ScriptedBackend(Backend):
         self.now = 0
         self.threads = {}           # tid -> [start, run_ns, lat_ns]
         self.forgotten = []
+        self.thread_reads = 0       # threads read by sample and sample_threads
 
     def run(self, tid, run_ms, lat_ms=0, start=None):
         entry = self.threads.setdefault(tid, [start or tid, 0, 0])
@@ -39,11 +40,16 @@ class ScriptedBackend(Backend):
         return False, None
 
     def sample(self, pid):
+        return self.sample_threads(pid, sorted(self.threads))
+
+    def sample_threads(self, pid, tids):
         if pid != PID:
             raise NoSuchProcess(pid)
+        read = {tid: self.threads[tid] for tid in tids if tid in self.threads}
+        self.thread_reads += len(read)
         return Sample(pid, self.now, {
             tid: ThreadTimes(tid, start, "t%d" % tid, run, None, None, lat)
-            for tid, (start, run, lat) in sorted(self.threads.items())})
+            for tid, (start, run, lat) in read.items()})
 
     def allowed_cpus(self, pid, tid):
         return frozenset({0, 1})

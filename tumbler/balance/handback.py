@@ -90,9 +90,10 @@ class HandBack:
         def one_pass():
             nonlocal failed
             found = 0
+            parents = self._parents()
             for pid in list(tracker.targets):
                 try:
-                    done, error = self._sweep_target(pid)
+                    done, error = self._sweep_target(pid, parents)
                 except NoSuchProcess:
                     continue
                 except PlatformError as exc:    # the other targets still
@@ -117,10 +118,34 @@ class HandBack:
                       % (pid, exc))
         return failed + len(unreadable)
 
-    def _sweep_target(self, pid):
+    def _parents(self):
+        """The parent PIDs of every process listed now (a set), or None
+        where reading the children of each thread of the targets costs
+        less (fewer threads than processes) or the OS cannot list
+        processes.  A child process has its parent's PID whichever thread
+        forked it (and whichever took it over when that one exited), so a
+        target no process names as parent has no child to put back, and
+        its threads' children are not read one by one: 16,000 reads of
+        /proc/PID/task/TID/children per pass, two passes at least, were
+        most of the hand-back of a program of 16,000 threads (issue 47;
+        BENCHMARKS.md, "Cost that follows what changes")."""
+        tracker = self.tracker
+        listed = self.backend.process_ids()
+        if not listed or len(tracker.threads) <= len(listed):
+            return None
+        parents = set()
+        for pid in listed:
+            try:
+                parents.add(self.backend.parent_of(pid))
+            except PlatformError:
+                continue
+        return parents
+
+    def _sweep_target(self, pid, parents=None):
         """One pass of the sweep over target ``pid``: its threads tumbler
-        never saw, and the children of all its threads.  Returns (handed
-        back, failed)."""
+        never saw, and the children of all its threads (none to read when
+        ``parents``, the parent of every process, does not name ``pid``).
+        Returns (handed back, failed)."""
         tracker = self.tracker
         if not tracker.same_process(pid):
             return 0, 0             # exited, its PID maybe another's: nothing of ours
@@ -132,6 +157,8 @@ class HandBack:
                 put, error = self._put_back_inherited(pid, tid, original)
                 done += put
                 failed += error
+        if parents is not None and pid not in parents:
+            return done, failed
         threads = [tracker.threads.get((pid, tid)) for tid in tids]
         put, error = self.put_back_children(
             pid, [t for t in threads if t is not None],

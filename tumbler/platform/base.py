@@ -326,6 +326,17 @@ class Backend:
         return ({tid: sample.threads[tid].run_ns for tid in tids if tid in sample.threads},
                 sample.wall_ns)
 
+    def sample_threads(self, pid, tids):
+        """A Sample of only ``tids`` of ``pid`` (those still alive): what
+        a look for new threads reads of the threads it found, rather than
+        every thread of the process.  A backend can do that for less than
+        a whole ``sample``; the next ``sample`` is a whole one as before."""
+        sample = self.sample(pid)
+        wanted = set(tids)
+        return Sample(pid=pid, wall_ns=sample.wall_ns,
+                      threads={tid: times for tid, times in sample.threads.items()
+                               if tid in wanted})
+
     def columns_reader(self, pid, tids):
         """A reader of the CPU time and run-queue wait of exactly ``tids``,
         for the controller's quiet rounds, or None if this backend (or this

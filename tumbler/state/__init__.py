@@ -24,7 +24,7 @@ survives PID reuse)::
 
     PID-START.lock   flock(2)ed by the tumbler managing the process; holds its PID
     PID-START.json   the state, replaced atomically (temp file, rename)
-    PID-START.masks  the masks tumbler set, appended before each is set
+    PID-START.masks  the log: records, drops and the masks tumbler set, appended
 
 The state only has to survive the tumbler, not the machine: after a reboot
 every thread it recorded is gone.  So files are not fsync(2)ed (that costs
@@ -55,8 +55,21 @@ The state file (JSON)::
                   "set": [[0, 1], [1]]},         # the last masks it set
                  {"pid": 1300, "tid": 1300, ...}, ...]}   # a child's thread
 
-A thread's record reaches the disk before the thread is first changed (one
-rewrite per record, or one per ``batch()``).  A record with a ``pid`` is a
+A thread's record reaches the disk before the thread is first changed, as
+one line appended to the log (``r`` and the record as JSON; one write(2)
+per ``batch()``), not a rewrite of the state file: what is written follows
+what changes, not how many threads are recorded (issue 47: the file of
+8,000 threads is 667 KB).  A dropped record (the thread was restored, or
+exited) is a line ``d PID TID`` appended with the next line.  The state
+file is rewritten from what tumbler holds -- a compaction -- once the log
+is as long as the file (and LOG_COMPACT_MIN_BYTES), and the log is
+emptied after; ``tumbler restore`` replays the log over the file in order
+(a record line sets that thread's record, a drop line removes it), so a
+tumbler killed at any moment, between the rewrite and the emptying too,
+leaves files that restore to the same records.  An older tumbler's
+restore passes over the record lines (not mask lines to it): the threads
+recorded only there are still put back, by the masks logged, to the
+target's CPUs (``Binder.leftover_placement``).  A record with a ``pid`` is a
 thread of a child process born of a thread tumbler had bound: it inherited
 tumbler's mask, and is tumbler's to put back (``pid`` defaults to the
 target's).
@@ -72,13 +85,12 @@ during the binds); anything else was set by someone else and is left
 alone.  Threads tumbler never saw (born of a
 bound thread after the last round: they inherit its mask, on Linux and on
 illumos alike) are put back when their mask is one tumbler set.  Each
-rewrite of the state file carries the logged masks (``masks``, ``set``), and
-the log is emptied when it has grown long.  Dropping a record (the thread
-was restored, or exited) is only remembered and written with the next
-rewrite: a stale record restores a thread to where it already is.  Records
-of threads that exited are pruned when the file has grown to twice the
-threads alive at the last pruning, so thread churn cannot grow it without
-bound.
+rewrite of the state file carries the logged masks (``masks``, ``set``).
+Dropping a record is only remembered and logged with the next line: a
+stale record restores a thread to where it already is.  Records of
+threads that exited are pruned at a compaction when the file has grown to
+twice the threads alive at the last pruning, so thread churn cannot grow
+it without bound.
 """
 
 #: name -> submodule, loaded on first use: ``tumbler exec`` checks the state

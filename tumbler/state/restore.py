@@ -7,7 +7,7 @@ from ..errors import UsageError
 from ..platform.base import SWEEP_PASSES, NoSuchProcess, PlatformError, sweep
 from ..safefile import UnsafePath
 from .paths import StateError, unlink_quietly
-from .store import Busy, Lock, boot_id, read_state, read_state_bytes
+from .store import Busy, Lock, boot_id, is_thread_record, read_state, read_state_bytes
 
 class RestoreReport:
     """What ``restore_state`` did with one state file."""
@@ -80,10 +80,13 @@ def _restore_locked(state_file, backend, remove_resources):
         report.process_gone = True
         _remove_state(state_file)
         return report
+    # The records logged since the file was last written join its own.
+    logged = _MaskLog.read(state_file, data)
     kind = data.get("binder") or next((r.get("binder") for r in data["threads"]
                                        if r.get("binder")), None)
     binder = None
-    if kind is not None and (data["threads"] or data.get("resources") or data.get("masks")):
+    if kind is not None and (data["threads"] or data.get("resources") or data.get("masks")
+                             or logged.every):
         binder = backend.binder(kind)
     try:
         info = backend.process(target["pid"])
@@ -91,7 +94,6 @@ def _restore_locked(state_file, backend, remove_resources):
     except NoSuchProcess:
         alive = False
     if binder is not None:
-        logged = _MaskLog.read(state_file, data)
         if alive:
             _restore_threads(data, backend, binder, logged, report)
         else:
@@ -136,14 +138,14 @@ class _MaskLog:
 
     @classmethod
     def read(cls, state_file, data):
+        """The log of ``state_file`` read; the records it logged since the
+        file was written replace or join ``data["threads"]`` (and the ones
+        it dropped leave), in the order logged."""
         pid = data["target"]["pid"]
         in_file, done, pending = {}, {}, {}
         every = data.get("masks")
         if every is not None:
             every = {frozenset(m) for m in every if isinstance(m, list)}
-        for record in data["threads"]:
-            key = (record.get("pid", pid), record["tid"], record.get("start"))
-            in_file[key] = {frozenset(m) for m in record.get("set") or () if isinstance(m, list)}
         try:
             text = read_state_bytes(state_file.log_path).decode(errors="replace")
         except FileNotFoundError:
@@ -153,10 +155,14 @@ class _MaskLog:
         except OSError as exc:
             raise StateError("cannot read %s: %s" % (state_file.log_path, exc.strerror)) \
                 from None
+        records = {(r.get("pid", pid), r["tid"]): r for r in data["threads"]}
         for line in text.splitlines():
             if line == ".":
                 done.update(pending)
                 pending = {}
+                continue
+            if line[:2] in ("r ", "d "):
+                _replay(line, records, pid)
                 continue
             fields = line.split()
             if len(fields) != 4 or not all(f.isdigit() for f in fields[:3]):
@@ -167,6 +173,10 @@ class _MaskLog:
                 continue
             pending[tuple(map(int, fields[:3]))] = mask
             every = (every or set()) | {mask}
+        data["threads"] = list(records.values())
+        for record in data["threads"]:
+            key = (record.get("pid", pid), record["tid"], record.get("start"))
+            in_file[key] = {frozenset(m) for m in record.get("set") or () if isinstance(m, list)}
         return cls(every, in_file, done, pending)
 
     def view(self, data):
@@ -185,6 +195,27 @@ class _MaskLog:
         if key in self._pending:
             masks.add(self._pending[key])
         return masks
+
+
+def _replay(line, records, pid):
+    """One record line of the log (``r`` and the record as JSON: set it;
+    ``d PID TID``: drop it) applied to ``records`` ((pid, tid) -> record;
+    ``pid`` is the target's, which its own threads' records do not name).
+    A line that is not one -- the torn last line of a tumbler killed
+    mid-write, whose thread was not changed yet -- is passed over, as a
+    mask line would be."""
+    import json         # here: only restore reads a log
+    if line[0] == "d":
+        fields = line.split()
+        if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+            records.pop((int(fields[1]), int(fields[2])), None)
+        return
+    try:
+        record = json.loads(line[2:])
+    except (ValueError, RecursionError):
+        return
+    if is_thread_record(record):
+        records[(record.get("pid", pid), record["tid"])] = record
 
 
 def _restore_threads(data, backend, binder, logged, report):

@@ -169,19 +169,24 @@ def _check_state(data):
         return "bad target CPUs"
     if not isinstance(data.get("threads"), list):
         return "no thread list"
-    for record in data["threads"]:
-        if not (isinstance(record, dict) and _is_id(record.get("tid"))
-                and _is_id(record.get("pid", 1)) and _is_int_or_none(record.get("start"))
-                and isinstance(record.get("saved"), dict)
-                and all(_is_plain(value) for value in record["saved"].values())
-                and _is_cpus_or_none(record["saved"].get("cpus"))
-                and _is_cgroup_or_none(record["saved"].get("cgroup"))):
-            return "bad thread record"
+    if not all(map(is_thread_record, data["threads"])):
+        return "bad thread record"
     for key in ("masks", "domains"):
         if data.get(key) is not None and not (isinstance(data[key], list)
                                               and all(_is_cpus_or_none(m) for m in data[key])):
             return "bad %s" % key
     return None
+
+
+def is_thread_record(record):
+    """Whether ``record`` is a thread's record as a state file (or its
+    log) holds it: what restore acts on, checked before anything moves."""
+    return (isinstance(record, dict) and _is_id(record.get("tid"))
+            and _is_id(record.get("pid", 1)) and _is_int_or_none(record.get("start"))
+            and isinstance(record.get("saved"), dict)
+            and all(_is_plain(value) for value in record["saved"].values())
+            and _is_cpus_or_none(record["saved"].get("cpus"))
+            and _is_cgroup_or_none(record["saved"].get("cgroup")))
 
 
 #: CPU numbers a state file may name (Linux's NR_CPUS is at most 8192).

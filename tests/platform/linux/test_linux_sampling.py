@@ -511,3 +511,44 @@ def test_kept_schedstat_fds_stop_short_of_the_file_limit(crowd):
     finally:
         program.kill()
         program.wait()
+
+
+def test_a_new_thread_is_read_alone_the_others_in_one_batch(steady):
+    """Issue 47: a thread born to a process makes the next sample list the
+    threads and read the new one by itself; the threads it knew are still
+    read in one batch (C or Python), not one by one -- whatever the number
+    of threads, a birth costs one thread's reads."""
+    proc, workers, backend = steady
+    sampler = backend.sampler
+    read_one_by_one = []
+    original = sampler._read_times
+    sampler._read_times = lambda tid, *a: read_one_by_one.append(tid) or original(tid, *a)
+    words = send(proc, "more")
+    new = int(words[1])
+    sample = round_sample(backend, proc.pid)
+    assert read_one_by_one == [new]
+    assert list(sample.threads) == sorted([proc.pid, *workers, new])
+    assert sample.threads[new].start == sampler._files[(proc.pid, new)].start
+    for tid in workers:
+        assert sample.threads[tid].run_ns > 0 and sample.threads[tid].lat_ns is not None
+    # And the next sample is the steady one again.
+    read_one_by_one.clear()
+    again = round_sample(backend, proc.pid)
+    assert read_one_by_one == [] and set(again.threads) == set(sample.threads)
+
+
+def test_sample_threads_reads_only_those_and_the_next_sample_batches_them(steady):
+    """A look for new threads reads the newcomers alone (sample_threads);
+    their files are kept, so the round after reads every thread, the
+    newcomers too, in one batch."""
+    proc, workers, backend = steady
+    sampler = backend.sampler
+    read_one_by_one = []
+    original = sampler._read_times
+    sampler._read_times = lambda tid, *a: read_one_by_one.append(tid) or original(tid, *a)
+    new = int(send(proc, "more")[1])
+    found = backend.sample_threads(proc.pid, [new])
+    assert list(found.threads) == [new] and read_one_by_one == [new]
+    read_one_by_one.clear()
+    sample = round_sample(backend, proc.pid)
+    assert read_one_by_one == [] and set(sample.threads) == {proc.pid, *workers, new}

@@ -237,6 +237,9 @@ class LinuxBackend(Backend):
     def sample(self, pid, detail=False):
         return self.sampler.sample(pid, detail)
 
+    def sample_threads(self, pid, tids):
+        return self.sampler.sample_threads(pid, tids)
+
     def columns_reader(self, pid, tids):
         return self.sampler.columns_reader(pid, tids)
 
