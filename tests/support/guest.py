@@ -60,8 +60,12 @@ def plan(kernel, shape, name, *args):
                                                             "guest_checks.py"), name, *args])
     lines = proc.stdout.strip().splitlines()
     try:
-        return json.loads(lines[-1])
+        facts = json.loads(lines[-1])
     except (IndexError, ValueError):
+        facts = None
+    if not isinstance(facts, dict):
         pytest.fail("guest plan %s on %s (%s) printed no JSON: exit %d\n%s\n%s"
                     % (name, kernel, " ".join(shape), proc.returncode, proc.stdout[-3000:],
                        proc.stderr[-3000:]))
+    facts["kernel"] = kernel
+    return facts
