@@ -25,10 +25,20 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Failure guard for each wait (never asserted on): tumbler's start-up alone
 # took 14 s of wall in a busy 4-vCPU guest (issue 48), 125-144 s in a busy
 # 16-vCPU one.
-WAIT_S = 300.0
+WAIT_S = float(os.environ.get("GUEST_CHECKS_WAIT_S", "300"))
 # The uneven program: duty(1) threads spinning these shares of each 20 ms;
 # over two sockets {80, 20} and {60, 40} carry 1.0 CPU each.
 DUTY = ("80", "60", "40", "20")
+
+
+class Facts(dict):
+    """What a plan saw; each fact said on stderr as it is set (the host
+    test shows that log when the plan fails)."""
+
+    def __setitem__(self, key, value):
+        print("guest_checks: %.1f s: %s = %s" % (time.monotonic(), key, json.dumps(value)[:200]),
+              file=sys.stderr, flush=True)
+        super().__setitem__(key, value)
 
 
 def tumbler(*args):
@@ -147,7 +157,8 @@ def attach_run(duty, how):
     pkgs = packages()
     sets = [cpus for cpus in pkgs.values()]
     prog = start_duty(duty, 900 if how != "program" else 120)
-    fact = {"before": masks(prog.pid), "packages": sets}
+    fact = Facts()
+    fact.update({"before": masks(prog.pid), "packages": sets})
     args = ["--policy", "tumbler", "-p", str(prog.pid)]
     if how == "duration":
         args += ["--duration", "60"]
@@ -207,7 +218,8 @@ def exec_run(duty):
                 return False
         return workers_split(child[0], sets)
 
-    fact = {"packages": sets, "split": wait(bound)}
+    fact = Facts()
+    fact.update({"packages": sets, "split": wait(bound)})
     fact["during"] = masks(child[0]) if child else {}
     fact["status"], fact["stderr"] = end(tum)
     return fact
@@ -215,7 +227,8 @@ def exec_run(duty):
 
 def plan_topology(offline_package=None):
     """The topology as tumbler sees it, and with one package off-line."""
-    fact = {"nodes": nodes(), "topology": topology()}
+    fact = Facts()
+    fact.update({"nodes": nodes(), "topology": topology()})
     if offline_package is not None:
         cpus = packages()[int(offline_package)]
         set_online(cpus, False)
@@ -227,11 +240,17 @@ def plan_topology(offline_package=None):
 
 
 def plan_balance(duty):
-    fact = {"topology": topology()}
+    fact = Facts()
+    fact.update({"topology": topology()})
     for how in ("sigterm", "sigint", "duration", "program", "offline"):
         fact["attach_" + how] = attach_run(duty, how)
     fact["exec"] = exec_run(duty)
     return fact
+
+
+# Left out in a guest: its 5 ms tolerance between the probe's lock wait and
+# the wall clock is the host's; a TCG guest's clock read was 43 ms off.
+TIMED_ON_THE_HOST = "test_a_wait_in_progress_at_the_start_found_only_at_its_end"
 
 
 def plan_pytest(*files):
@@ -242,7 +261,7 @@ def plan_pytest(*files):
     out = {}
     for name in files:
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p",
-                               "no:cacheprovider", name],
+                               "no:cacheprovider", name, "-k", "not " + TIMED_ON_THE_HOST],
                               capture_output=True, text=True, cwd=REPO, env=env)
         out[name] = {"status": proc.returncode, "output": proc.stdout[-6000:],
                      "stderr": proc.stderr[-2000:]}
@@ -295,7 +314,8 @@ def plan_systemd(duty):
     write("/etc/systemd/system/tumbler.service",
           read(os.path.join(REPO, "platform", "systemd", "tumbler.service")))
     write("/etc/tumbler/tumbler.yaml", SERVICE_RULES)
-    fact = {"pid1": read("/proc/1/comm"), "daemon_reload": systemctl("daemon-reload")}
+    fact = Facts()
+    fact.update({"pid1": read("/proc/1/comm"), "daemon_reload": systemctl("daemon-reload")})
     prog = start_duty(duty, 1800)
     sets = [cpus for cpus in packages().values()]
     fact["before"] = masks(prog.pid)

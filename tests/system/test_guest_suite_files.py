@@ -1,6 +1,6 @@
 """Test files of the suite that cannot run on the development host, run in
-a guest where they can (scripts/guest: 2 sockets x 2 cores, cgroup v2
-only): the cpuset binder on cgroup v2 (the host's cpuset controller is on a
+a guest where they can (scripts/guest: 2 sockets of 1 core, cgroup v2
+only: the 2 CPUs these files were written for): the cpuset binder on cgroup v2 (the host's cpuset controller is on a
 v1 hierarchy: tests/platform/linux/test_cpuset_v2_real.py skips there) and
 the bpftrace probes.  Each must pass with nothing skipped.
 
@@ -18,7 +18,7 @@ FILES = ("tests/platform/linux/test_cpuset_v2_real.py", "tests/tracing/test_prob
 
 @pytest.fixture(scope="module", params=guest.KERNELS)
 def ran(request):
-    return guest.plan(request.param, ["--sockets", "2", "--cores", "2", "--cgroup", "v2"],
+    return guest.plan(request.param, ["--sockets", "2", "--cores", "1", "--cgroup", "v2"],
                       "pytest", *FILES)
 
 
@@ -28,4 +28,6 @@ def test_passes_in_the_guest_with_nothing_skipped(ran, name):
     summary = result["output"].strip().splitlines()[-1:]
     assert result["status"] == 0, result["output"] + result["stderr"]
     assert summary and re.search(r"\d+ passed", summary[0]), result["output"]
-    assert not re.search(r"skipped|xfail|deselected", summary[0]), result["output"]
+    assert not re.search(r"skipped|xfail", summary[0]), result["output"]
+    # Only the one test the plan leaves out (guest_checks.TIMED_ON_THE_HOST).
+    assert re.findall(r"(\d+) deselected", summary[0]) in ([], ["1"]), result["output"]
