@@ -13,6 +13,7 @@ long, and workloads run on a monotonic deadline (sleep() once returned
 early in such a guest).
 """
 
+import errno
 import json
 import os
 import re
@@ -73,9 +74,21 @@ def nodes():
 
 
 def set_online(cpus, online):
+    """Take CPUS off-line or on-line.  Bringing a vCPU up can fail (EIO)
+    when the kernel's wait for it runs out, as under a heavily loaded host
+    (seen at a load average of 150): tried again until WAIT_S."""
     for cpu in cpus:
-        with open("/sys/devices/system/cpu/cpu%d/online" % cpu, "w") as f:
-            f.write("1" if online else "0")
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                with open("/sys/devices/system/cpu/cpu%d/online" % cpu, "w") as f:
+                    f.write("1" if online else "0")
+                break
+            except OSError as exc:
+                if exc.errno != errno.EIO or time.monotonic() > deadline:
+                    raise
+                print("guest_checks: cpu%d %s: %s, again" % (cpu, online, exc), file=sys.stderr)
+                time.sleep(1)
 
 
 def packages():
