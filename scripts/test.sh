@@ -15,6 +15,13 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 && \
     # shellcheck disable=SC2086
     apt-get install -y -qq --no-install-recommends $deb_tools >/dev/null
 fi
+# The guest system tests (tests/system/test_guest_*.py, docs/guests.md) boot
+# QEMU guests: qemu-system-x86, as root on Debian, if missing (elsewhere they
+# are skipped, saying so).  Their kernels are downloaded on first use.
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 && \
+   ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
+    sh scripts/apt-install.sh qemu-system-x86
+fi
 # The cgroup v2 cpuset tests (tests/platform/linux/test_cpuset_v2_real.py) may move the
 # cpuset controller from an unused v1 hierarchy to v2 for their duration
 # (always put back and checked); TUMBLER_TEST_CGROUP_SWAP=0 skips them.
