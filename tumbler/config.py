@@ -167,12 +167,14 @@ def read_config_file(path):
     others, reached through directories only they can change, as sshd's
     StrictModes asks (tumbler.safefile): a configuration decides which
     programs root moves."""
-    from .safefile import TooLarge, UnsafePath, read_trusted
+    from .safefile import NotAFile, TooLarge, UnsafePath, read_trusted
     try:
         return read_trusted(path, MAX_CONFIG_BYTES)
     except TooLarge:
         raise UsageError("bad config %s: larger than %d KiB" % (path, MAX_CONFIG_BYTES >> 10)) \
             from None
+    except NotAFile as exc:
+        raise UsageError("bad config %s" % exc) from None
     except UnsafePath as exc:
         raise UsageError("untrusted config %s" % exc) from None
     except OSError as exc:
@@ -246,6 +248,11 @@ def located(path, node, key):
     return path if line is None else "%s:%d" % (path, line + 1)
 
 
+#: Said after the range of a key that is a fraction (``tolerance: 20%`` is
+#: a string to YAML).
+FRACTION_HINT = " (a fraction: 0.1 means 10%)"
+
+
 def parse_config(data):
     require_mapping(data, "the file")
     reject_unknown(data, ("variation_table", "idle_interval_ms", "tolerance",
@@ -257,7 +264,8 @@ def parse_config(data):
         config = config.replace(idle_interval_ms=_interval(data["idle_interval_ms"],
                                                             "idle_interval_ms"))
     if "tolerance" in data:
-        config = config.replace(tolerance=number_in(data["tolerance"], "tolerance", 0.0, 10.0))
+        config = config.replace(tolerance=number_in(data["tolerance"], "tolerance", 0.0, 10.0,
+                                                       FRACTION_HINT))
     if "discover_ms" in data:
         config = config.replace(discover_ms=_interval(data["discover_ms"], "discover_ms"))
     if "load_window_ms" in data:
@@ -337,25 +345,41 @@ def require_mapping(data, what):
 
 
 def reject_unknown(data, known, prefix):
+    """Refuse a key not in ``known``.  The key is named only if it looks
+    like one (a short word): the file may be anything root can read --
+    ``--config /etc/shadow`` -- and an error line never shows its content."""
     for key in data:
         if key not in known:
-            raise ConfigError("unknown key %s%s (known: %s)" % (prefix, key, ", ".join(known)),
+            raise ConfigError("unknown key %s (known: %s)"
+                              % (key_name(prefix, key), ", ".join(known)),
                               "%s%s" % (prefix, key))
 
 
-def number_in(value, key, low, high):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError("%s must be a number" % key, key)
-    if not low <= value <= high:
-        raise ConfigError("%s must be between %g and %g, not %g" % (key, low, high, value), key)
+#: A key an error line may name: a short word, as every key of ours is.
+_KEY_NAME = r"[A-Za-z_][A-Za-z0-9_-]{0,39}"
+
+
+def key_name(prefix, key):
+    """``prefix + key`` for an error line, or, where the key is not a
+    short word, ``prefix`` and a placeholder (its line is given beside)."""
+    import re
+    if isinstance(key, str) and re.fullmatch(_KEY_NAME, key):
+        return prefix + key
+    return prefix + "<not a key of this file>"
+
+
+def number_in(value, key, low, high, hint=""):
+    """``value`` as a float in [low, high].  An error names the range, never
+    the value (it is the file's content: see reject_unknown)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not low <= value <= high:
+        raise ConfigError("%s must be a number from %g to %g%s" % (key, low, high, hint), key)
     return float(value)
 
 
 def integer_in(value, key, low, high):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError("%s must be a whole number" % key, key)
-    if not low <= value <= high:
-        raise ConfigError("%s must be between %d and %d, not %d" % (key, low, high, value), key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError("%s must be a whole number from %d to %d" % (key, low, high), key)
     return value
 
 

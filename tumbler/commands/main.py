@@ -62,8 +62,9 @@ class TumblerGroup(click.Group):
             # One line, like every other error (click's own adds the usage
             # text and a blank line).
             where = exc.ctx.command_path if exc.ctx is not None else "tumbler"
-            _die("%s (see %s --help)" % (exc.format_message().rstrip("."), where),
-                 exc.exit_code)
+            # click lists a choice's values on lines of their own.
+            message = " ".join(exc.format_message().split()).rstrip(".")
+            _die("%s (see %s --help)" % (message, where), exc.exit_code)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
@@ -104,6 +105,9 @@ def main(ctx, pids, root, platform_name, **options):
     if not pids:
         click.echo(ctx.get_usage(), err=True)
         raise UsageError("nothing to do: give -p PID or a command (see --help)")
+    if options.get("share") == "space" and len(set(pids)) < 2:
+        raise UsageError("--share space gives each of several programs CPUs of its own; "
+                         "give two or more -p PID (one program: leave --share out)")
     from .run import run_attach
     sys.exit(run_attach(settings(ctx, options), list(pids)))
 

@@ -40,7 +40,7 @@ Every file is checked like a ``--config`` file (a regular file of at most
 
 import os
 
-from ..config import (LEVEL_CHOICES, POLICY_CHOICES, SHARE_CHOICES, SHARE_POLICY_CHOICES,
+from ..config import (FRACTION_HINT, LEVEL_CHOICES, POLICY_CHOICES, SHARE_CHOICES, SHARE_POLICY_CHOICES,
                       ConfigError, integer_in, load_yaml, located_error, number_in,
                       parse_config, read_config_file, reject_unknown, require_mapping)
 from ..cpulist import parse_domains
@@ -327,7 +327,8 @@ def _sharing(data):
                                   "sharing." + key)
             values[key] = data[key]
     if "tolerance" in data:
-        values["tolerance"] = number_in(data["tolerance"], "sharing.tolerance", 0.0, 10.0)
+        values["tolerance"] = number_in(data["tolerance"], "sharing.tolerance", 0.0, 10.0,
+                                       FRACTION_HINT)
     return values
 
 
@@ -340,7 +341,7 @@ def _user(value, key, resolve_user):
         raise ConfigError("%s must be a user name or UID" % key, key)
     uid = resolve_user(value)
     if uid is None:
-        raise ConfigError("%s: no such user %r" % (key, value), key)
+        raise ConfigError("%s: no such user" % key, key)    # the value: see reject_unknown
     return uid
 
 
