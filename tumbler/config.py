@@ -138,7 +138,9 @@ class Config:
 
 def load_config(path):
     """Read and validate a config file; raise UsageError on any problem,
-    as ``bad config FILE:LINE: reason`` where the line is known."""
+    as ``bad config FILE:LINE: reason`` where the line is known.  The file
+    is either a run's (the keys above, at the top) or the service's
+    (tumbler.yaml(5)): of that, only ``balancing:`` is read."""
     if path is None:
         return Config()
     text = read_config_file(path)
@@ -146,9 +148,51 @@ def load_config(path):
     if data is None:
         return Config()
     try:
-        return parse_config(data)
+        return parse_run_part(data)
     except ConfigError as exc:
         raise located_error(path, text, exc) from None
+
+
+#: The keys at the top of a run's file (the module docstring).
+RUN_KEYS = ("variation_table", "idle_interval_ms", "tolerance", "discover_ms",
+            "load_window_ms", "speed", "defaults")
+#: The keys at the top of the service's file (service/config.py): a run
+#: reads its ``balancing:``, the same keys as RUN_KEYS; the others are the
+#: service's own (what it looks for, how programs share the CPUs).
+SERVICE_LAYOUT_KEYS = ("service", "balancing", "sharing", "programs")
+
+
+def parse_run_part(data):
+    """The Config of the part of a file's ``data`` a run reads: all of a
+    run's file; the ``balancing:`` mapping of the service's
+    (tumbler.yaml(5)), so that ``--config /etc/tumbler/tumbler.yaml``
+    balances as the service does.  A key of neither layout, or of both
+    mixed, is refused, naming both."""
+    require_mapping(data, "the file")
+    service_keys = [key for key in data if key in SERVICE_LAYOUT_KEYS]
+    for key in data:
+        if service_keys and key in RUN_KEYS:
+            raise ConfigError("%s goes under balancing: in a file with %s: (the service's "
+                              "layout, tumbler.yaml(5))" % (key, service_keys[0]), key)
+        if key not in RUN_KEYS + SERVICE_LAYOUT_KEYS:
+            raise ConfigError("unknown key %s (a run's file has %s; the service's "
+                              "tumbler.yaml has %s)"
+                              % (key_name("", key), ", ".join(RUN_KEYS),
+                                 ", ".join(SERVICE_LAYOUT_KEYS)), key)
+    if not service_keys:
+        return parse_config(data)
+    return parse_balancing(data.get("balancing") or {})
+
+
+def parse_balancing(data):
+    """The Config of the service's ``balancing:`` mapping, its errors
+    located under it."""
+    require_mapping(data, "balancing")
+    try:
+        return parse_config(data)
+    except ConfigError as exc:
+        raise ConfigError("balancing: %s" % exc,
+                          "balancing" + ("." + exc.key if exc.key else "")) from None
 
 
 def located_error(path, text, exc):
@@ -255,8 +299,7 @@ FRACTION_HINT = " (a fraction: 0.1 means 10%)"
 
 def parse_config(data):
     require_mapping(data, "the file")
-    reject_unknown(data, ("variation_table", "idle_interval_ms", "tolerance",
-                           "discover_ms", "load_window_ms", "speed", "defaults"), "")
+    reject_unknown(data, RUN_KEYS, "")
     config = Config()
     if "variation_table" in data:
         config = config.replace(variation_table=_parse_table(data["variation_table"]))

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from support.helpers import assert_no_traceback, run_tumbler, tumbler_cmd
+from support.helpers import REPO, assert_no_traceback, run_tumbler, tumbler_cmd
 
 
 def test_version_and_help():
@@ -154,6 +154,41 @@ def test_config_error_never_shows_the_files_content(tmp_path, text):
     assert result.returncode == 2 and "bad config %s:" % path in result.stderr, result.stderr
     for secret in ("SECRET", "4711", "987654321", "12345"):
         assert secret not in result.stderr, result.stderr
+
+
+def test_config_takes_the_services_file_and_uses_its_balancing_keys(tmp_path):
+    """The service's tumbler.yaml (as shipped, with a balancing: part
+    added) is a --config file too: its balancing: keys apply to the run,
+    its service: and programs: are the service's."""
+    shipped = open(os.path.join(REPO, "platform", "tumbler.yaml")).read()
+    path = tmp_path / "tumbler.yaml"
+    path.write_text(shipped + "balancing:\n  tolerance: 0.2\n  defaults: {policy: observe}\n")
+    summary = tmp_path / "summary.json"
+    result = run_tumbler("--config", str(path), "-q", "--duration", "0.1", "--summary-json",
+                         str(summary), "-p", str(os.getpid()))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(summary.read_text())["policy"] == "observe"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("service: {scan_interval: 2}\ntolerance: 0.2\n",
+     ":2: tolerance goes under balancing: in a file with service:"),
+    ("balancing:\n  colour: 1\n", ":2: balancing: unknown key colour"),
+    ("colour: blue\n", "the service's tumbler.yaml has service, balancing, sharing, programs"),
+])
+def test_config_of_neither_layout_names_both(tmp_path, text, words):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text(text)
+    result = run_tumbler("--config", str(path), "-p", str(os.getpid()))
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+
+
+def test_service_check_says_where_a_runs_key_goes(tmp_path):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text("tolerance: 0.2\n")
+    result = run_tumbler("service", "--check", str(path))
+    assert result.returncode == 2
+    assert "tolerance goes under balancing: in the service's file" in result.stderr
 
 
 def test_good_config_is_accepted(tmp_path, spawner):
