@@ -138,7 +138,9 @@ class Config:
 
 def load_config(path):
     """Read and validate a config file; raise UsageError on any problem,
-    as ``bad config FILE:LINE: reason`` where the line is known."""
+    as ``bad config FILE:LINE: reason`` where the line is known.  The file
+    is either a run's (the keys above, at the top) or the service's
+    (tumbler.yaml(5)): of that, only ``balancing:`` is read."""
     if path is None:
         return Config()
     text = read_config_file(path)
@@ -146,9 +148,51 @@ def load_config(path):
     if data is None:
         return Config()
     try:
-        return parse_config(data)
+        return parse_run_part(data)
     except ConfigError as exc:
         raise located_error(path, text, exc) from None
+
+
+#: The keys at the top of a run's file (the module docstring).
+RUN_KEYS = ("variation_table", "idle_interval_ms", "tolerance", "discover_ms",
+            "load_window_ms", "speed", "defaults")
+#: The keys at the top of the service's file (service/config.py): a run
+#: reads its ``balancing:``, the same keys as RUN_KEYS; the others are the
+#: service's own (what it looks for, how programs share the CPUs).
+SERVICE_LAYOUT_KEYS = ("service", "balancing", "sharing", "programs")
+
+
+def parse_run_part(data):
+    """The Config of the part of a file's ``data`` a run reads: all of a
+    run's file; the ``balancing:`` mapping of the service's
+    (tumbler.yaml(5)), so that ``--config /etc/tumbler/tumbler.yaml``
+    balances as the service does.  A key of neither layout, or of both
+    mixed, is refused, naming both."""
+    require_mapping(data, "the file")
+    service_keys = [key for key in data if key in SERVICE_LAYOUT_KEYS]
+    for key in data:
+        if service_keys and key in RUN_KEYS:
+            raise ConfigError("%s goes under balancing: in a file with %s: (the service's "
+                              "layout, tumbler.yaml(5))" % (key, service_keys[0]), key)
+        if key not in RUN_KEYS + SERVICE_LAYOUT_KEYS:
+            raise ConfigError("unknown key %s (a run's file has %s; the service's "
+                              "tumbler.yaml has %s)"
+                              % (key_name("", key), ", ".join(RUN_KEYS),
+                                 ", ".join(SERVICE_LAYOUT_KEYS)), key)
+    if not service_keys:
+        return parse_config(data)
+    return parse_balancing(data.get("balancing") or {})
+
+
+def parse_balancing(data):
+    """The Config of the service's ``balancing:`` mapping, its errors
+    located under it."""
+    require_mapping(data, "balancing")
+    try:
+        return parse_config(data)
+    except ConfigError as exc:
+        raise ConfigError("balancing: %s" % exc,
+                          "balancing" + ("." + exc.key if exc.key else "")) from None
 
 
 def located_error(path, text, exc):
@@ -167,12 +211,14 @@ def read_config_file(path):
     others, reached through directories only they can change, as sshd's
     StrictModes asks (tumbler.safefile): a configuration decides which
     programs root moves."""
-    from .safefile import TooLarge, UnsafePath, read_trusted
+    from .safefile import NotAFile, TooLarge, UnsafePath, read_trusted
     try:
         return read_trusted(path, MAX_CONFIG_BYTES)
     except TooLarge:
         raise UsageError("bad config %s: larger than %d KiB" % (path, MAX_CONFIG_BYTES >> 10)) \
             from None
+    except NotAFile as exc:
+        raise UsageError("bad config %s" % exc) from None
     except UnsafePath as exc:
         raise UsageError("untrusted config %s" % exc) from None
     except OSError as exc:
@@ -246,10 +292,14 @@ def located(path, node, key):
     return path if line is None else "%s:%d" % (path, line + 1)
 
 
+#: Said after the range of a key that is a fraction (``tolerance: 20%`` is
+#: a string to YAML).
+FRACTION_HINT = " (a fraction: 0.1 means 10%)"
+
+
 def parse_config(data):
     require_mapping(data, "the file")
-    reject_unknown(data, ("variation_table", "idle_interval_ms", "tolerance",
-                           "discover_ms", "load_window_ms", "speed", "defaults"), "")
+    reject_unknown(data, RUN_KEYS, "")
     config = Config()
     if "variation_table" in data:
         config = config.replace(variation_table=_parse_table(data["variation_table"]))
@@ -257,7 +307,8 @@ def parse_config(data):
         config = config.replace(idle_interval_ms=_interval(data["idle_interval_ms"],
                                                             "idle_interval_ms"))
     if "tolerance" in data:
-        config = config.replace(tolerance=number_in(data["tolerance"], "tolerance", 0.0, 10.0))
+        config = config.replace(tolerance=number_in(data["tolerance"], "tolerance", 0.0, 10.0,
+                                                       FRACTION_HINT))
     if "discover_ms" in data:
         config = config.replace(discover_ms=_interval(data["discover_ms"], "discover_ms"))
     if "load_window_ms" in data:
@@ -337,25 +388,41 @@ def require_mapping(data, what):
 
 
 def reject_unknown(data, known, prefix):
+    """Refuse a key not in ``known``.  The key is named only if it looks
+    like one (a short word): the file may be anything root can read --
+    ``--config /etc/shadow`` -- and an error line never shows its content."""
     for key in data:
         if key not in known:
-            raise ConfigError("unknown key %s%s (known: %s)" % (prefix, key, ", ".join(known)),
+            raise ConfigError("unknown key %s (known: %s)"
+                              % (key_name(prefix, key), ", ".join(known)),
                               "%s%s" % (prefix, key))
 
 
-def number_in(value, key, low, high):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError("%s must be a number" % key, key)
-    if not low <= value <= high:
-        raise ConfigError("%s must be between %g and %g, not %g" % (key, low, high, value), key)
+#: A key an error line may name: a short word, as every key of ours is.
+_KEY_NAME = r"[A-Za-z_][A-Za-z0-9_-]{0,39}"
+
+
+def key_name(prefix, key):
+    """``prefix + key`` for an error line, or, where the key is not a
+    short word, ``prefix`` and a placeholder (its line is given beside)."""
+    import re
+    if isinstance(key, str) and re.fullmatch(_KEY_NAME, key):
+        return prefix + key
+    return prefix + "<not a key of this file>"
+
+
+def number_in(value, key, low, high, hint=""):
+    """``value`` as a float in [low, high].  An error names the range, never
+    the value (it is the file's content: see reject_unknown)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not low <= value <= high:
+        raise ConfigError("%s must be a number from %g to %g%s" % (key, low, high, hint), key)
     return float(value)
 
 
 def integer_in(value, key, low, high):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError("%s must be a whole number" % key, key)
-    if not low <= value <= high:
-        raise ConfigError("%s must be between %d and %d, not %d" % (key, low, high, value), key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError("%s must be a whole number from %d to %d" % (key, low, high), key)
     return value
 
 

@@ -21,9 +21,13 @@ def parse_cpulist(text):
         try:
             cpus.update(_parse_item(item))
         except ValueError:
-            raise UsageError("bad CPU list %s: cannot parse %s"
-                             % (quote(text), quote(item))) from None
+            raise UsageError("bad CPU list %s: cannot parse %s (%s)"
+                             % (quote(text), quote(item), SYNTAX)) from None
     return frozenset(cpus)
+
+
+#: What error lines say a CPU list looks like (taskset(1)'s syntax).
+SYNTAX = "CPU numbers and ranges like 0-3,8,10-20:2; domains separated by /"
 
 
 def _parse_item(item):
@@ -116,7 +120,8 @@ def check_explicit(domains, usable, online):
     for cpus in domains:
         offline = cpus - online
         if offline:
-            raise UsageError("--domains: CPU %s is not on-line" % brief(offline))
+            raise UsageError("--domains: CPU %s is not on-line (on-line: %s)"
+                             % (brief(offline), brief(online)))
         outside = cpus - usable
         if outside:
             raise UsageError("--domains: CPU %s is outside the CPUs the target may use (%s)"

@@ -71,6 +71,20 @@ def _refuse(path, reason):
     raise UnsafePath("%s: %s" % (path, reason))
 
 
+class NotAFile(UnsafePath):
+    """A path that is a directory, a device, a FIFO or a socket, where a
+    regular file was asked for: a mistake more than a danger."""
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_kind(path, mode):
+    kind = next((name for test, name in _KINDS if test(mode)), "something")
+    raise NotAFile("%s: %s, not a regular file" % (path, kind))
+
+
 class TooLarge(UnsafePath):
     """A file larger than its reader's limit."""
 
@@ -135,13 +149,13 @@ class Directory:
             if exc.errno == errno.ELOOP:
                 _refuse(path, "a symbolic link; tumbler does not follow it here")
             if exc.errno == errno.ENXIO:
-                _refuse(path, "not a regular file")
+                raise NotAFile("%s: not a regular file" % path)
             raise
         try:
             info = os.fstat(fd)
             if not (stat.S_ISREG(info.st_mode) or output and not self.shared
                     and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode))):
-                _refuse(path, "not a regular file")
+                _refuse_kind(path, info.st_mode)
             if self.shared and (info.st_uid != os.geteuid() or info.st_nlink != 1):
                 _refuse(path, "belongs to uid %d or has other links, in %s, a directory "
                         "others may write" % (info.st_uid, self.path))

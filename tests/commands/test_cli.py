@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from support.helpers import assert_no_traceback, run_tumbler, tumbler_cmd
+from support.helpers import REPO, assert_no_traceback, run_tumbler, tumbler_cmd
 
 
 def test_version_and_help():
@@ -84,8 +84,8 @@ def test_thread_id_is_refused_as_a_process():
     ("- just\n- a list\n", "must be a mapping"),
     ("tolerance: [1, 2\n", "not valid YAML"),
     ("colour: blue\n", "unknown key colour"),
-    ("tolerance: -1\n", "tolerance must be between"),
-    ("idle_interval_ms: 0\n", "idle_interval_ms must be between"),
+    ("tolerance: -1\n", "tolerance must be a number from 0 to 10"),
+    ("idle_interval_ms: 0\n", "idle_interval_ms must be a whole number from 10 to"),
     ("variation_table: [{cv: 0.1, interval_ms: 50}, {cv: 0.2, interval_ms: 100}]\n",
      "strictly decreasing"),
     ("speed: {threshold: 5}\n", "speed.threshold"),
@@ -98,6 +98,97 @@ def test_bad_config_exits_2(tmp_path, config_text, words):
     assert result.returncode == 2, result.stderr
     assert words in result.stderr
     assert_no_traceback(result.stderr)
+
+
+@pytest.mark.parametrize("args, words", [
+    # the syntax, not only the part it could not read
+    (("--domains", "0-3/x"), "cannot parse 'x' (CPU numbers and ranges like 0-3,8,10-20:2"),
+    # the CPUs that are on-line, not only the one that is not
+    (("--domains", "0/4096"), "CPU 4096 is not on-line (on-line: "),
+    (("-q", "-v"), "-q/--quiet (no summary) and -v/--verbose (a line per round) exclude"),
+    (("--share", "space"), "give two or more -p PID"),
+])
+def test_error_says_what_would_be_right(args, words):
+    result = run_tumbler(*args, "-p", str(os.getpid()))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+
+
+def test_error_for_an_option_missing_its_value_is_one_line():
+    """click lists a choice's values on lines of their own; ours is one."""
+    result = run_tumbler("probe", "-p", str(os.getpid()))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "locks, latency, migrations, all (see tumbler probe --help)" in result.stderr
+
+
+def test_config_that_is_a_directory_says_so(tmp_path):
+    result = run_tumbler("--config", str(tmp_path), "-p", str(os.getpid()))
+    assert result.returncode == 2
+    assert result.stderr == "tumbler: bad config %s: a directory, not a regular file\n" % tmp_path
+
+
+def test_config_value_out_of_range_names_the_range(tmp_path):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text("tolerance: 20%\n")           # YAML: a string
+    result = run_tumbler("--config", str(path), "-p", str(os.getpid()))
+    assert result.returncode == 2
+    assert result.stderr.rstrip().endswith(
+        ":1: tolerance must be a number from 0 to 10 (a fraction: 0.1 means 10%)"), result.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "root:$y$j9T$SECRETSECRET:20228:0:99999:7:::\n",       # /etc/shadow's shape
+    "speed:\n  SECRET SECRET: 1\n",
+    "tolerance: 12345.SECRET\n",
+    "tolerance: 4711\n",
+    "defaults: {policy: SECRET}\n",
+    "discover_ms: 987654321\n",
+])
+def test_config_error_never_shows_the_files_content(tmp_path, text):
+    """Root reads any file it is given; an error line names the key, its
+    line and what is expected, never what the file holds."""
+    path = tmp_path / "tumbler.yaml"
+    path.write_text(text)
+    result = run_tumbler("--config", str(path), "-p", str(os.getpid()))
+    assert result.returncode == 2 and "bad config %s:" % path in result.stderr, result.stderr
+    for secret in ("SECRET", "4711", "987654321", "12345"):
+        assert secret not in result.stderr, result.stderr
+
+
+def test_config_takes_the_services_file_and_uses_its_balancing_keys(tmp_path):
+    """The service's tumbler.yaml (as shipped, with a balancing: part
+    added) is a --config file too: its balancing: keys apply to the run,
+    its service: and programs: are the service's."""
+    shipped = open(os.path.join(REPO, "platform", "tumbler.yaml")).read()
+    path = tmp_path / "tumbler.yaml"
+    path.write_text(shipped + "balancing:\n  tolerance: 0.2\n  defaults: {policy: observe}\n")
+    summary = tmp_path / "summary.json"
+    result = run_tumbler("--config", str(path), "-q", "--duration", "0.1", "--summary-json",
+                         str(summary), "-p", str(os.getpid()))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(summary.read_text())["policy"] == "observe"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("service: {scan_interval: 2}\ntolerance: 0.2\n",
+     ":2: tolerance goes under balancing: in a file with service:"),
+    ("balancing:\n  colour: 1\n", ":2: balancing: unknown key colour"),
+    ("colour: blue\n", "the service's tumbler.yaml has service, balancing, sharing, programs"),
+])
+def test_config_of_neither_layout_names_both(tmp_path, text, words):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text(text)
+    result = run_tumbler("--config", str(path), "-p", str(os.getpid()))
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+
+
+def test_service_check_says_where_a_runs_key_goes(tmp_path):
+    path = tmp_path / "tumbler.yaml"
+    path.write_text("tolerance: 0.2\n")
+    result = run_tumbler("service", "--check", str(path))
+    assert result.returncode == 2
+    assert "tolerance goes under balancing: in the service's file" in result.stderr
 
 
 def test_good_config_is_accepted(tmp_path, spawner):

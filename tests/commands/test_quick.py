@@ -27,7 +27,8 @@ TAKEN = [
     ["--children", "exec", "--no-children", "--", "prog"],
     ["exec", "--interval", " 300 ", "--", "prog"],
     ["exec", "--duration", "1e3", "--", "prog", "--"],
-    ["exec", "--quiet", "--verbose", "--dry-run", "--", "-prog"],
+    ["exec", "--quiet", "--dry-run", "--", "-prog"],     # (-q with -v: refused on both)
+    ["exec", "--verbose", "--dry-run", "--", "-prog"],
     ["exec", "-q", "--summary-json", "s.json", "--", "prog"],
     ["--summary-json=t.json", "exec", "--summary-json=s.json", "prog"],
 ]

@@ -4,9 +4,27 @@ checked once, before anything is changed or started."""
 
 import click
 
-from ..config import (BINDER_CHOICES, CAPACITY_CHOICES, LEVEL_CHOICES, POLICY_CHOICES,
-                      SHARE_CHOICES, SHARE_POLICY_CHOICES)
+from ..config import (BINDER_CHOICES, CAPACITY_CHOICES, LEVEL_CHOICES, MAX_INTERVAL_MS,
+                      MIN_INTERVAL_MS, POLICY_CHOICES, SHARE_CHOICES, SHARE_POLICY_CHOICES,
+                      Config)
 from .settings import make_settings
+
+
+def examples(*lines):
+    """A command's --help epilog: ``Examples:`` and ``lines`` as written
+    (click's ``\\b`` keeps a paragraph from being re-wrapped)."""
+    return "\b\nExamples:\n" + "\n".join("  " + line for line in lines)
+
+
+#: One line per --policy choice, for the --help of the commands that take it.
+POLICY_LINES = (
+    "\b\nPolicies (--policy):",
+    "  auto     group across domains; speed-balance where evidence says it helps",
+    "  tumbler  group across domains only; the OS places threads inside each",
+    "  speed    speed balancing only: threads take turns on a domain's cores",
+    "  observe  measure and log; never move a thread",
+)
+POLICY_HELP = "\n".join(POLICY_LINES)
 
 
 # -p, --level and --domains mean the same in every command that takes them;
@@ -18,7 +36,11 @@ def pid_option(help, name="pids", multiple=True, required=False):
                         metavar="PID", help=help)
 
 
-def level_option(help="Topology level to group across (default auto)."):
+#: The defaults --help states: the config file's (config.Config), stated there only.
+_DEFAULT = Config.DEFAULTS
+
+
+def level_option(help="Topology level to group across (default: %s)." % _DEFAULT["level"]):
     return click.option("--level", type=click.Choice(LEVEL_CHOICES), default=None, help=help)
 
 
@@ -33,23 +55,27 @@ BALANCING_OPTIONS = (
     level_option(),
     domains_option(),
     click.option("--policy", type=click.Choice(POLICY_CHOICES), default=None,
-                 help="auto, tumbler, speed or observe (default auto)."),
+                 help="How to balance; one line on each below (default: %s)." % _DEFAULT["policy"]),
     click.option("--share", type=click.Choice(SHARE_CHOICES), default=None,
-                 help="Several -p programs: time (default, all on every CPU) or space "
-                      "(CPUs of their own, sized by the --share-policy option)."),
+                 help="Several -p programs: time, all of them on every CPU, or space, CPUs "
+                      "of their own sized by --share-policy (default: %s)." % _DEFAULT["share"]),
     click.option("--share-policy", "share_policy", type=click.Choice(SHARE_POLICY_CHOICES),
                  default=None,
-                 help="With --share space: equal-qos (default: equal slowdowns) or max-qos "
-                      "(least total slowdown)."),
+                 help="With --share space: equal-qos, equal slowdowns, or max-qos, least "
+                      "total slowdown (default: %s)." % _DEFAULT["share_policy"]),
     click.option("--capacity", type=click.Choice(CAPACITY_CHOICES), default=None,
-                 help="A domain's weight: cpus (default: its CPU count) or measured (its "
-                      "CPUs' time not taken by other work)."),
+                 help="A domain's weight: cpus, its CPU count, or measured, its CPUs' "
+                      "time not taken by other work (default: %s)." % _DEFAULT["capacity"]),
     click.option("--interval", "interval_ms", type=int, metavar="MS", default=None,
-                 help="Fixed interval in ms instead of the variation-interval table."),
+                 help="A fixed time between rounds, %d to %d ms (default: set each round by "
+                      "how unevenly the threads load the CPUs)." % (MIN_INTERVAL_MS,
+                                                                  MAX_INTERVAL_MS)),
     click.option("--config", "config_path", metavar="FILE", default=None,
-                 help="YAML configuration file."),
+                 help="YAML settings: a run's file, or the service's tumbler.yaml, whose "
+                      "balancing: part is read."),
     click.option("--binder", type=click.Choice(BINDER_CHOICES), default=None,
-                 help="How threads are bound: affinity (default) or cpuset; pset on illumos."),
+                 help="How threads are bound: affinity or cpuset; pset on illumos "
+                      "(default: affinity)."),
     click.option("--log", "log_path", metavar="FILE", default=None,
                  help="Write one JSON object per interval to FILE."),
     click.option("--summary-json", "summary_json", metavar="FILE", default=None,
@@ -57,7 +83,7 @@ BALANCING_OPTIONS = (
     click.option("-n", "--dry-run", is_flag=True, default=None,
                  help="Plan and log, move nothing."),
     click.option("--duration", type=float, metavar="SECONDS", default=None,
-                 help="Stop balancing after SECONDS."),
+                 help="Stop balancing after SECONDS (default: when the program exits)."),
     click.option("--force", is_flag=True, default=None,
                  help="Allow PID 1 and kernel threads as targets."),
     click.option("--probe", is_flag=True, default=None,
@@ -66,7 +92,8 @@ BALANCING_OPTIONS = (
     click.option("--children/--no-children", default=None,
                  help="Balance the target's descendant processes with it (default: "
                       "yes for exec, no for -p)."),
-    click.option("-q", "--quiet", is_flag=True, default=None, help="No summary."),
+    click.option("-q", "--quiet", is_flag=True, default=None,
+                 help="Print no summary at the end."),
     click.option("-v", "--verbose", is_flag=True, default=None,
                  help="Print every interval's decision on stderr."),
 )

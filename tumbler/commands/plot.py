@@ -22,6 +22,7 @@ from ..cpulist import parse_cpulist
 from ..engine.grouping import DEFAULT_TOLERANCE     # the tolerance band's default
 from ..errors import EXIT_FAILURE, UsageError, TumblerError
 from ..jsonlimits import loads_object
+from .options import examples
 
 #: Colours of the domain lines, in turn.
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
@@ -32,16 +33,22 @@ BOTTOM_PANEL = (310, 430)
 HEIGHT = 480
 
 
-@click.command("plot")
+@click.command("plot", short_help="Draw a --log file as an SVG chart.",
+               epilog=examples(
+                   "tumbler --log run.jsonl exec -- ./app && tumbler plot -o run.svg run.jsonl",
+                   "tumbler plot --pid 1234 -o one.svg service.jsonl  # one program of a "
+                   "service's log"))
 @click.argument("log_path", metavar="LOG.jsonl")
 @click.option("-o", "--output", "output", required=True, metavar="FILE.svg",
               help="Where to write the SVG.")
 @click.option("--tolerance", type=float, default=None,
-              help="Band around the mean (default: from the log, else 0.10).")
+              help="Band around the mean (default: the log's, else %.2f)." % DEFAULT_TOLERANCE)
 @click.option("--pid", type=int, default=None,
               help="The program to draw, in a service's log of several.")
 def plot_command(log_path, output, tolerance, pid):
-    """Draw a --log file as an SVG: domain loads, moves, pins, CV, interval."""
+    """Draw a --log file as an SVG chart: each domain's load over time,
+    moves and speed balancing's periods, how unevenly threads load the CPUs
+    (CV) and the time between rounds."""
     rounds = one_program(read_log(log_path), pid, log_path)
     svg = render(rounds, tolerance, title=log_path if pid is None else
                  "%s, PID %d" % (log_path, pid))

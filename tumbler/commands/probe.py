@@ -44,7 +44,7 @@ from ..errors import TumblerError, UsageError, warn
 from ..platform import native_platform, open_backend
 from ..platform.base import NoSuchProcess
 from ..observers.probes import FIELDS_OF_KIND, check_tracing
-from .options import domains_option, level_option, pid_option
+from .options import domains_option, examples, level_option, pid_option
 from .settings import check_duration
 from .shared import (cpu_domain_map, domain_choice, format_cell, format_domains,
                      global_option, snapshot, thread_percentages)
@@ -354,19 +354,25 @@ def live_platform(ctx):
     return native
 
 
-@click.command("probe")
+@click.command("probe", short_help="Trace lock waits, run-queue latency and migrations.",
+               epilog=examples(
+                   "tumbler probe all -p 1234                   # all three, for 5 s",
+                   "tumbler probe latency -p 1234 --duration 10 # time spent waiting for a CPU",
+                   "tumbler probe migrations -p 1234 --json"))
 @click.argument("kind", type=click.Choice(probe.KINDS + ("all",)))
 @pid_option("Process to trace; repeat for several.", required=True)
 @click.option("--duration", type=float, default=None, metavar="SECONDS",
-              help="Length of the window (default 5).")
-@level_option("Topology level of the domains behind XDOM (default auto).")
+              help="Length of the window (default: %g)." % DEFAULT_DURATION_S)
+@level_option("Topology level of the domains behind XDOM (default: auto).")
 @domains_option("Explicit domains behind XDOM: CPU lists separated by '/'.")
 @click.option("--check", "check", is_flag=True,
               help="Compare with the kernel's own accounting (exit status 1 if they disagree).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def probe_command(ctx, kind, pids, duration, level, domains_text, check, as_json):
-    """Trace lock waits, run-queue latency and migrations per thread."""
+    """Trace, per thread, lock waits, run-queue latency (time runnable but
+    not running) and migrations between CPUs and domains (XDOM), with
+    bpftrace on Linux or DTrace on illumos."""
     kinds = probe.KINDS if kind == "all" else (kind,)
     if duration is None:
         duration = global_option(ctx, "duration") or DEFAULT_DURATION_S

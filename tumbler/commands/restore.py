@@ -32,13 +32,16 @@ import click
 from ..errors import EXIT_FAILURE, UsageError
 from ..platform import open_backend
 from ..state.leftovers import restore_left
-from .options import pid_option
+from .options import examples, pid_option
 
 
-@click.command("restore")
+@click.command("restore", short_help="Put back what a killed tumbler left behind.",
+               epilog=examples("tumbler restore          # all that tumblers now gone left",
+                               "tumbler restore -p 1234  # what was left of process 1234"))
 @pid_option("Restore what was left of this process; repeat for several.")
 @click.option("--all", "restore_all", is_flag=True,
-              help="Restore everything tumblers that are gone left (the default).")
+              help="Restore everything tumblers that are gone left (default: yes, "
+                   "unless -p is given).")
 @click.pass_context
 def restore_command(ctx, pids, restore_all):
     """Put back threads and remove cgroups a killed tumbler left behind."""

@@ -8,11 +8,17 @@ import click
 
 from ..errors import EXIT_FAILURE, TumblerError, warn
 from ..service.config import DEFAULT_CONFIG, DEFAULT_SOCKET, load_service_config
+from .options import examples
 
 
-@click.command("service")
-@click.option("--config", "config_path", default=DEFAULT_CONFIG, show_default=True,
-              metavar="FILE", help="Configuration; drop-ins from conf.d/*.yaml beside it.")
+@click.command("service", short_help="Balance the programs the rules select, machine-wide.",
+               epilog=examples(
+                   "tumbler service --check /etc/tumbler/tumbler.yaml  # check before a reload",
+                   "tumbler service -v                    # in the foreground, a line per round",
+                   "tumbler status                        # what a running service manages"))
+@click.option("--config", "config_path", default=DEFAULT_CONFIG,
+              metavar="FILE", help="Configuration; drop-ins from conf.d/*.yaml beside it "
+                                   "(default: %s)." % DEFAULT_CONFIG)
 @click.option("--socket", "socket_path", default=None, metavar="PATH",
               help="Control socket (default: service.socket, %s)." % DEFAULT_SOCKET)
 @click.option("--check", "check_path", default=None, metavar="FILE",
@@ -21,7 +27,8 @@ from ..service.config import DEFAULT_CONFIG, DEFAULT_SOCKET, load_service_config
               help="Append one JSON object per round of each program to FILE.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every round's decision too.")
 def service_command(config_path, socket_path, check_path, log_path, verbose):
-    """Balance the programs the configuration's rules select, machine-wide."""
+    """Balance, machine-wide, the programs the rules of the configuration
+    select (tumbler.yaml(5)), as they start, until stopped."""
     if check_path is not None:
         config = load_service_config(check_path)
         click.echo("%s: good: %d rule(s) from %s" % (check_path, len(config.rules),
@@ -130,10 +137,13 @@ def _metrics_writer(config, log):
 METRICS_INTERVAL_S = 5.0
 
 
-@click.command("status")
+@click.command("status", short_help="Show what a running tumbler service manages.",
+               epilog=examples("tumbler status         # programs, rules, domains, moves",
+                               "tumbler status --json  # the same, for scripts"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--socket", "socket_path", default=DEFAULT_SOCKET, show_default=True,
-              metavar="PATH", help="The service's control socket.")
+@click.option("--socket", "socket_path", default=DEFAULT_SOCKET,
+              metavar="PATH", help="The service's control socket (default: %s)."
+                                   % DEFAULT_SOCKET)
 def status_command(as_json, socket_path):
     """Show what a running tumbler service manages."""
     from ..service.control import request

@@ -66,6 +66,9 @@ def make_settings(options, root, platform_name):
     given = {name: options.get(name) for name in OPTION_NAMES}
     if given["probe"] and root != "/":
         raise UsageError("--probe traces the running system; it cannot be combined with --root")
+    if given["quiet"] and given["verbose"]:
+        raise UsageError("-q/--quiet (no summary) and -v/--verbose (a line per round) "
+                         "exclude each other")
     domains = (parse_domains(given["domains_text"])
                if given["domains_text"] is not None else None)
     if domains is not None and options.get("level"):

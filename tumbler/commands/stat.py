@@ -39,7 +39,7 @@ from ..platform import open_backend
 from ..platform.base import STAT_COLUMNS
 from ..platform.base import NoSuchProcess, PlatformError
 from ..balance.targets import check_process
-from .options import domains_option, level_option, pid_option
+from .options import domains_option, examples, level_option, pid_option
 from .settings import check_interval
 from .shared import (cpu_domain_map, domain_choice, format_cell, format_domains,
                      global_option, snapshot, thread_percentages)
@@ -169,18 +169,25 @@ def _cpu_times(backend):
 
 # -- the command -----------------------------------------------------------------
 
-@click.command("stat")
+@click.command("stat", short_help="Show each thread's CPU time, latency, CPU and domain.",
+               epilog=examples(
+                   "tumbler stat -p 1234                    # each thread's life so far",
+                   "tumbler stat -p 1234 --count 10         # ten reports, a second apart",
+                   "tumbler stat -p 1234 --domains 0-3/4-7 --json"))
 @pid_option("Process whose threads to show.", name="pid", multiple=False, required=True)
 @click.option("--interval", "interval_ms", type=int, metavar="MS", default=None,
-              help="Time between reports in ms (default 1000).")
-@click.option("--count", type=int, default=1, show_default=True, metavar="N",
-              help="Number of reports; the first covers each thread's life so far.")
-@level_option("Topology level of the DOMAIN column (default auto).")
+              help="Time between reports in ms (default: %d)." % DEFAULT_INTERVAL_MS)
+@click.option("--count", type=int, default=1, metavar="N",
+              help="Number of reports; the first covers each thread's life so far "
+                   "(default: 1).")
+@level_option("Topology level of the DOMAIN column (default: auto).")
 @domains_option("Explicit domains for the DOMAIN column: CPU lists separated by '/'.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON list of report objects.")
 @click.pass_context
 def stat_command(ctx, pid, interval_ms, count, level, domains_text, as_json):
-    """Per-thread USR, SYS, LAT (and illumos microstates), last CPU and domain."""
+    """Show each thread of a process: its user and system CPU time (USR,
+    SYS), time waiting for a CPU (LAT; illumos adds its microstates), the
+    CPU it last ran on and that CPU's domain."""
     if interval_ms is None:
         interval_ms = global_option(ctx, "interval_ms") or DEFAULT_INTERVAL_MS
     check_interval(interval_ms)

@@ -9,19 +9,26 @@ from ..balance.domains import choose_domains
 from ..cpulist import format_cpulist
 from ..platform import open_backend
 from ..platform.base import LEVELS, PlatformError
+from .options import examples
 
 #: How long ``topology`` watches the CPUs' busy time (--sample's default).
 DEFAULT_SAMPLE_MS = 200
 
 
-@click.command("topology")
+@click.command("topology", short_help="Show the CPU domains and which ones tumbler would use.",
+               epilog=examples(
+                   "tumbler topology             # domains at each level, and auto's choice",
+                   "tumbler topology --json      # the same, for scripts",
+                   "tumbler topology --sample 0  # without watching what other work leaves"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--sample", "sample_ms", type=click.IntRange(0, 60_000), default=DEFAULT_SAMPLE_MS,
-              metavar="MS", show_default=True,
-              help="Watch the CPUs' busy time this long for their free share (0: do not).")
+              metavar="MS",
+              help="Watch the CPUs' busy time this long for what other work leaves of "
+                   "them; 0: do not (default: %d)." % DEFAULT_SAMPLE_MS)
 @click.pass_context
 def topology_command(ctx, as_json, sample_ms):
-    """Show the CPU domains at each level and the level tumbler would pick."""
+    """Show the CPU domains at each level (packages, NUMA nodes, caches,
+    cores) and the domains tumbler would group threads across."""
     backend = open_backend(ctx.obj["platform"], ctx.obj["root"])
     topo = backend.topology()
     allowed = own_allowed(backend, topo)

@@ -41,9 +41,10 @@ Every file is checked like a ``--config`` file (a regular file of at most
 
 import os
 
-from ..config import (LEVEL_CHOICES, POLICY_CHOICES, SHARE_CHOICES, SHARE_POLICY_CHOICES,
+from ..config import (FRACTION_HINT, LEVEL_CHOICES, POLICY_CHOICES, RUN_KEYS,
+                      SERVICE_LAYOUT_KEYS, SHARE_CHOICES, SHARE_POLICY_CHOICES,
                       ConfigError, integer_in, load_yaml, located_error, number_in,
-                      parse_config, read_config_file, reject_unknown, require_mapping)
+                      parse_balancing, parse_config, read_config_file, reject_unknown, require_mapping)
 from ..cpulist import parse_domains
 from ..engine.share import DEFAULT_TOLERANCE, EQUAL_QOS
 from ..errors import UsageError
@@ -216,7 +217,10 @@ def load_service_config(path=DEFAULT_CONFIG, resolve_user=None):
 
 def _merge(file, data, merged, balancing, rules, resolve_user):
     require_mapping(data, "the file")
-    reject_unknown(data, ("service", "sharing", "balancing", "programs"), "")
+    for key in data:
+        if key in RUN_KEYS:     # a tumbler --config file's layout
+            raise ConfigError("%s goes under balancing: in the service's file" % key, key)
+    reject_unknown(data, SERVICE_LAYOUT_KEYS, "")
     service = data.get("service") or {}
     require_mapping(service, "service")
     reject_unknown(service, SERVICE_KEYS, "service.")
@@ -241,12 +245,7 @@ def _merge(file, data, merged, balancing, rules, resolve_user):
     if "sharing" in data:
         merged.sharing.update(_sharing(data["sharing"]))
     if "balancing" in data:
-        require_mapping(data["balancing"], "balancing")
-        try:
-            parse_config(data["balancing"])
-        except ConfigError as exc:
-            raise ConfigError("balancing: %s" % exc,
-                              "balancing" + ("." + exc.key if exc.key else "")) from None
+        parse_balancing(data["balancing"])      # checked here: the error names this file
         balancing.update(data["balancing"])
     if "programs" in data:
         programs = data["programs"]
@@ -341,7 +340,8 @@ def _sharing(data):
                                   "sharing." + key)
             values[key] = data[key]
     if "tolerance" in data:
-        values["tolerance"] = number_in(data["tolerance"], "sharing.tolerance", 0.0, 10.0)
+        values["tolerance"] = number_in(data["tolerance"], "sharing.tolerance", 0.0, 10.0,
+                                       FRACTION_HINT)
     return values
 
 
@@ -354,7 +354,7 @@ def _user(value, key, resolve_user):
         raise ConfigError("%s must be a user name or UID" % key, key)
     uid = resolve_user(value)
     if uid is None:
-        raise ConfigError("%s: no such user %r" % (key, value), key)
+        raise ConfigError("%s: no such user" % key, key)    # the value: see reject_unknown
     return uid
 
 

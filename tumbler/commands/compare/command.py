@@ -12,7 +12,7 @@ from ...balance.domains import choose_domains
 from ...errors import EXIT_FAILURE, UsageError
 from ...platform import open_backend
 from ...platform.base import PlatformError
-from ..options import balancing_options, settings as make_settings
+from ..options import balancing_options, examples, settings as make_settings
 from ..settings import OPTION_NAMES
 from .report import format_table, report
 from .runs import RunSetup
@@ -139,14 +139,20 @@ def _print_progress(result, runs):
         "" if result.failure is None else ", FAILED: %s" % result.failure), err=True)
 
 
-@click.command("compare", context_settings={"allow_interspersed_args": False})
-@click.option("--runs", type=click.IntRange(1, 10000), default=DEFAULT_RUNS, show_default=True,
-              help="Runs per policy.")
-@click.option("--policies", "policies_text", metavar="LIST", show_default=True,
+@click.command("compare", context_settings={"allow_interspersed_args": False},
+               short_help="Time CMD under several policies and compare.",
+               epilog=examples(
+                   "tumbler compare -- ./solver input.dat      # 5 runs of each default policy",
+                   "tumbler compare --runs 10 --policies default,auto -- ./app",
+                   "tumbler compare --together './other' -- ./app   # beside another program"))
+@click.option("--runs", type=click.IntRange(1, 10000), default=DEFAULT_RUNS,
+              help="Runs per policy (default: %d)." % DEFAULT_RUNS)
+@click.option("--policies", "policies_text", metavar="LIST",
               default=",".join(DEFAULT_POLICIES),
-              help="Comma-separated policies: default, pinned, psets, or any tumbler "
-                   "--policy, also as a variant NAME+KEY=VALUE[+KEY=VALUE...] "
-                   "(KEY: capacity, share, share-policy).")
+              help="Comma-separated policies: default (the OS alone), pinned, psets, or "
+                   "any tumbler --policy, also as a variant NAME+KEY=VALUE[+KEY=VALUE...] "
+                   "(KEY: capacity, share, share-policy) (default: %s)."
+                   % ",".join(DEFAULT_POLICIES))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--together", "together_texts", metavar="CMD", multiple=True,
               help="Another program to run at the same time as CMD in every run "
