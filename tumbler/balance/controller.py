@@ -87,8 +87,15 @@ from .threads import ThreadTracker
 #: all (half the default discovery interval; speed steps keep their time).
 SLACK_S = 0.05
 #: The first binding waits for the first judgement of merging at most this
-#: many load windows (_binding_deferred).
+#: many load windows (_binding_deferred).  Derived: it needs the threads'
+#: sleeping counted over 0.3 s (speedstep.py, SWITCH_MIN_SPAN_NS) from the
+#: first round (100 ms in), then its hold (merged.py, one window): ~1 s, 2
+#: windows; 4 leaves as much again for late rounds.  Supported: [2, 4].
 FIRST_JUDGEMENT_WINDOWS = 4
+#: While binding waits, a round at most this often (_deferred_ms).  Derived:
+#: /proc/stat counts in ticks of 1/100 s (USER_HZ, sysconf(_SC_CLK_TCK)),
+#: so other work's reading cannot move in less.
+DEFERRED_FLOOR_MS = 10
 
 
 class Controller:
@@ -375,9 +382,8 @@ class Controller:
         wait = (due - now) // 1_000_000 + 1
         if self._judging_first:
             wait = min(wait, int(1000 * self._first_judgement_left_s()) + 1)
-        # Never a tight loop, whatever the clocks say: a round at most every
-        # 10 ms (the readings it waits for move in tens of ms).
-        return max(10, wait)
+        # Never a tight loop, whatever the clocks say (DEFERRED_FLOOR_MS).
+        return max(DEFERRED_FLOOR_MS, wait)
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are

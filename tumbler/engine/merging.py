@@ -1,5 +1,5 @@
 """When auto merges a program's domains into one, and when it splits them
-again (engine/policy.py, 5. and 7.; the controller acts on the answers,
+again (engine/policy.py, 3. and 5.; the controller acts on the answers,
 balance/merged.py ``DomainMerger.judge``).
 
 Bound to domains, a thread can only have what its domain gives.  That
@@ -47,13 +47,19 @@ except ImportError:         # not built (optional): the same pass in Python
 
 #: Bound threads beside other work run this much slower than they could
 #: in another domain before the domains merge (one round's speeds are
-#: noisy).
+#: noisy).  From the speed balancing paper (section 5.1, T_s = 0.9: a core
+#: is slow only below 0.9 of the mean, so that timing noise moves nothing),
+#: the same question asked of speeds over one round.  The case it is for:
+#: a thread beside a CPU-bound hog of equal priority runs at 0.5 against
+#: 1.0 elsewhere.  Supported: (0.5, 0.95].
 SHORTFALL = 0.9
 #: CPUs of run-queue wait of a domain's threads beside other work, of
 #: that other work, and of idle CPU in another domain, from which the
 #: domains merge (the threads that block: crowded_by_other_work).  Below it, what a
 #: program's own bursts overlapping costs (the load window's wait of
 #: threads that block is mostly that: engine/window.py, demand).
+#: Measured at this value: BENCHMARKS.md, issue 27, "Threads that block,
+#: beside a hog" (skewed, 4 threads, beside a hog: 1.089 -> 1.008).
 WAITING_CPU = 0.2
 
 
@@ -63,7 +69,7 @@ def _runnable(threads):
 
 def oversubscribed_unevenly(threads, cores):
     """Whether the always-runnable, not sleeping ``threads`` (auto's
-    candidates, engine/policy.py 1.) outnumber the ``cores`` of all the
+    candidates, engine/policy.py 2.) outnumber the ``cores`` of all the
     domains (CPUs per domain) and no grouping gives every domain the same
     threads per core: domain i would need candidates * cores[i] / total
     threads, a whole number for every i.  Then some domain holds more
