@@ -82,9 +82,8 @@ from .threads import ThreadTracker
 
 
 #: Rounds and looks for new threads due within this are done at once when
-#: one loop ticks several controllers (the service, ``--share space``):
-#: the programs' cadences fall together and the loop wakes once for them
-#: all (half the default discovery interval; speed steps keep their time).
+#: one loop ticks several controllers (the service, ``--share space``), so
+#: it wakes once for them all (half the default discovery interval).
 SLACK_S = 0.05
 #: The first binding waits for the first judgement of merging at most this
 #: many load windows (_binding_deferred).  Derived: it needs the threads'
@@ -100,7 +99,12 @@ DEFERRED_FLOOR_MS = 10
 
 class Controller:
     """One run's balancing: the round, the cadences, and the components
-    that do the jobs (see the module docstring), each owning its state."""
+    that do the jobs (see the module docstring), each owning its state.
+    Its defaults are the run's (config.py defers to them): ``discover_ms``
+    measured (BENCHMARKS.md, issue 27: 100 or 800 ms, the same ratio beside
+    a hog; threads living under 100 ms are never placed, 148 of ~120,000 in
+    the soak), the first round and the load window reasoned
+    (tumbler-auto(7), THRESHOLDS)."""
 
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
@@ -296,13 +300,10 @@ class Controller:
             placer.refresh_name(thread)     # placed at birth, often renamed since
         deferred = self._binding_deferred()
         if deferred:
-            # Nothing is bound meanwhile, and what binding waits for is a
-            # matter of time (other work's first reading, merging's
-            # readings and hold), not of rounds: the next comes when it can
-            # be decided (_deferred_ms), not at the variation table's pace
-            # (50 ms for 3 busy threads beside a main thread that waits:
-            # rounds' CPU for nothing, taken from a program with every CPU
-            # busy).
+            # What binding waits for is time (other work's first reading,
+            # merging's readings and hold), not rounds: the next comes when
+            # it can be decided (_deferred_ms), not at the variation
+            # table's pace (50 ms: CPU taken from a busy program for nothing).
             wait = self._deferred_ms(samples)
             decision.interval_ms = plan.interval_ms = wait \
                 if self.policy.fixed_interval_ms is None else min(decision.interval_ms, wait)
