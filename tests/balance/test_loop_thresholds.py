@@ -207,3 +207,12 @@ def test_a_round_waiting_to_bind_comes_no_sooner_than_proc_stat_can_change():
     controller.merger.due_ns = backend.now - 10 ** 9
     wait = controller._deferred_ms([SimpleNamespace(wall_ns=backend.now)])
     assert wait >= 1000 // os.sysconf("SC_CLK_TCK"), wait
+
+
+def test_one_clock_tick_of_other_work_over_the_shortest_span_read_never_shows():
+    """MIN_STEP_CPUS, supported above 0.053 CPU (with HYSTERESIS_STEPS
+    0.75): /proc/stat counts in 10 ms ticks, and the meter reads from
+    half a load window on, so one tick too many is 0.04 CPU of other work
+    that is not there.  Read all the time, it never shows."""
+    held = held_other_work([(0.04, 3), (0.04, 3), (0.04, 10)])
+    assert held == [0.0, 0.0, 0.0], held

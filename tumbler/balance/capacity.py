@@ -73,7 +73,8 @@ from ..platform.base import PlatformError, Unsupported
 #: The dead band's step, in CPUs: at least this, at least STEP_SHARE of
 #: the domain's CPUs.  MIN_STEP_CPUS derived: /proc/stat counts in ticks
 #: of 10 ms (USER_HZ), 0.04 CPU over the shortest span read (half a 500 ms
-#: window), so a step is 2.5 ticks there; STEP_SHARE reasoned (half the
+#: window), so a step is 2.5 ticks there (supported: above 0.053 CPU, or
+#: one tick too many shows at HYSTERESIS_STEPS); STEP_SHARE reasoned (half the
 #: grouping's 10% tolerance: a domain's capacity moves before its load
 #: per CPU can leave the tolerance).
 MIN_STEP_CPUS = 0.1
