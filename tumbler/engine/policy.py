@@ -399,9 +399,11 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                           if assignment.get(t.tid) == index and self._not_sleeping(t)]
             others = other[index] if other else 0.0
             # Other work keeps speed balancing out whatever the threads do.
-            switching = None if others > 0.0 else self._crowd_switching(domain, candidates)
+            was_engaged = index in engaged_before
+            switching = None if others > 0.0 else \
+                self._crowd_switching(domain, candidates, was_engaged)
             verdict = None if switching is None else \
-                self._engagement(domain, candidates, index in engaged_before, switching)
+                self._engagement(domain, candidates, was_engaged, switching)
             candidate_tids = {t.tid for t in candidates} if verdict is not None else ()
             self._release([t for t in pinned if assignment.get(t.tid) == index
                            and t.tid not in candidate_tids], pins)
@@ -485,16 +487,26 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         return thread.sleeps_per_s is None or thread.sleeps_per_s < SLEEPS_PER_SECOND
 
     @staticmethod
-    def _crowd_switching(domain, candidates):
+    def _crowd_switching(domain, candidates, was_engaged=False):
         """The mean switches per CPU-second of ``candidates`` where they
         outnumber ``domain``'s cores and are not a multiple of them, else
         None (also while their switching is not known yet).  With a
         multiple of the cores the OS gives every core the same number of
         threads and every thread the same share: nothing for speed
-        balancing to fix, and its rounds would only cost."""
+        balancing to fix, and its rounds would only cost.
+
+        In a domain engaged already (``was_engaged``) the mean is that of
+        the candidates whose switching is known: a busy thread started
+        since (unknown for its first 0.3 s) joins the crowd and is pinned
+        with it, and the crowd stays engaged on what its known threads
+        show -- a program that keeps starting short busy threads would
+        otherwise hand the whole domain back to the OS at each one
+        (issue 49; tests/engine/test_auto_scenarios.py)."""
         cores = len(domain.cpus)
         if len(candidates) <= cores or len(candidates) % cores == 0:
             return None
+        if was_engaged:
+            return _mean_switching([t for t in candidates if t.switches_per_cpu_s is not None])
         return _mean_switching(candidates)
 
     def _engagement(self, domain, candidates, was_engaged, switching):
