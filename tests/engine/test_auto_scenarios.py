@@ -59,3 +59,49 @@ def test_churn_of_short_lived_busy_threads_never_unpins_an_engaged_domain():
     assert released == 0
     # Speed balancing's own pulls only: at most one a round.
     assert pulls <= 20
+
+
+#: The fixture machine of issue 49's case: eight LLCs of 8 CPUs each.
+EIGHT_LLCS = [Domain(i, frozenset(range(8 * i, 8 * i + 8))) for i in range(8)]
+LLC_CORES = [len(d.cpus) for d in EIGHT_LLCS]
+
+
+def test_uneven_oversubscription_on_eight_llcs_merges_them_all_and_only_then():
+    """65 busy threads on eight 8-CPU LLCs: the grouping can do no better
+    than 9 + 8 x 7, the nine at 8/9 of a CPU each where the OS alone,
+    merged, gives every one 64/65 -- so all eight merge (issue 49: "one
+    uneven oversubscription turns grouping off for the whole program").
+    The threshold of that is exact: one thread fewer, or enough for nine
+    on every LLC, or one of the 65 sleeping, keeps the grouping."""
+    def crowd(n, sleeping=0):
+        return [busy(t, 1.0, domain=None, sleeps=20.0 if t < sleeping else 0.0)
+                for t in range(n)]
+
+    # Grouped, the 65 go 9 + 8 x 7 (the best a grouping can do) ...
+    plan = auto().decide(crowd(65), EIGHT_LLCS).plan
+    per_llc = sorted(list(plan.assignment.values()).count(d.index) for d in EIGHT_LLCS)
+    assert per_llc == [8] * 7 + [9]
+    # ... so the LLCs merge; not for 64 (8 each), 72 (9 each), nor 65
+    # of which one sleeps at barriers (the OS already moves its co-runners).
+    assert merge_wanted(crowd(65), LLC_CORES, None) == OVERSUBSCRIBED
+    for even in (crowd(64), crowd(72), crowd(65, sleeping=1)):
+        assert merge_wanted(even, LLC_CORES, None) is False, len(even)
+    # Not judged while a busy thread's sleeping is unknown: nothing merges
+    # on a crowd of threads just started.
+    assert merge_wanted(crowd(64) + [newcomer(99, domain=None)], LLC_CORES, None) is None
+    # ... unless it cannot change the answer: 65 or 66 busy threads, either
+    # is uneven (a program that keeps starting short threads would keep
+    # the judgement waiting for ever otherwise).
+    assert merge_wanted(crowd(65) + [newcomer(99, domain=None)], LLC_CORES, None) \
+        == OVERSUBSCRIBED
+    assert merge_wanted(crowd(63) + [newcomer(99, domain=None)], LLC_CORES, None) is False
+    # Merged: they stay merged while the 65 last, and split once one ends.
+    assert stay_merged(crowd(65), LLC_CORES, None) == OVERSUBSCRIBED
+    assert not stay_merged(crowd(64), LLC_CORES, None)
+    # Merged, the 65 yielding threads on 64 CPUs are speed-balanced: pinned
+    # 2 on one core, 1 on each other, and rotated through the shared one.
+    merged = [Domain(0, frozenset(range(64)))]
+    uneven = [busy(t, 0.5 if t < 2 else 1.0) for t in range(65)]
+    decision = auto().decide(uneven, merged)
+    assert decision.engaged == [0] and len(decision.pins) == 65
+    assert len(set(decision.pins.values())) == 64

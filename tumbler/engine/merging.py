@@ -29,10 +29,11 @@ domains.  The domains split again once the grouping can be even *and*
 other work has left the merged domain (below the capacity meter's dead
 band, balance/capacity.py): a hog that stays keeps them merged.
 
-Judging oversubscription is tri-state: None while some runnable thread's
-sleeping is not known yet (a thread that waits for a CPU most of the time
-may still block at every period, and blocking threads leave their CPU to
-others); other work is judged at once (crowded_by_other_work).
+Judging oversubscription is tri-state: None while runnable threads whose
+sleeping is not known yet could change the answer (a thread that waits for
+a CPU most of the time may still block at every period, and blocking
+threads leave their CPU to others); other work is judged at once
+(crowded_by_other_work).
 """
 
 from .columns import runnable_at_least
@@ -74,14 +75,31 @@ def oversubscribed_unevenly(threads, cores):
     threads per core: domain i would need candidates * cores[i] / total
     threads, a whole number for every i.  Then some domain holds more
     threads per core than the program's share, for as long as the threads
-    stay bound to domains.  None: not judged yet (module docstring)."""
+    stay bound to domains.  None: not judged yet (module docstring) --
+    while threads whose sleeping is not known yet could change the
+    answer: the count of candidates lies between those known not to sleep
+    and those plus the threads not known yet, and the answer is given
+    where it is the same over that range.  A program that keeps starting
+    short busy threads (each unknown for its first 0.3 s) would keep the
+    judgement waiting for ever otherwise (issue 49;
+    tests/engine/test_auto_scenarios.py)."""
     total = sum(cores)
     runnable = _runnable(threads)
     if len(runnable) <= total:
         return False
-    if any(t.sleeps_per_s is None for t in runnable):
-        return None
-    candidates = sum(1 for t in runnable if t.sleeps_per_s < SLEEPS_PER_SECOND)
+    unknown = sum(1 for t in runnable if t.sleeps_per_s is None)
+    known = sum(1 for t in runnable
+                if t.sleeps_per_s is not None and t.sleeps_per_s < SLEEPS_PER_SECOND)
+    answer = _uneven(known, cores, total)
+    for candidates in range(known + 1, known + unknown + 1):
+        if _uneven(candidates, cores, total) != answer:
+            return None
+    return answer
+
+
+def _uneven(candidates, cores, total):
+    """Whether ``candidates`` busy threads outnumber the ``total`` CPUs
+    of domains of ``cores`` CPUs each, with no grouping even."""
     return candidates > total and any(candidates * c % total for c in cores)
 
 
