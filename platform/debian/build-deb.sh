@@ -9,8 +9,8 @@
 # unit and the default configuration), runs dpkg-buildpackage -b and puts
 # the .deb in OUTDIR (default: the current directory).  Installs the
 # command, its C modules, the probes, the unit (disabled, not started),
-# /etc/tumbler/tumbler.yaml as a conffile and the man pages tumbler(8) and
-# tumbler.yaml(5).
+# /etc/tumbler/tumbler.yaml as a conffile and the man pages tumbler(8),
+# tumbler.yaml(5) and tumbler-auto(7).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)

@@ -1,4 +1,4 @@
-"""auto beside other work, on real processes (engine/policy.py, 7.;
+"""auto beside other work, on real processes (engine/policy.py, 3.;
 engine/merging.py): a CPU-bound hog on one of two 1-CPU domains makes auto
 hand the program's threads back to the OS, with the default ``--capacity
 cpus``; once the hog has gone the domains split again."""

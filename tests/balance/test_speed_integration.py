@@ -50,7 +50,7 @@ def terminated(tumbler, pid):
 
 def skip_beside_other_work(rounds):
     """auto leaves a domain other work competes for to the OS (engine/
-    policy.py, 7.): the premise of a test of speed balancing under auto is
+    policy.py, 3.): the premise of a test of speed balancing under auto is
     a machine where nothing else runs on the CPUs (the rest of the suite,
     or anything else, running there rightly keeps speed balancing out)."""
     noted = [note for r in rounds for note in r["mechanisms"].values() if "other work" in note]

@@ -292,7 +292,7 @@ def test_oversubscribed_unevenly_means_no_grouping_gives_equal_threads_per_core(
 
 
 def test_other_work_keeps_speed_balancing_out_and_ends_it():
-    """engine/policy.py, 7.: beside other work the domain is the OS's."""
+    """engine/policy.py, 3.: beside other work the domain is the OS's."""
     yielders = [spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)]
     decision = auto().decide(yielders, ONE_DOMAIN, [0.5])
     assert decision.engaged == [] and decision.pins == {}

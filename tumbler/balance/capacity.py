@@ -71,15 +71,29 @@ from ..engine.model import Domain
 from ..platform.base import PlatformError, Unsupported
 
 #: The dead band's step, in CPUs: at least this, at least STEP_SHARE of
-#: the domain's CPUs.
+#: the domain's CPUs.  MIN_STEP_CPUS derived: /proc/stat counts in ticks
+#: of 10 ms (USER_HZ), 0.04 CPU over the shortest span read (half a 500 ms
+#: window), so a step is 2.5 ticks there (supported: above 0.053 CPU, or
+#: one tick too many shows at HYSTERESIS_STEPS); STEP_SHARE reasoned (half the
+#: grouping's 10% tolerance: a domain's capacity moves before its load
+#: per CPU can leave the tolerance).
 MIN_STEP_CPUS = 0.1
 STEP_SHARE = 0.05
 #: A capacity moves when the measurement is this many steps from it.
+#: Derived: once moved, the value in use is the measurement rounded to a
+#: step, at most half a step from it, so a measurement must then move by
+#: (HYSTERESIS_STEPS - 0.5) steps to move it again: more than one tick
+#: over a load window (0.02 CPU, a fifth of the 0.1 CPU step) needs more
+#: than 0.7; other work of one whole step must still show: at most 1.
+#: Supported: (0.7, 1].
 HYSTERESIS_STEPS = 0.75
 #: A left-out domain is tried again after this many load windows, then
 #: after twice as many each time the trial fails, up to MAX_RETRY_WINDOWS;
 #: a trial lasts TRIAL_WINDOWS (a move may wait a window for the last
 #: regrouping to age, then the measurement needs a window of its own).
+#: Reasoned (--capacity measured only): a failed trial costs one thread's
+#: slow progress for TRIAL_WINDOWS, at most 3 / 20 = 15% of the time after
+#: the first failure and 3 / 160 < 2% once the retries have backed off.
 RETRY_WINDOWS = 20
 MAX_RETRY_WINDOWS = 160
 TRIAL_WINDOWS = 3
@@ -191,7 +205,7 @@ class CapacityMeter:
 
         auto reads this with ``--capacity cpus`` too: a domain where other
         work competes with the program's threads is left to the OS
-        (engine/policy.py, 7.)."""
+        (engine/policy.py, 3.)."""
         busy = self._read(wall_ns)
         if busy is None:
             return None

@@ -82,18 +82,29 @@ from .threads import ThreadTracker
 
 
 #: Rounds and looks for new threads due within this are done at once when
-#: one loop ticks several controllers (the service, ``--share space``):
-#: the programs' cadences fall together and the loop wakes once for them
-#: all (half the default discovery interval; speed steps keep their time).
+#: one loop ticks several controllers (the service, ``--share space``), so
+#: it wakes once for them all (half the default discovery interval).
 SLACK_S = 0.05
 #: The first binding waits for the first judgement of merging at most this
-#: many load windows (_binding_deferred).
+#: many load windows (_binding_deferred).  Derived: it needs the threads'
+#: sleeping counted over 0.3 s (speedstep.py, SWITCH_MIN_SPAN_NS) from the
+#: first round (100 ms in), then its hold (merged.py, one window): ~1 s, 2
+#: windows; 4 leaves as much again for late rounds.  Supported: [2, 4].
 FIRST_JUDGEMENT_WINDOWS = 4
+#: While binding waits, a round at most this often (_deferred_ms).  Derived:
+#: /proc/stat counts in ticks of 1/100 s (USER_HZ, sysconf(_SC_CLK_TCK)),
+#: so other work's reading cannot move in less.
+DEFERRED_FLOOR_MS = 10
 
 
 class Controller:
     """One run's balancing: the round, the cadences, and the components
-    that do the jobs (see the module docstring), each owning its state."""
+    that do the jobs (see the module docstring), each owning its state.
+    Its defaults are the run's (config.py defers to them): ``discover_ms``
+    measured (BENCHMARKS.md, issue 27: 100 or 800 ms, the same ratio beside
+    a hog; threads living under 100 ms are never placed, 148 of ~120,000 in
+    the soak), the first round and the load window reasoned
+    (tumbler-auto(7), THRESHOLDS)."""
 
     def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
                  discover_ms=100, observers=(), warn=None, first_interval_ms=100,
@@ -289,13 +300,10 @@ class Controller:
             placer.refresh_name(thread)     # placed at birth, often renamed since
         deferred = self._binding_deferred()
         if deferred:
-            # Nothing is bound meanwhile, and what binding waits for is a
-            # matter of time (other work's first reading, merging's
-            # readings and hold), not of rounds: the next comes when it can
-            # be decided (_deferred_ms), not at the variation table's pace
-            # (50 ms for 3 busy threads beside a main thread that waits:
-            # rounds' CPU for nothing, taken from a program with every CPU
-            # busy).
+            # What binding waits for is time (other work's first reading,
+            # merging's readings and hold), not rounds: the next comes when
+            # it can be decided (_deferred_ms), not at the variation
+            # table's pace (50 ms: CPU taken from a busy program for nothing).
             wait = self._deferred_ms(samples)
             decision.interval_ms = plan.interval_ms = wait \
                 if self.policy.fixed_interval_ms is None else min(decision.interval_ms, wait)
@@ -375,9 +383,8 @@ class Controller:
         wait = (due - now) // 1_000_000 + 1
         if self._judging_first:
             wait = min(wait, int(1000 * self._first_judgement_left_s()) + 1)
-        # Never a tight loop, whatever the clocks say: a round at most every
-        # 10 ms (the readings it waits for move in tens of ms).
-        return max(10, wait)
+        # Never a tight loop, whatever the clocks say (DEFERRED_FLOOR_MS).
+        return max(DEFERRED_FLOOR_MS, wait)
 
     def _place_unmeasured(self):
         """The first round after ``reshape``: threads not measured yet are

@@ -13,7 +13,12 @@ from .domains import DomainChoice, mergeable
 #: and split after this many (engine/policy.py, 5.; DomainMerger.judge).
 #: Merging hands threads back to the OS, the safe way, so it comes sooner:
 #: every second 3 busy threads stay 2 + 1 on two 1-CPU domains costs the
-#: pair a third of their speed.
+#: pair a third of their speed.  MERGE_HOLD_WINDOWS measured: BENCHMARKS.md,
+#: issue 27, "Oversubscribed across one-CPU domains" (1 against 2).
+#: SPLIT_HOLD_WINDOWS derived: the loads a judgement reads reach back a
+#: load window, so a thread idle for a moment shows as not runnable for a
+#: window after it; a split must outlast that window and then see one of
+#: its own.  Supported: exactly 2 (1 splits on a moment's idleness).
 MERGE_HOLD_WINDOWS = 1
 SPLIT_HOLD_WINDOWS = 2
 

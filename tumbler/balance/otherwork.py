@@ -2,7 +2,7 @@
 with ``--capacity measured`` the domains are weighed by what other work
 leaves of them (balance/capacity.py has the meter and its smoothing);
 ``auto`` measures it too, with capacity counted in CPUs, and leaves
-domains other work competes for to the OS (engine/policy.py, 7.)."""
+domains other work competes for to the OS (engine/policy.py, 3.)."""
 
 import time
 

@@ -16,15 +16,28 @@ except ImportError:         # not built (optional): the same pass in Python
 
 
 #: Span over which context switches are counted (see _switch_rates).
+#: Reasoned: four load windows, so that a thread blocking at barriers
+#: between phases longer than one window shows it, and at
+#: SLEEPS_PER_SECOND (1) one that blocks is counted twice in it.
 SWITCH_WINDOW_NS = 2_000_000_000
 #: Shortest span over which a thread may be judged not to sleep.
+#: Derived: one voluntary switch in it is 3.3 per second, over
+#: SLEEPS_PER_SECOND; threads sleeping at barriers 3 on 2 CPUs (3.96 per
+#: second at least, BENCHMARKS.md, "auto's thresholds against what
+#: threads show") show 1.2 in it.  It sets when a crowd is first judged
+#: (engine/policy.py, JUDGE_INTERVAL_MS).
 SWITCH_MIN_SPAN_NS = 300_000_000
 #: Context switches are read at most this often per thread; in between,
 #: the last rates stand (speed balancing rounds come every 20 ms, and a
 #: /proc status read costs more than the rest of a thread's round).
 SWITCH_READ_NS = 100_000_000
 #: CPU time a thread must have run over the span for its switches per
-#: CPU-second to mean anything.
+#: CPU-second to mean anything.  Derived: at 50 ms one switch more or less
+#: moves the rate by 20 per CPU-second, small against the gap between the
+#: slice's ~330 and SYNC_SWITCHES_PER_CPU_S (800); and the slowest thread
+#: of a crowd not yet balanced, 3 on 2 CPUs at 0.5, runs 150 ms in
+#: SWITCH_MIN_SPAN_NS, so it is judged then.  Supported: [3 ms, 150 ms]
+#: (below a 3 ms slice one switch is the whole count).
 SWITCH_MIN_RUN_NS = 50_000_000
 
 
@@ -147,7 +160,7 @@ class SpeedSteps:
         CPUs.
 
         Only there can speed balancing engage, or domains merge
-        (engine/policy.py, 2., 5. and 7.), so only there is it worth
+        (engine/policy.py, 3., 5. and 6.), so only there is it worth
         reading each thread's voluntary context switches.
         """
         if not self.policy.needs_sleep_data:

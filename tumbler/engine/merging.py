@@ -1,5 +1,5 @@
 """When auto merges a program's domains into one, and when it splits them
-again (engine/policy.py, 5. and 7.; the controller acts on the answers,
+again (engine/policy.py, 3. and 5.; the controller acts on the answers,
 balance/merged.py ``DomainMerger.judge``).
 
 Bound to domains, a thread can only have what its domain gives.  That
@@ -29,10 +29,11 @@ domains.  The domains split again once the grouping can be even *and*
 other work has left the merged domain (below the capacity meter's dead
 band, balance/capacity.py): a hog that stays keeps them merged.
 
-Judging oversubscription is tri-state: None while some runnable thread's
-sleeping is not known yet (a thread that waits for a CPU most of the time
-may still block at every period, and blocking threads leave their CPU to
-others); other work is judged at once (crowded_by_other_work).
+Judging oversubscription is tri-state: None while runnable threads whose
+sleeping is not known yet could change the answer (a thread that waits for
+a CPU most of the time may still block at every period, and blocking
+threads leave their CPU to others); other work is judged at once
+(crowded_by_other_work).
 """
 
 from .columns import runnable_at_least
@@ -47,13 +48,19 @@ except ImportError:         # not built (optional): the same pass in Python
 
 #: Bound threads beside other work run this much slower than they could
 #: in another domain before the domains merge (one round's speeds are
-#: noisy).
+#: noisy).  From the speed balancing paper (section 5.1, T_s = 0.9: a core
+#: is slow only below 0.9 of the mean, so that timing noise moves nothing),
+#: the same question asked of speeds over one round.  The case it is for:
+#: a thread beside a CPU-bound hog of equal priority runs at 0.5 against
+#: 1.0 elsewhere.  Supported: (0.5, 0.95].
 SHORTFALL = 0.9
 #: CPUs of run-queue wait of a domain's threads beside other work, of
 #: that other work, and of idle CPU in another domain, from which the
 #: domains merge (the threads that block: crowded_by_other_work).  Below it, what a
 #: program's own bursts overlapping costs (the load window's wait of
 #: threads that block is mostly that: engine/window.py, demand).
+#: Measured at this value: BENCHMARKS.md, issue 27, "Threads that block,
+#: beside a hog" (skewed, 4 threads, beside a hog: 1.089 -> 1.008).
 WAITING_CPU = 0.2
 
 
@@ -63,19 +70,36 @@ def _runnable(threads):
 
 def oversubscribed_unevenly(threads, cores):
     """Whether the always-runnable, not sleeping ``threads`` (auto's
-    candidates, engine/policy.py 1.) outnumber the ``cores`` of all the
+    candidates, engine/policy.py 2.) outnumber the ``cores`` of all the
     domains (CPUs per domain) and no grouping gives every domain the same
     threads per core: domain i would need candidates * cores[i] / total
     threads, a whole number for every i.  Then some domain holds more
     threads per core than the program's share, for as long as the threads
-    stay bound to domains.  None: not judged yet (module docstring)."""
+    stay bound to domains.  None: not judged yet (module docstring) --
+    while threads whose sleeping is not known yet could change the
+    answer: the count of candidates lies between those known not to sleep
+    and those plus the threads not known yet, and the answer is given
+    where it is the same over that range.  A program that keeps starting
+    short busy threads (each unknown for its first 0.3 s) would keep the
+    judgement waiting for ever otherwise (issue 49;
+    tests/engine/test_auto_scenarios.py)."""
     total = sum(cores)
     runnable = _runnable(threads)
     if len(runnable) <= total:
         return False
-    if any(t.sleeps_per_s is None for t in runnable):
-        return None
-    candidates = sum(1 for t in runnable if t.sleeps_per_s < SLEEPS_PER_SECOND)
+    unknown = sum(1 for t in runnable if t.sleeps_per_s is None)
+    known = sum(1 for t in runnable
+                if t.sleeps_per_s is not None and t.sleeps_per_s < SLEEPS_PER_SECOND)
+    answer = _uneven(known, cores, total)
+    for candidates in range(known + 1, known + unknown + 1):
+        if _uneven(candidates, cores, total) != answer:
+            return None
+    return answer
+
+
+def _uneven(candidates, cores, total):
+    """Whether ``candidates`` busy threads outnumber the ``total`` CPUs
+    of domains of ``cores`` CPUs each, with no grouping even."""
     return candidates > total and any(candidates * c % total for c in cores)
 
 

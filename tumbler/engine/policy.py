@@ -20,94 +20,65 @@ Policies:
 ``observe``  measures and logs like ``tumbler``, never moves.
 ``auto``     (default) wave grouping across domains when there are two or
              more, and speed balancing inside a domain only where there is
-             evidence it beats the OS (issue 27; BENCHMARKS.md):
+             evidence it beats the OS.  The procedure, as tumbler-auto(7)
+             states it for users (a test holds the page's numbers to the
+             constants named here; each constant's comment gives its
+             evidence):
 
-             1. *Candidates* are the domain's threads that stay runnable:
-                runnable share (CPU time + run-queue wait) / wall time of at
-                least ``RUNNABLE_SHARE`` (0.9) over the load window, and no
-                sleeping: fewer than ``SLEEPS_PER_SECOND`` (1) voluntary
-                context switches per second.  A thread that blocks at
-                barriers leaves the run queue, and the OS's own balancer
-                already moves its co-runners to the idle core; pinning it
-                would only take that freedom away.  Sleeping is counted
-                over 0.3 to 2 s; until 0.3 s of readings exist a thread is
-                not judged (rounds come every ``JUDGE_INTERVAL_MS``).
-             2. Speed balancing *engages* when the domain has more
-                candidates than cores, not a multiple of them (the OS
-                shares a multiple evenly), their speeds differ (the
-                slowest below ``threshold``, 0.9, times the mean: 3 busy
-                threads on 2 cores run at 0.5, 0.5, 1.0 over a round), and
-                they *synchronise where it can be seen*: on average
-                ``SYNC_SWITCHES_PER_CPU_S`` (800) context switches or more
-                per CPU-second, as threads that sched_yield at barriers
-                beside a waiting thread are (one switch per yield: 1,300
-                to 2,700 here), where threads that only compute, or spin
-                without a system call, are switched at the scheduler's
-                slice (80 to 150 here, ~330 at most with a 3 ms slice).
-                What other tasks' wake-ups on the domain's CPUs explain
-                is already taken off the views' switching (balance/
-                speedstep.py): a neighbour waking every 0.3 ms switched
-                threads that only compute 1,400-1,500 times per
-                CPU-second.  Without that evidence the OS is left alone: today's Linux
-                shares CPU-bound threads fairly over seconds, which is all
-                a program that meets at no barrier (or only rarely) needs,
-                and pinning cost such a program 2-3.5% (an OpenMP kernel
-                of independent work, 43 core changes a second).  Threads
-                that spin at barriers with no system call look exactly
-                like threads that compute, so they get no speed balancing
-                under ``auto``; ``--policy speed`` gives it to them.
-             3. It *stays engaged* while there are more candidates than
-                cores and not a multiple of them, and the switching stays
-                above a quarter of the threshold (a yielder pinned alone
-                on a core has no one to yield to) -- balanced speeds are
-                then its own doing -- and *disengages* (threads handed back
-                to the OS, bound to the whole domain) when they are no more
-                than the cores, or a multiple of them (the OS then shares
-                the cores evenly itself), or the switching stops.
-             4. A candidate that starts sleeping is unpinned at the next
-                full round.  While a domain is engaged, full rounds come
-                every ``ENGAGED_INTERVAL_MS`` (200 ms) at most; in
-                between, ``speed_step`` runs speed balancing alone every
-                20 ms (+ jitter) on the pinned threads, which the
-                controller samples alone.
-             5. *Domains merge* when the program is oversubscribed across
-                them unevenly: its candidates outnumber all its cores and
-                no grouping gives every domain the same threads per core
-                (3 busy threads on two 1-CPU domains stay 2 + 1 for ever
-                otherwise: the program runs at the pair's speed, 0.5, where
-                the OS alone rotates all three at 0.67).  The controller
-                then balances over one domain of all their CPUs -- handed
-                back to the OS, or speed balancing across them where 2.
-                finds barriers -- and splits them again once the grouping
-                can be even (engine/merging.py).  The speed
-                balancing paper allows migrations across caches and blocks
-                them across NUMA nodes; so does this: domains of the
-                package or numa level never merge (balance/domains.py).
-             6. On a single domain with speed balancing idle, rounds come
-                every ``WATCH_INTERVAL_MS`` (200 ms): there is nothing
-                else to do, and each round costs CPU the program could
-                use (the controller spaces them further while they find
-                the same threads: balance/quiet.py, ``paced_ms``; not
-                while synchronising threads outnumber the cores, whose
-                speeds look even over a longer window: 2. judges them
-                at this pace).  While a domain with no other work (7.) has
-                more runnable threads than cores whose sleeping is not yet
-                known (it takes readings over 0.3 s), rounds come every
-                ``JUDGE_INTERVAL_MS`` (100 ms).
-             7. *Other work* -- CPU time of a domain's CPUs that no thread
-                of the program got, measured over the load window through
-                the capacity meter's dead band (balance/capacity.py: from
-                three quarters of a step of 0.1 CPU or 5% of the domain,
-                whichever is more, to below a quarter of one) -- leaves a
-                domain to the OS: speed balancing does not engage there
-                (or disengages), and domains merge (5.) where a domain's
-                always-runnable threads with that work want more than its
-                CPUs.  Pinned or bound, a thread cannot leave a CPU other
-                work competes for, and tumbler can neither move that work
-                nor know what it will want next; the OS sees it all.
-                Beside a CPU-bound hog on one of two CPUs, speed balancing
-                cost a yield-barrier program 6.6%, binding one of two
-                threads to the hog's CPU 23% (BENCHMARKS.md, issue 27).
+             1. *Runnable*: running or waiting for a CPU at least
+                ``RUNNABLE_SHARE`` of the load window; such a thread wants
+                a whole CPU (engine/window.py, demand).
+             2. *Candidates*: the runnable threads of a crowded domain
+                that block fewer than ``SLEEPS_PER_SECOND`` times a second,
+                counted over 0.3 to 2 s (balance/speedstep.py, with their
+                switches per CPU-second, less what other tasks' wake-ups
+                on the domain's CPUs explain).  A thread blocking at
+                barriers leaves the run queue and the OS already moves its
+                co-runners to the idle core: pinning it only takes that
+                freedom away.  Until the counts span 0.3 s a thread is not
+                judged.
+             3. *Other work*: CPU time of a domain's CPUs no thread of the
+                program got, through the capacity meter's dead band
+                (balance/capacity.py).  Where it counts the domain is the
+                OS's: speed balancing does not engage there (or
+                disengages), and domains may merge (5.).  Bound or pinned,
+                a thread cannot leave a CPU other work competes for
+                (beside a hog, speed balancing cost a yield-barrier
+                program 6.6%, binding a thread to the hog's CPU 23%).
+             4. *Grouping* across domains (grouping.py); over domains that
+                may merge nothing is bound until other work is read, nor,
+                the first time, while merging is judged
+                (balance/controller.py, FIRST_JUDGEMENT_WINDOWS).
+             5. *Domains merge* when the candidates outnumber all the
+                CPUs and no grouping is even (3 busy threads on two 1-CPU
+                domains stay 2 + 1 otherwise, the pair at 0.5 where the OS
+                rotates all three at 0.67), or other work crowds a domain
+                (engine/merging.py; balance/merged.py holds and splits).
+                Domains of the package or numa level never merge
+                (balance/domains.py), as the speed balancing paper blocks
+                migrations across NUMA nodes.
+             6. Speed balancing *engages* where there is no other work and
+                the candidates outnumber the cores, not a multiple of them
+                (the OS shares a multiple evenly), switch at least
+                ``SYNC_SWITCHES_PER_CPU_S`` times per CPU-second (threads
+                that sched_yield at barriers do; threads that compute, or
+                spin without a system call, are switched at the slice and
+                are left to the OS, which shares them fairly over seconds;
+                ``--policy speed`` pins them), and the slowest runs below
+                ``threshold`` (0.9) times their mean speed.
+             7. *Engaged*, ``speed_step`` balances the pinned threads every
+                20 ms (+ jitter) between full rounds; it *stays engaged*
+                while the crowd lasts (not a multiple) and switches at
+                least ``STAY_ENGAGED_SWITCHES_PER_CPU_S``, and disengages
+                (threads bound to the whole domain) otherwise.  A candidate
+                that starts sleeping is unpinned at the next full round.
+             8. *Pace*: full rounds every ``ENGAGED_INTERVAL_MS`` while
+                engaged; ``JUDGE_INTERVAL_MS`` while a crowd with no other
+                work is judged; ``WATCH_INTERVAL_MS`` on a single domain,
+                spaced further while rounds find the same threads
+                (balance/quiet.py, ``paced_ms``; not while a crowd
+                switches as synchronising threads do, whose speeds a
+                longer window evens out); else the variation table's.
 
 A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole
@@ -135,28 +106,65 @@ from .speed import SpeedBalancer, SpeedParams, thread_speed
 from .variation import VariationTable
 
 #: Runnable share above which a thread counts as never leaving the run queue.
+#: Measured (BENCHMARKS.md, "auto's thresholds against what threads show",
+#: benchmarks/thread_signals.py, 500 ms windows): threads that spin or
+#: yield at barriers, 3 on 2 CPUs, 0.978 at the least on a quiet machine,
+#: 0.908 on a loaded one (windows read late); so at most 0.908, or they
+#: are taken for threads that block and their demand for what they got.
+#: Threads that sleep at barriers showed 0.784-0.982 (median 0.868) at 3
+#: on 2, quiet: the share alone cannot tell them from spinners
+#: (SLEEPS_PER_SECOND does); above their median keeps most of their
+#: windows' loads at the CPU they got (engine/window.py, demand).
+#: Supported: (0.868, 0.908].
 RUNNABLE_SHARE = 0.9
-#: Voluntary context switches per second from which a thread counts as sleeping.
+#: Voluntary context switches per second from which a thread counts as
+#: sleeping.  Measured (the same runs): threads that spin or yield at
+#: barriers 0 per second in every window; threads that sleep at barriers
+#: (100 ms of work per phase), 3 on 2 CPUs, over 2 s spans 5.0 at the
+#: least on a quiet machine, 1.0 on a loaded one.  Supported: (0, 1.0]:
+#: the value is at the edge of its evidence, and must not rise.
 SLEEPS_PER_SECOND = 1.0
 #: Context switches per CPU-second of a crowded domain's candidates (mean)
 #: from which they count as synchronising at barriers by sched_yield: the
-#: evidence speed balancing needs under ``auto`` (module doc, 2.).  Measured
+#: evidence speed balancing needs under ``auto`` (module doc, 6.).  Measured
 #: here (Linux 6.18, 2 CPUs, 3 threads): CPU-bound and spin-barrier threads
 #: 120-160, yield barriers of 100 ms phases 400-1,900 (mean 1,300), of
-#: 10 ms phases 1,700-3,800; a 3 ms scheduler slice allows ~330.
+#: 10 ms phases 1,700-3,800; a 3 ms scheduler slice allows ~330.  Again
+#: over 2 s spans (BENCHMARKS.md, "auto's thresholds against what threads
+#: show"): spin barriers 100-196 per thread, yield barriers a mean of
+#: 794-2,496 over the three.
 SYNC_SWITCHES_PER_CPU_S = 800.0
-#: Round interval of ``auto`` on a single domain while speed balancing is idle.
+#: An engaged domain stays engaged while its crowd switches at least this
+#: (module doc, 7.): pinned 3 on 2, the two sharing a core still yield to
+#: each other and the one alone switches at the slice only, a mean of
+#: (2 x 800 + 130) / 3 = 577 at the least; threads that stop yielding
+#: drop to the spin barriers' 100-196 (mean <= 160).  Supported: (160, 577].
+STAY_ENGAGED_SWITCHES_PER_CPU_S = SYNC_SWITCHES_PER_CPU_S / 4
+#: Round interval of ``auto`` on a single domain while speed balancing is
+#: idle.  Reasoned, not measured on its own: between JUDGE_INTERVAL_MS
+#: (faster would be judging) and the variation table's idle 800 ms, to
+#: which a watch that finds the same threads is paced (balance/quiet.py,
+#: paced_ms); a crowd appearing is seen within it.  The figures auto was
+#: measured with (BENCHMARKS.md, issue 27: yield barriers 1.125x, the
+#: suite's medians) ran at this value.
 WATCH_INTERVAL_MS = 200
 #: Round interval of ``auto`` while a crowded domain's threads are being
-#: judged (whether they sleep takes readings over 0.3 s) and speed
-#: balancing is not engaged: a change of speeds is seen within 0.1 s.
+#: judged and speed balancing is not engaged.  Derived: switch counts are
+#: read at most every 100 ms (balance/speedstep.py, SWITCH_READ_NS), so
+#: a faster round brings no new reading; and a crowd is judged once they
+#: span 0.3 s (SWITCH_MIN_SPAN_NS), which rounds at 100 ms reach with
+#: their fourth reading, 300 ms after the first.  Supported: [100, 150].
 JUDGE_INTERVAL_MS = 100
 #: Interval of full rounds while speed balancing is engaged somewhere; its
 #: steps come in between (see Decision.speed_interval_ms).  Full rounds
 #: then only look for sleepers and new threads, and cost CPU the crowded
-#: domain's threads are short of.
+#: domain's threads are short of.  Reasoned, not measured on its own:
+#: ten speed steps (20 ms) per full round; yield barriers gained 1.125x
+#: at this value (BENCHMARKS.md, issue 27).
 ENGAGED_INTERVAL_MS = 200
-#: A tolerance no regrouping can meet: the speed policy only places threads.
+#: A tolerance no regrouping can meet: the speed policy only places
+#: threads.  Derived: a deviation (grouping.py) is at most the CPUs of all
+#: domains less one (all the load on one CPU), far below this.
 NEVER_REGROUP = 1e9
 
 
@@ -200,7 +208,7 @@ class TumblerPolicy:
         ``domains``; ``other``: CPUs of each domain (by index) that work
         other than the program's takes, through the capacity meter's dead
         band (balance/capacity.py; 0.0 below it), or None where not
-        measured.  Only auto acts on it (module docstring, 7.)."""
+        measured.  Only auto acts on it (module docstring, 3.)."""
         plan = self.plan(threads, domains)
         return Decision(plan=plan, interval_ms=plan.interval_ms,
                         notes={d.index: "os" for d in domains})
@@ -391,9 +399,11 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                           if assignment.get(t.tid) == index and self._not_sleeping(t)]
             others = other[index] if other else 0.0
             # Other work keeps speed balancing out whatever the threads do.
-            switching = None if others > 0.0 else self._crowd_switching(domain, candidates)
+            was_engaged = index in engaged_before
+            switching = None if others > 0.0 else \
+                self._crowd_switching(domain, candidates, was_engaged)
             verdict = None if switching is None else \
-                self._engagement(domain, candidates, index in engaged_before, switching)
+                self._engagement(domain, candidates, was_engaged, switching)
             candidate_tids = {t.tid for t in candidates} if verdict is not None else ()
             self._release([t for t in pinned if assignment.get(t.tid) == index
                            and t.tid not in candidate_tids], pins)
@@ -458,7 +468,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         of at least RUNNABLE_SHARE) than cores, not a multiple, of which some
         have not been watched long enough to say whether they sleep or
         synchronise -- and no other work (``other``, by domain index), which
-        keeps speed balancing out whatever they do (7.)."""
+        keeps speed balancing out whatever they do (3.)."""
         for domain in domains:
             if other and other[domain.index] > 0.0:
                 continue
@@ -477,16 +487,26 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         return thread.sleeps_per_s is None or thread.sleeps_per_s < SLEEPS_PER_SECOND
 
     @staticmethod
-    def _crowd_switching(domain, candidates):
+    def _crowd_switching(domain, candidates, was_engaged=False):
         """The mean switches per CPU-second of ``candidates`` where they
         outnumber ``domain``'s cores and are not a multiple of them, else
         None (also while their switching is not known yet).  With a
         multiple of the cores the OS gives every core the same number of
         threads and every thread the same share: nothing for speed
-        balancing to fix, and its rounds would only cost."""
+        balancing to fix, and its rounds would only cost.
+
+        In a domain engaged already (``was_engaged``) the mean is that of
+        the candidates whose switching is known: a busy thread started
+        since (unknown for its first 0.3 s) joins the crowd and is pinned
+        with it, and the crowd stays engaged on what its known threads
+        show -- a program that keeps starting short busy threads would
+        otherwise hand the whole domain back to the OS at each one
+        (issue 49; tests/engine/test_auto_scenarios.py)."""
         cores = len(domain.cpus)
         if len(candidates) <= cores or len(candidates) % cores == 0:
             return None
+        if was_engaged:
+            return _mean_switching([t for t in candidates if t.switches_per_cpu_s is not None])
         return _mean_switching(candidates)
 
     def _engagement(self, domain, candidates, was_engaged, switching):
@@ -495,7 +515,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         not judged yet is judged again next round)."""
         cores = len(domain.cpus)
         if was_engaged:
-            if switching < SYNC_SWITCHES_PER_CPU_S / 4:
+            if switching < STAY_ENGAGED_SWITCHES_PER_CPU_S:
                 return None         # they stopped yielding: the OS shares them
             return "%d runnable threads on %d cores, %.0f switches per CPU-second" % (
                 len(candidates), cores, switching)

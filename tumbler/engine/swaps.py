@@ -19,7 +19,15 @@ from .columns import FEW_DOMAINS, Columns
 
 #: Two opposite moves of threads whose loads differ by at most this many
 #: CPUs cancel out, and all cancelled pairs together shift each domain's
-#: load by at most this many CPUs (see cancel_swaps).
+#: load by at most this many CPUs (see cancel_swaps).  Measured
+#: (BENCHMARKS.md, "auto's thresholds against what threads show"): equal
+#: threads' loads over one 500 ms window differ by 0.002-0.008 (median),
+#: 0.007-0.012 at the 90th percentile on a quiet machine and 0.009-0.020
+#: on a loaded one (spin and yield barriers, 3 on 2 CPUs; sleeping
+#: barriers, 2 on 2): a swap of equal threads is within it nine times in
+#: ten.  At most the tolerance of a 1-CPU domain (grouping.py,
+#: DEFAULT_TOLERANCE x 1 CPU), or cancelled pairs could keep a domain out
+#: of it.  Supported: [0.012, 0.10); 0.02 is the loaded 90th percentile.
 SWAP_EPSILON = 0.02
 
 
