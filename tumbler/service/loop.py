@@ -21,8 +21,8 @@ domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
 ``min_cpu`` -- cannot be imbalanced enough to matter: it is *parked*.  Its
 controller is not ticked (no per-thread read, no round); PARKED_LOOKS
 times per scan interval one per-process figure is read
-(``Backend.process_cpu_ns``: utime + stime of /proc/PID/stat, or psinfo's
-pr_time), and the first look that sees it rise wakes it for a full round
+(``Backend.process_cpu_and_name``: utime + stime of /proc/PID/stat, or
+psinfo's pr_time; the name in it renames a program that exec'd), and the first look that sees it rise wakes it for a full round
 at once: one using ``park_below`` or more is back under full rounds
 within one scan interval (the second look after it rose at the latest,
 two thirds of an interval; one using ten times as much, at the first).
@@ -494,8 +494,10 @@ class Service:
         log for all programs, a line per round of each."""
         try:
             return observers_for(log_path=self.log_path, verbose=self.verbose,
-                                 log_fields=lambda controller: {"pid": pid, "name": name,
-                                                                "rule": rule.name},
+                                 log_fields=lambda controller: {
+                                     "pid": pid, "rule": rule.name,
+                                     # its name now (Program.weigh: renamed by exec)
+                                     "name": getattr(self.programs.get(pid), "name", name)},
                                  append=True, started=self.started,
                                  warn=lambda message: self.log(WARNING, message))
         except TumblerError as exc:

@@ -35,7 +35,7 @@ class Program(Run):
         if mark is not None and time.monotonic() - mark[0] < shortest:
             return
         try:
-            cpu_ns = self.controller.backend.process_cpu_ns(self.pid)
+            cpu_ns, self.name = self.controller.backend.process_cpu_and_name(self.pid)
         except PlatformError:
             if self.parked:
                 self.parked = None          # its tick finds it gone and drops it
