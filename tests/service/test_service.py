@@ -216,20 +216,27 @@ def test_metrics_file(spawner, domains, procs, state, tmp_path, two_cpus):
 def test_a_program_that_execs_is_shown_by_its_new_name(churn, duty, domains, procs, state,
                                                         tmp_path, two_cpus, who):
     """churn execs duty (from its main thread, or from another, which
-    takes over the main thread's ID): ``status`` and the metrics file
-    name the program duty, not churn, from the service's next look
-    (issue 47)."""
+    takes over the main thread's ID): ``status``, the metrics file and
+    the rounds of ``--log`` name the program duty, not churn, from the
+    service's next look (issue 47)."""
     from support.prometheus import parse_text_format
     spec, doms = domains
     target = procs.start([churn, "-x", who, duty, "60", "50", "50", "50", "50"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                          preexec_fn=on_cpus(frozenset(two_cpus)))
     assert target.stdout.readline().strip() == "churn: ready"
-    metrics = tmp_path / "tumbler.prom"
+    metrics, log = tmp_path / "tumbler.prom", tmp_path / "rounds.jsonl"
     service = Service(procs, state, tmp_path, config(
         '  - name: execs\n    match: {comm: "^churn$", user: root}\n    domains: "%s"\n'
         '    policy: tumbler\n' % spec)
-        .replace("service:\n", "service:\n  metrics_file: %s\n" % metrics))
+        .replace("service:\n", "service:\n  metrics_file: %s\n" % metrics),
+        args=("--log", str(log)))
+
+    def logged():
+        """Names in the rounds of the target in the log; whole lines only
+        (the service may be writing the last)."""
+        lines = log.read_text().split("\n")[:-1] if log.exists() else []
+        return [r["name"] for r in map(json.loads, lines) if r["pid"] == target.pid]
 
     def named():
         return {p["pid"]: p["name"] for p in service.status()["programs"]}
@@ -246,7 +253,9 @@ def test_a_program_that_execs_is_shown_by_its_new_name(churn, duty, domains, pro
                == ["duty", "duty-0", "duty-1", "duty-2", "duty-3"], what="churn to exec duty")
     wait_until(lambda: named().get(target.pid) == "duty", what="status to name duty")
     wait_until(lambda: in_metrics() == {"duty"}, what="the metrics to name duty")
+    wait_until(lambda: logged()[-1:] == ["duty"], what="a round of duty in the log")
     assert service.stop() == 0
+    assert logged()[0] == "churn"
 
 
 def test_a_silent_client_does_not_stop_the_service(procs, state, tmp_path):
