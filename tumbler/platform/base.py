@@ -424,11 +424,9 @@ class Backend:
         return self.process(pid).start
 
     def process_cpu_and_name(self, pid):
-        """(CPU time of the whole process so far -- user + system, every
-        thread -- in ns, its name now as ``ProcessFacts.comm``), from one
-        per-process read: what the service reads of each program at each
-        look, so a program that exec'd is named anew at no extra cost.
-        NoSuchProcess if gone.  Default: from ``process_facts``."""
+        """(CPU ns of the whole process so far, its name now as ``comm``)
+        from one read: the service's look at each program (after an exec,
+        the new name).  NoSuchProcess if gone.  Default: ``process_facts``."""
         facts = self.process_facts(pid)
         return facts.cpu_ns, facts.comm
 
