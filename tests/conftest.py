@@ -41,6 +41,12 @@ def duty(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def churn(tmp_path_factory):
+    """Path of tests/workloads/churn.c, built (thread churn; -x: exec)."""
+    return build_workload(tmp_path_factory, "churn")
+
+
+@pytest.fixture(scope="session")
 def waker(tmp_path_factory):
     """Path of a neighbour that wakes often (tests/workloads/waker.c)."""
     return build_workload(tmp_path_factory, "waker")

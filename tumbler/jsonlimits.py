@@ -19,7 +19,7 @@ import itertools
 #: state file's, 5 (object, "threads" list, record, "set" list, mask);
 #: Python's json decoder fails near 1,000 (the recursion limit), and what
 #: reads the data walks it again: 32 keeps far from both
-#: (tests/system/test_jsonlimits.py checks the two bounds).
+#: (tests/system/test_hostile_json.py checks the two bounds).
 MAX_DEPTH = 32
 
 _BRACKETS = b"[]{}"

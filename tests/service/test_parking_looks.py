@@ -25,12 +25,12 @@ class Backend:
         self.reads = 0
         self.gone = False
 
-    def process_cpu_ns(self, pid):
+    def process_cpu_and_name(self, pid):
         assert pid == PID
         if self.gone:
             raise NoSuchProcess(pid)
         self.reads += 1
-        return self.cpu_ns
+        return self.cpu_ns, "app"
 
 
 class Controller:

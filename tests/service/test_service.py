@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from support.helpers import REPO, on_cpus, run_tumbler, thread_masks, tumbler_cmd
+from support.helpers import REPO, on_cpus, run_tumbler, thread_masks, thread_names, tumbler_cmd
 from support.processes import env_for, wait_bound, wait_until
 from support.service import Service, config, spinners
 from tumbler.service.config import load_service_config
@@ -217,6 +217,52 @@ def test_metrics_file(spawner, domains, procs, state, tmp_path, two_cpus):
     samples = parse_text_format(metrics.read_text())
     assert samples[("tumbler_programs", frozenset())] == 1
     assert service.stop() == 0
+
+
+@pytest.mark.parametrize("who", ["leader", "thread"])
+def test_a_program_that_execs_is_shown_by_its_new_name(churn, duty, domains, procs, state,
+                                                        tmp_path, two_cpus, who):
+    """churn execs duty (from its main thread, or from another, which
+    takes over the main thread's ID): ``status``, the metrics file and
+    the rounds of ``--log`` name the program duty, not churn, from the
+    service's next look (issue 47)."""
+    from support.prometheus import parse_text_format
+    spec, doms = domains
+    target = procs.start([churn, "-x", who, duty, "60", "50", "50", "50", "50"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         preexec_fn=on_cpus(frozenset(two_cpus)))
+    assert target.stdout.readline().strip() == "churn: ready"
+    metrics, log = tmp_path / "tumbler.prom", tmp_path / "rounds.jsonl"
+    service = Service(procs, state, tmp_path, config(
+        '  - name: execs\n    match: {comm: "^churn$", user: root}\n    domains: "%s"\n'
+        '    policy: tumbler\n' % spec)
+        .replace("service:\n", "service:\n  metrics_file: %s\n" % metrics),
+        args=("--log", str(log)))
+
+    def logged():
+        """Names in the rounds of the target in the log; whole lines only
+        (the service may be writing the last)."""
+        lines = log.read_text().split("\n")[:-1] if log.exists() else []
+        return [r["name"] for r in map(json.loads, lines) if r["pid"] == target.pid]
+
+    def named():
+        return {p["pid"]: p["name"] for p in service.status()["programs"]}
+
+    def in_metrics():
+        return {dict(labels).get("name") for (metric, labels) in
+                parse_text_format(metrics.read_text()) if dict(labels).get("pid")
+                == str(target.pid)} if metrics.exists() else set()
+    wait_until(lambda: named().get(target.pid) == "churn", what="the service to manage churn")
+    wait_bound(target.pid, doms, count=5)
+    target.stdin.write("1\n")
+    target.stdin.flush()
+    wait_until(lambda: sorted(thread_names(target.pid).values())
+               == ["duty", "duty-0", "duty-1", "duty-2", "duty-3"], what="churn to exec duty")
+    wait_until(lambda: named().get(target.pid) == "duty", what="status to name duty")
+    wait_until(lambda: in_metrics() == {"duty"}, what="the metrics to name duty")
+    wait_until(lambda: logged()[-1:] == ["duty"], what="a round of duty in the log")
+    assert service.stop() == 0
+    assert logged()[0] == "churn"
 
 
 def test_a_silent_client_does_not_stop_the_service(procs, state, tmp_path):

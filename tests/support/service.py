@@ -13,7 +13,7 @@ from support.processes import env_for, wait_until
 class Service:
     """A service started by a test: its config file, socket and log."""
 
-    def __init__(self, procs, state, directory, text):
+    def __init__(self, procs, state, directory, text, args=()):
         self.directory = directory
         self.config = directory / "tumbler.yaml"
         self.socket = str(directory / "tumbler.sock")
@@ -26,7 +26,7 @@ class Service:
         # the old "service started" was taken for the new one's, before
         # the new one had restored anything or opened its socket.)
         self.begins = self.stderr.seek(0, os.SEEK_END)
-        self.proc = procs.start(tumbler_cmd("service", "--config", str(self.config)),
+        self.proc = procs.start(tumbler_cmd("service", "--config", str(self.config), *args),
                                 env=env_for(state), cwd=REPO, stderr=self.stderr,
                                 stdout=subprocess.DEVNULL)
         # (not the socket file: a killed service's is still there)

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from support.helpers import (REPO, assert_no_traceback, build_workload, cpuset_mount, on_cpus,
+from support.helpers import (REPO, assert_no_traceback, cpuset_mount, on_cpus,
                              run_tumbler, thread_masks, thread_names, tumbler_cmd,
                              wait_for_threads)
 from support.processes import bound, descendants, env_for, finish, wait_bound, wait_until
@@ -34,12 +34,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 
 # -- helpers -------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def churn(tmp_path_factory):
-    """Path of tests/workloads/churn.c, built."""
-    return build_workload(tmp_path_factory, "churn")
-
 
 def duty_bound_by_tumbler(duty, procs, state, spec, doms, *options):
     """duty's four workers, every thread bound by ``tumbler --policy tumbler

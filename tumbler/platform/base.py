@@ -434,12 +434,12 @@ class Backend:
         less for it than ``process``; default: from ``process``."""
         return self.process(pid).start
 
-    def process_cpu_ns(self, pid):
-        """CPU time of the whole process so far (user + system, every
-        thread), in ns, from one per-process figure: what the service
-        reads of a parked program at each look.  NoSuchProcess if gone.
-        Default: from ``process_facts``."""
-        return self.process_facts(pid).cpu_ns
+    def process_cpu_and_name(self, pid):
+        """(CPU ns of the whole process so far, its name now as ``comm``)
+        from one read: the service's look at each program (after an exec,
+        the new name).  NoSuchProcess if gone.  Default: ``process_facts``."""
+        facts = self.process_facts(pid)
+        return facts.cpu_ns, facts.comm
 
     def cmdline(self, pid):
         """The command line of ``pid``, arguments joined by spaces,

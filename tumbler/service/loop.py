@@ -505,8 +505,10 @@ class Service:
         log for all programs, a line per round of each; ``warn(message)``."""
         try:
             return observers_for(log_path=self.log_path, verbose=self.verbose,
-                                 log_fields=lambda controller: {"pid": pid, "name": name,
-                                                                "rule": rule.name},
+                                 log_fields=lambda controller: {
+                                     "pid": pid, "rule": rule.name,
+                                     # its name now (Program.weigh: renamed by exec)
+                                     "name": getattr(self.programs.get(pid), "name", name)},
                                  append=True, started=self.started,
                                  warn=warn)
         except TumblerError as exc:

@@ -8,8 +8,8 @@ domain's CPUs (0.1 CPU on one-CPU domains), and less than its rule's
 ``min_cpu`` -- cannot be imbalanced enough to matter: it is *parked*.  Its
 controller is not ticked (no per-thread read, no round); PARKED_LOOKS (loop.py)
 times per scan interval one per-process figure is read
-(``Backend.process_cpu_ns``: utime + stime of /proc/PID/stat, or psinfo's
-pr_time), and the first look that sees it rise to WAKE_ABOVE times
+(``Backend.process_cpu_and_name``: utime + stime of /proc/PID/stat, or
+psinfo's pr_time; the name in it renames a program that exec'd), and the first look that sees it rise to WAKE_ABOVE times
 ``park_below`` (hysteresis, so that one near the threshold does not
 flap) wakes it for a full round at once: one using that much or
 more is back under full rounds within one scan interval (the second look
@@ -72,7 +72,7 @@ class Program(Run):
         if mark is not None and time.monotonic() - mark[0] < shortest:
             return
         try:
-            cpu_ns = self.controller.backend.process_cpu_ns(self.pid)
+            cpu_ns, self.name = self.controller.backend.process_cpu_and_name(self.pid)
         except PlatformError:
             if self.parked:
                 self.parked = None          # its tick finds it gone and drops it
@@ -98,7 +98,7 @@ class Program(Run):
         program whose rounds the budget spaces is not left unnoticed,
         gone, until its next round)."""
         try:
-            self.controller.backend.process_cpu_ns(self.pid)
+            self.controller.backend.process_cpu_and_name(self.pid)
         except PlatformError:
             return False
         return True

@@ -552,3 +552,31 @@ def test_sample_threads_reads_only_those_and_the_next_sample_batches_them(steady
     read_one_by_one.clear()
     sample = round_sample(backend, proc.pid)
     assert read_one_by_one == [] and set(sample.threads) == {proc.pid, *workers, new}
+
+
+def test_process_cpu_and_name_follows_a_rename_and_escapes_it(procs):
+    """The name comes with the per-process CPU read (the service's look at
+    each program): a new one after a rename (as after an exec), escaped as
+    every name is -- a newline and a journald prefix in it stay one line."""
+    child = procs.start([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        print("ready", flush=True)
+        sys.stdin.readline()
+        with open("/proc/self/comm", "w") as f:
+            f.write("x\\n<3>forged")
+        print("renamed", flush=True)
+        sys.stdin.readline()
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    backend = LinuxBackend()
+    try:
+        cpu_ns, name = backend.process_cpu_and_name(child.pid)
+        assert name.startswith("python")
+        assert cpu_ns >= 0
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "renamed"
+        later_ns, name = backend.process_cpu_and_name(child.pid)
+        assert name == "x\\n<3>forged" and later_ns >= cpu_ns
+    finally:
+        backend.close()

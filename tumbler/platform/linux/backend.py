@@ -64,7 +64,7 @@ class LinuxBackend(Backend):
         self._proc_stat = ProcStat(self.proc)   # for cpu_times and cpu_switches
         self._online_fd = None      # /sys/devices/system/cpu/online, for online_cpus
         self._cpusets = None        # cpuset.CgroupCpus, for cpuset_cpus
-        self._proc_stat_fds = {}    # pid -> open fd of /proc/PID/stat (process_cpu_ns)
+        self._proc_stat_fds = {}    # pid -> open fd of /proc/PID/stat (process_cpu_and_name)
         self._states = {}           # pid -> (monotonic ns, process_state's answer)
         self._gone = set()          # pids whose process was seen gone (forget_process)
         self._loadavg_fd = None     # /proc/loadavg, for newest_pid
@@ -346,21 +346,25 @@ class LinuxBackend(Backend):
             cgroup=cgroup_path(cgroups),
             is_kernel=bool(int(fields[STAT_FLAGS]) & PF_KTHREAD))
 
-    def process_cpu_ns(self, pid):
-        """utime + stime of /proc/PID/stat (the kernel sums the threads),
-        through an fd kept open on it: bound to the process, so a reused
-        PID reads as gone."""
+    def process_cpu_and_name(self, pid):
+        """(utime + stime of /proc/PID/stat -- the kernel sums the threads
+        --, the name in it), through an fd kept open on it: bound to the
+        process, so a reused PID reads as gone.  The name (the process's
+        comm: renamed by exec and by its main thread's prctl) comes with
+        the same read, escaped as every name is."""
         if pid in self._gone:
             raise NoSuchProcess(pid)
         # Read many times a second by a service with many parked programs:
-        # the two fields only, the line and the name not decoded.
+        # the two fields only, the rest of the line not decoded.
         data = self._kept_read(self._proc_stat_fds, pid, "%s/%d/stat" % (self.proc, pid))
         try:
             fields = stat_fields(data, STAT_STIME + 1)
-            return (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) * NS_PER_TICK
+            cpu_ns = (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) * NS_PER_TICK
         except ValueError:
             self._seen_gone(pid)
             raise NoSuchProcess(pid) from None
+        name = data[data.index(b"(") + 1:data.rindex(b")")]
+        return cpu_ns, printable(name.decode(errors="replace"))
 
     def cmdline(self, pid):
         """/proc/PID/cmdline, its first MAX_CMDLINE bytes."""
