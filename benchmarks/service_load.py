@@ -177,10 +177,10 @@ def main():
 def stride_window(args, socket, managed):
     """One window of ``--seconds``: the service's CPU, its rounds, parked
     programs (the module doc), one line."""
-    first = status(socket)
+    first = patient_status(socket)
     t0 = time.monotonic()
     time.sleep(args.seconds)
-    second = status(socket)
+    second = patient_status(socket)
     elapsed = time.monotonic() - t0
     cpu = second["own_cpu_s"] - first["own_cpu_s"]
     rounds = {p["pid"]: p for p in first["programs"]}
@@ -272,13 +272,9 @@ def hostile_row(args, work, hog, asleep, born, busy):
             before, t0 = cpu_seconds(service.pid), time.monotonic()
             time.sleep(args.seconds)
             shares.append(100 * (cpu_seconds(service.pid) - before) / (time.monotonic() - t0))
-        for _ in range(10):            # a loaded machine: the socket gives 0.25 s
-            try:
-                reply = status(socket)
-                break
-            except NotAnswering:
-                time.sleep(1)
-        else:
+        try:
+            reply = patient_status(socket)
+        except NotAnswering:
             return shares, "(no status)", "?"
         paced = "; ".join(p.get("paced") or "own pace" for p in reply["programs"])
         return shares, paced, reply.get("cpu_budget", "none")
@@ -311,6 +307,17 @@ def wait_managed(socket, programs, log, timeout=180.0, settled=20.0):
         if time.monotonic() > deadline:
             sys.exit("service_load.py: the service did not pick up the programs")
         time.sleep(0.5)
+
+
+def patient_status(socket, tries=10):
+    """status(), asked again up to ``tries`` times a second apart: on a
+    loaded machine the socket's 0.25 s can pass."""
+    for _ in range(tries - 1):
+        try:
+            return status(socket)
+        except NotAnswering:
+            time.sleep(1)
+    return status(socket)
 
 
 def program_status(socket, pid):
