@@ -276,7 +276,8 @@ def hostile_row(args, work, hog, asleep, born, busy):
             reply = patient_status(socket)
         except NotAnswering:
             return shares, "(no status)", "?"
-        paced = "; ".join(p.get("paced") or "own pace" for p in reply["programs"])
+        paced = "; ".join(p.get("paced") or ("parked" if p.get("parked") else "own pace")
+                          for p in reply["programs"]) or "not managed"
         return shares, paced, reply.get("cpu_budget", "none")
     finally:
         service.terminate()
