@@ -9,8 +9,8 @@
                                                 [--seconds S] [--windows K]
 
 ``--hostile`` (as root, issue 47): each row of the issue's table in turn,
-a fresh service from this tree whose one rule selects ``hog.*`` with
-``domains: "0/1"``, and one program of ``nobody`` (tests/workloads/hog.c:
+a fresh service from this tree whose one rule selects ``hogPID`` (this
+script's PID: no one else's program) of ``nobody`` with ``domains: "0/1"``, and one program of ``nobody`` (tests/workloads/hog.c:
 busy threads, threads asleep in pause(), short threads born per second);
 the service's CPU (utime + stime of /proc/PID/stat) over ``--seconds``
 (default 20), ``--windows`` times in a row, printed as a table with the
@@ -229,7 +229,9 @@ def hostile(args):
         sys.exit("service_load.py --hostile: run as root (the service and nobody's program)")
     work = tempfile.mkdtemp(prefix="tumbler-service-hostile-")
     os.chmod(work, 0o755)
-    hog = os.path.join(work, "hog")
+    # A name of its own: other people's programs named hog-something on
+    # this machine are not this benchmark's to manage.
+    hog = os.path.join(work, ("hog%d" % os.getpid())[:15])
     subprocess.run(["gcc", "-O2", "-pthread", "-o", hog,
                     os.path.join(REPO, "tests", "workloads", "hog.c")], check=True)
     commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
@@ -255,8 +257,8 @@ def hostile_row(args, work, hog, asleep, born, busy):
         f.write("service:\n  socket: %s\n" % socket)
         for line in filter(None, args.config_extra.split(";")):
             f.write("  %s\n" % line.strip())
-        f.write("programs:\n  - name: hog\n    match: {comm: \"hog.*\"}\n"
-                "    domains: \"0/1\"\n")
+        f.write("programs:\n  - name: hog\n    match: {comm: \"%s\", user: nobody}\n"
+                "    domains: \"0/1\"\n" % os.path.basename(hog))
     env = dict(os.environ, TUMBLER_STATE_DIR=state, PYTHONPATH=REPO)
     log = open(os.path.join(work, "service-%d-%d-%d.log" % (asleep, born, busy)), "w")
     service = subprocess.Popen(TUMBLER + ["service", "--config", config], env=env, stderr=log)
