@@ -229,3 +229,14 @@ def test_ticks_that_come_sooner_than_asked_are_counted_as_they_cost(monkeypatch)
     driver.run(Waiter(clock, clock.now + 600.0))
     assert clock.cpu - marks[0] <= 0.02 * 300.0 * 1.03
     assert driver.paces[0].spacing > 0 and driver.paces[1].spacing == 0
+
+
+def test_scans_and_the_rounds_floor_leave_room_for_the_looks_at_parked_programs():
+    """budget.py: the looks at 64 parked programs (1.5 a second, 25 us
+    each at most for 100 threads) fit in what SCAN_SHARE and ROUNDS_FLOOR
+    leave of the default budget, and each keeps a real share."""
+    from tumbler.service.budget import SCAN_SHARE
+    from tumbler.service.config import DEFAULT_MAX_PROGRAMS
+    left = (1.0 - SCAN_SHARE - ROUNDS_FLOOR) * DEFAULT_CPU_BUDGET
+    assert DEFAULT_MAX_PROGRAMS * 1.5 * 25e-6 <= left
+    assert SCAN_SHARE >= 0.25 and ROUNDS_FLOOR >= 0.1

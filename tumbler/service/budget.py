@@ -37,13 +37,17 @@ from .log import INFO
 
 #: Of the budget, what one scan may use over its scan interval: with the
 #: rest, rounds keep a pace while a user's processes make scans long (the
-#: scan stops and goes on at the next one, loop.py).
+#: scan stops and goes on at the next one, loop.py).  At the defaults 20 ms
+#: a scan; a service with no program on this 2-CPU VM (~130 processes)
+#: used 80 ms over 20 s, 8 ms per scan interval (measured by hand at
+#: 08db185, `tumbler service` with a rule matching nothing, utime + stime).
 SCAN_SHARE = 0.5
 #: Rounds always get at least this share of the budget: if looks and the
 #: socket took it all, no program would be balanced again.  SCAN_SHARE +
-#: ROUNDS_FLOOR leave a quarter for the rest, which measured 0.01-0.05% of
-#: a CPU for 20 parked programs (BENCHMARKS.md, "A CPU budget for the
-#: whole service").
+#: ROUNDS_FLOOR leave a quarter for the rest: the looks at parked programs
+#: cost 6-25 us each for 100 threads (loop.py PARKED_LOOKS), 64 programs
+#: x 1.5 looks a second x 25 us = 0.24% of a CPU, half that quarter of the
+#: default budget (tests/service/test_budget.py checks the sum).
 ROUNDS_FLOOR = 0.25
 #: How often the shares are planned again, in s: within a second a
 #: program's first rounds are measured and fitted to the budget.
