@@ -199,3 +199,44 @@ def test_a_budget_out_of_range_is_refused_with_its_key(tmp_path, value):
     with pytest.raises(UsageError) as caught:
         load_service_config(write(tmp_path, "service: {cpu_budget: %s}\n" % value))
     assert "service.cpu_budget" in str(caught.value)
+
+
+class Understated(Program):
+    """Says, after each tick, that the next is due a second later than it
+    comes: as a round's interval does while looks for new threads come
+    every 0.1 s between rounds."""
+
+    def tick(self, slack):
+        super().tick(slack)
+        return self.next + 0.3
+
+
+def test_ticks_that_come_sooner_than_asked_are_counted_as_they_cost(monkeypatch):
+    """A program of 500 threads that asks as if its ticks cost 0.01 CPUs
+    (within the budget) but ticks every 0.2 s (0.025 CPUs), woken by a
+    small one beside it: spaced to the budget all the same."""
+    clock = Clock()
+    monkeypatch.setattr(driver_module, "time", clock)
+    driver = Driver()
+    understated = Understated(clock, 500)
+    driver.add(Run(0, understated))
+    driver.add(Run(1, Program(clock, 10)))
+    budget = CpuBudget(0.02, 2.0, cpu_clock=clock.process_time)
+    driver.at("budget", clock.now, lambda now: budget.plan(now, driver.paces) and 0
+              or clock.now + PLAN_EVERY_S)
+    marks = []
+    driver.at("half", clock.now + 300.0, lambda now: marks.append(clock.cpu) or now + 1e6)
+    driver.run(Waiter(clock, clock.now + 600.0))
+    assert clock.cpu - marks[0] <= 0.02 * 300.0 * 1.03
+    assert driver.paces[0].spacing > 0 and driver.paces[1].spacing == 0
+
+
+def test_scans_and_the_rounds_floor_leave_room_for_the_looks_at_parked_programs():
+    """budget.py: the looks at 64 parked programs (1.5 a second, 25 us
+    each at most for 100 threads) fit in what SCAN_SHARE and ROUNDS_FLOOR
+    leave of the default budget, and each keeps a real share."""
+    from tumbler.service.budget import SCAN_SHARE
+    from tumbler.service.config import DEFAULT_MAX_PROGRAMS
+    left = (1.0 - SCAN_SHARE - ROUNDS_FLOOR) * DEFAULT_CPU_BUDGET
+    assert DEFAULT_MAX_PROGRAMS * 1.5 * 25e-6 <= left
+    assert SCAN_SHARE >= 0.25 and ROUNDS_FLOOR >= 0.1

@@ -32,17 +32,22 @@ its load between domains waits for the next round.
 import collections
 import time
 
+from ..balance.controller import SLACK_S
 from .log import INFO
 
 #: Of the budget, what one scan may use over its scan interval: with the
 #: rest, rounds keep a pace while a user's processes make scans long (the
-#: scan stops and goes on at the next one, loop.py).
+#: scan stops and goes on at the next one, loop.py).  At the defaults 20 ms
+#: a scan; a service with no program on this 2-CPU VM (~130 processes)
+#: used 80 ms over 20 s, 8 ms per scan interval (measured by hand at
+#: 08db185, `tumbler service` with a rule matching nothing, utime + stime).
 SCAN_SHARE = 0.5
 #: Rounds always get at least this share of the budget: if looks and the
 #: socket took it all, no program would be balanced again.  SCAN_SHARE +
-#: ROUNDS_FLOOR leave a quarter for the rest, which measured 0.01-0.05% of
-#: a CPU for 20 parked programs (BENCHMARKS.md, "A CPU budget for the
-#: whole service").
+#: ROUNDS_FLOOR leave a quarter for the rest: the looks at parked programs
+#: cost 6-25 us each for 100 threads (loop.py PARKED_LOOKS), 64 programs
+#: x 1.5 looks a second x 25 us = 0.24% of a CPU, half that quarter of the
+#: default budget (tests/service/test_budget.py checks the sum).
 ROUNDS_FLOOR = 0.25
 #: How often the shares are planned again, in s: within a second a
 #: program's first rounds are measured and fitted to the budget.
@@ -59,7 +64,7 @@ class Pace:
     plan, and the ``spacing`` asked of them."""
 
     __slots__ = ("spacing", "ticks", "cpu_s", "asked_s", "ticked_at", "cost_s", "gap_s",
-                 "said")
+                 "understated", "said")
 
     def __init__(self):
         self.spacing = 0.0          # s at least between two ticks; 0: its own pace
@@ -69,6 +74,7 @@ class Pace:
         self.ticked_at = None       # monotonic s the last tick ended
         self.cost_s = None          # smoothed CPU s per tick
         self.gap_s = None           # smoothed interval its controller asks, s
+        self.understated = 1.0      # its ticks' CPU at its own pace / what it asked, smoothed
         self.said = False           # the log said it is slowed
 
     def add(self, cpu_s, asked_s, now):
@@ -79,19 +85,26 @@ class Pace:
 
     def due(self, due):
         """When the next tick may come: ``due`` (its controller's) or
-        ``spacing`` after the last."""
+        ``spacing`` after the last -- and SLACK_S more, since the loop
+        ticks a run up to SLACK_S before it is due (driver.py)."""
         if self.spacing and self.ticked_at is not None:
-            return max(due, self.ticked_at + self.spacing)
+            return max(due, self.ticked_at + self.spacing + SLACK_S)
         return due
 
     def demand(self):
-        """CPUs its ticks cost at their own pace; None before one is measured."""
+        """CPUs its ticks cost at their own pace; None before one is
+        measured.  What its controller asks is not all: the loop ticks
+        early by up to SLACK_S, and a round, a speed step and a look for
+        new threads each ask their own; so the CPU its ticks took at their
+        own pace over what that predicted (``understated``, at least 1,
+        last measured while not slowed) scales the prediction."""
         if self.cost_s is None:
             return None
-        return self.cost_s / max(self.gap_s, 1e-3)
+        return self.cost_s / max(self.gap_s, 1e-3) * self.understated
 
-    def _settle(self):
-        """Fold the ticks since the last plan into the smoothed figures."""
+    def _settle(self, elapsed):
+        """Fold the ticks of the last ``elapsed`` s (since the last plan)
+        into the smoothed figures."""
         if self.ticks:
             cost, gap = self.cpu_s / self.ticks, self.asked_s / self.ticks
             if self.cost_s is None:
@@ -99,6 +112,9 @@ class Pace:
             else:
                 self.cost_s += NEWEST_WEIGHT * (cost - self.cost_s)
                 self.gap_s += NEWEST_WEIGHT * (gap - self.gap_s)
+            if not self.spacing and elapsed > 0 and self.cost_s > 0:
+                ratio = max(self.cpu_s / elapsed * max(self.gap_s, 1e-3) / self.cost_s, 1.0)
+                self.understated += NEWEST_WEIGHT * (ratio - self.understated)
         self.ticks, self.cpu_s, self.asked_s = 0, 0.0, 0.0
 
 
@@ -127,8 +143,9 @@ class CpuBudget:
         that were not before."""
         spent = self.cpu_clock()
         self.in_ticks += sum(pace.cpu_s for pace in paces.values())
+        elapsed = now - self.marks[-1][0] if self.marks else 0.0
         for pace in paces.values():
-            pace._settle()
+            pace._settle(elapsed)
         marks = self.marks
         marks.append((now, spent, self.in_ticks))
         while len(marks) > 2 and now - marks[1][0] >= self.window_s:
