@@ -129,7 +129,7 @@ def test_a_base_sample_read_as_columns_gives_its_columns_as_they_are():
     from tumbler.platform.columns import ThreadColumns
     quiet, backend, tracker, samples, _ = two_halves()
     threads = [tracker.threads[(PID, 101)], tracker.threads[(PID, 102)]]
-    roster = Roster(PID, threads, None, {101: 0, 102: 1})
+    roster = Roster(PID, threads, None, {101: 0, 102: 1}, None)
     tids = (101, 102)
     columns = ThreadColumns(tids, frozenset(tids), tuple(t.start for t in threads),
                             ("a", "b"), array("q", [7 * MS, 9 * MS]), array("q", [1, 2]))
@@ -138,10 +138,10 @@ def test_a_base_sample_read_as_columns_gives_its_columns_as_they_are():
     assert run is columns.run and lat is columns.lat
     assert columns._mapping is None                     # not built
     # The same threads as a mapping: the same numbers, looked up.
-    looked_up = Roster(PID, threads, None, {}).base_columns(Sample(PID, backend.now,
+    looked_up = Roster(PID, threads, None, {}, None).base_columns(Sample(PID, backend.now,
                                                                    columns.as_dict()))
     assert looked_up == (run, lat)
     # Other threads (one replaced: another start): not the roster's base.
     other = ThreadColumns(tids, frozenset(tids), (threads[0].start, 999), ("a", "b"),
                           columns.run, columns.lat)
-    assert Roster(PID, threads, None, {}).base_columns(Sample(PID, backend.now, other)) is None
+    assert Roster(PID, threads, None, {}, None).base_columns(Sample(PID, backend.now, other)) is None

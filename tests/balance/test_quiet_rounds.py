@@ -358,7 +358,8 @@ def test_columns_of_a_sample_missing_a_thread_are_none():
     class Thread:
         def __init__(self, tid):
             self.tid, self.start, self.domain, self.first = tid, tid, 0, (0, 0, 0)
-    roster = Roster(PID, [Thread(1), Thread(2)], reader=None, assignment={1: 0, 2: 0})
+    roster = Roster(PID, [Thread(1), Thread(2)], reader=None, assignment={1: 0, 2: 0},
+                    read=None)
     full = Sample(PID, 5, {1: ThreadTimes(1, 1, "a", 10, lat_ns=3),
                            2: ThreadTimes(2, 2, "b", 20, lat_ns=4)})
     assert roster.base_columns(full) == (array("q", [10, 20]), array("q", [3, 4]))
@@ -367,3 +368,34 @@ def test_columns_of_a_sample_missing_a_thread_are_none():
     reused = Sample(PID, 7, {1: ThreadTimes(1, 1, "a", 10, lat_ns=3),
                              2: ThreadTimes(2, 99, "c", 20, lat_ns=4)})
     assert roster.base_columns(reused) is None
+
+
+@pytest.mark.parametrize("policy", ["tumbler", "auto"])
+def test_a_quiet_round_that_cannot_decide_lends_its_reads_to_the_full_round(policy):
+    """A quiet round reads every thread, then finds that a full round must
+    decide (here: one domain's threads got busier, a spread over the
+    tolerance); the full round that follows at once takes those reads as
+    its sample: every thread is read once in every round, not twice
+    (issue 47).  The decisions stay a full round's (compare)."""
+    assignment = run_script(steady(1), False, policy=policy)[0][0]["assignment"]
+    busier = {tid: 0.4 for tid, domain in assignment.items() if domain == 0}
+    script = steady(6) + steady(8, {**EVEN, **busier})
+    compare(script, policy=policy)
+    backend = ColumnBackend()
+    for tid in range(101, 109):
+        backend.run(tid, 0)
+    choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
+    controller = Controller(backend, NullBinder(), make_policy(policy), choice,
+                            load_window_ms=300)
+    controller.add_target(PID)
+    reads, kinds = [], []
+    for ms, busy, _, _, _ in script:
+        backend.now += ms * MS
+        for tid, share in busy.items():
+            backend.threads[tid][1] += round(share * ms * MS)
+        before = backend.thread_reads + 8 * backend.column_reads
+        kinds.append(type(controller.round()) is QuietRound)
+        reads.append(backend.thread_reads + 8 * backend.column_reads - before)
+    failed = [n for n in range(1, len(kinds)) if kinds[n - 1] and not kinds[n]]
+    assert failed, kinds            # a full round right after a quiet one
+    assert reads == [8] * len(script), (reads, kinds)

@@ -3,13 +3,13 @@ appended, not a rewrite of every record; the state file is rewritten
 (compacted) only once the log is as long as it; ``tumbler restore`` after a
 SIGKILL at any moment -- before a compaction, or between its rewrite and
 the log's truncation -- puts back every thread recorded, and none dropped.
-On a scripted system (tests/state/test_restore_sweep.py's)."""
+On a scripted system (support/restore_system.py)."""
 
 import os
 
 import pytest
 
-from test_restore_sweep import TARGET, System
+from support.restore_system import TARGET, System
 from tumbler.state import Journal, StateFile, restore_state
 from tumbler.state import journal as journal_module
 from tumbler.state import paths as paths_module

@@ -273,7 +273,7 @@ class Controller:
                 self._last_decision = decision
                 return decision
             quiet.leave()
-        samples = self.tracker.sample_all()
+        samples = self.tracker.sample_all(quiet.take_reads())
         self.tracker.update_loads(samples)
         other = self.other.measure(max((s.wall_ns for s in samples), default=None),
                                    self.tracker)

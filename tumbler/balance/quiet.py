@@ -9,6 +9,12 @@ targets of a process tree (a wrapper shell and its program, --children)
 each over its own, in one call.  Each roster's sample joins its target's
 load window history as a ``ColumnSample``, which answers ``threads`` (the
 mapping full rounds read) only when a full round asks.
+
+A quiet round whose threads were read but which cannot decide (the verdict
+fails, a capacity moved) is followed at once by a full round; that round
+takes the reads just made (``QuietRounds.take_reads``) as its samples
+instead of reading every thread again (issue 47: each thread read twice
+in such a round, 14-37 ms a read of 8,000).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from ..engine.policy import RUNNABLE_SHARE, WATCH_INTERVAL_MS
 from ..engine.leftout import left_out_of_total
 from ..engine.grouping import spread
 from ..engine.window import OUTSIDE, summarize_window
-from ..platform.base import NoSuchProcess
+from ..platform.base import NoSuchProcess, Sample
 from ..platform.columns import ThreadColumns
 from ..records import record
 
@@ -38,12 +44,13 @@ class Roster:
     """The threads quiet rounds read: one target's, in a fixed order, with
     the columns they need (see the module docstring)."""
 
-    __slots__ = ("pid", "threads", "tids", "starts", "domain_of", "assignment", "reader",
-                 "born_by", "zeros", "unmeasured", "_base", "_base_columns")
+    __slots__ = ("pid", "threads", "read", "tids", "starts", "domain_of", "assignment",
+                 "reader", "born_by", "zeros", "unmeasured", "_base", "_base_columns")
 
-    def __init__(self, pid, threads, reader, assignment):
+    def __init__(self, pid, threads, reader, assignment, read):
         self.pid = pid
         self.threads = threads
+        self.read = read            # the full round's sample's threads, in roster order
         self.tids = [t.tid for t in threads]
         self.starts = [t.start for t in threads]
         # A thread outside every domain is counted nowhere (window.OUTSIDE).
@@ -79,6 +86,21 @@ class Roster:
                            array("q", [t.lat_ns for t in found]))
         self._base, self._base_columns = sample, columns
         return columns
+
+    def sample(self, run, lat, read_at):
+        """The Sample a full round would read of the roster's threads, made
+        from a quiet round's columns read at ``read_at``: the same threads
+        as the full round that made the roster (a reader answers only
+        while they are), as columns sharing that round's TIDs, starts and
+        names when it read them so (loads.py pairs such samples by
+        position), else as its mapping with the new times."""
+        read = self.read
+        if type(read) is ThreadColumns:
+            threads = ThreadColumns(read.tids, read.tid_set, read.starts, read.names, run, lat)
+        else:
+            threads = {tid: read[tid]._replace(run_ns=run_ns, lat_ns=lat_ns)
+                       for tid, run_ns, lat_ns in zip(self.tids, run, lat)}
+        return Sample(pid=self.pid, wall_ns=read_at, threads=threads)
 
 
 @record
@@ -134,6 +156,7 @@ class QuietRounds:
         self.may_merge = may_merge
         self.rosters = None         # the threads quiet rounds read, while they may
         self.calm = None            # (threads, ms) of the last paced watch
+        self.reads = {}             # pid -> Sample: a failed quiet round's reads
 
     def rosters_for(self, samples, decision, placed_between_rounds):
         """The rosters for quiet rounds after a full round that changed
@@ -161,7 +184,8 @@ class QuietRounds:
             reader = self.backend.columns_reader(sample.pid, list(sample.threads))
             if reader is None:
                 return None
-            rosters.append(Roster(sample.pid, threads, reader, decision.plan.assignment))
+            rosters.append(Roster(sample.pid, threads, reader, decision.plan.assignment,
+                                  sample.threads))
         return rosters
 
     def round(self, other_seen, speeding):
@@ -170,15 +194,35 @@ class QuietRounds:
         other work per domain at the last full round; ``speeding``: speed
         balancing samples threads between rounds (no paced watch then)."""
         rosters = self.rosters
-        domains = self.layout.domains
         if len(rosters) != len(self.tracker.targets):
             return None         # a new process of the tree: a full round places it
         reads = []
         for roster in rosters:
             read = self._read_roster(roster)
             if read is None:
-                return None
+                break
             reads.append(read)
+            if read[4] is None:
+                break
+        decision = None if len(reads) < len(rosters) or reads[-1][4] is None \
+            else self._decide(reads, other_seen, speeding)
+        if decision is None:
+            # The full round that follows takes what was read (take_reads).
+            self.reads = {roster.pid: roster.sample(run, lat, read_at)
+                          for roster, run, lat, read_at, _, _ in reads}
+        return decision
+
+    def take_reads(self):
+        """{pid: Sample} of the targets the last quiet round read before it
+        found that a full round must decide, for that full round, which
+        follows at once (nothing read since); empty after."""
+        reads, self.reads = self.reads, {}
+        return reads
+
+    def _decide(self, reads, other_seen, speeding):
+        """round's decision from ``reads`` (every roster's), or None."""
+        rosters = self.rosters
+        domains = self.layout.domains
         if len(reads) == 1:
             _, run, lat, now, base, start = reads[0]
             columns = rosters[0].base_columns(base)
@@ -230,8 +274,9 @@ class QuietRounds:
     def _read_roster(self, roster):
         """(roster, run, lat, read at, the window's base sample, samples to
         drop before it) of one target now, or None if a full round must
-        look at it (gone, exec'd, a thread born or exited, one born since
-        the base)."""
+        look at it (gone, exec'd, a thread born or exited); the base None
+        when the threads were read but a full round must measure them (one
+        born since the base, or the base lacks one)."""
         pid = roster.pid
         try:
             zombie, image = self.backend.process_state(pid)
@@ -246,10 +291,9 @@ class QuietRounds:
         history = self.tracker.loads.histories[pid]
         start = self.tracker.loads.window_start(history, now, appended=False)
         base = history[start]
-        if roster.born_by >= base.wall_ns or base.wall_ns >= now:
-            return None         # a thread born since the base: measured from birth
-        if roster.base_columns(base) is None:
-            return None
+        if roster.born_by >= base.wall_ns or base.wall_ns >= now \
+                or roster.base_columns(base) is None:
+            base = None         # (a thread born since the base: measured from birth)
         return roster, run, lat, now, base, start
 
     def _tree_summary(self, reads):

@@ -389,14 +389,17 @@ class ThreadTracker:
             return self.base_allowed.get(pid, mask)
         return mask
 
-    def sample_all(self):
-        """Sample every target; drop targets that exited. Returns live samples."""
+    def sample_all(self, read=None):
+        """Sample every target; drop targets that exited. Returns live samples.
+        ``read``: {pid: Sample} some targets' threads were read as a moment
+        ago (a quiet round that could not decide, quiet.py): taken as their
+        samples, not read again."""
         samples = []
         for pid in list(self.targets):
             try:
                 # Sample first: the backend may answer process_state from
                 # the last round when the sample found the same threads.
-                sample = self.backend.sample(pid)
+                sample = (read or {}).get(pid) or self.backend.sample(pid)
                 zombie, image = self.backend.process_state(pid)
                 if zombie:
                     raise NoSuchProcess(pid)

@@ -16,20 +16,20 @@ Backends take a ``root`` directory so tests read fixture trees instead of
 ``/proc`` and ``/sys``.  They raise only the exceptions below: OS errors are
 mapped once, at the backend edge (as psutil does), so nothing above this
 layer looks at errno.  Written once against the interface, for every
-backend: ``sweep`` (the exit's repeated look for what bound threads
-created) and ``allowed_union`` (the CPUs any thread of some processes may
+backend: ``sweep`` (sweep.py: the exit's repeated look for what bound
+threads created) and ``allowed_union`` (the CPUs any thread of some processes may
 use).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from ..config import LEVELS  # noqa: F401 (a topology's levels; named here for its users)
 from ..records import record
+from .sweep import SWEEP_PASSES, SWEEP_SETTLE_S, sweep  # noqa: F401 (their home was here)
 
 #: The per-thread percentage columns ``tumbler stat`` shows for each
 #: platform: Linux's schedstat and stat times; illumos' prstat -mL
@@ -167,34 +167,6 @@ class Topology:
 
 # -- interfaces --------------------------------------------------------------
 
-#: Threads and child processes born of bound threads carry tumbler's
-#: masks; at exit and in ``tumbler restore`` they are looked for until a
-#: pass finds none, at most this many passes.
-SWEEP_PASSES = 20
-#: A thread or process whose creation began before its creator was put
-#: back copies the old mask, and may show in a listing only after the
-#: pass that found none: the last pass comes this long after it.
-SWEEP_SETTLE_S = 0.02
-
-
-def sweep(one_pass):
-    """Run ``one_pass()`` (true when it put something back) until a pass
-    finds nothing and a second one SWEEP_SETTLE_S later finds nothing
-    either, at most SWEEP_PASSES passes (the exit's and ``tumbler
-    restore``'s look for what bound threads created).  Returns False when
-    cut at SWEEP_PASSES."""
-    settled = False
-    for _ in range(SWEEP_PASSES):
-        if one_pass():
-            settled = False
-        elif settled:
-            return True
-        else:
-            time.sleep(SWEEP_SETTLE_S)      # creations begun before their creator's restore
-            settled = True
-    return False
-
-
 def allowed_union(backend, pids):
     """CPUs any thread of ``pids`` may run on (what domains are cut down to,
     and what a state file records as a target's own).  A thread that exits
@@ -327,15 +299,10 @@ class Backend:
                 sample.wall_ns)
 
     def sample_threads(self, pid, tids):
-        """A Sample of only ``tids`` of ``pid`` (those still alive): what
-        a look for new threads reads of the threads it found, rather than
-        every thread of the process.  A backend can do that for less than
-        a whole ``sample``; the next ``sample`` is a whole one as before."""
+        """The Sample of only ``tids`` of ``pid`` (those alive): what a look for new
+        threads reads, for less than a whole ``sample`` where a backend can."""
         sample = self.sample(pid)
-        wanted = set(tids)
-        return Sample(pid=pid, wall_ns=sample.wall_ns,
-                      threads={tid: times for tid, times in sample.threads.items()
-                               if tid in wanted})
+        return sample._replace(threads={t: sample.threads[t] for t in tids if t in sample.threads})
 
     def columns_reader(self, pid, tids):
         """A reader of the CPU time and run-queue wait of exactly ``tids``,

@@ -337,7 +337,10 @@ class Journal:
         except OSError as exc:
             raise StateError("cannot write state file %s: %s" % (path, exc.strerror)) from None
         target.log_bytes += len(data)
-        if target.log_bytes > max(LOG_COMPACT_MIN_BYTES, target.file_bytes):
+        # What the binder created (a cpuset binder's cgroups, made at a
+        # thread's first bind) is in the file from the next append on.
+        if target.log_bytes > max(LOG_COMPACT_MIN_BYTES, target.file_bytes) \
+                or self._header() != target.header:
             self._write(target)
 
     def _close_log(self, target):
