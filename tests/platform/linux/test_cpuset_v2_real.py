@@ -65,7 +65,10 @@ class Scratch:
         os.mkdir(self.top)
         try:
             os.mkdir(self.app)
-            self.workload = subprocess.Popen([duty, "30", "70", "50", "30", "10"])
+            # Killed by close(); its 600 s only bound a test that hangs.  (30 s
+            # ran out before a slow guest's tumbler bound anything:
+            # tests/system/test_guest_suite_files.py.)
+            self.workload = subprocess.Popen([duty, "600", "70", "50", "30", "10"])
             self.pid = self.workload.pid
             self.home = cgroup2_of(self.pid)
             wait_for_threads(self.pid, 5)
