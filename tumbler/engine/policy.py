@@ -38,7 +38,8 @@ Policies:
                 freedom away.  Until the counts span 0.3 s a thread is not
                 judged.
              3. *Other work*: CPU time of a domain's CPUs no thread of the
-                program got, through the capacity meter's dead band
+                program got (its threads that exited count as the program's:
+                balance/otherwork.py), through the capacity meter's dead band
                 (balance/capacity.py).  Where it counts the domain is the
                 OS's: speed balancing does not engage there (or
                 disengages), and domains may merge (5.).  Bound or pinned,
@@ -70,8 +71,10 @@ Policies:
                 20 ms (+ jitter) between full rounds; it *stays engaged*
                 while the crowd lasts (not a multiple) and switches at
                 least ``STAY_ENGAGED_SWITCHES_PER_CPU_S``, and disengages
-                (threads bound to the whole domain) otherwise.  A candidate
-                that starts sleeping is unpinned at the next full round.
+                (threads bound to the whole domain) otherwise, judged on the
+                candidates whose switching is known: a busy thread started
+                since joins the crowd, pinned with it.  A candidate that
+                starts sleeping is unpinned at the next full round.
              8. *Pace*: full rounds every ``ENGAGED_INTERVAL_MS`` while
                 engaged; ``JUDGE_INTERVAL_MS`` while a crowd with no other
                 work is judged; ``WATCH_INTERVAL_MS`` on a single domain,
