@@ -88,7 +88,7 @@ class OtherWork:
         between.  The CPUs' busy time keeps their CPU for a load window;
         it is the program's, no other work (a program that keeps starting
         short threads would otherwise keep merged domains merged for
-        ever: issue 49, tests/balance/test_auto_scenarios.py).  Where they
+        ever: issue 49, tests/balance/test_loop_scenarios.py).  Where they
         ran is not known: it is taken as the CPU of threads not placed
         (balance/capacity.py, spread_unplaced).  From each process's CPU
         time (``Backend.process_cpu_ns``, which keeps the CPU of its
