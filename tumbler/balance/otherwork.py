@@ -70,7 +70,7 @@ class OtherWork:
             now_ns = time.monotonic_ns()
         domains = self.layout.domains
         *received, unplaced = tracker.loads.received_all()
-        unplaced += self.untracked_cpu(now_ns, tracker, sum(received) + unplaced)
+        unplaced += self.untracked_cpu(now_ns, tracker)
         if self.capacity_meter is not None and len(domains) > 1:
             # Each domain weighed by what other work leaves of its CPUs.
             loads = [t.load for t in tracker.threads.values()
@@ -81,7 +81,7 @@ class OtherWork:
             meter.other_work(domains, received, now_ns, unplaced)
         return self.held()
 
-    def untracked_cpu(self, now_ns, tracker, received):
+    def untracked_cpu(self, now_ns, tracker):
         """CPUs the program's processes (``tracker``'s targets) got over
         the load window beyond what its tracked threads got: threads that
         exited since they were last sampled, or were born and exited in
@@ -100,6 +100,7 @@ class OtherWork:
         for pid in [p for p in process_cpu if p not in tracker.targets]:
             del process_cpu[pid]
         got = 0.0
+        spans = {}                  # pid -> span of its readings (ns)
         for pid in tracker.targets:
             readings = process_cpu.get(pid, ())
             if readings is None:
@@ -117,18 +118,19 @@ class OtherWork:
             # The base: the newest reading at least a window old (or the oldest).
             while len(readings) > 2 and now_ns - readings[1][0] >= self.load_window_ns:
                 readings.popleft()
-            span = now_ns - readings[0][0]
+            span = spans[pid] = now_ns - readings[0][0]
             if span > 0:
                 got += (cpu_ns - readings[0][1]) / span
-        if got <= received:
-            # ``received``: what the tracked threads got in the domains and
-            # not placed (loads.py, received_all), at most all they got:
-            # nothing more to look for (the usual round, no pass over them).
+        if got <= 0.0:
             return 0.0
-        # The tracked threads' CPU over the load window (each over its own
-        # part of it, so a thread born since counts as much or more: the
-        # difference errs low, towards other work).
-        tracked = sum(t.cpu for t in tracker.threads.values() if t.cpu is not None)
+        # What the tracked threads got over the same spans: a thread's CPU
+        # share is over the load window or, born since, since it was first
+        # seen (loads.py), so over that part of the span.
+        tracked = 0.0
+        for (pid, _), thread in tracker.threads.items():
+            span = spans.get(pid)
+            if span and thread.cpu is not None:
+                tracked += thread.cpu * min(span, thread.prev_wall - thread.first[0]) / span
         return max(0.0, got - tracked)
 
     @property

@@ -194,7 +194,7 @@ class QuietRounds:
         # thread gone that was read ends the quiet round): their CPU is
         # the program's, no other work (balance/otherwork.py).
         untracked = 0.0 if self.other.meter is None or len(domains) < 2 else \
-            self.other.untracked_cpu(now, self.tracker, math.fsum(summary.domain_cpu))
+            self.other.untracked_cpu(now, self.tracker)
         if meter is not None and len(domains) > 1:
             # Weighed as the last full round weighed them, if that still
             # holds.  For a full round to weigh: a capacity that moved, or
