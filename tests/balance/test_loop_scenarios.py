@@ -140,12 +140,13 @@ class ExitingThreads(ColumnBackend):
         return self.process_ns
 
 
-def merged_beside(background_ms):
+def merged_beside(background_ms, successor=False):
     """A program's domains merged into one (CPUs 0-1), its thread 101 busy
     on CPU 0, its short thread 102 busy on CPU 1 until it exits 50 ms after
     the third round (never sampled again), light background work of
-    ``background_ms`` per 100 ms on CPU 1 all along: the other work read
-    each round (100 ms apart, a 300 ms load window)."""
+    ``background_ms`` per 100 ms on CPU 1 all along, and with
+    ``successor`` a busy thread 103 on CPU 1 from the round after: the
+    other work read each round (100 ms apart, a 300 ms load window)."""
     backend = ExitingThreads()
     layout = Layout(DomainChoice("explicit", (DOMAIN,), "merged"))
     other = OtherWork(backend, layout, 300 * MS, None, capacity="cpus", merges=True)
@@ -168,6 +169,9 @@ def merged_beside(background_ms):
             backend.busy[1] += short * MS
             if round_ == 4:
                 del backend.threads[102]
+        elif successor:
+            backend.run(103, 100)
+            backend.busy[1] += 100 * MS
         tracker.update_loads(tracker.sample_all())
         read.append(other.measure(backend.now, tracker))
     assert (PID, 102) not in tracker.threads
@@ -184,6 +188,8 @@ def test_the_programs_own_threads_that_exit_are_no_other_work():
     itself, the exited thread added to it nowhere."""
     quiet = merged_beside(background_ms=5)              # 0.05 CPU
     assert quiet[2:] == [[0.0]] * 7
+    # A newcomer busy from then on hides nothing and adds nothing.
+    assert merged_beside(background_ms=5, successor=True)[2:] == [[0.0]] * 7
     assert stay_merged([], [1, 1], quiet[-1][0]) is False
     light = merged_beside(background_ms=20)             # 0.2 CPU
     assert light[2:] == [[0.2]] * 7
