@@ -130,7 +130,7 @@ class OtherWork:
         for (pid, _), thread in tracker.threads.items():
             span = spans.get(pid)
             if span and thread.cpu is not None:
-                tracked += thread.cpu * min(span, thread.prev_wall - thread.first[0]) / span
+                tracked += thread.cpu * min(span, now_ns - thread.first[0]) / span
         return max(0.0, got - tracked)
 
     @property
