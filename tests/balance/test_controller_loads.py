@@ -568,7 +568,8 @@ def test_a_round_that_binds_nothing_yet_leaves_nothing_engaged(monkeypatch):
     quarter of the evidence, with no look at the speeds).  The policy here
     engages every crowd it is shown."""
     from tumbler.engine.policy import AutoPolicy
-    monkeypatch.setattr(AutoPolicy, "_crowd_switching", staticmethod(lambda d, c, was_engaged=False: 1000.0))
+    monkeypatch.setattr(AutoPolicy, "_crowd_switching",
+                        staticmethod(lambda d, c, engaged=(): 1000.0))
     monkeypatch.setattr(AutoPolicy, "_engagement", lambda *args: "engaged for the test")
     busy = (101, 102, 103)
     backend, controller = _busy_on_two_domains(busy)

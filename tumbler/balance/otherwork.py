@@ -5,7 +5,9 @@ leaves of them (balance/capacity.py has the meter and its smoothing);
 domains other work competes for to the OS (engine/policy.py, 3.)."""
 
 import time
+from collections import deque
 
+from ..platform.base import NoSuchProcess, PlatformError
 from .capacity import CapacityMeter, weighed
 
 
@@ -34,6 +36,11 @@ class OtherWork:
             self.meter = CapacityMeter(backend, load_window_ns, warn,
                                        managed_elsewhere=managed_elsewhere)
         self.seen = None            # other work per domain at the last full round
+        self.backend = backend
+        self.load_window_ns = load_window_ns
+        # pid -> (sample clock ns, process CPU ns) readings over the load
+        # window (untracked_cpu), None once the backend cannot tell.
+        self._process_cpu = {}
 
     def unread(self):
         """Whether other work is measured but not read yet (readings over
@@ -63,6 +70,7 @@ class OtherWork:
             now_ns = time.monotonic_ns()
         domains = self.layout.domains
         *received, unplaced = tracker.loads.received_all()
+        unplaced += self.untracked_cpu(now_ns, tracker)
         if self.capacity_meter is not None and len(domains) > 1:
             # Each domain weighed by what other work leaves of its CPUs.
             loads = [t.load for t in tracker.threads.values()
@@ -72,6 +80,58 @@ class OtherWork:
         else:
             meter.other_work(domains, received, now_ns, unplaced)
         return self.held()
+
+    def untracked_cpu(self, now_ns, tracker):
+        """CPUs the program's processes (``tracker``'s targets) got over
+        the load window beyond what its tracked threads got: threads that
+        exited since they were last sampled, or were born and exited in
+        between.  The CPUs' busy time keeps their CPU for a load window;
+        it is the program's, no other work (a program that keeps starting
+        short threads would otherwise keep merged domains merged for
+        ever: issue 49, tests/balance/test_loop_scenarios.py).  Where they
+        ran is not known: it is taken as the CPU of threads not placed
+        (balance/capacity.py, spread_unplaced).  From each process's CPU
+        time (``Backend.process_cpu_ns``, which keeps the CPU of its
+        threads that exited); 0.0 where the backend cannot tell.  Linux
+        counts that time in clock ticks (10 ms): two readings' difference
+        is within a tick of the truth, 0.04 CPU over half a load window,
+        under the dead band's 0.1 CPU step (balance/capacity.py)."""
+        process_cpu = self._process_cpu
+        for pid in [p for p in process_cpu if p not in tracker.targets]:
+            del process_cpu[pid]
+        got = 0.0
+        spans = {}                  # pid -> span of its readings (ns)
+        for pid in tracker.targets:
+            readings = process_cpu.get(pid, ())
+            if readings is None:
+                continue
+            try:
+                cpu_ns = self.backend.process_cpu_ns(pid)
+            except NoSuchProcess:
+                continue
+            except (PlatformError, NotImplementedError):
+                process_cpu[pid] = None
+                continue
+            if not readings:
+                readings = process_cpu[pid] = deque()
+            readings.append((now_ns, cpu_ns))
+            # The base: the newest reading at least a window old (or the oldest).
+            while len(readings) > 2 and now_ns - readings[1][0] >= self.load_window_ns:
+                readings.popleft()
+            span = spans[pid] = now_ns - readings[0][0]
+            if span > 0:
+                got += (cpu_ns - readings[0][1]) / span
+        if got <= 0.0:
+            return 0.0
+        # What the tracked threads got over the same spans: a thread's CPU
+        # share is over the load window or, born since, since it was first
+        # seen (loads.py), so over that part of the span.
+        tracked = 0.0
+        for (pid, _), thread in tracker.threads.items():
+            span = spans.get(pid)
+            if span and thread.cpu is not None:
+                tracked += thread.cpu * min(span, now_ns - thread.first[0]) / span
+        return max(0.0, got - tracked)
 
     @property
     def weighs_domains(self):

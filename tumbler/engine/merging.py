@@ -82,7 +82,7 @@ def oversubscribed_unevenly(threads, cores):
     where it is the same over that range.  A program that keeps starting
     short busy threads (each unknown for its first 0.3 s) would keep the
     judgement waiting for ever otherwise (issue 49;
-    tests/engine/test_auto_scenarios.py)."""
+    tests/engine/test_engine_scenarios.py)."""
     total = sum(cores)
     runnable = _runnable(threads)
     if len(runnable) <= total:

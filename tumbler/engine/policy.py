@@ -38,8 +38,8 @@ Policies:
                 freedom away.  Until the counts span 0.3 s a thread is not
                 judged.
              3. *Other work*: CPU time of a domain's CPUs no thread of the
-                program got, through the capacity meter's dead band
-                (balance/capacity.py).  Where it counts the domain is the
+                program got (nor one that exited), through the dead band
+                (balance/capacity.py, balance/otherwork.py).  Where it counts the domain is the
                 OS's: speed balancing does not engage there (or
                 disengages), and domains may merge (5.).  Bound or pinned,
                 a thread cannot leave a CPU other work competes for
@@ -68,8 +68,8 @@ Policies:
                 ``threshold`` (0.9) times their mean speed.
              7. *Engaged*, ``speed_step`` balances the pinned threads every
                 20 ms (+ jitter) between full rounds; it *stays engaged*
-                while the crowd lasts (not a multiple) and switches at
-                least ``STAY_ENGAGED_SWITCHES_PER_CPU_S``, and disengages
+                while the crowd lasts (not a multiple; newcomers join it) and
+                switches at least ``STAY_ENGAGED_SWITCHES_PER_CPU_S``, and disengages
                 (threads bound to the whole domain) otherwise.  A candidate
                 that starts sleeping is unpinned at the next full round.
              8. *Pace*: full rounds every ``ENGAGED_INTERVAL_MS`` while
@@ -399,11 +399,10 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                           if assignment.get(t.tid) == index and self._not_sleeping(t)]
             others = other[index] if other else 0.0
             # Other work keeps speed balancing out whatever the threads do.
-            was_engaged = index in engaged_before
             switching = None if others > 0.0 else \
-                self._crowd_switching(domain, candidates, was_engaged)
+                self._crowd_switching(domain, candidates, engaged_before)
             verdict = None if switching is None else \
-                self._engagement(domain, candidates, was_engaged, switching)
+                self._engagement(domain, candidates, index in engaged_before, switching)
             candidate_tids = {t.tid for t in candidates} if verdict is not None else ()
             self._release([t for t in pinned if assignment.get(t.tid) == index
                            and t.tid not in candidate_tids], pins)
@@ -487,27 +486,18 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         return thread.sleeps_per_s is None or thread.sleeps_per_s < SLEEPS_PER_SECOND
 
     @staticmethod
-    def _crowd_switching(domain, candidates, was_engaged=False):
+    def _crowd_switching(domain, candidates, engaged=()):
         """The mean switches per CPU-second of ``candidates`` where they
         outnumber ``domain``'s cores and are not a multiple of them, else
-        None (also while their switching is not known yet).  With a
+        None (also while their switching is not known yet, but in a domain
+        ``engaged`` already: newcomers join its crowd, issue 49).  With a
         multiple of the cores the OS gives every core the same number of
         threads and every thread the same share: nothing for speed
-        balancing to fix, and its rounds would only cost.
-
-        In a domain engaged already (``was_engaged``) the mean is that of
-        the candidates whose switching is known: a busy thread started
-        since (unknown for its first 0.3 s) joins the crowd and is pinned
-        with it, and the crowd stays engaged on what its known threads
-        show -- a program that keeps starting short busy threads would
-        otherwise hand the whole domain back to the OS at each one
-        (issue 49; tests/engine/test_auto_scenarios.py)."""
+        balancing to fix, and its rounds would only cost."""
         cores = len(domain.cpus)
         if len(candidates) <= cores or len(candidates) % cores == 0:
             return None
-        if was_engaged:
-            return _mean_switching([t for t in candidates if t.switches_per_cpu_s is not None])
-        return _mean_switching(candidates)
+        return _mean_switching(candidates, known_only=domain.index in engaged)
 
     def _engagement(self, domain, candidates, was_engaged, switching):
         """Why speed balancing acts in this domain, or None if it should not
@@ -531,10 +521,11 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                "CPU-second" % (len(candidates), cores, min(speeds), max(speeds), switching)
 
 
-def _mean_switching(threads):
+def _mean_switching(threads, known_only=False):
     """The mean switches per CPU-second of ``threads``, None if any is
-    not known yet."""
-    rates = [t.switches_per_cpu_s for t in threads]
+    not known yet (``known_only``: of those known, None if none is)."""
+    rates = [t.switches_per_cpu_s for t in threads
+             if not known_only or t.switches_per_cpu_s is not None]
     if not rates or None in rates:
         return None
     return sum(rates) / len(rates)

@@ -105,3 +105,27 @@ def test_uneven_oversubscription_on_eight_llcs_merges_them_all_and_only_then():
     decision = auto().decide(uneven, merged)
     assert decision.engaged == [0] and len(decision.pins) == 65
     assert len(set(decision.pins.values())) == 64
+
+
+def test_churn_of_short_lived_busy_threads_moves_only_the_newcomers_once():
+    """Grouping beside the same churn: each short busy thread is placed
+    once when it comes; the program's persistent threads are never moved
+    for it (no regrouping per newcomer), over every shape of two domains
+    where the newcomer makes the grouping uneven or even."""
+    for cpus, persistent in ((1, 2), (2, 3), (4, 4), (4, 5), (8, 9)):
+        domains = [Domain(0, frozenset(range(cpus))),
+                   Domain(1, frozenset(range(cpus, 2 * cpus)))]
+        policy = auto()
+        where = {t: t % 2 for t in range(1, persistent + 1)}
+        moved = placed = 0
+        for round_ in range(30):
+            threads = [busy(t, 1.0, domain=where[t], switches=130.0) for t in where]
+            threads.append(newcomer(100 + round_, domain=None)._replace(load=1.0))
+            for move in policy.decide(threads, domains).plan.moves:
+                if move.tid < 100:
+                    moved += 1
+                    where[move.tid] = move.dst
+                else:
+                    placed += 1
+            policy.forget(100 + round_)
+        assert (moved, placed) == (0, 30), (cpus, persistent)

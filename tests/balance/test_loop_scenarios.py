@@ -1,20 +1,25 @@
 """Scenarios of issue 49, item 5, over the loop's components and scripted
-backends, where this 2-CPU machine cannot show them with real threads:
-switch counts on a machine larger than the domain, privileged and not."""
+backends, where this 2-CPU machine cannot show them with real threads
+(or not without timing): switch counts on a machine larger than the
+domain, privileged and not; merged domains beside light background work
+while the program's own short threads exit."""
 
 import errno
 import sys
 
-from support.scripted import MS, PID, MaskBinder, MaskedBackend
+from support.scripted import MS, PID, ColumnBackend, MaskBinder, MaskedBackend
 from tumbler.balance.domains import DomainChoice, Layout
 from tumbler.balance.machine import MachineWatch
+from tumbler.balance.otherwork import OtherWork
 from tumbler.balance.placer import Placer
 from tumbler.balance.speedstep import SpeedSteps
 from tumbler.balance.spreads import RunStats
 from tumbler.balance.threads import ThreadTracker, TrackedThread
+from tumbler.engine.merging import OTHER_WORK, stay_merged
 from tumbler.engine.model import Domain
 from tumbler.engine.policy import SYNC_SWITCHES_PER_CPU_S, make_policy
 from tumbler.engine.speed import SpeedParams
+from tumbler.platform.base import NullBinder
 from tumbler.platform.linux.switches import CpuSwitches
 
 #: The program's domain, CPUs 0-1 of a 4-CPU machine.
@@ -116,3 +121,76 @@ def test_unprivileged_switch_counts_on_a_larger_machine_only_keep_speed_balancin
     assert judged(False, 50)[2].engaged == [0]
     assert judged(False, 5000)[2].engaged == []
     assert judged(True, 5000)[2].engaged == [0]
+
+
+class ExitingThreads(ColumnBackend):
+    """ColumnBackend whose process CPU time (``process_cpu_ns``, as
+    /proc/PID/stat's utime + stime, which keeps the CPU of threads that
+    exited) the test's threads add to as they run."""
+
+    def __init__(self):
+        super().__init__()
+        self.process_ns = 0
+
+    def run(self, tid, run_ms, lat_ms=0, start=None):
+        super().run(tid, run_ms, lat_ms, start)
+        self.process_ns += run_ms * MS
+
+    def process_cpu_ns(self, pid):
+        return self.process_ns
+
+
+def merged_beside(background_ms, successor=False):
+    """A program's domains merged into one (CPUs 0-1), its thread 101 busy
+    on CPU 0, its short thread 102 busy on CPU 1 until it exits 50 ms after
+    the third round (never sampled again), light background work of
+    ``background_ms`` per 100 ms on CPU 1 all along, and with
+    ``successor`` a busy thread 103 on CPU 1 from the round after: the
+    other work read each round (100 ms apart, a 300 ms load window)."""
+    backend = ExitingThreads()
+    layout = Layout(DomainChoice("explicit", (DOMAIN,), "merged"))
+    other = OtherWork(backend, layout, 300 * MS, None, capacity="cpus", merges=True)
+    tracker = ThreadTracker(backend, NullBinder(), make_policy("auto"), layout,
+                            MachineWatch(backend), RunStats(0.0), lambda line: None,
+                            bound_masks=set(), load_window_ns=300 * MS,
+                            other_meter=other.meter)
+    backend.run(101, 0)
+    backend.run(102, 0)
+    tracker.add_target(PID)
+    read = []
+    for round_ in range(1, 10):
+        backend.now += 100 * MS
+        backend.run(101, 100)
+        backend.busy[0] += 100 * MS
+        backend.busy[1] += background_ms * MS
+        if 102 in backend.threads:
+            short = 100 if round_ < 4 else 50
+            backend.run(102, short)
+            backend.busy[1] += short * MS
+            if round_ == 4:
+                del backend.threads[102]
+        elif successor:
+            backend.run(103, 100)
+            backend.busy[1] += 100 * MS
+        tracker.update_loads(tracker.sample_all())
+        read.append(other.measure(backend.now, tracker))
+    assert (PID, 102) not in tracker.threads
+    return read
+
+
+def test_the_programs_own_threads_that_exit_are_no_other_work():
+    """Merged domains split once other work leaves them (engine/merging.py,
+    stay_merged); a thread of the program that exits leaves its CPU in the
+    CPUs' busy time for a load window after it, seen or not by the rounds:
+    it must not count as other work, or a program that keeps starting
+    short threads stays merged for ever (issue 49, item 5).  Light
+    background work below the dead band shows as none; above it, as
+    itself, the exited thread added to it nowhere."""
+    quiet = merged_beside(background_ms=5)              # 0.05 CPU
+    assert quiet[2:] == [[0.0]] * 7
+    # A newcomer busy from then on hides nothing and adds nothing.
+    assert merged_beside(background_ms=5, successor=True)[2:] == [[0.0]] * 7
+    assert stay_merged([], [1, 1], quiet[-1][0]) is False
+    light = merged_beside(background_ms=20)             # 0.2 CPU
+    assert light[2:] == [[0.2]] * 7
+    assert stay_merged([], [1, 1], light[-1][0]) == OTHER_WORK
