@@ -276,7 +276,7 @@ def _has_child(pid):
 def test_summary_is_printed_on_stderr():
     result = run_tumbler("--domains", "0/1", "exec", "--", "sh", "-c", "sleep 0.3")
     assert result.returncode == 0
-    assert "intervals" in result.stderr and "own CPU time" in result.stderr
+    assert " rounds, " in result.stderr and "own CPU time" in result.stderr
     assert "explicit domains" in result.stderr
 
 
