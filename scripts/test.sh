@@ -22,6 +22,13 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 && \
    ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
     sh scripts/apt-install.sh qemu-system-x86
 fi
+# tests/commands/test_plot.py renders tumbler plot's SVG to a PNG with rsvg-convert.
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 && \
+   ! command -v rsvg-convert >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends librsvg2-bin >/dev/null
+fi
 # The cgroup v2 cpuset tests (tests/platform/linux/test_cpuset_v2_real.py) may move the
 # cpuset controller from an unused v1 hierarchy to v2 for their duration
 # (always put back and checked); TUMBLER_TEST_CGROUP_SWAP=0 skips them.

@@ -239,7 +239,7 @@ def test_balanced_program_gets_quiet_rounds_and_is_restored(duty, two_cpus):
     finally:
         workload.kill()
         workload.wait()
-    intervals, quiet = map(int, re.search(r"(\d+) intervals \((\d+) quiet\)", stderr).groups())
+    intervals, quiet = map(int, re.search(r"(\d+) rounds?, (\d+) of them quiet", stderr).groups())
     # Quiet rounds wait for a round that changed nothing, and a loaded
     # machine makes the odd round a full one (a spread over the tolerance,
     # threads queuing for a CPU): a quarter at least.
@@ -263,9 +263,9 @@ def test_a_program_behind_a_wrapper_shell_gets_quiet_rounds(duty, two_cpus):
                          "%s 3 30 30 30 30; true" % duty, timeout=60)
     assert result.returncode == 0, result.stderr
     assert_no_traceback(result.stderr)
-    intervals, quiet = map(int, re.search(r"(\d+) intervals \((\d+) quiet\)",
+    intervals, quiet = map(int, re.search(r"(\d+) rounds?, (\d+) of them quiet",
                                           result.stderr).groups())
-    threads = int(re.search(r"(\d+) threads seen", result.stderr).group(1))
+    threads = int(re.search(r"(?:watched|grouped) (\d+) threads?", result.stderr).group(1))
     assert threads == 6, result.stderr          # the shell's and the program's 5
     # As in the test above: a loaded machine makes the odd round a full one.
     assert intervals >= 15 and quiet >= intervals // 4, result.stderr
@@ -533,11 +533,11 @@ def test_overload_cannot_starve_the_loop(crowd):
     assert result.returncode == 0, result.stderr
     assert_no_traceback(result.stderr)
     ran = float(re.search(r"ran (\d+\.\d) s \(duration reached\)", result.stderr).group(1))
-    assert "401 threads seen" in result.stderr
+    assert re.search(r"(watched|grouped) 401 threads", result.stderr), result.stderr
     # At nice 0 once balancing starts, raised again if its waits for a CPU
     # say so (whether they do depends on how much its rounds need: quiet
     # ones may not; tests/platform/test_priority.py holds the rule itself).
-    assert re.search(r"loop priority: nice (0 \(-20 at start-up|0 \(raised to -20 for "
+    assert re.search(r"own scheduling priority: nice (0 \(-20 at start-up|0 \(raised to -20 for "
                      r"|-20 for the last \d+ s \(it waited)",
                      result.stderr), result.stderr
     startup = re.search(r"start-up took (\d+\.\d) s", result.stderr)
@@ -558,4 +558,4 @@ def test_tumbler_starts_at_nice_minus_20_balances_at_0_and_its_command_at_0():
     command_nice, tumbler_nice = result.stdout.splitlines()
     assert command_nice == "0"
     assert tumbler_nice == "0"          # stat field 19, balancing
-    assert "loop priority: nice 0 (-20 at start-up" in result.stderr
+    assert "own scheduling priority: nice 0 (-20 at start-up" in result.stderr

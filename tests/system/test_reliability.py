@@ -220,8 +220,8 @@ def test_thread_churn(churn, domains, procs, state):
     assert status == 0, stderr
     after = {t: m for t, m in thread_masks(target.pid).items() if t in long_lived}
     assert after == before
-    seen = int(re.search(r"(\d+) threads seen", stderr).group(1))
-    intervals = int(re.search(r"(\d+) intervals", stderr).group(1))
+    seen = int(re.search(r"(?:watched|grouped) (\d+) threads?", stderr).group(1))
+    intervals = int(re.search(r"(\d+) rounds?", stderr).group(1))
     assert 4 <= seen <= 10004, stderr
     assert intervals >= 1, stderr
     assert "warning" not in stderr, stderr

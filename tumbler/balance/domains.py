@@ -82,8 +82,8 @@ def choose_domains(topology, allowed, level="auto", explicit=None):
                                     % (name, len(domains)))
         return DomainChoice("auto", (usable,),
                             "single domain (CPUs %s): no package, NUMA node or LLC "
-                            "boundary inside the allowed CPUs, nothing to group across"
-                            % format_cpulist(usable))
+                            "boundary inside them; %s" % (format_cpulist(usable),
+                                                           ONE_DOMAIN_SCOPE))
     if level not in LEVELS:
         raise UsageError("unknown level %r" % level)
     if level not in topology.levels:
@@ -91,9 +91,16 @@ def choose_domains(topology, allowed, level="auto", explicit=None):
     domains = _restrict(topology.levels[level], usable)
     note = "level %s: %d domains" % (level, len(domains))
     if len(domains) < 2:
-        note = "level %s gives a single domain (CPUs %s): nothing to group across" % (
-            level, format_cpulist(usable))
+        note = "level %s gives a single domain (CPUs %s); %s" % (
+            level, format_cpulist(usable), ONE_DOMAIN_SCOPE)
     return DomainChoice(level, domains, note)
+
+
+#: What tumbler can and cannot do with one domain, said once (topology,
+#: the exit summary, the first round under -v), not every round.
+ONE_DOMAIN_SCOPE = ("nothing to group across: tumbler can only speed-balance threads that "
+                    "outnumber the cores (auto: when they meet at barriers; --policy speed: "
+                    "at once)")
 
 
 def _restrict(domains, usable):
@@ -106,7 +113,7 @@ def _explicit(domains, usable, online):
     result = list(domains)
     note = "explicit domains: %s" % " / ".join(format_cpulist(d) for d in result)
     if len(result) < 2:
-        note += " (a single domain: nothing to group across)"
+        note += " (a single domain); " + ONE_DOMAIN_SCOPE
     return DomainChoice("explicit", tuple(result), note)
 
 

@@ -76,6 +76,7 @@ class Placer:
             if src is not None:
                 thread.migrations += 1
                 self.stats.migrations += 1
+                self.stats.threads_moved.add((thread.pid, thread.tid))
             made.append((thread, src, dst))
         return made
 

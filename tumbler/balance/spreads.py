@@ -87,15 +87,18 @@ class SpreadHistory:
 class RunStats:
     """What the exit summary reports of a run (observers/summary.py)."""
 
-    __slots__ = ("started", "intervals", "quiet", "threads_seen", "migrations", "pins",
-                 "spreads", "warnings", "outsiders", "priority", "startup_s")
+    __slots__ = ("started", "intervals", "quiet", "threads_seen", "processes_seen",
+                 "migrations", "threads_moved", "pins", "spreads", "warnings", "outsiders",
+                 "priority", "startup_s")
 
     def __init__(self, started):
         self.started = started
         self.intervals = 0
         self.quiet = 0                  # of them, quiet rounds
         self.threads_seen = 0
+        self.processes_seen = set()     # their PIDs (exec's sh -c and children too)
         self.migrations = 0             # moves between domains
+        self.threads_moved = set()      # (PID, TID) of each thread moved at least once
         self.pins = 0                   # speed balancing's core changes
         self.spreads = SpreadHistory()  # every round's spread (before its moves)
         self.warnings = 0

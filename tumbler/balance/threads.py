@@ -362,6 +362,7 @@ class ThreadTracker:
             self._tracked.setdefault(sample.pid, set()).add(tid)
             self.loads.changed(sample.pid)
             self.stats.threads_seen += 1
+            self.stats.processes_seen.add(sample.pid)
             new.append(thread)
             if mask != allowed and self.binder.binds_masks:
                 inherited.append((thread, mask))

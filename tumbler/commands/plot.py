@@ -1,12 +1,17 @@
 """``tumbler plot LOG.jsonl -o FILE.svg``: a picture of a ``--log`` file.
 
-Two panels over the run's time:
+Two panels over the run's time (seconds, ticked, with a light grid):
 
-* each domain's load per CPU (its summed thread load / its CPUs), one line
-  per domain, inside the tolerance band around their mean (no regrouping
-  while every domain stays in it); threads moved between domains as marks
-  along the top, speed balancing's pins as marks along the bottom;
-* the thread-load CV (what picks the interval) and the interval chosen.
+* each domain's load per CPU (its summed thread load / its CPUs: 1 is
+  every CPU of it busy), one line per domain, inside the tolerance band
+  around their mean (no regrouping while every domain stays in it);
+  threads moved between domains as marks along the top, speed balancing's
+  pins as marks along the bottom, the rounds where speed balancing was
+  engaged shaded;
+* how unevenly the threads load the CPUs (CV, in percent: what picks the
+  interval) and the interval chosen (ms, on the right-hand axis).
+
+The legend is to the right of the panels, never over the data.
 
 Plain SVG written by hand: no plotting library (it must work wherever
 tumbler does, illumos included).
@@ -27,10 +32,13 @@ from .options import examples
 #: Colours of the domain lines, in turn.
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
            "#17becf")
-WIDTH, LEFT, RIGHT = 900, 60, 20
-TOP_PANEL = (40, 260)           # y of the first panel's top and bottom
-BOTTOM_PANEL = (310, 430)
-HEIGHT = 480
+#: The panels span x from LEFT to WIDTH - RIGHT; the legend is right of them.
+WIDTH, LEFT, RIGHT = 1000, 70, 260
+LEGEND_X = WIDTH - RIGHT + 50
+TOP_PANEL = (50, 270)           # y of the first panel's top and bottom
+BOTTOM_PANEL = (340, 460)
+HEIGHT = 500
+SPEED_SHADE = "#ffe8cc"         # rounds with speed balancing engaged
 
 
 @click.command("plot", short_help="Draw a --log file as an SVG chart.",
@@ -164,6 +172,27 @@ def _tolerance(rounds):
     return DEFAULT_TOLERANCE
 
 
+def nice_ticks(high, count=6):
+    """Tick values from 0 to ``high``: steps of 1, 2 or 5 times a power of ten."""
+    import math
+    if high <= 0:
+        return [0.0]
+    raw = high / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(high / step + 1e-9) + 1)]
+
+
+def _label(value):
+    return ("%.0f" % value) if value == int(value) else ("%g" % round(value, 3))
+
+
+def speed_engaged(record):
+    """Whether speed balancing ran in a domain this round (its log note)."""
+    return any(str(note).startswith("speed") for note in
+               (record.get("mechanisms") or {}).values()) or bool(record.get("pins"))
+
+
 def render(rounds, tolerance=None, title=""):
     """The SVG text for ``rounds``."""
     tolerance = _tolerance(rounds) if tolerance is None else tolerance
@@ -192,6 +221,8 @@ def render(rounds, tolerance=None, title=""):
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="%d" y="18" font-size="13">tumbler: %s (%d rounds, %.1f s)</text>'
            % (LEFT, _xml(title), len(rounds), span)]
+    out += _speed_periods(rounds, x)
+    out += _time_grid(t0, t1, x)
     # The tolerance band around the mean of the domains' per-CPU loads.
     band_top, band_bottom = [], []
     for record, values in zip(rounds, per_cpu):
@@ -203,14 +234,18 @@ def render(rounds, tolerance=None, title=""):
         out.append('<polygon class="band" points="%s" fill="#dddddd" stroke="none">'
                    '<title>mean +- %.0f%%</title></polygon>'
                    % (" ".join(band_top + band_bottom[::-1]), tolerance * 100))
+    legend = []
     for i, name in enumerate(names):
         points = " ".join("%.1f,%.1f" % (x(r["t"]), y1(v[i]))
                           for r, v in zip(rounds, per_cpu) if v)
         colour = COLOURS[i % len(COLOURS)]
         out.append('<polyline class="domain" data-domain="%s" points="%s" fill="none" '
                    'stroke="%s" stroke-width="1.5"/>' % (_xml(name), points, colour))
-        out.append('<text x="%d" y="%d" fill="%s">domain %s</text>'
-                   % (WIDTH - RIGHT - 150, TOP_PANEL[0] + 14 * (i + 1), colour, _xml(name)))
+        legend.append(("line", colour, "domain %s (CPUs)" % name))
+    legend += [("rect", "#dddddd", "mean +- %.0f%%: groups kept" % (tolerance * 100)),
+               ("tick", "black", "threads moved (ticks on top)"),
+               ("tick", "#ff7f0e", "threads pinned (ticks below)"),
+               ("rect", SPEED_SHADE, "speed balancing engaged")]
     for record in rounds:
         moved = [m for m in record.get("moves", ()) if m.get("from") is not None]
         if moved:
@@ -223,11 +258,13 @@ def render(rounds, tolerance=None, title=""):
                        'stroke="#ff7f0e"><title>%.2f s: %d pinned</title></line>'
                        % (x(record["t"]), x(record["t"]), TOP_PANEL[1], TOP_PANEL[1] + 8,
                           record["t"], len(record["pins"])))
-    out += _axes(TOP_PANEL, top, "load per CPU", t0, t1)
+    out += _value_axis(TOP_PANEL, top, LEFT, "end", -4)
+    out.append('<text x="%d" y="%d">load per CPU (1 = all its CPUs busy)</text>'
+               % (LEFT, TOP_PANEL[0] - 12))
     # Thread CV and the interval it chose.
-    cvs = [(r["t"], r.get("thread_cv")) for r in rounds if r.get("thread_cv") is not None]
+    cvs = [(r["t"], 100 * r["thread_cv"]) for r in rounds if r.get("thread_cv") is not None]
     intervals = [(r["t"], r.get("interval_ms")) for r in rounds if r.get("interval_ms")]
-    cv_top = max([v for _, v in cvs] + [0.5]) * 1.1
+    cv_top = max([v for _, v in cvs] + [50]) * 1.1
     ms_top = max([v for _, v in intervals] + [100]) * 1.1
 
     def y2(value, scale):
@@ -241,24 +278,91 @@ def render(rounds, tolerance=None, title=""):
         out.append('<polyline class="interval" points="%s" fill="none" stroke="#17becf" '
                    'stroke-dasharray="4 2"/>'
                    % " ".join("%.1f,%.1f" % (x(t), y2(v, ms_top)) for t, v in intervals))
-    out += _axes(BOTTOM_PANEL, cv_top, "thread CV (grey); interval ms (dashed, max %.0f)"
-                 % (ms_top / 1.1), t0, t1)
+    legend += [("line", "#555555", "thread loads' CV (%, left axis)"),
+               ("dash", "#17becf", "next round in (ms, right axis)")]
+    out += _value_axis(BOTTOM_PANEL, cv_top, LEFT, "end", -4, unit="%")
+    out += _value_axis(BOTTOM_PANEL, ms_top, WIDTH - RIGHT, "start", 4, unit=" ms")
+    out.append('<text x="%d" y="%d">how unevenly threads load the CPUs, and the interval '
+               'it sets</text>' % (LEFT, BOTTOM_PANEL[0] - 12))
+    for panel in (TOP_PANEL, BOTTOM_PANEL):
+        out += _time_axis(panel, t0, t1, x)
+    out += _legend(legend)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def _axes(panel, top, label, t0, t1):
+def _speed_periods(rounds, x):
+    """Shade, over both panels, each span of rounds with speed balancing engaged."""
+    out, start = [], None
+    for record, after in zip(rounds, rounds[1:] + [None]):
+        engaged = speed_engaged(record)
+        if engaged and start is None:
+            start = record["t"]
+        if start is not None and (not engaged or after is None):
+            end = record["t"] if after is None or not engaged else after["t"]
+            for high, low in (TOP_PANEL, BOTTOM_PANEL):
+                out.append('<rect class="speed" x="%.1f" y="%d" width="%.1f" height="%d" '
+                           'fill="%s"/>' % (x(start), high, max(x(end) - x(start), 1.0),
+                                            low - high, SPEED_SHADE))
+            start = None
+    return out
+
+
+def _time_grid(t0, t1, x):
+    out = []
+    for tick in nice_ticks(t1 - t0):
+        for high, low in (TOP_PANEL, BOTTOM_PANEL):
+            out.append('<line class="grid" x1="%.1f" x2="%.1f" y1="%d" y2="%d" '
+                       'stroke="#eeeeee"/>' % (x(t0 + tick), x(t0 + tick), high, low))
+    return out
+
+
+def _time_axis(panel, t0, t1, x):
     high, low = panel
-    return ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>' % (LEFT, LEFT, high, low),
-            '<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>'
-            % (LEFT, WIDTH - RIGHT, low, low),
-            '<text x="%d" y="%d" text-anchor="end">%.2f</text>' % (LEFT - 4, high + 4, top),
-            '<text x="%d" y="%d" text-anchor="end">0</text>' % (LEFT - 4, low + 4),
-            '<text x="%d" y="%d">%s</text>' % (LEFT + 4, high - 2 if high > 40 else high + 12,
-                                               _xml(label)),
-            '<text x="%d" y="%d">%.1f s</text>' % (LEFT, low + 14, t0),
-            '<text x="%d" y="%d" text-anchor="end">%.1f s</text>'
-            % (WIDTH - RIGHT, low + 14, t1)]
+    out = ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>'
+           % (LEFT, WIDTH - RIGHT, low, low)]
+    for tick in nice_ticks(t1 - t0):
+        at = x(t0 + tick)
+        out.append('<line class="tick" x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="black"/>'
+                   % (at, at, low, low + 4))
+        out.append('<text class="tick-label" x="%.1f" y="%d" text-anchor="middle">%s s</text>'
+                   % (at, low + 15, _label(round(t0 + tick, 3))))
+    return out
+
+
+def _value_axis(panel, top, at, anchor, offset, unit=""):
+    high, low = panel
+    out = ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>' % (at, at, high, low)]
+    for tick in nice_ticks(top / 1.1):
+        y = low - tick / top * (low - high)
+        out.append('<line class="tick" x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="black"/>'
+                   % (at, at + (4 if offset > 0 else -4), y, y))
+        out.append('<text class="tick-label" x="%d" y="%.1f" text-anchor="%s">%s%s</text>'
+                   % (at + offset * 2, y + 4, anchor, _label(tick), unit))
+    return out
+
+
+def _legend(entries):
+    """The legend, right of the panels: ``(kind, colour, text)`` per entry."""
+    out = ['<g class="legend">']
+    for i, (kind, colour, text) in enumerate(entries):
+        y = TOP_PANEL[0] + 18 * i + 6
+        if kind == "rect":
+            out.append('<rect x="%d" y="%d" width="18" height="10" fill="%s"/>'
+                       % (LEGEND_X, y - 8, colour))
+        elif kind == "tick":
+            out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"/>'
+                       % (LEGEND_X + 9, LEGEND_X + 9, y - 9, y + 1, colour))
+        elif kind == "dash":
+            out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="1.5" '
+                       'stroke-dasharray="4 2"/>' % (LEGEND_X, LEGEND_X + 18, y - 3, y - 3,
+                                                     colour))
+        else:       # a line's colour as a crisp bar, on whole pixels
+            out.append('<rect x="%d" y="%d" width="18" height="3" fill="%s"/>'
+                       % (LEGEND_X, y - 5, colour))
+        out.append('<text x="%d" y="%d">%s</text>' % (LEGEND_X + 24, y, _xml(text)))
+    out.append("</g>")
+    return out
 
 
 def _xml(text):
