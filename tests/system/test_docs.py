@@ -109,3 +109,23 @@ def test_every_service_key_is_in_tumbler_yaml_5():
         result = subprocess.run(["man", "--warnings", "-l", page], capture_output=True,
                                 text=True, env=env)
         assert result.returncode == 0 and result.stderr == ""
+
+
+def test_readme_first_screen_answers_a_new_user():
+    """issue 50: what it is, whether it helps, how to install, what to run
+    first, and what it can do on one socket, all in the first 40 lines;
+    the set-up and test commands first; developer material elsewhere."""
+    readme = open(os.path.join(REPO, "README.md")).read()
+    first = "\n".join(readme.splitlines()[:40])
+    assert readme.index("sh scripts/demo.sh") < readme.index("sh scripts/test.sh") < 400
+    for needed in ("tumbler balances the threads", "one socket", "--policy speed",
+                   "| your program | what tumbler does | measured effect",
+                   "yield barriers", "spinning barriers", "independent threads",
+                   "beside other work", "pip install", ".deb", "tumbler topology",
+                   "tumbler compare", "tumbler exec"):
+        assert needed in first, needed
+    for developer in ("_steady.c", "## Code map", "../shared/papers"):
+        assert developer not in readme, developer
+    developing = open(os.path.join(REPO, "docs", "DEVELOPING.md")).read()
+    assert "## Code map" in developing and "_steady.c" in developing
+    assert "docs/DEVELOPING.md" in first
