@@ -129,3 +129,17 @@ def test_readme_first_screen_answers_a_new_user():
     developing = open(os.path.join(REPO, "docs", "DEVELOPING.md")).read()
     assert "## Code map" in developing and "_steady.c" in developing
     assert "docs/DEVELOPING.md" in first
+
+
+def test_links_into_benchmarks_find_their_section():
+    """README's and BENCHMARKS' front-page links name sections that exist
+    (GitHub's heading anchors: lower case, punctuation dropped, spaces to -)."""
+    benchmarks = open(os.path.join(REPO, "BENCHMARKS.md")).read()
+    anchors = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+               for heading in re.findall(r"^#+ (.*)$", benchmarks, re.M)}
+    readme = open(os.path.join(REPO, "README.md")).read()
+    links = (re.findall(r"\]\(BENCHMARKS\.md#([^)]+)\)", readme)
+             + re.findall(r"\]\(#([^)]+)\)", benchmarks))
+    assert len(links) > 10
+    for link in links:
+        assert link in anchors, link
