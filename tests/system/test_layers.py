@@ -1,6 +1,6 @@
 """The package's layers, read from its import statements (ast, no tool).
 
-Layer order, one way only (README.md, "Code map")::
+Layer order, one way only (docs/DEVELOPING.md, "Code map")::
 
     commands  ->  service  ->  balance, state, tracing, observers
               ->  engine, platform  ->  errors, cpulist, config, safefile, escape, jsonlimits

@@ -30,11 +30,10 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     tumbler = os.path.join(REPO, ".venv", "bin", "tumbler")
     unit = tmp_path / "tumbler.service"
     unit.write_text(text.replace("/usr/bin/tumbler", tumbler))
-    for section in ("8", "5"):
-        (tmp_path / "man" / ("man" + section)).mkdir(parents=True)
-    os.symlink(os.path.join(REPO, "man", "tumbler.8"), tmp_path / "man" / "man8" / "tumbler.8")
-    os.symlink(os.path.join(REPO, "man", "tumbler.yaml.5"),
-               tmp_path / "man" / "man5" / "tumbler.yaml.5")
+    for page in os.listdir(os.path.join(REPO, "man")):
+        section = tmp_path / "man" / ("man" + page.rsplit(".", 1)[1])
+        section.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.join(REPO, "man", page), section / page)
     result = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True,
                             text=True, cwd=tmp_path,
                             env=dict(os.environ, MANPATH=str(tmp_path / "man")))
@@ -149,11 +148,13 @@ def test_deb_builds_with_the_expected_files(tmp_path):
     deb = next(tmp_path.glob("tumbler_*.deb"))
     files = set(subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True,
                                check=True).stdout.split())
-    for path in ("./usr/bin/tumbler", "./lib/systemd/system/tumbler.service",
-                 "./etc/tumbler/tumbler.yaml", "./usr/share/man/man8/tumbler.8.gz",
-                 "./usr/share/man/man5/tumbler.yaml.5.gz",
-                 "./usr/share/tumbler/probes/linux/runqlat.bt",
-                 "./usr/lib/python3/dist-packages/tumbler/service/loop.py"):
+    pages = ["./usr/share/man/man%s/%s.gz" % (page.rsplit(".", 1)[1], page)
+             for page in os.listdir(os.path.join(REPO, "man"))]
+    assert "./usr/share/man/man8/tumbler.8.gz" in pages
+    for path in pages + ["./usr/bin/tumbler", "./lib/systemd/system/tumbler.service",
+                         "./etc/tumbler/tumbler.yaml",
+                         "./usr/share/tumbler/probes/linux/runqlat.bt",
+                         "./usr/lib/python3/dist-packages/tumbler/service/loop.py"]:
         assert path in files, path
     script = subprocess.run("dpkg-deb --fsys-tarfile %s | tar xOf - ./usr/bin/tumbler" % deb,
                             shell=True, capture_output=True, text=True, check=True).stdout

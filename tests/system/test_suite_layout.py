@@ -1,4 +1,4 @@
-"""The test suite's own layout (README.md, "Code map"): tests/ mirrors the
+"""The test suite's own layout (docs/DEVELOPING.md, "Code map"): tests/ mirrors the
 package, a folder per layer; no test file imports another (helpers live
 in tests/support/, fixtures in conftest.py files); test file names are
 unique (pytest imports them by name, each folder on sys.path)."""
