@@ -240,3 +240,74 @@ def test_scans_and_the_rounds_floor_leave_room_for_the_looks_at_parked_programs(
     left = (1.0 - SCAN_SHARE - ROUNDS_FLOOR) * DEFAULT_CPU_BUDGET
     assert DEFAULT_MAX_PROGRAMS * 1.5 * 25e-6 <= left
     assert SCAN_SHARE >= 0.25 and ROUNDS_FLOOR >= 0.1
+
+
+def _engaged_crowd(policy):
+    """3 threads yielding at barriers on 2 cores: ``policy`` engages speed
+    balancing and pins them; returns the views as the next round sees them."""
+    from tumbler.engine import Domain
+    from tumbler.engine.policy import ThreadView
+    wall = 100_000_000
+
+    def busy(tid, cpu=None):
+        speed = 0.4 if tid == 3 else 0.8       # uneven: the one sharing a core
+        return ThreadView(tid=tid, load=speed, domain=0, pinned_cpu=cpu,
+                          exec_ns=int(speed * wall), wall_ns=wall, runnable=1.0,
+                          sleeps_per_s=0.0, switches_per_cpu_s=1300.0)
+    domains = [Domain(0, frozenset({0, 1}))]
+    first = policy.decide([busy(t) for t in (1, 2, 3)], domains)
+    assert first.engaged == [0] and sorted(first.pins) == [1, 2, 3]
+    return [busy(t, first.pins[t]) for t in (1, 2, 3)], domains
+
+
+@pytest.mark.parametrize("name", ["auto", "speed"])
+def test_a_held_policy_engages_nothing_and_hands_every_pin_back(name):
+    """Speed balancing whose steps the budget would space seconds apart
+    leaves threads two to a core in a rotation that no longer turns:
+    held (``speed_held``), the policy releases every pin of an engaged
+    crowd at its next round; let go, it engages again."""
+    from tumbler.engine.policy import make_policy
+    from tumbler.engine.speed import SpeedParams
+    policy = make_policy(name, speed=SpeedParams(jitter=False), seed=1)
+    crowd, domains = _engaged_crowd(policy)
+    policy.speed_held = True
+    held = policy.decide(crowd, domains)
+    assert held.pins == {1: None, 2: None, 3: None}
+    if name == "auto":
+        assert held.engaged == []
+    policy.speed_held = False
+    again = policy.decide([t._replace(pinned_cpu=None) for t in crowd], domains)
+    assert again.engaged == [0] and sorted(again.pins) == [1, 2, 3]
+
+
+def test_the_budget_holds_speed_balancing_of_a_slowed_program_and_lets_it_go():
+    """hold_speed: a program whose ticks the budget spaces gets its policy
+    held and, if it was engaged, a round at once (its pins handed back
+    whatever the spacing); once not spaced, let go; nothing is redone
+    while nothing changes."""
+    from tumbler.engine.policy import make_policy
+    from tumbler.service.budget import hold_speed
+
+    class Controller:
+        def __init__(self):
+            self.policy = make_policy("auto")
+            self.last_decision = type("Decision", (), {"engaged": [0]})()
+            self.resumed = 0
+
+        def resume(self):
+            self.resumed += 1
+
+    controller, pace = Controller(), Pace()
+    pace.ticked_at = 5.0
+    hold_speed(controller, pace)
+    assert not controller.policy.speed_held and controller.resumed == 0
+    pace.spacing = 4.0
+    hold_speed(controller, pace)
+    assert controller.policy.speed_held and controller.resumed == 1
+    assert pace.ticked_at is None and pace.due(7.0) == 7.0      # ticks at once
+    pace.ticked_at = 9.0
+    hold_speed(controller, pace)
+    assert controller.resumed == 1 and pace.ticked_at == 9.0
+    pace.spacing = 0.0
+    hold_speed(controller, pace)
+    assert not controller.policy.speed_held and controller.resumed == 1

@@ -167,7 +167,6 @@ ENGAGED_INTERVAL_MS = 200
 #: domains less one (all the load on one CPU), far below this.
 NEVER_REGROUP = 1e9
 
-
 _ENGINE_INPUT_TYPES = {ThreadView, ThreadLoad}
 
 
@@ -184,6 +183,7 @@ class TumblerPolicy:
     moves_threads = True
     needs_sleep_data = False
     merges_domains = False      # see AutoPolicy
+    speed_held = False          # engage nothing, pin nothing (service/budget.py says when)
 
     def __init__(self, table=None, tolerance=DEFAULT_TOLERANCE, fixed_interval_ms=None,
                  speed=None, seed=None):
@@ -347,8 +347,8 @@ class SpeedPolicy(_SpeedMixin, TumblerPolicy):
             members = [t for t in threads if assignment.get(t.tid) == domain.index]
             # An idle thread (a main thread waiting in join) has speed 0 and
             # would drag its core's mean down as if the core were crowded.
-            idle = [t for t in members if t.load < IDLE_LOAD]
-            members = [t for t in members if t.load >= IDLE_LOAD]
+            idle = [t for t in members if t.load < IDLE_LOAD or self.speed_held]
+            members = [] if self.speed_held else [t for t in members if t.load >= IDLE_LOAD]
             self._release(idle, pins)
             moves = self._speed_round(domain, members, pins)
             notes[domain.index] = "speed: %d threads on %d cores, %d pulls" % (
@@ -386,8 +386,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
         pins, notes, engaged = {}, {}, []
         watching = False
         interval = plan.interval_ms
-        # One pass each over all threads, then per domain over the few that
-        # stay runnable or are pinned: this runs every round.
+        # One pass over all threads, then per domain over the few runnable or pinned.
         runnable = runnable_at_least(threads, RUNNABLE_SHARE, columns)
         pinned = pinned_threads(threads, columns)
         # The plan assigns every thread of ``threads`` (their TIDs are
@@ -399,7 +398,7 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
                           if assignment.get(t.tid) == index and self._not_sleeping(t)]
             others = other[index] if other else 0.0
             # Other work keeps speed balancing out whatever the threads do.
-            switching = None if others > 0.0 else \
+            switching = None if others > 0.0 or self.speed_held else \
                 self._crowd_switching(domain, candidates, engaged_before)
             verdict = None if switching is None else \
                 self._engagement(domain, candidates, index in engaged_before, switching)

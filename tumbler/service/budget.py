@@ -26,7 +26,9 @@ status`` shows its pace.
 Between two rounds a slowed program's threads stay where its last round
 put them: bound to their domains, which the kernel balances within,
 recorded, and put back on every exit as any other's; only a change of
-its load between domains waits for the next round.
+its load between domains waits for the next round.  Speed balancing is
+held off in a slowed program (``hold_speed``): its pins would stay put
+between steps seconds apart.
 """
 
 import collections
@@ -178,12 +180,33 @@ class CpuBudget:
         the parked ones left out; one line to ``log`` for each program
         slowed for the first time."""
         parked = {pid for pid, program in programs.items() if program.parked}
-        for pid in self.plan(now, paces, parked):
+        slowed_now = self.plan(now, paces, parked)
+        for pid, program in programs.items():
+            hold_speed(program.controller, paces.get(pid))
+        for pid in slowed_now:
             program = programs.get(pid)
             if program is not None:
                 log(INFO, "PID %d (%s): %s (%.3f CPUs for %d programs' rounds; %d threads)"
                     % (pid, program.name, slowed(paces[pid]), self.for_rounds,
                        len(programs) - len(parked), len(program.controller.threads)))
+
+
+def hold_speed(controller, pace):
+    """No speed balancing in a program whose ticks the budget spaces: its
+    steps (every 20 ms) would come seconds apart, leaving its threads
+    pinned two to a core in a rotation that no longer turns -- slower than
+    the kernel alone.  Held, the policy engages nothing (engine/policy.py,
+    ``speed_held``) and a round at once hands its pins back; let go when
+    its ticks are no longer spaced."""
+    held = bool(pace is not None and pace.spacing)
+    policy = controller.policy
+    if held == policy.speed_held:
+        return
+    policy.speed_held = held
+    decision = controller.last_decision
+    if held and decision is not None and decision.engaged:
+        controller.resume()             # the round that releases the pins ...
+        pace.ticked_at = None           # ... now, whatever the spacing
 
 
 def slowed(pace):

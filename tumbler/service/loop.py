@@ -33,8 +33,8 @@ another process):
   ``service.max_threads`` threads in all, a rule's own ``max_programs``
   and ``max_threads`` (per program).  A process over a cap waits (one
   line says how many do, once the scans have looked at every process and
-  found more waiting) and is looked at again when a managed program leaves; a managed program that grows past a thread cap is
-  handed back.
+  found more waiting) and is looked at again when a managed program
+  leaves; a managed program that grows past a thread cap is handed back.
 
 Everything a process's owner controls is treated as hostile: rules match
 in linear time (service/pattern.py), the command line is read against a
@@ -42,15 +42,13 @@ deadline (service/deadline.py), names are printable before they reach a
 log line, and a scan stops early for a stop signal, so every step of the
 loop is bounded and a stop signal hands every program back within a
 second.  A scan also stops once it has used SCAN_CPU_SHARE of its
-interval in CPU time (a user who starts thousands of processes, or keeps
-renaming them so that their long command lines are matched again, can
-make a scan long), and the next scan goes on from the PID it stopped at:
-the service's CPU time for scanning stays bounded whatever users start,
-and every process is still looked at in turn.
+interval in CPU time, or its share of the CPU budget (budget.py; users
+can make scans long with thousands of processes, or long command lines
+renamed to be matched again), and the next goes on from the PID it
+stopped at: every process is still looked at in turn.
 
-CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's
-domains, and domains are cut down to what the program may use, so no
-mask is ever widened.
+CPUs listed in ``isolcpus=`` or ``nohz_full=`` are never in a program's domains,
+and domains are cut down to what the program may use: no mask is ever widened.
 
 Logging: log.py (a line per event that matters; about processes, rate-limited).
 """
@@ -78,9 +76,7 @@ from .driver import Driver
 from .log import ERROR, INFO, WARNING, Events
 from .program import Program
 
-#: Share of one CPU a scan may use, of its scan interval: past it (thousands
-#: of processes, many command lines to match -- a user can make both) the
-#: scan stops, and the next one goes on where it stopped.
+#: Share of one CPU a scan may use, of its scan interval (the module doc).
 SCAN_CPU_SHARE = 0.25
 #: Processes looked at between two checks of the stop signal and the budget.
 SCAN_CHECK_EVERY = 8
@@ -94,10 +90,9 @@ REMATCH_SCANS = 15
 #: this many scans (the PID space could wrap round to the same newest PID):
 #: listing /proc walks every thread ID, 1-4 ms at 20,000 threads.
 RELIST_SCANS = 15
-#: With measured capacity, a program's other work -- what neither it nor the
-#: service's other programs used of a domain -- is averaged over this many
-#: load windows (balance/capacity.py): bursty neighbours moved capacities,
-#: and threads, for noise.
+#: With measured capacity, a program's other work (what neither it nor the
+#: service's other programs used of a domain) is averaged over this many load
+#: windows (balance/capacity.py): bursty neighbours moved threads for noise.
 CAPACITY_SMOOTH_WINDOWS = 4
 #: Looks at parked programs' CPU per scan interval (the module doc), one
 #: read per parked program each (6-25 us for 100 threads: the kernel walks
@@ -130,10 +125,7 @@ class Service:
         self.started = time.monotonic()
         self.me = os.getpid()
         self.backend = open_backend(None, "/")      # for scans; programs have their own
-        # CPUs off-line and back, cpusets changed: each program's controller
-        # follows them (balance/machine.py); the service says so once,
-        # within a scan interval (_look_at_machine).
-        self.machine = MachineWatch(self.backend)
+        self.machine = MachineWatch(self.backend)  # CPUs, cpusets changed: _look_at_machine
         self.sharing = self._sharing(config)        # None: time sharing
         self.budget = CpuBudget(config.cpu_budget, config.scan_interval)
 
@@ -187,10 +179,9 @@ class Service:
         return "signal %d" % signum
 
     def _look_at_machine(self, now):
-        """Say once for all programs what changed of the CPUs on-line and
-        their cpusets, every scan_interval: each controller follows at its
-        own pace (balance/machine.py); this look, a cpuset read per program,
-        only tells."""
+        """Say once for all programs what changed of the CPUs on-line and their
+        cpusets, every scan_interval: each controller follows at its own pace
+        (balance/machine.py); this look, a cpuset read per program, only tells."""
         for change, pids in self.machine.look(
                 self.programs, lambda pid: self.programs[pid].controller.backend):
             count = len(self.programs if pids is None else pids)

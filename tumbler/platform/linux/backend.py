@@ -347,11 +347,9 @@ class LinuxBackend(Backend):
             is_kernel=bool(int(fields[STAT_FLAGS]) & PF_KTHREAD))
 
     def process_cpu_and_name(self, pid):
-        """(utime + stime of /proc/PID/stat -- the kernel sums the threads
-        --, the name in it), through an fd kept open on it: bound to the
-        process, so a reused PID reads as gone.  The name (the process's
-        comm: renamed by exec and by its main thread's prctl) comes with
-        the same read, escaped as every name is."""
+        """(utime + stime of /proc/PID/stat, its comm -- renamed by exec --
+        escaped), through an fd kept open on it: bound to the process, so a
+        reused PID reads as gone.  The kernel sums the threads' times."""
         if pid in self._gone:
             raise NoSuchProcess(pid)
         # Read many times a second by a service with many parked programs:
