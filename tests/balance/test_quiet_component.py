@@ -145,3 +145,30 @@ def test_a_base_sample_read_as_columns_gives_its_columns_as_they_are():
     other = ThreadColumns(tids, frozenset(tids), (threads[0].start, 999), ("a", "b"),
                           columns.run, columns.lat)
     assert Roster(PID, threads, None, {}, None).base_columns(Sample(PID, backend.now, other)) is None
+
+
+def test_a_roster_read_as_a_full_rounds_sample_shares_that_rounds_columns():
+    """The sample a failed quiet round lends the full round after it
+    (Roster.sample): read as columns, it shares the full round's TIDs,
+    starts and names (loads.py pairs same_threads samples by position)
+    with the new times; read as a mapping, each thread's entry with its
+    new times."""
+    from array import array
+    from tumbler.balance.quiet import Roster
+    from tumbler.platform.base import ThreadTimes
+    from tumbler.platform.columns import ThreadColumns
+    _, _, tracker, _, _ = two_halves()
+    threads = [tracker.threads[(PID, 101)], tracker.threads[(PID, 102)]]
+    tids, starts = (101, 102), tuple(t.start for t in threads)
+    full = ThreadColumns(tids, frozenset(tids), starts, ("a", "b"),
+                         array("q", [1, 2]), array("q", [3, 4]))
+    run, lat = array("q", [10, 20]), array("q", [30, 40])
+    lent = Roster(PID, threads, None, {}, full).sample(run, lat, 77)
+    assert (lent.pid, lent.wall_ns) == (PID, 77)
+    assert type(lent.threads) is ThreadColumns and lent.threads.same_threads(full)
+    assert lent.threads.names is full.names and lent.threads.run is run
+    assert dict(lent.threads) == {
+        101: ThreadTimes(101, starts[0], "a", 10, lat_ns=30, state="?"),
+        102: ThreadTimes(102, starts[1], "b", 20, lat_ns=40, state="?")}
+    mapping = Roster(PID, threads, None, {}, full.as_dict()).sample(run, lat, 78)
+    assert mapping.threads == dict(lent.threads) and type(mapping.threads) is dict
