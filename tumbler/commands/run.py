@@ -354,11 +354,10 @@ def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
     programs = [(run.key, run.controller) for run in runs]
     from ..observers.summary import rounded, shared_summary_lines, summary_record
     if summary_out is not None:
-        record = {"wall_s": rounded(wall, 3), "end_reason": reason,
+        record = {"wall_s": rounded(wall, 3), "end_reason": reason, "unrestored": failed,
                   "own_cpu_s": rounded(cpu, 4), "process_cpu_s": rounded(process_cpu, 4),
-                  "unrestored": failed, "share": "space",
-                  "share_policy": sharing.policy, "repartitions": sharing.repartitions,
-                  "llc_counters_off": sharing.counters.off,
+                  "share": "space", "share_policy": sharing.policy,
+                  "repartitions": sharing.repartitions, "llc_counters_off": sharing.counters.off,
                   "programs": [dict(summary_record(c, wall, cpu, reason, process_cpu), pid=pid,
                                     llc_per_cycle=sharing.counters.rates.get(pid))
                                for pid, c in programs]}
