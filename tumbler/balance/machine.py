@@ -234,12 +234,21 @@ class MachineWatch:
     def kernel_masks(self, pid, asked):
         """The masks a thread of ``pid`` that asked for ``asked`` may show
         now, whatever the machine did since (``_kernel_made``; a cpuset
-        the kernel has not updated yet leaves ``asked``).  Read now."""
+        the kernel has not updated yet leaves ``asked``).  Read now.  Also
+        ``asked`` less the CPUs that went off-line during the run: Linux
+        before 6.2 cuts them out of a mask set while they are off-line and
+        does not give them back when they return (a guest test, 6.1)."""
         online = self._read()
+        if online is not None and self.online is not None:
+            self.went_offline |= self.online - online
         found = self._cpuset(pid)
         if found is None:
-            return {asked, asked & online} if online is not None else {asked}
-        return _kernel_made(asked, found[1], online)
+            masks = {asked, asked & online} if online is not None else {asked}
+        else:
+            masks = _kernel_made(asked, found[1], online)
+        if asked & self.went_offline:
+            masks |= {mask - self.went_offline for mask in masks if mask - self.went_offline}
+        return masks
 
     def reset_by_kernel(self, pid, bound_mask, current):
         """Whether a thread of ``pid`` whose mask is ``current``, no longer
