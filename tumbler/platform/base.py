@@ -429,6 +429,12 @@ class Backend:
         (balance/capacity.py).  Default: the OS cannot tell."""
         raise Unsupported("this platform cannot read per-CPU busy time")
 
+    #: Whether a mask set while some of its CPUs are off-line comes back
+    #: whole when they return (Linux 6.2 and later keep the mask asked
+    #: for); False: the kernel cut them out of it for good (Linux before
+    #: 6.2: sched_setaffinity intersects with the CPUs on-line then).
+    keeps_asked_mask = True
+
     def online_cpus(self):
         """The CPUs on-line now, cheaply: the controller asks every round,
         to follow CPUs taken off-line and back (balance/machine.py).

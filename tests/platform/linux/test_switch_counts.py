@@ -87,3 +87,18 @@ def test_missing_counts_are_zero_and_malformed_ones_an_error(tmp_path):
         backend.context_switches(20, 21)
     with pytest.raises(NoSuchProcess):
         backend.context_switches(20, 22)
+
+
+@pytest.mark.parametrize("release, keeps", [
+    ("6.1.0-56-amd64", False), ("5.10.0-30-amd64", False), ("6.2.0", True),
+    ("6.12.117+deb12-amd64", True), ("6.18.44", True), (None, True), ("rc-odd", True)])
+def test_whether_the_kernel_keeps_the_mask_asked_for(tmp_path, release, keeps):
+    """Backend.keeps_asked_mask from /proc/sys/kernel/osrelease: Linux
+    6.2 and later keep a mask set while some of its CPUs are off-line;
+    before, the kernel cut them out for good (balance/machine.py).  An
+    unreadable release is taken for a kernel that keeps it (no allowance
+    that could take an admin's mask for the kernel's)."""
+    if release is not None:
+        (tmp_path / "proc" / "sys" / "kernel").mkdir(parents=True)
+        (tmp_path / "proc" / "sys" / "kernel" / "osrelease").write_text(release + "\n")
+    assert LinuxBackend(str(tmp_path)).keeps_asked_mask is keeps

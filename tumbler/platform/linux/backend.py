@@ -22,8 +22,8 @@ from .oserror import SETAFFINITY_PRIVILEGE, mapped, os_error, thread_phrase
 from .procfs import (NS_PER_TICK, PF_KTHREAD, STAT_ENDCODE, STAT_FLAGS, STAT_NUM_THREADS,
                      STAT_STARTCODE, STAT_STARTSTACK, STAT_STARTTIME, STAT_STATE, STAT_STIME,
                      STAT_UTIME, ProcStat, cgroup_path, cpu_times_from_stat, current_cpu,
-                     exited, has_capability, parse_stat, read_status, set_child_subreaper,
-                     stat_fields, status_value, switch_counts)
+                     exited, has_capability, parse_stat, read_status, release_at_least,
+                     set_child_subreaper, stat_fields, status_value, switch_counts)
 from .threads import ThreadSampler
 from .topology import read_topology
 
@@ -69,6 +69,7 @@ class LinuxBackend(Backend):
         self._gone = set()          # pids whose process was seen gone (forget_process)
         self._loadavg_fd = None     # /proc/loadavg, for newest_pid
         self._switches = None       # switches.CpuSwitches, for cpu_switches
+        self.keeps_asked_mask = release_at_least(self.proc, (6, 2))
         self._lists_children = None     # see lists_children
         self.sampler = ThreadSampler(self.proc, self._gone, self._threads_changed)
 
@@ -89,8 +90,7 @@ class LinuxBackend(Backend):
             raise NoSuchProcess(pid) from None      # cut short: the process exited mid-read
 
     def process_start(self, pid):
-        """See Backend.process_start: one read of /proc/PID/stat, its start
-        time taken without decoding the line."""
+        """See Backend.process_start: one read of /proc/PID/stat, not decoded."""
         path = "%s/%d/stat" % (self.proc, pid)
         try:
             with mapped(pid, attempted="read " + path):

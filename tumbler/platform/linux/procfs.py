@@ -213,3 +213,14 @@ class ProcStat:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def release_at_least(proc, version):
+    """Whether the kernel's release (``proc``/sys/kernel/osrelease) is
+    ``version`` or later; True where it cannot be read (a fixture tree)."""
+    try:
+        with open(os.path.join(proc, "sys/kernel/osrelease")) as f:
+            release = f.read().split("-")[0].split(".")[:2]
+        return tuple(int(part) for part in release) >= version
+    except (OSError, ValueError):
+        return True
