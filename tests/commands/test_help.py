@@ -44,10 +44,11 @@ def test_main_help_lists_diagnostic_options_last():
 
 def test_exec_help_lists_only_options_exec_takes():
     text = help_text("exec")
-    assert "--share" not in text
-    result = run_tumbler("exec", "--share", "time", "--", "true")
-    assert result.returncode == 2
-    assert "--share does not apply to exec" in result.stderr
+    assert "--share" not in text and "--force" not in text
+    for option in (["--share", "time"], ["--force"]):
+        result = run_tumbler("exec", *option, "--", "true")
+        assert result.returncode == 2
+        assert "%s does not apply to exec" % option[0] in result.stderr
 
 
 def test_command_summaries_are_whole_sentences():

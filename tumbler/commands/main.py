@@ -125,9 +125,10 @@ def main(ctx, pids, root, platform_name, **options):
     sys.exit(run_attach(settings(ctx, options), list(pids)))
 
 
-#: Balancing options exec does not take: it balances one command.  Hidden
-#: from its --help and refused.
-NOT_FOR_EXEC = ("share", "share_policy")
+#: Balancing options exec does not take: it balances the one command it
+#: starts (no other programs to share with, no PID 1 or kernel thread to
+#: force).  Hidden from its --help and refused.
+NOT_FOR_EXEC = ("share", "share_policy", "force")
 
 
 @click.command("exec", context_settings={"allow_interspersed_args": False},
@@ -146,8 +147,8 @@ def exec_command(ctx, command, **options):
     status."""
     for name in NOT_FOR_EXEC:
         if options.get(name) is not None:
-            raise UsageError("--%s does not apply to exec: it balances one command "
-                             "(several programs: tumbler -p PID -p PID)" % name.replace("_", "-"))
+            raise UsageError("--%s does not apply to exec: it balances the command it "
+                             "starts (other programs: tumbler -p PID)" % name.replace("_", "-"))
     merged = dict(ctx.obj["options"])
     merged.update({k: v for k, v in options.items() if v is not None})
     from .run import run_exec
