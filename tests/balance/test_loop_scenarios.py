@@ -124,7 +124,7 @@ def test_unprivileged_switch_counts_on_a_larger_machine_only_keep_speed_balancin
 
 
 class ExitingThreads(ColumnBackend):
-    """ColumnBackend whose process CPU time (``process_cpu_ns``, as
+    """ColumnBackend whose process CPU time (``process_cpu_and_name``, as
     /proc/PID/stat's utime + stime, which keeps the CPU of threads that
     exited) the test's threads add to as they run."""
 
@@ -136,8 +136,8 @@ class ExitingThreads(ColumnBackend):
         super().run(tid, run_ms, lat_ms, start)
         self.process_ns += run_ms * MS
 
-    def process_cpu_ns(self, pid):
-        return self.process_ns
+    def process_cpu_and_name(self, pid):
+        return self.process_ns, "scenario"
 
 
 def merged_beside(background_ms, successor=False):

@@ -91,7 +91,7 @@ class OtherWork:
         ever: issue 49, tests/balance/test_loop_scenarios.py).  Where they
         ran is not known: it is taken as the CPU of threads not placed
         (balance/capacity.py, spread_unplaced).  From each process's CPU
-        time (``Backend.process_cpu_ns``, which keeps the CPU of its
+        time (``Backend.process_cpu_and_name``, which keeps the CPU of its
         threads that exited); 0.0 where the backend cannot tell.  Linux
         counts that time in clock ticks (10 ms): two readings' difference
         is within a tick of the truth, 0.04 CPU over half a load window,
@@ -106,7 +106,7 @@ class OtherWork:
             if readings is None:
                 continue
             try:
-                cpu_ns = self.backend.process_cpu_ns(pid)
+                cpu_ns = self.backend.process_cpu_and_name(pid)[0]
             except NoSuchProcess:
                 continue
             except (PlatformError, NotImplementedError):
