@@ -322,8 +322,21 @@ def plan_systemd(duty):
     write = lambda path, text, mode=0o644: (os.makedirs(os.path.dirname(path), exist_ok=True),
                                              open(path, "w").write(text), os.chmod(path, mode))
     # The unit runs /usr/bin/tumbler: here, the checkout's (the guest's / is
-    # an overlay in its memory).
-    write("/usr/bin/tumbler", '#!/bin/sh\nexec %s -m tumbler "$@"\n' % sys.executable, 0o755)
+    # an overlay in its memory).  Copied out of the checkout with what its
+    # venv installed, under /usr/lib: the unit's PrivateTmp= hides /tmp,
+    # where a clean clone may sit, and ProtectHome= leaves /root readable
+    # only -- enough for the interpreter the venv was made from.
+    lib = "/usr/lib/tumbler-checkout"
+    site = next(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p))
+    subprocess.run(["rm", "-rf", lib], check=True)
+    os.makedirs(lib)
+    subprocess.run(["cp", "-a", os.path.join(REPO, "tumbler"), os.path.join(site, "click"),
+                    os.path.join(site, "yaml"), lib], check=True)
+    for name in os.listdir(site):           # PyYAML's C loader, where built
+        if name.startswith("_yaml"):
+            subprocess.run(["cp", "-a", os.path.join(site, name), lib], check=True)
+    write("/usr/bin/tumbler", '#!/bin/sh\nPYTHONPATH=%s exec %s -m tumbler "$@"\n'
+          % (lib, os.path.realpath(sys.executable)), 0o755)
     write("/etc/systemd/system/tumbler.service",
           read(os.path.join(REPO, "platform", "systemd", "tumbler.service")))
     write("/etc/tumbler/tumbler.yaml", SERVICE_RULES)
