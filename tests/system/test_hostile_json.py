@@ -147,6 +147,8 @@ GOOD_ROUND = json.dumps({"t": 1.0, "domains": ["0"], "domain_loads": [0.5]}).enc
     (b'{"t": 1, "domains": ["0"], "domain_loads": [1], "pins": 5}\n', "pins is not a list"),
     (b'{"t": 1, "domains": ["0"], "domain_loads": [1], "thread_cv": "x"}\n',
      "thread_cv is not a number"),
+    (b'{"t": 1, "domains": ["0"], "domain_loads": [1], "mechanisms": [1]}\n',
+     "mechanisms is not a dict"),
 ])
 def test_plot_of_a_hostile_log_is_one_line(tmp_path, line, words):
     path = tmp_path / "run.jsonl"
@@ -165,9 +167,13 @@ def test_plot_of_a_fifo_is_refused_unread(tmp_path):
     assert status == 1 and "not a regular file" in message
 
 
-def test_plot_still_draws_a_good_log(tmp_path):
+@pytest.mark.parametrize("absent", [b"", b', "reason": null', b', "moves": null',
+                                    b', "pins": null', b', "mechanisms": null'])
+def test_plot_still_draws_a_good_log(tmp_path, absent):
+    """A key that is null reads as one that is absent (no traceback)."""
     path = tmp_path / "run.jsonl"
-    path.write_bytes(GOOD_ROUND + b"\n" + GOOD_ROUND.replace(b"1.0", b"2.0") + b"\n")
+    path.write_bytes(GOOD_ROUND[:-1] + absent + b"}\n" + GOOD_ROUND.replace(b"1.0", b"2.0")
+                     + b"\n")
     result = subprocess.run(tumbler_cmd("plot", str(path), "-o", str(tmp_path / "out.svg")),
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 0, result.stderr

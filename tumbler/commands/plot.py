@@ -140,6 +140,7 @@ def _check_record(record):
     optional("reason", str)
     optional("moves", list)
     optional("pins", list)
+    optional("mechanisms", dict)
     if not all(isinstance(move, dict) for move in record.get("moves") or ()):
         raise ValueError("moves is not a list of objects")
     for key in ("thread_cv", "interval_ms"):
@@ -166,7 +167,7 @@ def one_program(rounds, pid, path):
 def _tolerance(rounds):
     import re
     for record in rounds:
-        found = re.search(r"tolerance (\d+(?:\.\d+)?)", record.get("reason", ""))
+        found = re.search(r"tolerance (\d+(?:\.\d+)?)", record.get("reason") or "")
         if found:
             return float(found.group(1))
     return DEFAULT_TOLERANCE
@@ -247,7 +248,7 @@ def render(rounds, tolerance=None, title=""):
                ("tick", "#ff7f0e", "threads pinned (ticks below)"),
                ("rect", SPEED_SHADE, "speed balancing engaged")]
     for record in rounds:
-        moved = [m for m in record.get("moves", ()) if m.get("from") is not None]
+        moved = [m for m in record.get("moves") or () if m.get("from") is not None]
         if moved:
             out.append('<line class="move" x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="black">'
                        '<title>%.2f s: %d moved</title></line>'
