@@ -12,6 +12,7 @@ from tumbler.balance.placer import Placer
 from tumbler.balance.spreads import RunStats
 from tumbler.balance.threads import ThreadTracker
 from tumbler.engine.policy import make_policy
+from tumbler.platform.base import PlatformError
 
 BOTH = frozenset({0, 1})
 ZERO, ONE = frozenset({0}), frozenset({1})
@@ -170,6 +171,23 @@ def test_a_target_with_a_child_process_still_has_it_put_back_at_the_end():
     backend.children_of[(PID, 102)] = [500]
     backend.child_threads[500] = {500: ONE}
     backend.parents[500] = PID
+    assert hand_back.restore_all() == 0
+    assert backend.child_threads[500][500] == BOTH
+    assert 102 in backend.children_read
+
+
+def test_processes_that_cannot_be_listed_leave_the_threads_children_read():
+    """A /proc that cannot be listed at the end is no reason to stop the
+    sweep: the threads' children are read one by one, as before issue 47,
+    and the child process goes back."""
+    class Unlisted(Listed):
+        def process_ids(self):
+            raise PlatformError("cannot list /proc: refused")
+
+    backend = Unlisted()
+    hand_back, _, _, _ = bound_threads(backend, range(101, 141))
+    backend.children_of[(PID, 102)] = [500]
+    backend.child_threads[500] = {500: ONE}
     assert hand_back.restore_all() == 0
     assert backend.child_threads[500][500] == BOTH
     assert 102 in backend.children_read

@@ -130,7 +130,10 @@ class HandBack:
         most of the hand-back of a program of 16,000 threads (issue 47;
         BENCHMARKS.md, "Cost that follows what changes")."""
         tracker = self.tracker
-        listed = self.backend.process_ids()
+        try:
+            listed = self.backend.process_ids()
+        except PlatformError:
+            return None
         if not listed or len(tracker.threads) <= len(listed):
             return None
         parents = set()
