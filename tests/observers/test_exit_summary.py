@@ -131,3 +131,13 @@ def test_a_space_shared_run_names_each_program_and_its_own_cost_once():
     without_counters = SimpleNamespace(policy="balance", repartitions=0, counters=None)
     lines = shared_summary_lines([(101, first)], without_counters, 10.0, 0.06, "SIGTERM")
     assert not any("LLC" in line for line in lines)
+
+
+def test_a_space_shared_dry_run_says_so_for_each_program():
+    """Under --share space each program's policy line carries the dry run,
+    as one program's first line does."""
+    dry = make_controller([Domain(0, {0}), Domain(1, {1})], dry_run=True,
+                          note="explicit domains 0/1")
+    sharing = SimpleNamespace(policy="llc", repartitions=0, counters=None)
+    lines = shared_summary_lines([(101, dry)], sharing, 1.0, 0.0, "SIGTERM")
+    assert lines[1] == "PID 101: policy tumbler, dry run: nothing was moved"

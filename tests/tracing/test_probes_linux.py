@@ -584,12 +584,12 @@ CHILD = textwrap.dedent("""
 
 
 def _alive(pid):
+    # One read: a process may exit (and be reaped) between two looks.
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
         return False
-    with open("/proc/%d/stat" % pid) as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _run_child(how, period_ms):

@@ -98,14 +98,18 @@ def own_cost_lines(stats, wall_s, cpu_s, process_cpu_s):
     return lines
 
 
+def policy_text(controller):
+    """"policy NAME", and that nothing was moved on a dry run."""
+    return "policy %s%s" % (controller.policy.name,
+                            ", dry run: nothing was moved" if controller.dry_run else "")
+
+
 def summary_lines(controller, wall_s, cpu_s, end_reason, process_cpu_s=None):
     """``cpu_s``: tumbler's CPU time while balancing; ``process_cpu_s``
     (if known): its process's since it started -- Python's start and the
     set-up before balancing too: 50-80 ms here, more than a short run's
     balancing (BENCHMARKS.md, "The floor under goal 2")."""
-    return (["ran %s (%s), policy %s%s" % (
-                seconds(wall_s), end_reason, controller.policy.name,
-                ", dry run: nothing was moved" if controller.dry_run else "")]
+    return (["ran %s (%s), %s" % (seconds(wall_s), end_reason, policy_text(controller))]
             + what_it_did(controller, wall_s)
             + own_cost_lines(controller.stats, wall_s, cpu_s, process_cpu_s))
 
@@ -156,7 +160,7 @@ def shared_summary_lines(programs, sharing, wall_s, cpu_s, end_reason, process_c
              % (seconds(wall_s), end_reason, len(programs), sharing.policy,
                 plural(sharing.repartitions, "partition"))]
     for pid, controller in programs:
-        lines.append("PID %d: policy %s" % (pid, controller.policy.name))
+        lines.append("PID %d: %s" % (pid, policy_text(controller)))
         lines += ["PID %d: %s" % (pid, line) for line in what_it_did(controller, wall_s)]
         rate = counters.rates.get(pid) if counters is not None else None
         if rate is not None:
