@@ -76,3 +76,53 @@ def test_merged_domains_hold_what_the_split_ones_had_until_read():
     assert other.held() == [1.0]
     assert not beside_a_hog(merges=False)[0].weighs_domains
     assert beside_a_hog(capacity="measured")[0].weighs_domains
+
+
+class ProcessTimes(ColumnBackend):
+    """ColumnBackend with the process's CPU time (/proc/PID/stat's utime +
+    stime), the sum of what its threads ran, counting its reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.process_ns = 0
+        self.process_reads = 0
+
+    def run(self, tid, run_ms, lat_ms=0, start=None):
+        super().run(tid, run_ms, lat_ms, start)
+        self.process_ns += run_ms * MS
+
+    def process_cpu_and_name(self, pid):
+        self.process_reads += 1
+        return self.process_ns, "scenario"
+
+
+def test_a_quiet_round_counts_the_threads_use_as_it_read_it_not_the_last_full_rounds():
+    """A quiet round reads the threads' CPU but leaves each thread's
+    ``cpu`` as the last full round set it.  The program's own thread
+    that went from half a CPU to a whole one is no thread gone: none of
+    its CPU is untracked (it would be taken off other work).  The
+    process's CPU time is read once per sample time."""
+    backend = ProcessTimes()
+    layout = Layout(DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test"))
+    other = OtherWork(backend, layout, WINDOW_NS, None, capacity="cpus", merges=True)
+    tracker = ThreadTracker(backend, NullBinder(), make_policy("auto"), layout,
+                            MachineWatch(backend), RunStats(0.0), lambda line: None,
+                            bound_masks=set(), load_window_ns=WINDOW_NS, other_meter=other.meter)
+    backend.run(101, 0)
+    tracker.add_target(PID)
+    tracker.threads[(PID, 101)].domain = 0
+    for _ in range(4):                      # full rounds: half a CPU
+        backend.now += 100 * MS
+        backend.run(101, 50)
+        tracker.update_loads(tracker.sample_all())
+        assert other.untracked_cpu(backend.now, tracker) == 0.0
+    assert tracker.threads[(PID, 101)].cpu == 0.5
+    for _ in range(3):                      # quiet rounds: a whole CPU
+        backend.now += 100 * MS
+        backend.run(101, 100)
+    reads = backend.process_reads
+    # As the quiet round read it over the window: the thread got 1.0.
+    assert other.untracked_cpu(backend.now, tracker, placed_cpu=1.0) == 0.0
+    # The stale share would leave half the rise as untracked CPU.
+    assert other.untracked_cpu(backend.now, tracker) == 0.5
+    assert backend.process_reads == reads + 1

@@ -81,7 +81,7 @@ class OtherWork:
             meter.other_work(domains, received, now_ns, unplaced)
         return self.held()
 
-    def untracked_cpu(self, now_ns, tracker):
+    def untracked_cpu(self, now_ns, tracker, placed_cpu=None):
         """CPUs the program's processes (``tracker``'s targets) got over
         the load window beyond what its tracked threads got: threads that
         exited since they were last sampled, or were born and exited in
@@ -95,7 +95,13 @@ class OtherWork:
         threads that exited); 0.0 where the backend cannot tell.  Linux
         counts that time in clock ticks (10 ms): two readings' difference
         is within a tick of the truth, 0.04 CPU over half a load window,
-        under the dead band's 0.1 CPU step (balance/capacity.py)."""
+        under the dead band's 0.1 CPU step (balance/capacity.py).
+
+        ``placed_cpu``: what the threads in the domains got over the window
+        as a quiet round just read it (their ``cpu`` is the last full
+        round's, stale then: a program whose use rose would have the rise
+        taken for threads gone, and other work read low); None in a full
+        round, which has just updated every thread's ``cpu``."""
         process_cpu = self._process_cpu
         for pid in [p for p in process_cpu if p not in tracker.targets]:
             del process_cpu[pid]
@@ -105,19 +111,24 @@ class OtherWork:
             readings = process_cpu.get(pid, ())
             if readings is None:
                 continue
-            try:
-                cpu_ns = self.backend.process_cpu_and_name(pid)[0]
-            except NoSuchProcess:
-                continue
-            except (PlatformError, NotImplementedError):
-                process_cpu[pid] = None
-                continue
-            if not readings:
-                readings = process_cpu[pid] = deque()
-            readings.append((now_ns, cpu_ns))
-            # The base: the newest reading at least a window old (or the oldest).
-            while len(readings) > 2 and now_ns - readings[1][0] >= self.load_window_ns:
-                readings.popleft()
+            if readings and readings[-1][0] == now_ns:
+                # Read at this sample time already (a quiet round that
+                # could not decide, then the full round at once).
+                cpu_ns = readings[-1][1]
+            else:
+                try:
+                    cpu_ns = self.backend.process_cpu_and_name(pid)[0]
+                except NoSuchProcess:
+                    continue
+                except (PlatformError, NotImplementedError):
+                    process_cpu[pid] = None
+                    continue
+                if not readings:
+                    readings = process_cpu[pid] = deque()
+                readings.append((now_ns, cpu_ns))
+                # The base: the newest reading at least a window old (or the oldest).
+                while len(readings) > 2 and now_ns - readings[1][0] >= self.load_window_ns:
+                    readings.popleft()
             span = spans[pid] = now_ns - readings[0][0]
             if span > 0:
                 got += (cpu_ns - readings[0][1]) / span
@@ -126,10 +137,10 @@ class OtherWork:
         # What the tracked threads got over the same spans: a thread's CPU
         # share is over the load window or, born since, since it was first
         # seen (loads.py), so over that part of the span.
-        tracked = 0.0
+        tracked = 0.0 if placed_cpu is None else placed_cpu
         for (pid, _), thread in tracker.threads.items():
             span = spans.get(pid)
-            if span and thread.cpu is not None:
+            if span and thread.cpu is not None and (placed_cpu is None or thread.domain is None):
                 tracked += thread.cpu * min(span, now_ns - thread.first[0]) / span
         return max(0.0, got - tracked)
 

@@ -234,18 +234,14 @@ class QuietRounds:
             now = max(read[3] for read in reads)
         capacities = self.layout.capacities
         meter = self.other.capacity_meter
-        # The program's threads born and gone since the last full round (a
-        # thread gone that was read ends the quiet round): their CPU is
-        # the program's, no other work (balance/otherwork.py).
-        untracked = 0.0 if self.other.meter is None or len(domains) < 2 else \
-            self.other.untracked_cpu(now, self.tracker)
         if meter is not None and len(domains) > 1:
             # Weighed as the last full round weighed them, if that still
             # holds.  For a full round to weigh: a capacity that moved, or
             # a domain the threads' load now says to leave out.  (No domain
             # is out or on trial: no rosters then, rosters_for.)
             planned = [d.capacity for d in domains]
-            if meter.update(domains, summary.domain_cpu, now, unplaced=untracked) != planned:
+            if meter.update(domains, summary.domain_cpu, now,
+                            unplaced=self._untracked(now, summary)) != planned:
                 return None
             if left_out_of_total(planned, sum(summary.threads),
                                  math.fsum(summary.domain_loads)):
@@ -256,7 +252,8 @@ class QuietRounds:
         elif self.other.meter is not None and len(domains) > 1 and self.may_merge():
             # Other work that rose (or fell) on a domain may merge them
             # (engine/merging.py): a full round judges it.
-            if self.other.meter.other_work(domains, summary.domain_cpu, now, untracked) \
+            if self.other.meter.other_work(domains, summary.domain_cpu, now,
+                                           self._untracked(now, summary)) \
                     not in (None, other_seen):
                 return None
         verdict = self.policy.quiet_verdict(summary, capacities)
@@ -275,6 +272,12 @@ class QuietRounds:
         if not self.layout.choice.single:
             self.stats.spreads.append(verdict[1])
         return decision
+
+    def _untracked(self, now, summary):
+        """The program's threads born and gone since the last full round (a
+        thread gone that was read ends the quiet round): their CPU is the
+        program's, no other work (balance/otherwork.py)."""
+        return self.other.untracked_cpu(now, self.tracker, math.fsum(summary.domain_cpu))
 
     def _read_roster(self, roster):
         """(roster, run, lat, read at, the window's base sample, samples to
