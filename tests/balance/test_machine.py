@@ -17,6 +17,7 @@ from support.processes import env_for, finish, wait_until
 from support.sharing import spinners
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
+from tumbler.balance.machine import MachineWatch
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import Binder, PlatformError, Unmovable
 
@@ -1011,3 +1012,23 @@ def test_illumos_a_set_of_tumblers_destroyed_and_its_id_reused_is_not_taken_for_
     assert binder.taken_cpus == {3, 4, 5}
     assert libc.psets[9] == {6}                     # someone else's, left alone
 
+
+
+@pytest.mark.parametrize("keeps_requested", (False, True))
+def test_a_mask_cut_by_a_kernel_before_6_2_counts_as_the_kernels_reset(every_round,
+                                                                       keeps_requested):
+    """A thread tumbler bound to CPUs 0-1 that shows CPU 0 alone after CPU
+    1 went off-line and came back: before Linux 6.2 the kernel may have cut
+    the mask for good (reset_by_kernel, the thread stays tumbler's); a
+    kernel that keeps the mask asked for did not, so that is someone
+    else's doing (left alone)."""
+    backend = HotplugBackend(cpus={0, 1, 2}, keeps_requested=keeps_requested)
+    watch = MachineWatch(backend)
+    watch.add(PID)
+    watch.look([PID])
+    backend.offline(1)
+    watch.look([PID])
+    backend.back_online(1)
+    watch.look([PID])
+    assert watch.reset_by_kernel(PID, frozenset({0, 1}), frozenset({0})) is not keeps_requested
+    assert (frozenset({0}) in watch.kernel_masks(PID, frozenset({0, 1}))) is not keeps_requested

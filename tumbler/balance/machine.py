@@ -240,17 +240,29 @@ class MachineWatch:
         went off-line during the run: cut while they were off-line, for
         good (found by a 6.1 guest test).  An admin who gives the thread
         exactly that mask then cannot be told from the kernel."""
-        online = self._read()
-        if online is not None and self.online is not None:
-            self.went_offline |= self.online - online
+        online = self._online_now()
         found = self._cpuset(pid)
         if found is None:
             masks = {asked, asked & online} if online is not None else {asked}
-        else:
-            masks = _kernel_made(asked, found[1], online)
-        if asked & self.went_offline and not self.backend.keeps_asked_mask:
-            masks |= {mask - self.went_offline for mask in masks if mask - self.went_offline}
-        return masks
+            return _cut(masks, self._cut_for_good(asked))
+        return _kernel_made(asked, found[1], online, self._cut_for_good(asked))
+
+    def _online_now(self):
+        """The CPUs on-line now (None: not told), noting those gone since
+        the last look in ``went_offline``."""
+        online = self._read()
+        if online is not None and self.online is not None:
+            self.went_offline |= self.online - online
+        return online
+
+    def _cut_for_good(self, mask):
+        """The CPUs of ``mask`` a kernel that does not keep the mask asked
+        for (Linux before 6.2) took out of it for good: those that went
+        off-line during the run (found by a 6.1 guest test); none if no CPU
+        of ``mask`` went."""
+        if self.backend.keeps_asked_mask or not mask & self.went_offline:
+            return frozenset()
+        return self.went_offline
 
     def reset_by_kernel(self, pid, bound_mask, current):
         """Whether a thread of ``pid`` whose mask is ``current``, no longer
@@ -260,26 +272,31 @@ class MachineWatch:
         and ``current`` is what the kernel makes of ``bound_mask``: within
         the cpuset read now, else the cpuset's CPUs (any mask, where the
         platform tells no cpuset)."""
-        online = self._read()
-        if online is not None and self.online is not None:
-            self.went_offline |= self.online - online
+        online = self._online_now()
         found = self._cpuset(pid)
+        cut = self._cut_for_good(bound_mask)
         if bound_mask & self.went_offline or (online is not None and bound_mask - online):
             # select_fallback_rq: the cpuset's CPUs, else every CPU.
             return found is None or current == online or \
-                current in _kernel_made(bound_mask, found[1], online)
+                current in _kernel_made(bound_mask, found[1], online, cut)
         known = self.cpusets.get(pid)
         if found is None or known is None or (
                 pid not in self.settling and known[1] == found[1]):
             return False                # no cpuset change now: someone else's
-        return current in _kernel_made(bound_mask, found[1], online)
+        return current in _kernel_made(bound_mask, found[1], online, cut)
 
 
-def _kernel_made(asked, cpuset, online):
+def _kernel_made(asked, cpuset, online, cut=frozenset()):
     """The masks the kernel may give a thread that asked for ``asked``
     under ``cpuset`` (a hotplug's fallback, a cpuset change: Linux before
-    and since 6.2), as read with or without the CPUs off-line."""
+    and since 6.2), as read with or without the CPUs off-line, and less
+    ``cut`` (MachineWatch._cut_for_good)."""
     made = {asked & cpuset or cpuset, cpuset, asked}
     if online is not None:
         made |= {mask & online for mask in made}
-    return made
+    return _cut(made, cut)
+
+
+def _cut(masks, cut):
+    """``masks`` and each of them less the CPUs ``cut`` (none left: not)."""
+    return masks | {mask - cut for mask in masks if mask - cut} if cut else masks
