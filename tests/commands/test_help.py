@@ -46,9 +46,11 @@ def test_exec_help_lists_only_options_exec_takes():
     text = help_text("exec")
     assert "--share" not in text and "--force" not in text
     for option in (["--share", "time"], ["--force"]):
-        result = run_tumbler("exec", *option, "--", "true")
-        assert result.returncode == 2
-        assert "%s does not apply to exec" % option[0] in result.stderr
+        # After exec, and before it (the main command's options).
+        for args in (["exec", *option], [*option, "exec"]):
+            result = run_tumbler(*args, "--", "true")
+            assert result.returncode == 2, args
+            assert "%s does not apply to exec" % option[0] in result.stderr, args
 
 
 def test_command_summaries_are_whole_sentences():

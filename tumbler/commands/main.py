@@ -145,12 +145,13 @@ def exec_command(ctx, command, **options):
     """Run CMD and balance it (and, by default, its child processes) from
     its first thread on, until it exits; tumbler then exits with its
     status."""
-    for name in NOT_FOR_EXEC:
-        if options.get(name) is not None:
-            raise UsageError("--%s does not apply to exec: it balances the command it "
-                             "starts (other programs: tumbler -p PID)" % name.replace("_", "-"))
     merged = dict(ctx.obj["options"])
     merged.update({k: v for k, v in options.items() if v is not None})
+    # Given before "exec" too (tumbler --force exec -- CMD).
+    for name in NOT_FOR_EXEC:
+        if merged.get(name) is not None:
+            raise UsageError("--%s does not apply to exec: it balances the command it "
+                             "starts (other programs: tumbler -p PID)" % name.replace("_", "-"))
     from .run import run_exec
     sys.exit(run_exec(settings(ctx, merged), list(command)))
 
