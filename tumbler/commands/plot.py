@@ -39,6 +39,12 @@ TOP_PANEL = (50, 270)           # y of the first panel's top and bottom
 BOTTOM_PANEL = (340, 460)
 HEIGHT = 500
 SPEED_SHADE = "#ffe8cc"         # rounds with speed balancing engaged
+BAND_SHADE = "#dddddd"          # the tolerance band: groups kept
+PIN_COLOUR = "#ff7f0e"          # ticks of rounds that pinned threads
+CV_COLOUR = "#555555"
+INTERVAL_COLOUR = "#17becf"
+GRID_COLOUR = "#eeeeee"
+HEADROOM = 1.1                  # the value axes reach this much above the highest value
 
 
 @click.command("plot", short_help="Draw a --log file as an SVG chart.",
@@ -175,7 +181,6 @@ def _tolerance(rounds):
 
 def nice_ticks(high, count=6):
     """Tick values from 0 to ``high``: steps of 1, 2 or 5 times a power of ten."""
-    import math
     if high <= 0:
         return [0.0]
     raw = high / count
@@ -211,7 +216,7 @@ def render(rounds, tolerance=None, title=""):
 
     per_cpu = [[load / capacities[i] for i, load in enumerate(r["domain_loads"])]
                if r["domains"] == names else None for r in rounds]
-    top = max([max(v) for v in per_cpu if v] + [1.0]) * 1.1
+    top = max([max(v) for v in per_cpu if v] + [1.0]) * HEADROOM
 
     def y1(value):
         high, low = TOP_PANEL
@@ -222,8 +227,9 @@ def render(rounds, tolerance=None, title=""):
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="%d" y="18" font-size="13">tumbler: %s (%d rounds, %.1f s)</text>'
            % (LEFT, _xml(title), len(rounds), span)]
+    time_ticks = nice_ticks(t1 - t0)
     out += _speed_periods(rounds, x)
-    out += _time_grid(t0, t1, x)
+    out += _time_grid(t0, time_ticks, x)
     # The tolerance band around the mean of the domains' per-CPU loads.
     band_top, band_bottom = [], []
     for record, values in zip(rounds, per_cpu):
@@ -232,9 +238,9 @@ def render(rounds, tolerance=None, title=""):
             band_top.append("%.1f,%.1f" % (x(record["t"]), y1(mean * (1 + tolerance))))
             band_bottom.append("%.1f,%.1f" % (x(record["t"]), y1(mean * (1 - tolerance))))
     if band_top:
-        out.append('<polygon class="band" points="%s" fill="#dddddd" stroke="none">'
+        out.append('<polygon class="band" points="%s" fill="%s" stroke="none">'
                    '<title>mean +- %.0f%%</title></polygon>'
-                   % (" ".join(band_top + band_bottom[::-1]), tolerance * 100))
+                   % (" ".join(band_top + band_bottom[::-1]), BAND_SHADE, tolerance * 100))
     legend = []
     for i, name in enumerate(names):
         points = " ".join("%.1f,%.1f" % (x(r["t"]), y1(v[i]))
@@ -243,9 +249,9 @@ def render(rounds, tolerance=None, title=""):
         out.append('<polyline class="domain" data-domain="%s" points="%s" fill="none" '
                    'stroke="%s" stroke-width="1.5"/>' % (_xml(name), points, colour))
         legend.append(("line", colour, "domain %s (CPUs)" % name))
-    legend += [("rect", "#dddddd", "mean +- %.0f%%: groups kept" % (tolerance * 100)),
+    legend += [("rect", BAND_SHADE, "mean +- %.0f%%: groups kept" % (tolerance * 100)),
                ("tick", "black", "threads moved (ticks on top)"),
-               ("tick", "#ff7f0e", "threads pinned (ticks below)"),
+               ("tick", PIN_COLOUR, "threads pinned (ticks below)"),
                ("rect", SPEED_SHADE, "speed balancing engaged")]
     for record in rounds:
         moved = [m for m in record.get("moves") or () if m.get("from") is not None]
@@ -256,37 +262,38 @@ def render(rounds, tolerance=None, title=""):
                           record["t"], len(moved)))
         if record.get("pins"):
             out.append('<line class="pin" x1="%.1f" x2="%.1f" y1="%d" y2="%d" '
-                       'stroke="#ff7f0e"><title>%.2f s: %d pinned</title></line>'
+                       'stroke="%s"><title>%.2f s: %d pinned</title></line>'
                        % (x(record["t"]), x(record["t"]), TOP_PANEL[1], TOP_PANEL[1] + 8,
-                          record["t"], len(record["pins"])))
+                          PIN_COLOUR, record["t"], len(record["pins"])))
     out += _value_axis(TOP_PANEL, top, LEFT, "end", -4)
     out.append('<text x="%d" y="%d">load per CPU (1 = all its CPUs busy)</text>'
                % (LEFT, TOP_PANEL[0] - 12))
     # Thread CV and the interval it chose.
     cvs = [(r["t"], 100 * r["thread_cv"]) for r in rounds if r.get("thread_cv") is not None]
     intervals = [(r["t"], r.get("interval_ms")) for r in rounds if r.get("interval_ms")]
-    cv_top = max([v for _, v in cvs] + [50]) * 1.1
-    ms_top = max([v for _, v in intervals] + [100]) * 1.1
+    cv_top = max([v for _, v in cvs] + [50]) * HEADROOM
+    ms_top = max([v for _, v in intervals] + [100]) * HEADROOM
 
     def y2(value, scale):
         high, low = BOTTOM_PANEL
         return low - value / scale * (low - high)
 
     if cvs:
-        out.append('<polyline class="cv" points="%s" fill="none" stroke="#555555"/>'
-                   % " ".join("%.1f,%.1f" % (x(t), y2(v, cv_top)) for t, v in cvs))
+        out.append('<polyline class="cv" points="%s" fill="none" stroke="%s"/>'
+                   % (" ".join("%.1f,%.1f" % (x(t), y2(v, cv_top)) for t, v in cvs), CV_COLOUR))
     if intervals:
-        out.append('<polyline class="interval" points="%s" fill="none" stroke="#17becf" '
+        out.append('<polyline class="interval" points="%s" fill="none" stroke="%s" '
                    'stroke-dasharray="4 2"/>'
-                   % " ".join("%.1f,%.1f" % (x(t), y2(v, ms_top)) for t, v in intervals))
-    legend += [("line", "#555555", "thread loads' CV (%, left axis)"),
-               ("dash", "#17becf", "next round in (ms, right axis)")]
+                   % (" ".join("%.1f,%.1f" % (x(t), y2(v, ms_top)) for t, v in intervals),
+                      INTERVAL_COLOUR))
+    legend += [("line", CV_COLOUR, "thread loads' CV (%, left axis)"),
+               ("dash", INTERVAL_COLOUR, "next round in (ms, right axis)")]
     out += _value_axis(BOTTOM_PANEL, cv_top, LEFT, "end", -4, unit="%")
     out += _value_axis(BOTTOM_PANEL, ms_top, WIDTH - RIGHT, "start", 4, unit=" ms")
     out.append('<text x="%d" y="%d">how unevenly threads load the CPUs, and the interval '
                'it sets</text>' % (LEFT, BOTTOM_PANEL[0] - 12))
     for panel in (TOP_PANEL, BOTTOM_PANEL):
-        out += _time_axis(panel, t0, t1, x)
+        out += _time_axis(panel, t0, time_ticks, x)
     out += _legend(legend)
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -300,7 +307,7 @@ def _speed_periods(rounds, x):
         if engaged and start is None:
             start = record["t"]
         if start is not None and (not engaged or after is None):
-            end = record["t"] if after is None or not engaged else after["t"]
+            end = record["t"]
             for high, low in (TOP_PANEL, BOTTOM_PANEL):
                 out.append('<rect class="speed" x="%.1f" y="%d" width="%.1f" height="%d" '
                            'fill="%s"/>' % (x(start), high, max(x(end) - x(start), 1.0),
@@ -309,20 +316,20 @@ def _speed_periods(rounds, x):
     return out
 
 
-def _time_grid(t0, t1, x):
+def _time_grid(t0, ticks, x):
     out = []
-    for tick in nice_ticks(t1 - t0):
+    for tick in ticks:
         for high, low in (TOP_PANEL, BOTTOM_PANEL):
             out.append('<line class="grid" x1="%.1f" x2="%.1f" y1="%d" y2="%d" '
-                       'stroke="#eeeeee"/>' % (x(t0 + tick), x(t0 + tick), high, low))
+                       'stroke="%s"/>' % (x(t0 + tick), x(t0 + tick), high, low, GRID_COLOUR))
     return out
 
 
-def _time_axis(panel, t0, t1, x):
+def _time_axis(panel, t0, ticks, x):
     high, low = panel
     out = ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>'
            % (LEFT, WIDTH - RIGHT, low, low)]
-    for tick in nice_ticks(t1 - t0):
+    for tick in ticks:
         at = x(t0 + tick)
         out.append('<line class="tick" x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="black"/>'
                    % (at, at, low, low + 4))
@@ -334,7 +341,7 @@ def _time_axis(panel, t0, t1, x):
 def _value_axis(panel, top, at, anchor, offset, unit=""):
     high, low = panel
     out = ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>' % (at, at, high, low)]
-    for tick in nice_ticks(top / 1.1):
+    for tick in nice_ticks(top / HEADROOM):
         y = low - tick / top * (low - high)
         out.append('<line class="tick" x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="black"/>'
                    % (at, at + (4 if offset > 0 else -4), y, y))
