@@ -163,7 +163,7 @@ def main():
         managed = wait_managed(socket, args.programs, log.name)
         time.sleep(5)                   # first placements and regroupings done
         for _ in range(args.windows):
-            stride_window(args, socket, managed)
+            stride_window(args, socket, managed, [proc.pid for proc in programs])
         if args.rise:
             rise(args, crowd, socket, programs)
     finally:
@@ -174,14 +174,18 @@ def main():
             proc.wait()
 
 
-def stride_window(args, socket, managed):
+def stride_window(args, socket, managed, pids):
     """One window of ``--seconds``: the service's CPU, its rounds, parked
-    programs (the module doc), one line."""
+    programs (the module doc), and the CPUs the programs used (lowest,
+    median, highest: whether they sat near the parking threshold), one
+    line."""
     first = patient_status(socket)
+    before = [cpu_seconds(pid) for pid in pids]
     t0 = time.monotonic()
     time.sleep(args.seconds)
     second = patient_status(socket)
     elapsed = time.monotonic() - t0
+    used = sorted((cpu_seconds(pid) - b) / elapsed for pid, b in zip(pids, before))
     cpu = second["own_cpu_s"] - first["own_cpu_s"]
     rounds = {p["pid"]: p for p in first["programs"]}
     full = quiet = 0
@@ -196,12 +200,14 @@ def stride_window(args, socket, managed):
     print("%d programs x %d threads%s (%d managed), %.0f s, load average %.2f: "
           "service CPU %.3f s = "
           "%.2f%% of one core; %.1f rounds/s per program, %.0f%% of them quiet; "
-          "%d parked at the end; %.1f moves/min in all"
+          "%d parked at the end; %.1f moves/min in all; programs used %.3f / %.3f / %.3f "
+          "CPUs (lowest / median / highest)"
           % (args.programs, args.threads,
              "" if args.period is None else " waking every %g ms" % args.period,
              managed, elapsed, os.getloadavg()[0], cpu,
              100 * cpu / elapsed, full / elapsed / managed,
-             100 * quiet / max(full, 1), parked, 60 * moves / elapsed))
+             100 * quiet / max(full, 1), parked, 60 * moves / elapsed,
+             used[0], statistics.median(used), used[-1]))
 
 
 #: Issue 47's table: (threads asleep in pause(), short threads born per
