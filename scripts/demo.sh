@@ -17,10 +17,11 @@ set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
 .venv/bin/python - "${DEMO_PAIRS:-3}" ${DEMO_ARGS:-} <<'PY'
-import re
 import statistics
 import subprocess
 import sys
+
+from tumbler.commands.compare.runs import parse_elapsed
 
 pairs, extra = int(sys.argv[1]), sys.argv[2:]
 workload = ["examples/workloads/spmd", "-b", "yield"] + extra
@@ -35,7 +36,10 @@ def elapsed(command):
     (stderr) is kept for the end."""
     run = subprocess.run(command, check=True, capture_output=True, text=True)
     said[:] = [run.stderr]
-    return float(re.search(r"elapsed_s=([0-9.]+)", run.stdout).group(1))
+    value = parse_elapsed(run.stdout)
+    if value is None:
+        sys.exit("demo: %s printed no elapsed_s= line" % command[-1])
+    return value
 
 
 print("== %s: alone (the OS) and under tumbler exec, %d pairs" % (" ".join(workload), pairs))
