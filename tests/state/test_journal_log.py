@@ -135,3 +135,17 @@ def test_the_logs_floor_stays_where_its_measurement_holds():
     program's file is rewritten every ~50 records; above 1 MiB restore
     replays ~13,000 lines of a log that could have been folded."""
     assert 4 << 10 <= journal_module.LOG_COMPACT_MIN_BYTES <= 1 << 20
+
+
+def test_a_torn_last_line_that_parses_as_another_is_passed_over(tmp_path):
+    """A drop torn mid-write ("d PID 12" of "d PID 120") must not drop
+    thread 12's record: a last line without its newline is torn, whatever
+    it parses as, and thread 12 is still put back."""
+    backend = System({TARGET: (10, {TARGET: 10, 12: 12, 120: 120}, 1)}, masked=set())
+    journal = Journal(backend, str(tmp_path))
+    journal.claim(TARGET, allowed={0, 1})
+    bind(journal, [12, 120])
+    state_file = StateFile(str(tmp_path), TARGET, 10)
+    with open(state_file.log_path, "ab") as log:
+        log.write(b"d %d 12" % TARGET)                              # of "d PID 120\n"
+    assert restored_after_kill(journal, backend, tmp_path) == [12, 120]

@@ -155,6 +155,10 @@ class _MaskLog:
         except OSError as exc:
             raise StateError("cannot read %s: %s" % (state_file.log_path, exc.strerror)) \
                 from None
+        # Every line is written whole with its newline: a last one without
+        # is torn (a full disk, SIGKILL mid-write) and may still parse --
+        # "d 5000 5012" of "d 5000 50123", "0-1" of "0-15" -- as another.
+        text = text[:text.rfind("\n") + 1]
         records = {(r.get("pid", pid), r["tid"]): r for r in data["threads"]}
         for line in text.splitlines():
             if line == ".":
