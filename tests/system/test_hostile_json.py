@@ -33,6 +33,11 @@ def test_depth_is_counted_outside_strings():
     # A process may be named "[[[[": a name is no nesting.
     assert depth_of(b'{"name": "[[[[{{{{\\"[[["}') == 1
     assert loads_object(b'{"name": "' + b"[" * 100 + b'"}', 1000) == {"name": "[" * 100}
+    # An unterminated string runs to the end: its brackets are no nesting
+    # either, and it is passed over in one step, not retried from each of
+    # its quotes (64 KiB of \" took 12.5 s so: a request, a log to plot).
+    assert depth_of(b'["\\"[[[') == 1
+    assert depth_of(b'"' + b'\\"' * 32768) == 0
 
 
 @pytest.mark.parametrize("data, words", [
