@@ -311,3 +311,66 @@ def test_the_budget_holds_speed_balancing_of_a_slowed_program_and_lets_it_go():
     pace.spacing = 0.0
     hold_speed(controller, pace)
     assert not controller.policy.speed_held and controller.resumed == 1
+
+
+def slowed_program(pid=7):
+    """A program whose pace the budget spaces: 0.25 CPUs at its own pace."""
+    from types import SimpleNamespace
+    policy = SimpleNamespace(speed_held=False)
+    controller = SimpleNamespace(policy=policy, last_decision=None, threads={1: 1, 2: 2})
+    program = SimpleNamespace(parked=None, name="app", rule=SimpleNamespace(name="users"),
+                              controller=controller, pid=pid,
+                              park_below=lambda default: (0.1, "why"),
+                              weigh=lambda *args: True)
+    pace = Pace()
+    for _ in range(10):
+        pace.add(0.05, OWN_PACE_S, 0.0)
+    return program, pace
+
+
+def test_the_slowed_line_goes_through_the_rate_limited_log_of_users_processes():
+    """A rule any user can opt into may bring many programs slowed at
+    once: their lines are held to the rate of lines about processes
+    (service/log.py), under the rule's name."""
+    program, pace = slowed_program()
+    said = []
+    CpuBudget(0.02, 2.0, cpu_clock=lambda: 0.0).pace_programs(
+        1.0, {7: pace}, {7: program}, lambda *line: said.append(line))
+    assert [line[:2] for line in said] == [("users", "programs slowed by service.cpu_budget")]
+    assert said[0][3].startswith("PID 7 (app): rounds every ")
+    assert program.controller.policy.speed_held is True
+
+
+def test_a_program_woken_from_parking_keeps_its_measured_pace():
+    """Woken, a program's round comes at once, but its spacing stays: one
+    that parks and wakes in turn would otherwise tick unspaced until the
+    next plan measured it again."""
+    from types import SimpleNamespace
+    from tumbler.service.loop import Service
+    program, pace = slowed_program()
+    CpuBudget(0.02, 2.0, cpu_clock=lambda: 0.0).plan(1.0, {7: pace})
+    spacing = pace.spacing
+    assert spacing > OWN_PACE_S
+    driver = Driver()
+    driver.paces[7] = pace
+    loop = SimpleNamespace(config=SimpleNamespace(scan_interval=2.0, park_below=0.1),
+                           driver=driver)
+    Service._weigh(loop, program)
+    assert driver.paces[7] is pace and pace.spacing == spacing
+    assert pace.due(5.0) == 5.0                     # its round: when its controller asks
+
+
+def test_threads_not_handed_back_are_said_past_any_rate_limit():
+    """Which programs left threads for ``tumbler restore`` is never held
+    back: a count alone would not say which."""
+    from types import SimpleNamespace
+    from tumbler.service.loop import Service
+    logged, held = [], []
+    loop = SimpleNamespace(programs={9: None}, driver=Driver(), capped={1: 2}, sharing=None,
+                           log=lambda priority, line: logged.append(line),
+                           events=lambda *line: held.append(line))
+    program = SimpleNamespace(pid=9, name="x", rule=SimpleNamespace(name="users"),
+                              hand_back=lambda: 2)
+    assert Service._drop(loop, program, "exited") == 2
+    assert logged == ["PID 9 (x): 2 threads could not be restored; `tumbler restore` retries"]
+    assert held == [] and loop.programs == {} and loop.capped == {}

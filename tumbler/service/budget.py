@@ -175,9 +175,10 @@ class CpuBudget:
                 slowed.append(key)
         return slowed
 
-    def pace_programs(self, now, paces, programs, log):
+    def pace_programs(self, now, paces, programs, events):
         """``plan`` for the service (loop.py): ``programs`` (pid -> Program),
-        the parked ones left out; one line to ``log`` for each program
+        the parked ones left out; one line to ``events`` (the rate-limited
+        log of lines about users' processes, log.py) for each program
         slowed for the first time."""
         parked = {pid for pid, program in programs.items() if program.parked}
         slowed_now = self.plan(now, paces, parked)
@@ -186,9 +187,10 @@ class CpuBudget:
         for pid in slowed_now:
             program = programs.get(pid)
             if program is not None:
-                log(INFO, "PID %d (%s): %s (%.3f CPUs for %d programs' rounds; %d threads)"
-                    % (pid, program.name, slowed(paces[pid]), self.for_rounds,
-                       len(programs) - len(parked), len(program.controller.threads)))
+                events(program.rule.name, "programs slowed by service.cpu_budget", INFO,
+                       "PID %d (%s): %s (%.3f CPUs for %d programs' rounds; %d threads)"
+                       % (pid, program.name, slowed(paces[pid]), self.for_rounds,
+                          len(programs) - len(parked), len(program.controller.threads)))
 
 
 def hold_speed(controller, pace):

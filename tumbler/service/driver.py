@@ -67,6 +67,14 @@ class Driver:
         run.controller.start_clock()
         self.runs[run.key] = run
 
+    def tick_soon(self, key):
+        """Let run ``key`` tick when its controller asks, not after the
+        budget's spacing -- once: its measured cost and spacing stay (a
+        program woken from parking, or gone, whose tick drops it)."""
+        pace = self.paces.get(key)
+        if pace is not None:
+            pace.ticked_at = None
+
     def at(self, name, due, action):
         """Call ``action(now)`` once ``due`` (monotonic s) comes; it returns
         when it is due next."""

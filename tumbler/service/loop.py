@@ -156,7 +156,7 @@ class Service:
                 if program.parked:
                     self._weigh(program)
                 elif self._paced(program) and not program.alive():
-                    driver.paces[program.pid].ticked_at = None  # gone: its tick drops it
+                    driver.tick_soon(program.pid)       # gone: its tick drops it
             return time.monotonic() + look
         driver.at("parked", time.monotonic(), look_at_parked)
         driver.at("machine", time.monotonic(), self._look_at_machine)
@@ -191,7 +191,7 @@ class Service:
 
     def _plan_budget(self, now):
         """Space the programs' ticks to fit service.cpu_budget (budget.py)."""
-        self.budget.pace_programs(now, self.driver.paces, self.programs, self.log)
+        self.budget.pace_programs(now, self.driver.paces, self.programs, self.events)
         return time.monotonic() + PLAN_EVERY_S
 
     def _paced(self, program):
@@ -229,9 +229,8 @@ class Service:
         failed = program.hand_back()
         if self.sharing is not None:
             self.sharing.leave(program.pid)     # after: its CPUs are free now
-        if failed:
-            self.events(program.rule.name, "programs with threads not restored", ERROR,
-                        "PID %d (%s): %s" % (program.pid, program.name, unrestored(failed)))
+        if failed:          # never held back: restore needs to know which
+            self.log(ERROR, "PID %d (%s): %s" % (program.pid, program.name, unrestored(failed)))
         elif not quiet:
             self.events(program.rule.name, "programs dropped", INFO, "PID %d (%s): dropped (%s), "
                         "rule %s" % (program.pid, program.name, why, program.rule.name))
@@ -381,7 +380,7 @@ class Service:
         interval after the last."""
         if program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
                          *program.park_below(self.config.park_below)):
-            self.driver.paces.pop(program.pid, None)    # woken: a round now, at any pace
+            self.driver.tick_soon(program.pid)      # woken: a round now
 
     def _thread_cap(self, rule, exclude=None):
         """Threads a program of ``rule`` may have: its rule's cap, and what
