@@ -374,3 +374,27 @@ def test_threads_not_handed_back_are_said_past_any_rate_limit():
     assert Service._drop(loop, program, "exited") == 2
     assert logged == ["PID 9 (x): 2 threads could not be restored; `tumbler restore` retries"]
     assert held == [] and loop.programs == {} and loop.capped == {}
+
+
+def test_a_slowed_program_grown_past_its_cap_is_handed_back_by_its_count_now():
+    """Between two spaced rounds a program may grow past its thread cap:
+    the parked programs' looks count its threads (one fstat) and hand it
+    back before a round would bind them all."""
+    from types import SimpleNamespace
+    from tumbler.service.loop import Service
+    from tumbler.service.program import Program
+    dropped = []
+    backend = SimpleNamespace(thread_count=lambda pid: 5000)
+    program = Program.__new__(Program)
+    program.key, program.name = 9, "x"
+    program.rule = SimpleNamespace(name="users", max_threads=None)
+    program.controller = SimpleNamespace(backend=backend, threads={1: 1})
+    assert program.threads_now() == 5000
+    loop = SimpleNamespace(config=SimpleNamespace(max_threads=1000), programs={9: program},
+                           events=lambda *line: None,
+                           _drop=lambda program, why: dropped.append(why))
+    loop._thread_cap = lambda rule, exclude=None: Service._thread_cap(loop, rule, exclude)
+    Service._check_cap(loop, program)                   # by what it tracks: 1 thread
+    assert dropped == []
+    Service._check_cap(loop, program, program.threads_now())
+    assert dropped == ["too many threads"]

@@ -157,6 +157,8 @@ class Service:
                     self._weigh(program)
                 elif self._paced(program) and not program.alive():
                     driver.tick_soon(program.pid)       # gone: its tick drops it
+                elif self._paced(program):              # grown past its cap: not bound first
+                    self._check_cap(program, program.threads_now())
             return time.monotonic() + look
         driver.at("parked", time.monotonic(), look_at_parked)
         driver.at("machine", time.monotonic(), self._look_at_machine)
@@ -202,9 +204,9 @@ class Service:
                     "balancing failed: %s; handed back" % (program.pid, program.name, exc))
         self._drop(program, "failed")
 
-    def _check_cap(self, program):
-        """A program grown past its thread cap is handed back."""
-        threads = len(program.controller.threads)
+    def _check_cap(self, program, threads=None):
+        """A program past its thread cap (``threads``, else those tracked) is handed back."""
+        threads = threads or len(program.controller.threads)
         cap = self._thread_cap(program.rule, exclude=program)
         if threads > cap:
             self.events(program.rule.name, "programs handed back past a thread cap", WARNING,
@@ -485,8 +487,7 @@ class Service:
         sharing = config.sharing
         if sharing["mode"] != "space":
             return None
-        def say(message):
-            self.log(INFO, message)
+        say = lambda message: self.log(INFO, message)  # noqa: E731
         return SpaceSharing(sharing["policy"], sharing["tolerance"], log=say,
                             counters=LlcMeter(self.backend, say))
 

@@ -103,6 +103,15 @@ class Program(Run):
             return False
         return True
 
+    def threads_now(self):
+        """How many threads its process has now (one fstat on Linux), None
+        if the OS cannot tell cheaply: a program whose rounds the budget
+        spaces may grow past its cap between two of them."""
+        try:
+            return self.controller.backend.thread_count(self.pid)
+        except PlatformError:
+            return None
+
     def park_below(self, default):
         """(CPUs below which this program is parked, whose threshold that
         is): its rule's ``park_below``, else ``default`` (the service's),
