@@ -149,3 +149,30 @@ def test_a_torn_last_line_that_parses_as_another_is_passed_over(tmp_path):
     with open(state_file.log_path, "ab") as log:
         log.write(b"d %d 12" % TARGET)                              # of "d PID 120\n"
     assert restored_after_kill(journal, backend, tmp_path) == [12, 120]
+
+
+def test_a_log_that_cannot_be_emptied_is_folded_again_only_once_it_has_grown_again(
+        tmp_path, monkeypatch):
+    """ftruncate refused (the log stays as long as it was): the state file
+    is not rewritten at every append after, but once the log has grown by
+    as much again -- and restore still puts back every thread."""
+    monkeypatch.setattr(journal_module, "LOG_COMPACT_MIN_BYTES", 1)
+    backend = system()
+    journal = Journal(backend, str(tmp_path))
+    journal.claim(TARGET, allowed={0, 1})
+    rewrites = []
+    real_atomic = journal_module.write_atomic
+
+    def counted(path, payload):
+        rewrites.append(len(payload))
+        return real_atomic(path, payload)
+
+    def refused(fd, length):
+        raise OSError(5, "cannot truncate")
+    monkeypatch.setattr(journal_module, "write_atomic", counted)
+    monkeypatch.setattr(os, "ftruncate", refused)
+    for tid in THREADS[:24]:
+        bind(journal, [tid])
+    assert 0 < len(rewrites) <= 8, rewrites      # the log doubling: not 24 or more
+    monkeypatch.undo()
+    assert restored_after_kill(journal, backend, tmp_path) == list(THREADS[:24])

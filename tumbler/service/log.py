@@ -33,6 +33,8 @@ KIND_PER_S = 1.0
 #: flood (KIND_PER_S) room for two others'.  journald drops a service's
 #: lines past 10,000 in 30 s by default (RateLimitBurst=, 333 a second):
 #: this is 1% of that, so the service's own lines always get through.
+#: At once, two kinds' bursts (2 x KIND_BURST: a job starting beside
+#: another's end, each program named).
 ALL_BURST = 10
 ALL_PER_S = 3.0
 #: Lines held back are counted and said in one line this long (seconds)

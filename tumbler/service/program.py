@@ -70,7 +70,7 @@ class Program(Run):
         (budget.py)."""
         mark = self.cpu_mark
         if mark is not None and time.monotonic() - mark[0] < shortest:
-            return
+            return False
         try:
             cpu_ns, self.name = self.controller.backend.process_cpu_and_name(self.pid)
         except PlatformError:
@@ -81,7 +81,7 @@ class Program(Run):
         now = time.monotonic()
         self.cpu_mark = (now, cpu_ns)
         if mark is None or now <= mark[0]:
-            return
+            return False
         used = self.used = (cpu_ns - mark[1]) / 1e9 / (now - mark[0])
         if not self.parked:
             if used < below:

@@ -316,7 +316,9 @@ class Journal:
                 os.ftruncate(target.log_fd, 0)
                 target.log_bytes = 0
             except OSError:
-                pass                    # a longer log is still a correct one
+                # A longer log is still a correct one; fold it again only
+                # once it has grown as much again, not at every append.
+                target.file_bytes += target.log_bytes
 
     def _append(self, target, data):
         """Append the lines waiting (records, drops) and ``data`` to the

@@ -82,6 +82,8 @@ def fallback_dir():
     if home is None or owner == os.geteuid():
         return path
     return home
+
+
 def ensure_dir(path):
     """Create ``path`` (0700) if missing; refuse one another user could
     write, or one reached through a directory another user could change
