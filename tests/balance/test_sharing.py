@@ -250,7 +250,7 @@ def test_space_sharing_refuses_what_it_cannot_do(spawner, procs, two_cpus):
         assert result.returncode == 2 and words in result.stderr, result.stderr
         assert result.stderr.count("\n") == 1
     result = run_tumbler("--share", "space", "exec", "--", "true")
-    assert result.returncode == 2 and "exec balances one command" in result.stderr
+    assert result.returncode == 2 and "--share does not apply to exec" in result.stderr
     assert all(m == both for p in (a, b) for m in thread_masks(p.pid).values())
 
 

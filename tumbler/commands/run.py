@@ -377,9 +377,6 @@ def run_exec(settings, command):
     domains and binder options name: ``_checks_machine_first``); tumbler's
     set-up is imported and built while it runs, and threads it made
     meanwhile are placed at the first look, as new threads are."""
-    if settings.share == "space":
-        raise UsageError("--share space shares the CPUs between several programs (-p PID "
-                         "-p PID, or the service); exec balances one command")
     machine = None
     if _checks_machine_first(settings):
         machine = _machine(settings)
