@@ -29,7 +29,7 @@
  *          says why.  Errors other than those (a bad argument, no memory)
  *          raise.
  *
- * read_columns(task_fd, fds, run, lat, zero_ok=True)
+ * read_columns(task_fd, fds, run, lat, zero_ok=True, moved=None, turns=1, turn=0)
  *     task_fd   kept-open fd of /proc/PID/task: its link count is 2 + the
  *               number of threads
  *     fds       array('i') of kept-open schedstat fds, one per thread
@@ -37,11 +37,18 @@
  *               thread's run and wait time (ns)
  *     zero_ok   false: a run time of 0 makes the answer None (as for
  *               steady_times; checked here, not by a pass over ``run``)
+ *     moved     None, or a writable array('b') as long as fds: rotation
+ *               (linux/rotation.py).  Thread i is read only if moved[i]
+ *               or i % turns == turn; a thread not read keeps the values
+ *               the caller left in run and lat (its last read); a thread
+ *               read gets moved[i] = whether its run time changed.
  * returns the CLOCK_MONOTONIC time in ns (time.monotonic_ns()'s clock)
  *          taken after the thread count was checked and before the
  *          reads, or None when the process no longer has exactly
  *          len(fds) threads or a read failed or was odd (a thread exited:
- *          its fd reads as an error).  The controller's quiet rounds
+ *          its fd reads as an error).  With ``moved``: (that time, the
+ *          run time the threads read got since their last read, ns, the
+ *          number of threads read, how many of them had moved).  The controller's quiet rounds
  *          (balance/quiet.py) read this way: no Python object per thread.
  *
  * And three system calls Python's os module lacks, which otherwise come
@@ -296,15 +303,22 @@ static int get_column(PyObject *object, Py_buffer *view, const char *format,
 static PyObject *read_columns(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *objects[3];
-    Py_buffer fds, run, lat;
+    PyObject *objects[3], *moved_object = Py_None;
+    Py_buffer fds, run, lat, moved;
     struct stat task;
     struct timespec now;
-    int task_fd, ok = 1, zero_ok = 1;
+    int task_fd, ok = 1, zero_ok = 1, rotating;
+    Py_ssize_t turns = 1, turn = 0, read_count = 0, moved_count = 0;
+    long long gained = 0;
 
-    if (!PyArg_ParseTuple(args, "iOOO|p:read_columns", &task_fd, &objects[0], &objects[1],
-                          &objects[2], &zero_ok))
+    if (!PyArg_ParseTuple(args, "iOOO|pOnn:read_columns", &task_fd, &objects[0], &objects[1],
+                          &objects[2], &zero_ok, &moved_object, &turns, &turn))
         return NULL;
+    rotating = moved_object != Py_None;
+    if (turns < 1 || turn < 0 || turn >= turns) {
+        PyErr_SetString(PyExc_ValueError, "read_columns: need 0 <= turn < turns");
+        return NULL;
+    }
     if (get_column(objects[0], &fds, "i", sizeof(int), 0) < 0)
         return NULL;
     if (get_column(objects[1], &run, "q", 8, 1) < 0) {
@@ -316,8 +330,14 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
         PyBuffer_Release(&fds);
         return NULL;
     }
+    if (rotating && get_column(moved_object, &moved, "b", 1, 1) < 0) {
+        PyBuffer_Release(&lat);
+        PyBuffer_Release(&run);
+        PyBuffer_Release(&fds);
+        return NULL;
+    }
     Py_ssize_t count = fds.len / (Py_ssize_t)sizeof(int);
-    if (run.len != count * 8 || lat.len != count * 8) {
+    if (run.len != count * 8 || lat.len != count * 8 || (rotating && moved.len != count)) {
         PyErr_SetString(PyExc_ValueError, "read_columns: columns differ in length");
         ok = -1;
     }
@@ -328,16 +348,27 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
         ok = 0;
     const int *fd = fds.buf;
     long long *run_ns = run.buf, *lat_ns = lat.buf;
+    signed char *was_moved = rotating ? moved.buf : NULL;
     for (Py_ssize_t i = 0; ok == 1 && i < count; i++) {
         unsigned long long r, l;
+        if (rotating && !was_moved[i] && i % turns != turn)
+            continue;               /* asleep at its last read, and not its turn */
         if (fd[i] < 0 || read_schedstat(fd[i], &r, &l) < 0 || r > LLONG_MAX || l > LLONG_MAX
                 || (r == 0 && !zero_ok))
             ok = 0;
         else {
+            if (rotating) {
+                was_moved[i] = (long long)r != run_ns[i];
+                moved_count += was_moved[i];
+                gained += (long long)r - run_ns[i];
+                read_count++;
+            }
             run_ns[i] = (long long)r;
             lat_ns[i] = (long long)l;
         }
     }
+    if (rotating)
+        PyBuffer_Release(&moved);
     PyBuffer_Release(&lat);
     PyBuffer_Release(&run);
     PyBuffer_Release(&fds);
@@ -345,7 +376,10 @@ static PyObject *read_columns(PyObject *module, PyObject *args)
         return NULL;
     if (ok == 0)
         Py_RETURN_NONE;
-    return PyLong_FromLongLong((long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+    long long at = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+    if (rotating)
+        return Py_BuildValue("(LLnn)", at, gained, read_count, moved_count);
+    return PyLong_FromLongLong(at);
 }
 
 static PyObject *open_cpu_switches(PyObject *module, PyObject *arg)
@@ -395,7 +429,8 @@ static PyObject *current_cpu(PyObject *module, PyObject *unused)
 
 static PyMethodDef steady_methods[] = {
     {"read_columns", read_columns, METH_VARARGS,
-     "read_columns(task_fd, fds, run, lat, zero_ok=True) -> monotonic ns or None\n\n"
+     "read_columns(task_fd, fds, run, lat, zero_ok=True, moved=None, turns=1, turn=0)"
+     " -> monotonic ns, (ns, gained ns, threads read, moved) with moved, or None\n\n"
      "Check the thread count, fill run and lat from every kept-open schedstat fd;\n"
      "see the module comment."},
     {"steady_times", steady_times, METH_VARARGS,

@@ -1,7 +1,6 @@
 """Linux backend: /proc for processes and the machine's counters, /sys for
-CPUs and topology; the threads' files and sampling are threads.py's
-(``ThreadSampler``, one component of the backend), the /proc formats
-procfs.py's, the binders affinity.py's and cpuset_binder.py's.
+CPUs and topology; threads and their sampling in threads.py (``ThreadSampler``,
+a component), /proc formats in procfs.py, binders in affinity.py and cpuset_binder.py.
 
 ``root`` replaces ``/`` so tests can run on fixture trees.  OSErrors end
 here and in the other modules of this folder: everything leaves as the
@@ -71,7 +70,8 @@ class LinuxBackend(Backend):
         self._switches = None       # switches.CpuSwitches, for cpu_switches
         self.keeps_asked_mask = release_at_least(self.proc, (6, 2))
         self._lists_children = None     # see lists_children
-        self.sampler = ThreadSampler(self.proc, self._gone, self._threads_changed)
+        self.sampler = ThreadSampler(self.proc, self._gone, self._threads_changed,
+                                     self.process_cpu_and_name)
 
     # -- processes ------------------------------------------------------------
 

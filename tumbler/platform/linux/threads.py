@@ -41,6 +41,7 @@ from ..files import read_file
 from .oserror import mapped, os_error
 from .procfs import (NS_PER_TICK, STAT_FLAGS, STAT_PROCESSOR, STAT_STATE, STAT_STARTTIME,
                      STAT_STIME, STAT_UTIME, parse_stat)
+from .rotation import Rotation, read_columns as _py_read_columns
 
 try:
     from ._steady import read_columns as _c_read_columns
@@ -122,10 +123,12 @@ class ThreadSampler:
     process's state again then: an exec?).
     """
 
-    def __init__(self, proc, gone, threads_changed):
+    def __init__(self, proc, gone, threads_changed, process_cpu=None):
         self.proc = proc
         self._gone = gone
         self._threads_changed = threads_changed
+        self._process_cpu = process_cpu     # pid -> (utime + stime ns, name); None: unknown
+        self._rotations = {}        # pid -> Rotation: its threads read in rotation
         self._files = {}            # (pid, tid) -> ThreadFiles
         self._sampled_tids = {}     # pid -> TIDs of its last sample
         self._relist = set()        # pids whose next sample must list their threads
@@ -209,6 +212,7 @@ class ThreadSampler:
 
     def forget(self, pid, tid):
         self._column_sets.pop(pid, None)
+        self._rotations.pop(pid, None)
         files = self._files.pop((pid, tid), None)
         if files is not None:
             files.close()
@@ -225,6 +229,7 @@ class ThreadSampler:
         self._sampled_tids.pop(pid, None)
         self._relist.discard(pid)
         self._column_sets.pop(pid, None)
+        self._rotations.pop(pid, None)
         self._read_alone.pop(pid, None)
 
     def close(self):
@@ -232,6 +237,7 @@ class ThreadSampler:
             self.forget(*key)
         self._sampled_tids.clear()
         self._column_sets.clear()
+        self._rotations.clear()
         self._relist.clear()
         self._read_alone.clear()
         for pid in list(self._task_fds):
@@ -380,12 +386,21 @@ class ThreadSampler:
         if task_fd is None or pid in self._relist:
             return None
         kept = self._column_sets[pid]
-        run, lat = kept.zeros[:], kept.zeros[:]
-        now = self._c_read_columns(task_fd, kept.fds, run, lat, self._schedstat_ok is True)
-        if now is None:
+        read = self._rotated_read(pid, task_fd, kept.fds, self._c_read_columns)
+        if read is None:
             return None
-        return Sample(pid=pid, wall_ns=now, threads=ThreadColumns(
-            kept.tids, kept.tid_set, kept.starts, kept.names, run, lat))
+        return Sample(pid=pid, wall_ns=read[0], threads=ThreadColumns(
+            kept.tids, kept.tid_set, kept.starts, kept.names, read[1], read[2]))
+
+    def _rotated_read(self, pid, task_fd, fds, read_columns):
+        """(monotonic ns, run, lat) of the threads of ``fds``, the sleepers
+        read in rotation (linux/rotation.py), or None (``read_columns``'s)."""
+        rotation = self._rotations.get(pid)
+        if rotation is None or rotation.fds != fds:
+            rotation = self._rotations[pid] = Rotation(fds)
+        process_cpu = self._process_cpu
+        return rotation.read(read_columns, task_fd, self._schedstat_ok is True,
+                             lambda: None if process_cpu is None else process_cpu(pid)[0])
 
     def _steady_sample(self, pid, tids):
         """The usual round, batched: every thread known, its schedstat fd
@@ -465,7 +480,11 @@ class ThreadSampler:
         def reader(run, lat):
             if pid in relist:
                 return None
-            return read(task_fd, fds, run, lat, self._schedstat_ok is True)
+            got = self._rotated_read(pid, task_fd, fds, read)
+            if got is None:
+                return None
+            run[:], lat[:] = got[1], got[2]
+            return got[0]
         return reader
 
     def thread_run_ns(self, pid, tids):
@@ -525,24 +544,3 @@ class ThreadSampler:
             return self._read_stat(files, tid)[0]
         except NoSuchProcess:
             raise NoSuchProcess(pid, tid) from None
-
-
-# -- the C module's fallback ----------------------------------------------------
-
-def _py_read_columns(task_fd, fds, run, lat, zero_ok=True):
-    """The C module's ``read_columns`` in Python: None unless the process
-    has ``len(fds)`` threads; else fill ``run`` and ``lat`` from each
-    schedstat fd and return the monotonic ns, or None if a read failed or
-    was odd, or (``zero_ok`` false) a run time was 0."""
-    try:
-        if os.fstat(task_fd).st_nlink - 2 != len(fds):
-            return None
-        now = time.monotonic_ns()
-        pread = os.pread
-        for i, fd in enumerate(fds):
-            run[i], lat[i] = map(int, pread(fd, 128, 0).split()[:2])
-    except (OSError, ValueError, OverflowError):
-        return None
-    if not zero_ok and 0 in run:
-        return None
-    return now
