@@ -56,6 +56,11 @@ CHILD = textwrap.dedent("""
             print("swapped", tid, start(), flush=True)
         elif line.strip() == "more":         # one more thread
             print("started", start(), flush=True)
+        elif line.strip() == "less":         # the newest thread exits
+            t, stop, tid = threads.pop()
+            stop.set()
+            t.join()
+            print("stopped", tid, flush=True)
 """)
 
 
@@ -593,3 +598,21 @@ def test_process_cpu_and_name_follows_a_rename_and_escapes_it(procs):
         assert name == "x\\n<3>forged" and later_ns >= cpu_ns
     finally:
         backend.close()
+
+
+def test_a_thread_a_look_opened_and_gone_before_the_next_sample_is_forgotten(steady):
+    """A look reads a new thread alone (sample_threads) and keeps its
+    files; if it exits before a sample finds it -- the count back to what
+    the last sample saw, nothing else changed -- the next sample forgets
+    it: its files closed, its TID not kept for ever."""
+    proc, _, backend = steady
+    sampler = backend.sampler
+    tid = int(send(proc, "more")[1])
+    assert tid in backend.sample_threads(proc.pid, [tid]).threads
+    assert (proc.pid, tid) in sampler._files
+    assert send(proc, "less") == ["stopped", str(tid)]
+    reaped(proc.pid, tid)
+    round_sample(backend, proc.pid)
+    round_sample(backend, proc.pid)
+    assert (proc.pid, tid) not in sampler._files
+    assert tid not in sampler._read_alone.get(proc.pid, ())

@@ -36,6 +36,7 @@ the same answers.
 import os
 import time
 from array import array
+from operator import attrgetter
 
 from ..base import PlatformError
 from .procfs import NS_PER_TICK
@@ -113,6 +114,21 @@ class Rotation:
         now, gained, count, running = answer
         self.reads += count
         return now, run, lat, moved, gained, running
+
+
+class ColumnSet:
+    """A process's threads as the last sample found them, every one with
+    its schedstat fd open: what the next sample reads as columns
+    (``ThreadSampler._column_sample``), in this order."""
+
+    __slots__ = ("tids", "tid_set", "starts", "names", "fds")
+
+    def __init__(self, threads, files):
+        self.tids = tuple(threads)
+        self.tid_set = frozenset(self.tids)
+        self.starts = tuple(map(attrgetter("start"), files))
+        self.names = tuple(map(attrgetter("name"), files))
+        self.fds = array("i", map(attrgetter("schedstat_fd"), files))
 
 
 def _cpu_now(process_cpu):

@@ -41,7 +41,7 @@ from ..files import read_file
 from .oserror import mapped, os_error
 from .procfs import (NS_PER_TICK, STAT_FLAGS, STAT_PROCESSOR, STAT_STATE, STAT_STARTTIME,
                      STAT_STIME, STAT_UTIME, parse_stat)
-from .rotation import Rotation, read_columns as _py_read_columns
+from .rotation import ColumnSet, Rotation, read_columns as _py_read_columns
 
 try:
     from ._steady import read_columns as _c_read_columns
@@ -97,22 +97,6 @@ _START = attrgetter("start")
 _NAME = attrgetter("name")
 
 
-class _ColumnSet:
-    """A process's threads as the last sample found them, every one with
-    its schedstat fd open: what the next sample reads as columns
-    (``ThreadSampler._column_sample``), in this order."""
-
-    __slots__ = ("tids", "tid_set", "starts", "names", "fds", "zeros")
-
-    def __init__(self, threads, files):
-        self.tids = tuple(threads)
-        self.tid_set = frozenset(self.tids)
-        self.starts = tuple(map(_START, files))
-        self.names = tuple(map(_NAME, files))
-        self.fds = array("i", map(_SCHEDSTAT_FD, files))
-        self.zeros = array("q", bytes(8 * len(files)))
-
-
 class ThreadSampler:
     """The threads of the processes a ``LinuxBackend`` reads: their listing,
     count, kept files and times.
@@ -134,7 +118,7 @@ class ThreadSampler:
         self._relist = set()        # pids whose next sample must list their threads
         self._read_alone = {}       # pid -> TIDs sample_threads opened since its last sample
         self._task_fds = {}         # pid -> open fd of /proc/PID/task (thread count)
-        self._column_sets = {}      # pid -> _ColumnSet: its next sample reads columns
+        self._column_sets = {}      # pid -> ColumnSet: its next sample reads columns
         self._schedstat_ok = None   # None: not yet known
         self._fd_fence = fd_fence()     # the soft limit is raised before backends open
         self._c_steady_times = _c_steady_times     # None: not built (tests set it)
@@ -304,7 +288,7 @@ class ThreadSampler:
                     self._kept_open(pid, threads)[1] is not None
             if every_fd_open and self._c_steady_times is not None \
                     and self._c_read_columns is not None:
-                self._column_sets[pid] = _ColumnSet(threads, list(map(self._files.get,
+                self._column_sets[pid] = ColumnSet(threads, list(map(self._files.get,
                                                               zip(repeat(pid), threads))))
         if threads is None:
             threads = {}
@@ -322,11 +306,18 @@ class ThreadSampler:
                 and threads.keys() != last:
             for tid in (last or _NO_TIDS) - threads.keys():
                 self.forget(pid, tid)
-            for tid in self._read_alone.pop(pid, _NO_TIDS) - threads.keys():
-                self.forget(pid, tid)       # found by a look, gone before this sample
             self._sampled_tids[pid] = threads.keys()
             self._threads_changed(pid)
+        self._drop_read_alone(pid, threads.keys())
         return Sample(pid=pid, wall_ns=wall_ns, threads=threads)
+
+    def _drop_read_alone(self, pid, present):
+        """Forget the threads a look opened (``sample_threads``) that are
+        gone before this sample found them -- whether or not the sample
+        saw other changes (their files stayed open, their TIDs piled up)."""
+        opened = self._read_alone.pop(pid, None)
+        for tid in opened - present if opened else ():
+            self.forget(pid, tid)
 
     def sample_threads(self, pid, tids):
         """See Backend.sample_threads: each of ``tids`` opened (if new) and
@@ -389,6 +380,7 @@ class ThreadSampler:
         read = self._rotated_read(pid, task_fd, kept.fds, self._c_read_columns)
         if read is None:
             return None
+        self._drop_read_alone(pid, kept.tid_set)
         return Sample(pid=pid, wall_ns=read[0], threads=ThreadColumns(
             kept.tids, kept.tid_set, kept.starts, kept.names, read[1], read[2]))
 
