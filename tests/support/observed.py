@@ -5,6 +5,7 @@ tests fix what each writes for given inputs, whatever builds them."""
 
 from types import SimpleNamespace
 
+from tumbler.balance.mechanisms import MechanismLog
 from tumbler.balance.spreads import SpreadHistory
 
 
@@ -16,7 +17,7 @@ def make_controller(domains, *, intervals=0, policy="tumbler", dry_run=False, th
     fields = dict(intervals=intervals, quiet=0, threads_seen=0, processes_seen=set(),
                   migrations=0, threads_moved=set(), pins=0,
                   spreads=SpreadHistory(), warnings=0, outsiders=0, priority=None,
-                  startup_s=0.0)
+                  startup_s=0.0, mechanisms=MechanismLog())
     fields.update(stats)
     warned = []
     return SimpleNamespace(

@@ -13,7 +13,7 @@ Each round (paper Algorithm 1; ``Controller.round``):
 3. ask the policy for a plan (engine, no OS calls);
 4. apply the plan's moves through the binder, saving each thread's original
    placement before its first move;
-5. log the round and sleep the interval the plan chose.
+5. log the round (what acted where: mechanisms.py) and sleep the interval.
 
 Between rounds the loop wakes every ``discover_ms`` to look for new threads
 and places them at once (initial placement), and at once for signals.
@@ -45,13 +45,12 @@ The jobs, one component each, built by ``Controller`` with what it needs
 ``speedstep.py``   SpeedSteps: crowded domains, the policy's view, speed steps
 ``placer.py``      Placer: every change of placement, journalled before it
                    is made; owns the masks tumbler set
-``handback.py``    HandBack: putting every thread back; children of bound
-                   threads
+``handback.py``    HandBack: every thread back, bound threads' children too
 ``merged.py``      DomainMerger: merging the domains and splitting them again
-``otherwork.py``   OtherWork: other work on the domains' CPUs (its meters);
-                   measured capacity weighs the domains by it
+``otherwork.py``   OtherWork: other work on the domains' CPUs (measured capacity)
 ``machine.py``     MachineWatch: CPUs off-line and back, cpusets changed
 ``domains.py``     Layout: the domains balanced over now (the controller's)
+``mechanisms.py``  MechanismLog (the stats'): what acted in each domain, when
 =================  ========================================================
 
 This module holds what ties them: one round, following the machine and
@@ -321,6 +320,7 @@ class Controller:
             self.speed.follow(decision, measured)
         self._last_decision = decision
         self.stats.intervals += 1
+        self.stats.mechanisms.follow(decision.notes, self.domains, time.monotonic())
         if not self.choice.single:
             self.stats.spreads.append(plan.spread_before)
         for observer in self.observers:

@@ -5,6 +5,8 @@ the first and the last quarter of the rounds) in bounded memory."""
 
 import math
 
+from .mechanisms import MechanismLog
+
 
 #: SpreadHistory keeps at most twice this many buckets.
 MAX_BUCKETS = 2048
@@ -89,7 +91,7 @@ class RunStats:
 
     __slots__ = ("started", "intervals", "quiet", "threads_seen", "processes_seen",
                  "migrations", "threads_moved", "pins", "spreads", "warnings", "outsiders",
-                 "priority", "startup_s")
+                 "priority", "startup_s", "mechanisms")
 
     def __init__(self, started):
         self.started = started
@@ -105,3 +107,4 @@ class RunStats:
         self.outsiders = 0              # threads allowed no CPU of any domain, left alone
         self.priority = None            # () -> how the loop ran, for the summary (run.py)
         self.startup_s = 0.0            # wall time from tumbler's start to balancing
+        self.mechanisms = MechanismLog()    # what acted in each domain, and when

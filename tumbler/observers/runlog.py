@@ -33,6 +33,8 @@ Keys of each line (stable; scripts may rely on them):
 ``step``            the number of this round's own step (rounds and the
                     speed steps between them are numbered together, so a
                     pin of a lower ``step`` was made between rounds)
+``changes``         only in a round where some domain's state changed: one
+                    plain line each (balance/mechanisms.py), as ``-v`` says
 """
 
 import json
@@ -69,6 +71,7 @@ class RunLog(Observer):
         self.file = open_output(path, append=append)
         self.started = time.monotonic() if started is None else started
         self.extra = []         # callables(controller) -> dict merged into each line
+        self.changes = 0        # the lines of the run's MechanismLog logged so far
         self.warn = warn or errors.warn
 
     def write_round(self, controller, plan, applied):
@@ -97,6 +100,9 @@ class RunLog(Observer):
             record["pins"] = [{"tid": t.tid, "name": t.name, "cpu": cpu, "step": step}
                               for t, cpu, step in controller.pins_made]
             record["step"] = controller.steps
+        changes, self.changes = controller.stats.mechanisms.since_cursor(self.changes)
+        if changes:
+            record["changes"] = changes
         for extra in self.extra:
             record.update(extra(controller))
         if self.file is None:

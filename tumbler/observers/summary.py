@@ -66,6 +66,7 @@ def what_it_did(controller, wall_s):
     elif controller.policy.name in ("auto", "speed"):
         lines.append("speed balancing never engaged: it acts when more runnable threads "
                      "than cores meet at barriers")
+    lines += stats.mechanisms.summary_lines(wall_s)
     lines.append(controller.choice.note)
     lines.append("%s, %d of them quiet (nothing to change)"
                  % (plural(stats.intervals, "round"), stats.quiet))

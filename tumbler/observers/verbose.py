@@ -14,6 +14,7 @@ class VerboseReport(Observer):
 
     def __init__(self):
         self._last_reason = None
+        self._changes = 0           # the lines of the run's MechanismLog said so far
 
     def write_round(self, controller, plan, moves):
         reason = "" if plan.reason == self._last_reason else "; " + plan.reason
@@ -22,6 +23,10 @@ class VerboseReport(Observer):
               % (controller.stats.intervals, percent(100 * plan.thread_cv),
                  demand(controller.domains, plan.domain_loads), plan.interval_ms, reason),
               file=sys.stderr)
+        # What changed in a domain's state (balance/mechanisms.py), once.
+        changes, self._changes = controller.stats.mechanisms.since_cursor(self._changes)
+        for line in changes:
+            print("tumbler: %s" % line, file=sys.stderr)
         for thread, src, dst in moves:
             print("tumbler:   %s thread %d (%s) %sdomain %s" % (
                 "place" if src is None else "move", thread.tid, thread.name,
