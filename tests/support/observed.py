@@ -15,7 +15,7 @@ def make_controller(domains, *, intervals=0, policy="tumbler", dry_run=False, th
     """A controller after ``intervals`` rounds; ``stats``: RunStats
     fields other than ``intervals``.  Its warnings land in ``warned``."""
     fields = dict(intervals=intervals, quiet=0, threads_seen=0, processes_seen=set(),
-                  migrations=0, threads_moved=set(), pins=0,
+                  migrations=0, threads_moved=0, pins=0,
                   spreads=SpreadHistory(), warnings=0, outsiders=0, priority=None,
                   startup_s=0.0, mechanisms=MechanismLog())
     fields.update(stats)

@@ -76,7 +76,7 @@ class Placer:
             if src is not None:
                 thread.migrations += 1
                 self.stats.migrations += 1
-                self.stats.threads_moved.add((thread.pid, thread.tid))
+                self.stats.threads_moved += thread.migrations == 1
             made.append((thread, src, dst))
         return made
 

@@ -100,7 +100,8 @@ class RunStats:
         self.threads_seen = 0
         self.processes_seen = set()     # their PIDs (exec's sh -c and children too)
         self.migrations = 0             # moves between domains
-        self.threads_moved = set()      # (PID, TID) of each thread moved at least once
+        self.threads_moved = 0          # threads moved at least once (a count: a set
+                                        # of them grew with a service's churn)
         self.pins = 0                   # speed balancing's core changes
         self.spreads = SpreadHistory()  # every round's spread (before its moves)
         self.warnings = 0

@@ -53,7 +53,7 @@ def what_it_did(controller, wall_s):
     if len(domains) < 2:
         lines = ["watched %s on one domain" % threads_of(stats)]
     else:
-        moved = len(stats.threads_moved)
+        moved = stats.threads_moved
         lines = ["grouped %s into %d domains; %s" % (
             threads_of(stats), len(domains),
             "moved no thread between them" if not stats.migrations else
@@ -137,7 +137,7 @@ def summary_record(controller, wall_s, cpu_s, end_reason, process_cpu_s=None):
             "intervals": stats.intervals, "quiet_intervals": stats.quiet,
             "threads_seen": stats.threads_seen,
             "processes_seen": len(stats.processes_seen),
-            "migrations": stats.migrations, "threads_moved": len(stats.threads_moved),
+            "migrations": stats.migrations, "threads_moved": stats.threads_moved,
             "core_changes": stats.pins,
             "policy": controller.policy.name, "dry_run": bool(controller.dry_run),
             "domain_note": controller.choice.note, "spread_early": rounded(early, 3),
