@@ -167,3 +167,42 @@ def test_discard_closes_what_a_run_that_never_began_opened():
     assembly.discard(journal, [observer], None, summary)
     assert journal.attached == [("closed", False)]
     assert observer.calls == ["close"] and summary.closed
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: the running system")
+def test_build_run_makes_the_policy_and_binder_each_command_s_settings_ask_for():
+    """One call per run (-p, exec, --share space): the policy named, with
+    --interval and the file's loop options; a binder that binds nothing
+    under -n, the backend's own otherwise, or the one the command checked
+    before its start (exec)."""
+    from types import SimpleNamespace
+    from tumbler.platform import open_backend
+    backend = open_backend()
+    choice = DomainChoice("explicit", (frozenset(os.sched_getaffinity(0)),), "test")
+
+    def settings(**given):
+        fields = dict(policy="tumbler", dry_run=False, binder=None, interval_ms=None,
+                      capacity="cpus", config=Config(discover_ms=250))
+        fields.update(given)
+        return SimpleNamespace(**fields)
+    runs = []
+    try:
+        moving = assembly.build_run(settings(interval_ms=300), 1, backend, choice)
+        runs.append(moving)
+        assert moving.controller.policy.name == "tumbler"
+        assert moving.controller.policy.fixed_interval_ms == 300
+        assert moving.controller.discover_s == 0.25
+        assert type(moving.controller.binder) is type(backend.binder(None))
+        assert not isinstance(moving.controller.binder, NullBinder)
+        dry = assembly.build_run(settings(dry_run=True), 2, backend, choice)
+        runs.append(dry)
+        assert isinstance(dry.controller.binder, NullBinder) and dry.controller.dry_run
+        checked = NullBinder()
+        given = assembly.build_run(settings(policy="observe"), 3, backend, choice,
+                                   binder=checked, first_interval_ms=50)
+        runs.append(given)
+        assert given.controller.binder is checked
+        assert given.controller.first_interval_ms == 50 and given.key == 3
+    finally:
+        for run in runs:
+            run.hand_back()

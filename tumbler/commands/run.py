@@ -64,11 +64,6 @@ def _open_backend(settings):
     return open_backend(settings.platform, settings.root)
 
 
-def _policy(settings):
-    from ..service.assembly import policy_for
-    return policy_for(settings.policy, settings.config, settings.interval_ms)
-
-
 def _choose(backend, allowed, settings):
     """Domains for this run; ``speed`` never crosses NUMA nodes by default."""
     from ..balance.domains import choose_domains
@@ -146,15 +141,6 @@ def _begin(controller, settings):
     return started, cpu_before, deadline
 
 
-def _run(key, backend, binder, policy, choice, settings, observers, journal, **options):
-    """The run (service/assembly.py) of these parts, with the settings'
-    loop options, capacity and -n."""
-    from ..service.assembly import Run
-    return Run(key, backend, policy, choice, binder, settings.config,
-               capacity=settings.capacity, dry_run=settings.dry_run, journal=journal,
-               observers=observers, **options)
-
-
 def _driver(deadline, ends_when_empty, slack=0.0):
     """The loop (service/driver.py) for this command's runs: ends when they
     do, or at the --duration ``deadline`` (None: none)."""
@@ -202,10 +188,9 @@ def run_attach(settings, pids):
     from ..platform.base import allowed_union
     from ..platform.base import NoSuchProcess
     from ..platform.priority import raise_priority
-    from ..service.assembly import discard
+    from ..service.assembly import build_run, discard
     raise_priority()        # already done by the tumbler command; other ways in too
     backend = _open_backend(settings)
-    policy = _policy(settings)
     for pid in pids:
         info = check_target(backend, pid, settings.force)
         if _moves_threads(settings):
@@ -221,9 +206,8 @@ def run_attach(settings, pids):
             for pid in pids:
                 journal.claim(pid)
         choice = _choose(backend, allowed_union(backend, pids), settings)
-        binder = _binder(backend, settings)
         observers = _observers(settings)
-        run = _run(pids[0], backend, binder, policy, choice, settings, observers, journal)
+        run = build_run(settings, pids[0], backend, choice, journal=journal, observers=observers)
     except BaseException:
         waiter.close()
         discard(journal, observers, summary_out)
@@ -270,7 +254,7 @@ def run_space_shared(settings, pids):
     from ..platform.base import allowed_union
     from ..platform.base import NoSuchProcess
     from ..platform.priority import raise_priority
-    from ..service.assembly import discard
+    from ..service.assembly import build_run, discard
     from ..service.driver import SLACK_S
     raise_priority()
     first = _open_backend(settings)
@@ -293,8 +277,8 @@ def run_space_shared(settings, pids):
             choice = _choose(backend, allowed_union(backend, [pid]), settings)
             mine = _program_observers(settings, pid, not runs, opened)
             observers += mine
-            runs.append(_run(pid, backend, _binder(backend, settings), _policy(settings),
-                             choice, settings, mine, journal))
+            runs.append(build_run(settings, pid, backend, choice, journal=journal,
+                                  observers=mine))
     except BaseException:
         waiter.close()
         for journal in journals:
@@ -410,7 +394,7 @@ def run_exec(settings, command):
 
     from ..platform.base import NoSuchProcess, PlatformError
     from ..platform.priority import raise_priority
-    from ..service.assembly import discard
+    from ..service.assembly import build_run, discard
     raise_priority()        # after the start: the command keeps its own priority
 
     def forward(signum):
@@ -430,8 +414,8 @@ def run_exec(settings, command):
         try:
             backend, allowed, choice, binder = machine or _machine(settings)
             journal = _journal(backend, settings)
-            run = _run(child.pid, backend, binder, _policy(settings), choice, settings,
-                       observers, journal, first_interval_ms=50)
+            run = build_run(settings, child.pid, backend, choice, binder=binder,
+                            journal=journal, observers=observers, first_interval_ms=50)
             controller = run.controller
             started, cpu_before, deadline = _begin(controller, settings)
             if journal is not None:         # attached to the binder already (the run)

@@ -87,6 +87,24 @@ def observers_for(probe=False, log_path=None, verbose=False, log_fields=None, ap
     return observers
 
 
+def build_run(settings, key, backend, choice, *, binder=None, journal=None, observers=(),
+              **options):
+    """The run of a command's ``settings`` (commands/options.py: -p, exec,
+    --share space) over ``choice``'s domains, in one call: the policy and
+    (unless the command checked one already: ``binder``) the binder from
+    the settings, capacity and -n from them, the loop's timings from their
+    configuration.  What the command opened and checked -- the backend,
+    the journal (claimed in its own order), the observers -- it passes in;
+    ``options``: the controller's own (first_interval_ms, ...)."""
+    if binder is None:
+        from ..config import moves_threads
+        binder = binder_for(backend, moves_threads(settings.policy, settings.dry_run),
+                            settings.binder)
+    return Run(key, backend, policy_for(settings.policy, settings.config, settings.interval_ms),
+               choice, binder, settings.config, capacity=settings.capacity,
+               dry_run=settings.dry_run, journal=journal, observers=observers, **options)
+
+
 def unrestored(failed):
     """The line for threads a run could not put back."""
     return ("%d thread%s could not be restored; `tumbler restore` retries"
