@@ -141,3 +141,14 @@ def test_a_space_shared_dry_run_says_so_for_each_program():
     sharing = SimpleNamespace(policy="llc", repartitions=0, counters=None)
     lines = shared_summary_lines([(101, dry)], sharing, 1.0, 0.0, "SIGTERM")
     assert lines[1] == "PID 101: policy tumbler, dry run: nothing was moved"
+
+
+def test_the_cpu_line_shows_what_the_json_summary_gives():
+    """0.00953 s is 0.0095 in --summary-json, which shows as 0.009 (%.3f of
+    the binary 0.0095); the line shows the same, not 0.010 (the raw
+    figure's): scripts and people read one number."""
+    from tumbler.observers.summary import summary_record
+    record = summary_record(finished(), 1.0, 0.00953, "SIGINT", 0.06253)
+    line = summary_lines(finished(), 1.0, 0.00953, "SIGINT", 0.06253)[-1]
+    assert "own CPU time %.3f s" % record["own_cpu_s"] in line
+    assert "%.3f s with its start-up" % record["process_cpu_s"] in line

@@ -336,10 +336,12 @@ def _finish_shared(runs, sharing, waiter, settings, started, cpu_before, reason,
     process_cpu = runs[0].controller.own_cpu_seconds()
     cpu = process_cpu - cpu_before
     programs = [(run.key, run.controller) for run in runs]
-    from ..observers.summary import rounded, shared_summary_lines, summary_record
+    from ..observers.summary import (CPU_DIGITS, WALL_DIGITS, rounded, shared_summary_lines,
+                                     summary_record)
     if summary_out is not None:
-        record = {"wall_s": rounded(wall, 3), "end_reason": reason, "unrestored": failed,
-                  "own_cpu_s": rounded(cpu, 4), "process_cpu_s": rounded(process_cpu, 4),
+        record = {"wall_s": rounded(wall, WALL_DIGITS), "end_reason": reason,
+                  "unrestored": failed, "own_cpu_s": rounded(cpu, CPU_DIGITS),
+                  "process_cpu_s": rounded(process_cpu, CPU_DIGITS),
                   "share": "space", "share_policy": sharing.policy,
                   "repartitions": sharing.repartitions, "llc_counters_off": sharing.counters.off,
                   "programs": [dict(summary_record(c, wall, cpu, reason, process_cpu), pid=pid,

@@ -91,10 +91,12 @@ def own_cost_lines(stats, wall_s, cpu_s, process_cpu_s):
     if stats.startup_s >= STARTUP_NOTE_S:
         lines.append("start-up took %s of it (an overloaded machine delays the start "
                      "before tumbler can raise its priority)" % seconds(stats.startup_s))
+    # The figures --summary-json gives (rounded as there), so that the two
+    # never differ in the last digit shown.
     line = "own CPU time %.3f s (%s of one CPU)" % (
-        cpu_s, percent(100.0 * cpu_s / wall_s if wall_s > 0 else 0.0))
+        rounded(cpu_s, CPU_DIGITS), percent(100.0 * cpu_s / wall_s if wall_s > 0 else 0.0))
     if process_cpu_s is not None:
-        line += ", %.3f s with its start-up" % process_cpu_s
+        line += ", %.3f s with its start-up" % rounded(process_cpu_s, CPU_DIGITS)
     lines.append(line)
     return lines
 
@@ -133,22 +135,27 @@ def summary_record(controller, wall_s, cpu_s, end_reason, process_cpu_s=None):
     """
     stats = controller.stats
     early, late = stats.spreads.early_late()
-    return {"wall_s": rounded(wall_s, 3), "end_reason": end_reason,
+    return {"wall_s": rounded(wall_s, WALL_DIGITS), "end_reason": end_reason,
             "intervals": stats.intervals, "quiet_intervals": stats.quiet,
             "threads_seen": stats.threads_seen,
             "processes_seen": len(stats.processes_seen),
             "migrations": stats.migrations, "threads_moved": stats.threads_moved,
             "core_changes": stats.pins,
             "policy": controller.policy.name, "dry_run": bool(controller.dry_run),
-            "domain_note": controller.choice.note, "spread_early": rounded(early, 3),
-            "spread_late": rounded(late, 3), "own_cpu_s": rounded(cpu_s, 4),
-            "process_cpu_s": rounded(process_cpu_s, 4),
-            "capacity": [rounded(d.capacity, 3) for d in controller.domains]}
+            "domain_note": controller.choice.note,
+            "spread_early": rounded(early, SHARE_DIGITS),
+            "spread_late": rounded(late, SHARE_DIGITS),
+            "own_cpu_s": rounded(cpu_s, CPU_DIGITS),
+            "process_cpu_s": rounded(process_cpu_s, CPU_DIGITS),
+            "capacity": [rounded(d.capacity, SHARE_DIGITS) for d in controller.domains]}
 
 
 #: Digits kept in --summary-json: wall time to the ms, CPU times to 0.1 ms
 #: (the kernel's accounting is in ns, but /proc's clock ticks are 10 ms and a
 #: run's CPU time varies by more than 0.1 ms), spreads and capacities to 0.1%.
+WALL_DIGITS, CPU_DIGITS, SHARE_DIGITS = 3, 4, 3
+
+
 def rounded(value, digits):
     return None if value is None else round(value, digits)
 
