@@ -176,7 +176,8 @@ def attach_run(duty, how):
     if how == "duration":
         args += ["--duration", "60"]
     log = "/tmp/guest-checks.%d.stderr" % prog.pid
-    tum = subprocess.Popen(tumbler(*args), stderr=open(log, "w+"), text=True, cwd=REPO)
+    with open(log, "w") as err:     # the child keeps its own copy of the descriptor
+        tum = subprocess.Popen(tumbler(*args), stderr=err, text=True, cwd=REPO)
     fact["split"] = wait(lambda: workers_split(prog.pid, sets))
     fact["during"] = masks(prog.pid)
     if how == "offline":
@@ -201,8 +202,10 @@ def attach_run(duty, how):
     if how == "program":
         prog.terminate()
         prog.wait()
-    fact["status"], fact["stderr"] = end(tum, signum)
-    fact["stderr"] = read(log)[-2000:]
+    # stderr went to LOG (read above while waiting), not to a pipe: end()
+    # has none to give, so only its exit status is kept from it.
+    fact["status"], killed = end(tum, signum)
+    fact["stderr"] = (killed + "\n" if fact["status"] is None else "") + read(log)[-2000:]
     os.unlink(log)
     fact["after"] = masks(prog.pid)
     if prog.poll() is None:
@@ -299,6 +302,18 @@ def systemctl(*args):
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
+def unit_failed():
+    """The unit has failed (exited for good, or systemd gave up restarting)."""
+    return systemctl("is-failed", "--quiet", "tumbler")[0] == 0
+
+
+def wait_unit(cond):
+    """wait() for COND, given up at once if the unit fails meanwhile: a unit
+    that cannot start would otherwise leave every later wait to run out
+    (and the whole boot to the guest's --timeout)."""
+    return wait(lambda: unit_failed() or cond()) and not unit_failed()
+
+
 def main_pid():
     return int(systemctl("show", "-p", "MainPID", "--value", "tumbler")[1] or 0)
 
@@ -346,25 +361,31 @@ def plan_systemd(duty):
     sets = [cpus for cpus in packages().values()]
     fact["before"] = masks(prog.pid)
     fact["start"] = systemctl("start", "tumbler")
-    fact["status_lists"] = wait(lambda: managed(prog.pid))
-    fact["split"] = wait(lambda: workers_split(prog.pid, sets))
+    fact["status_lists"] = wait_unit(lambda: managed(prog.pid))
+    if unit_failed():
+        fact["unit_failed"] = systemctl("status", "--no-pager", "tumbler")[1][-2000:]
+        fact["journal"] = journal()
+        prog.kill()
+        prog.wait()
+        return fact
+    fact["split"] = wait_unit(lambda: workers_split(prog.pid, sets))
     fact["during"] = masks(prog.pid)
     pid = main_pid()
     write("/etc/tumbler/tumbler.yaml", RELOADED_RULES)
     fact["reload"] = systemctl("reload", "tumbler")
-    fact["reloaded"] = wait(lambda: "configuration reloaded: 2 rule(s)" in journal())
+    fact["reloaded"] = wait_unit(lambda: "configuration reloaded: 2 rule(s)" in journal())
     fact["same_pid_after_reload"] = main_pid() == pid
     fact["status_lists_after_reload"] = managed(prog.pid)
     fact["stop"] = systemctl("stop", "tumbler")
     fact["after_stop"] = masks(prog.pid)
     systemctl("start", "tumbler")
-    fact["split_restarted"] = wait(lambda: workers_split(prog.pid, sets))
+    fact["split_restarted"] = wait_unit(lambda: workers_split(prog.pid, sets))
     killed = main_pid()
     fact["kill9"] = systemctl("kill", "-s", "KILL", "--kill-who=main", "tumbler")
     fact["restarted_by_systemd"] = wait(
         lambda: main_pid() not in (0, killed) and systemctl("is-active", "tumbler")[0] == 0)
-    fact["status_lists_after_restart"] = wait(lambda: managed(prog.pid))
-    fact["split_after_restart"] = wait(lambda: workers_split(prog.pid, sets))
+    fact["status_lists_after_restart"] = wait_unit(lambda: managed(prog.pid))
+    fact["split_after_restart"] = wait_unit(lambda: workers_split(prog.pid, sets))
     fact["stop_after_restart"] = systemctl("stop", "tumbler")
     fact["after_restart_stop"] = masks(prog.pid)
     fact["journal"] = journal()

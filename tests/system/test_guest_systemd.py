@@ -14,8 +14,12 @@ from support import guest
 
 @pytest.fixture(scope="module", params=guest.KERNELS)
 def seen(request, duty):
-    return guest.plan(request.param, ["--init", "systemd", "--sockets", "2", "--cores", "2"],
-                      "systemd", duty)
+    facts = guest.plan(request.param, ["--init", "systemd", "--sockets", "2", "--cores", "2"],
+                       "systemd", duty)
+    if "unit_failed" in facts:      # the plan stopped early: nothing later was seen
+        pytest.fail("the unit failed to start: %s\n%s" % (facts["unit_failed"],
+                                                            facts["journal"]))
+    return facts
 
 
 def split(masks):
