@@ -105,7 +105,9 @@ void barrier_wait(struct barrier *barrier, barrier_sense *sense)
 struct phase_thread {
     _Alignas(CACHE_PAD) unsigned index;
     barrier_sense sense;
-    uint64_t iters_per_phase;
+    unsigned threads;
+    const uint64_t *iters;      /* every thread's, for rotation */
+    uint64_t rotate_every;      /* 0: thread i always does iters[i] */
     uint64_t phases;
     const char *name_prefix;
     struct barrier *barrier;
@@ -119,7 +121,9 @@ static void *phase_thread_main(void *arg)
 
     name_current_thread(self->name_prefix, self->index);
     for (uint64_t phase = 0; phase < self->phases; phase++) {
-        state = work_iters(state, self->iters_per_phase);
+        uint64_t turn = self->rotate_every ? phase / self->rotate_every : 0;
+
+        state = work_iters(state, self->iters[(self->index + turn) % self->threads]);
         barrier_wait(self->barrier, &self->sense);
     }
     work_publish(state);
@@ -127,7 +131,7 @@ static void *phase_thread_main(void *arg)
 }
 
 double run_phases(const char *name_prefix, unsigned threads, const uint64_t *iters,
-                  uint64_t phases, enum barrier_kind kind)
+                  uint64_t phases, uint64_t rotate_every, enum barrier_kind kind)
 {
     struct phase_thread *workers = alloc_aligned_zeroed(threads, sizeof *workers);
     struct barrier *barrier = alloc_aligned_zeroed(1, sizeof *barrier);
@@ -136,7 +140,9 @@ double run_phases(const char *name_prefix, unsigned threads, const uint64_t *ite
     barrier_init(barrier, kind, threads);
     for (unsigned i = 0; i < threads; i++) {
         workers[i].index = i;
-        workers[i].iters_per_phase = iters[i];
+        workers[i].threads = threads;
+        workers[i].iters = iters;
+        workers[i].rotate_every = rotate_every;
         workers[i].phases = phases;
         workers[i].name_prefix = name_prefix;
         workers[i].barrier = barrier;

@@ -50,11 +50,14 @@ void barrier_wait(struct barrier *barrier, barrier_sense *sense);
 /*
  * The SPMD skeleton spmd and skewed share: `threads` threads named
  * "<name_prefix><i>", thread i doing `iters[i]` iterations of the work loop
- * per phase, then waiting at a barrier of `kind`, for `phases` phases.
+ * per phase, then waiting at a barrier of `kind`, for `phases` phases.  With
+ * `rotate_every` N > 0 the shares move one thread along every N phases
+ * (thread i does iters[(i + phase / N) % threads]): a load that varies in
+ * time; 0 keeps them where they are.
  * Returns the wall time from the first pthread_create to the last
  * pthread_join.
  */
 double run_phases(const char *name_prefix, unsigned threads, const uint64_t *iters,
-                  uint64_t phases, enum barrier_kind kind);
+                  uint64_t phases, uint64_t rotate_every, enum barrier_kind kind);
 
 #endif /* TUMBLER_WORKLOADS_BARRIER_H */

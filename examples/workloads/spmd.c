@@ -86,7 +86,7 @@ static double run_spmd(const struct spmd_config *config)
 
     for (unsigned i = 0; i < config->threads; i++)
         iters[i] = config->work * WORK_UNIT_ITERS;
-    elapsed = run_phases("spmd-", config->threads, iters, config->phases, config->barrier);
+    elapsed = run_phases("spmd-", config->threads, iters, config->phases, 0, config->barrier);
     free(iters);
     return elapsed;
 }

@@ -41,6 +41,7 @@ OPTIONS = {
         ("-p", "--phases"),
         ("-s", "--skew"),
         ("-b", "--barrier"),
+        ("-r", "--rotate"),
     ),
     "locks": (
         ("-t", "--threads"),
@@ -143,7 +144,7 @@ BAD_ARGUMENTS = [
 PROGRAM_BAD_ARGUMENTS = {
     "pipeline": [("-W", "1,,2"), ("--weights", "0,1"), ("-q", "0")],
     "spmd": [("-b", "fast")],
-    "skewed": [("--skew", "-0.5"), ("-s", "lots"), ("--barrier", "")],
+    "skewed": [("--skew", "-0.5"), ("-s", "lots"), ("--barrier", ""), ("--rotate", "-1")],
     "locks": [("-m", "0"), ("--acquires", "0"), ("-c", "1.5")],
 }
 
@@ -311,17 +312,7 @@ def test_pipeline_stage_loads_are_unequal(workloads):
         stderr=subprocess.PIPE,
         text=True,
     )
-    cpu_ns = {}  # comm -> last CPU time seen
-    try:
-        while process.poll() is None:
-            for tid, comm in task_comms(process.pid).items():
-                if comm.startswith("stage"):
-                    ns = task_cpu_ns(process.pid, tid)
-                    if ns is not None:
-                        cpu_ns[comm] = ns
-            time.sleep(0.05)
-    finally:
-        wait_and_check(process)
+    cpu_ns = last_cpu_ns_by_name(process, "stage")
 
     expected = {f"stage{s}-{j}" for s in range(4) for j in range(2)}
     assert expected <= set(cpu_ns), f"saw {sorted(cpu_ns)}"
@@ -330,3 +321,39 @@ def test_pipeline_stage_loads_are_unequal(workloads):
     vector = min(cpu_ns["stage2-0"], cpu_ns["stage2-1"])  # weight 11
     assert heaviest > 3 * lightest, cpu_ns
     assert heaviest > vector > lightest, cpu_ns
+
+
+def last_cpu_ns_by_name(process, prefix):
+    """comm -> the last CPU time read of each thread named ``prefix...``,
+    sampled until the process ends (the last reading is near its end)."""
+    cpu_ns = {}
+    try:
+        while process.poll() is None:
+            for tid, comm in task_comms(process.pid).items():
+                if comm.startswith(prefix):
+                    ns = task_cpu_ns(process.pid, tid)
+                    if ns is not None:
+                        cpu_ns[comm] = ns
+            time.sleep(0.01)
+    finally:
+        wait_and_check(process)
+    return cpu_ns
+
+
+@needs_linux_proc
+@pytest.mark.parametrize("rotate", ["0", "1"])
+def test_skewed_rotate_moves_the_shares_between_threads(workloads, rotate):
+    """--rotate 1: the heavy share (4 x the light one at skew 3) changes
+    thread every phase, so over 200 phases both threads do the same work;
+    without it one thread does four times the other's."""
+    process = subprocess.Popen(
+        [str(workloads / "skewed"), "-t", "2", "-w", "4", "-p", "200", "-s", "3",
+         "-r", rotate],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cpu_ns = last_cpu_ns_by_name(process, "skewed-")
+    assert set(cpu_ns) == {"skewed-0", "skewed-1"}, cpu_ns
+    ratio = cpu_ns["skewed-1"] / cpu_ns["skewed-0"]
+    if rotate == "1":
+        assert 0.75 < ratio < 1.33, cpu_ns
+    else:
+        assert ratio > 2.5, cpu_ns
