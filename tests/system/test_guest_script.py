@@ -1,0 +1,85 @@
+"""scripts/guest's own behaviour around QEMU, with a stand-in for
+qemu-system-x86_64 first on PATH: a kernel that dies before its initramfs
+runs is booted once more (it happened to Linux 6.12 under TCG, issue 48),
+and no more than that.  The guest's real kernel and initramfs are built
+(or taken from the cache) as for every guest test; the stand-in reads the
+same command line QEMU would and plays the guest's part: the console, the
+output share's marks, the command's output and status.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from support import guest
+
+# The stand-in: attempts listed in $FAKE_QEMU_DIES die as a kernel would
+# (an oops on the console, no mark, QEMU ends: panic=-1 and -no-reboot);
+# the others boot and "run" the command, printing "ran" and exiting 7.
+FAKE_QEMU = r"""#!/usr/bin/env python3
+import os, sys
+args = sys.argv[1:]
+count_file = os.environ["FAKE_QEMU_COUNT"]
+attempt = int(open(count_file).read() or 0) + 1 if os.path.exists(count_file) else 1
+open(count_file, "w").write(str(attempt))
+console = next(a[len("file:"):] for a in args if a.startswith("file:"))
+out = next(a.split("path=")[1].split(",")[0] for a in args if "id=guestout" in a)
+if str(attempt) in os.environ["FAKE_QEMU_DIES"].split():
+    open(console, "w").write("[ 1.0] Booting\n[ 2.0] Oops: int3: 0000 [#1] PREEMPT SMP\n"
+                             "[ 2.1] Kernel panic - not syncing: Fatal exception\n")
+    sys.exit(0)
+open(console, "w").write("[ 1.0] Booting\n")
+for mark in ("booted", "started"):
+    open(os.path.join(out, mark), "w").write("up\n")
+open(os.path.join(out, "stdout"), "w").write("ran\n")
+open(os.path.join(out, "status"), "w").write("7\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def built():
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("the guest's build needs Linux and root (its cache is root's)")
+    made = subprocess.run([sys.executable, guest.GUEST, "--build", "--kernel", "6.1"],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip("no guest kernel 6.1: %s" % made.stderr.strip().splitlines()[-1:])
+
+
+def run_with_fake_qemu(tmp_path, dies):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "qemu-system-x86_64"
+    fake.write_text(FAKE_QEMU)
+    fake.chmod(0o755)
+    count = tmp_path / "attempts"
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]),
+               FAKE_QEMU_COUNT=str(count), FAKE_QEMU_DIES=dies)
+    done = subprocess.run([sys.executable, guest.GUEST, "--kernel", "6.1", "--timeout", "60",
+                           "--", "true"], capture_output=True, text=True, env=env)
+    return done, int(count.read_text())
+
+
+def test_a_kernel_that_dies_at_boot_is_booted_once_more(built, tmp_path):
+    done, attempts = run_with_fake_qemu(tmp_path, dies="1")
+    assert attempts == 2
+    assert done.returncode == 7, done.stderr
+    assert done.stdout == "ran\n"
+    assert "the kernel did not boot (attempt 1 of 2: " in done.stderr
+    assert "Oops: int3" in done.stderr
+
+
+def test_a_kernel_that_dies_twice_is_a_guest_that_did_not_run(built, tmp_path):
+    done, attempts = run_with_fake_qemu(tmp_path, dies="1 2")
+    assert attempts == 2
+    assert done.returncode == 125
+    assert "the guest did not reach the command" in done.stderr
+
+
+def test_a_guest_that_boots_is_booted_once(built, tmp_path):
+    done, attempts = run_with_fake_qemu(tmp_path, dies="")
+    assert attempts == 1
+    assert done.returncode == 7
+    assert "did not boot" not in done.stderr
