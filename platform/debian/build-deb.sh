@@ -9,8 +9,8 @@
 # unit and the default configuration), runs dpkg-buildpackage -b and puts
 # the .deb in OUTDIR (default: the current directory).  Installs the
 # command, its C modules, the probes, the unit (disabled, not started),
-# /etc/tumbler/tumbler.yaml as a conffile and the man pages tumbler(8),
-# tumbler.yaml(5) and tumbler-auto(7).
+# /etc/tumbler/tumbler.yaml as a conffile and every page of man/ (setup.cfg's
+# data_files; tests/system/test_platform_files.py checks the .deb has them).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)

@@ -81,9 +81,8 @@ def choose_domains(topology, allowed, level="auto", explicit=None):
                 return DomainChoice(name, domains, "level %s (auto): %d domains"
                                     % (name, len(domains)))
         return DomainChoice("auto", (usable,),
-                            "single domain (CPUs %s): no package, NUMA node or LLC "
-                            "boundary inside them; %s" % (format_cpulist(usable),
-                                                           ONE_DOMAIN_SCOPE))
+                            "single domain (CPUs %s): one socket, NUMA node and cache, "
+                            "%s" % (format_cpulist(usable), ONE_DOMAIN_SCOPE))
     if level not in LEVELS:
         raise UsageError("unknown level %r" % level)
     if level not in topology.levels:
@@ -98,9 +97,9 @@ def choose_domains(topology, allowed, level="auto", explicit=None):
 
 #: What tumbler can and cannot do with one domain, said once (topology,
 #: the exit summary, the first round under -v), not every round.
-ONE_DOMAIN_SCOPE = ("nothing to group across: tumbler can only speed-balance threads that "
-                    "outnumber the cores (auto: when they meet at barriers; --policy speed: "
-                    "at once)")
+ONE_DOMAIN_SCOPE = ("nothing to group across.  Here tumbler can only speed-balance threads "
+                    "that outnumber the cores: auto does when they wait at barriers, "
+                    "--policy speed always")
 
 
 def _restrict(domains, usable):

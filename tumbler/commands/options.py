@@ -10,6 +10,17 @@ from ..config import (BINDER_CHOICES, CAPACITY_CHOICES, LEVEL_CHOICES, MAX_INTER
 from .settings import make_settings
 
 
+def within(low, high):
+    """A click callback: an integer from ``low`` to ``high``, or a usage
+    error that says so.  The help says the range in words ("1 to 10000"),
+    as --interval's does, not as click's IntRange would ([1<=x<=10000])."""
+    def check(ctx, param, value):
+        if value is not None and not low <= value <= high:
+            raise click.BadParameter("%d is not from %d to %d" % (value, low, high))
+        return value
+    return check
+
+
 def examples(*lines):
     """A command's --help epilog: ``Examples:`` and ``lines`` as written
     (click's ``\\b`` keeps a paragraph from being re-wrapped)."""
@@ -55,7 +66,7 @@ BALANCING_OPTIONS = (
     level_option(),
     domains_option(),
     click.option("--policy", type=click.Choice(POLICY_CHOICES), default=None,
-                 help="How to balance; one line on each below (default: %s)." % _DEFAULT["policy"]),
+                 help="How to balance: one of the policies below (default: %s)." % _DEFAULT["policy"]),
     click.option("--share", type=click.Choice(SHARE_CHOICES), default=None,
                  help="Several -p programs: time, all of them on every CPU, or space, CPUs "
                       "of their own sized by --share-policy (default: %s)." % _DEFAULT["share"]),

@@ -57,7 +57,7 @@ HEADROOM = 1.1                  # the value axes reach this much above the highe
               help="Where to write the SVG.")
 @click.option("--tolerance", type=float, default=None,
               help="Band around the mean (default: the log's, else %.2f)." % DEFAULT_TOLERANCE)
-@click.option("--pid", type=int, default=None,
+@click.option("--pid", type=int, default=None, metavar="PID",
               help="The program to draw, in a service's log of several.")
 def plot_command(log_path, output, tolerance, pid):
     """Draw a --log file as an SVG chart: each domain's load over time,

@@ -20,7 +20,8 @@ from .options import examples
               metavar="FILE", help="Configuration; drop-ins from conf.d/*.yaml beside it "
                                    "(default: %s)." % DEFAULT_CONFIG)
 @click.option("--socket", "socket_path", default=None, metavar="PATH",
-              help="Control socket (default: service.socket, %s)." % DEFAULT_SOCKET)
+              help="Control socket (default: the service.socket setting, else %s)."
+                   % DEFAULT_SOCKET)
 @click.option("--check", "check_path", default=None, metavar="FILE",
               help="Only check FILE (and its drop-ins) and exit: 0 if good, 2 if not.")
 @click.option("--log", "log_path", default=None, metavar="FILE",

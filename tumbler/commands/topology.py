@@ -9,7 +9,7 @@ from ..balance.domains import choose_domains
 from ..cpulist import format_cpulist
 from ..platform import open_backend
 from ..platform.base import LEVELS, PlatformError
-from .options import examples
+from .options import examples, within
 
 #: How long ``topology`` watches the CPUs' busy time (--sample's default).
 DEFAULT_SAMPLE_MS = 200
@@ -21,10 +21,10 @@ DEFAULT_SAMPLE_MS = 200
                    "tumbler topology --json      # the same, for scripts",
                    "tumbler topology --sample 0  # without watching what other work leaves"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--sample", "sample_ms", type=click.IntRange(0, 60_000), default=DEFAULT_SAMPLE_MS,
+@click.option("--sample", "sample_ms", type=int, callback=within(0, 60_000), default=DEFAULT_SAMPLE_MS,
               metavar="MS",
-              help="Watch the CPUs' busy time this long for what other work leaves of "
-                   "them; 0: do not (default: %d)." % DEFAULT_SAMPLE_MS)
+              help="Watch the CPUs' busy time this long, 0 to 60000 ms, for what other "
+                   "work leaves of them; 0: do not (default: %d)." % DEFAULT_SAMPLE_MS)
 @click.pass_context
 def topology_command(ctx, as_json, sample_ms):
     """Show the CPU domains at each level (packages, NUMA nodes, caches,
@@ -62,10 +62,11 @@ def topology_command(ctx, as_json, sample_ms):
             click.echo("%-8s not reported by this platform" % name)
     click.echo("auto: %s" % choice.note)
     if free is not None:
-        click.echo("free over %d ms (what other work leaves; --capacity measured weighs "
-                   "domains by it): %s" % (sample_ms, "  ".join(
+        click.echo("free over %d ms (the share of each CPU other work left idle; 1.00: all "
+                   "of it): %s" % (sample_ms, "  ".join(
                        "cpu%d %.2f" % (cpu, share) for cpu, share in sorted(free.items()))))
-        click.echo("auto's domains, capacity now: %s" % " / ".join("%.2f" % c for c in capacity))
+        click.echo("auto's domains could use now: %s CPUs (what --capacity measured weighs "
+                   "them by)" % " / ".join("%.2f" % c for c in capacity))
 
 
 def free_shares(backend, interval_s, sleep=time.sleep):

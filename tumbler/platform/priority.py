@@ -135,14 +135,14 @@ class _Settled:
     def note(self, now):
         if self.raised_at is None:
             if not self.times:
-                return ("nice 0 (-20 at start-up; raised again while its wake-ups run "
-                        "%d ms late)" % (LATE_S * 1000))
-            return "nice 0 (raised to %d for %s while its wake-ups ran late)" % (
+                return ("nice 0, normal (nice -20 only to start, and again if its rounds "
+                        "start %d ms late)" % (LATE_S * 1000))
+            return "nice 0, normal (raised to %d for %s while its rounds started late)" % (
                 NICE, self._spells(self.raised_s))
         earlier = "" if self.times == 1 else "; %s earlier" % self._spells(
             self.raised_s, self.times - 1)
-        return "nice %d for the last %.0f s (it waited %d ms for a CPU at nice 0; back to 0 " \
-            "once on time for %.0f s%s)" % (NICE, now - self.raised_at, self.waited_s * 1000,
+        return "nice %d for the last %.0f s (a round waited %d ms for a CPU at nice 0; back " \
+            "to 0 after %.0f s on time%s)" % (NICE, now - self.raised_at, self.waited_s * 1000,
                                             self.calm_s, earlier)
 
     def _spells(self, seconds, times=None):

@@ -12,7 +12,7 @@ from ...balance.domains import choose_domains
 from ...errors import EXIT_FAILURE, UsageError
 from ...platform import open_backend
 from ...platform.base import PlatformError
-from ..options import balancing_options, examples, settings as make_settings
+from ..options import balancing_options, examples, settings as make_settings, within
 from ..settings import OPTION_NAMES
 from .report import format_table, report
 from .runs import RunSetup
@@ -140,13 +140,13 @@ def _print_progress(result, runs):
 
 
 @click.command("compare", context_settings={"allow_interspersed_args": False},
-               short_help="Time CMD under several policies and compare.",
+               short_help="Time CMD alone and under each policy, and compare the times.",
                epilog=examples(
                    "tumbler compare -- ./solver input.dat      # 5 runs of each default policy",
                    "tumbler compare --runs 10 --policies default,auto -- ./app",
                    "tumbler compare --together './other' -- ./app   # beside another program"))
-@click.option("--runs", type=click.IntRange(1, 10000), default=DEFAULT_RUNS,
-              help="Runs per policy (default: %d)." % DEFAULT_RUNS)
+@click.option("--runs", type=int, callback=within(1, 10000), default=DEFAULT_RUNS, metavar="N",
+              help="Runs per policy, 1 to 10000 (default: %d)." % DEFAULT_RUNS)
 @click.option("--policies", "policies_text", metavar="LIST",
               default=",".join(DEFAULT_POLICIES),
               help="Comma-separated policies: default (the OS alone), pinned, psets, or "
@@ -166,7 +166,7 @@ def _print_progress(result, runs):
 @click.pass_context
 def compare_command(ctx, runs, policies_text, as_json, together_texts, background_texts,
                     command, **options):
-    """Time CMD under several policies, interleaved, and compare.
+    """Time CMD alone and under each policy, runs interleaved, and compare the times.
 
     A policy may be a variant of a tumbler-run one, NAME+KEY=VALUE[+...]
     with KEY capacity, share or share-policy (tumbler's --KEY VALUE), e.g.
