@@ -41,6 +41,12 @@ from operator import attrgetter
 from ..base import PlatformError
 from .procfs import NS_PER_TICK
 
+# A kept thread file's fields (threads.py's ThreadFiles), for the passes
+# that take them as columns here and in threads.py.
+SCHEDSTAT_FD = attrgetter("schedstat_fd")
+START = attrgetter("start")
+NAME = attrgetter("name")
+
 #: A sleeper is read one round in this many.  The rounds come 50-800 ms
 #: apart (the variation table), so a sleeper that wakes is read within
 #: 0.2-3.2 s, its CPU counted then; any wake-up that costs more than
@@ -126,9 +132,9 @@ class ColumnSet:
     def __init__(self, threads, files):
         self.tids = tuple(threads)
         self.tid_set = frozenset(self.tids)
-        self.starts = tuple(map(attrgetter("start"), files))
-        self.names = tuple(map(attrgetter("name"), files))
-        self.fds = array("i", map(attrgetter("schedstat_fd"), files))
+        self.starts = tuple(map(START, files))
+        self.names = tuple(map(NAME, files))
+        self.fds = array("i", map(SCHEDSTAT_FD, files))
 
 
 def _cpu_now(process_cpu):

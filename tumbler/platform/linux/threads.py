@@ -33,7 +33,6 @@ import resource
 import time
 from array import array
 from itertools import repeat
-from operator import attrgetter
 
 from ..base import NO_MICROSTATES, NoSuchProcess, Sample, ThreadTimes
 from ..columns import ThreadColumns
@@ -41,7 +40,8 @@ from ..files import read_file
 from .oserror import mapped, os_error
 from .procfs import (NS_PER_TICK, STAT_FLAGS, STAT_PROCESSOR, STAT_STATE, STAT_STARTTIME,
                      STAT_STIME, STAT_UTIME, parse_stat)
-from .rotation import ColumnSet, Rotation, read_columns as _py_read_columns
+from .rotation import (NAME as _NAME, SCHEDSTAT_FD as _SCHEDSTAT_FD, START as _START, ColumnSet,
+                       Rotation, read_columns as _py_read_columns)
 
 try:
     from ._steady import read_columns as _c_read_columns
@@ -92,9 +92,6 @@ def fd_fence():
 
 
 _NO_TIDS = frozenset()
-_SCHEDSTAT_FD = attrgetter("schedstat_fd")
-_START = attrgetter("start")
-_NAME = attrgetter("name")
 
 
 class ThreadSampler:
@@ -388,7 +385,7 @@ class ThreadSampler:
         """(monotonic ns, run, lat) of the threads of ``fds``, the sleepers
         read in rotation (linux/rotation.py), or None (``read_columns``'s)."""
         rotation = self._rotations.get(pid)
-        if rotation is None or rotation.fds != fds:
+        if rotation is None or (rotation.fds is not fds and rotation.fds != fds):
             rotation = self._rotations[pid] = Rotation(fds)
         process_cpu = self._process_cpu
         return rotation.read(read_columns, task_fd, self._schedstat_ok is True,
