@@ -202,7 +202,7 @@ def test_build_run_makes_the_policy_and_binder_each_command_s_settings_ask_for()
                                    binder=checked, first_interval_ms=50)
         runs.append(given)
         assert given.controller.binder is checked
-        assert given.controller.first_interval_ms == 50 and given.key == 3
+        assert given.controller.timings.first_interval_ms == 50 and given.key == 3
     finally:
         for run in runs:
             run.hand_back()
