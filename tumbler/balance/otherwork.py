@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 
 from ..platform.base import NoSuchProcess, PlatformError
 from ..records import record
