@@ -471,6 +471,7 @@ def round_once(crowd, count, rounds, gap_ms, policy_name, phases):
     crowd program of ``count`` threads; see the module docstring."""
     from tumbler.balance.controller import Controller
     from tumbler.balance.domains import DomainChoice
+    from tumbler.balance.timings import Timings
     from tumbler.engine.policy import make_policy
     cpus = sorted(os.sched_getaffinity(0))
     half = len(cpus) // 2
@@ -484,8 +485,8 @@ def round_once(crowd, count, rounds, gap_ms, policy_name, phases):
         if not program.stdout.readline().startswith("ready"):
             raise RuntimeError("crowd did not start %d threads" % count)
         policy = make_policy(policy_name)
-        controller = Controller(backend, backend.binder(), policy, choice, quiet_rounds=False,
-                                warn=lambda message: None)
+        controller = Controller(backend, backend.binder(), policy, choice,
+                                timings=Timings(quiet_rounds=False), warn=lambda message: None)
         controller.start_clock()
         controller.add_target(program.pid)
         gap = gap_ms / 1000.0

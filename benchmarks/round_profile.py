@@ -112,7 +112,10 @@ def profile(args, python_sampler=False, bare=False, floor=None, no_quiet=False):
         window._c_summarize_window = None
     if no_quiet:
         init = controller.Controller.__init__
-        controller.Controller.__init__ = functools.partialmethod(init, quiet_rounds=False)
+
+        def full_rounds_only(self, *parts, timings=controller.Timings(), **options):
+            init(self, *parts, timings=timings._replace(quiet_rounds=False), **options)
+        controller.Controller.__init__ = full_rounds_only
     steady_cpu(controller, floor)
     if bare or floor is not None:
         return run_tumbler(args)

@@ -5,7 +5,7 @@ value is a usage error (exit 2) naming the key and its line.  A key that
 is absent leaves the default of the code that uses it, defined there and
 only there (the variation table, idle interval and tolerance in
 ``engine``, speed balancing's parameters in ``engine.speed.SpeedParams``,
-``discover_ms`` and ``load_window_ms`` in ``balance.controller``).  The
+``discover_ms`` and ``load_window_ms`` in ``balance.timings``).  The
 example shows those defaults::
 
     variation_table:          # paper Table IV: lowest CV of a row -> interval
@@ -130,7 +130,8 @@ class Config:
                                         for name in self.DEFAULTS)
 
     def loop_options(self):
-        """Keyword arguments for the balancing loop: only those the file set."""
+        """The loop's timings the file sets, as keyword arguments (the
+        fields of balance/timings.py's Timings, which has the defaults)."""
         return {key: value for key, value in (("discover_ms", self.discover_ms),
                                                ("load_window_ms", self.load_window_ms))
                 if value is not None}

@@ -13,6 +13,7 @@ import pytest
 from support.scripted import MS, PID, ScriptedBackend
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
+from tumbler.balance.timings import Timings
 from tumbler.engine.policy import ObservePolicy
 from tumbler.platform.base import NullBinder
 
@@ -20,7 +21,7 @@ from tumbler.platform.base import NullBinder
 def controller_for(backend, window_ms=500):
     choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
     controller = Controller(backend, NullBinder(), ObservePolicy(), choice,
-                            load_window_ms=window_ms)
+                            timings=Timings(load_window_ms=window_ms))
     controller.add_target(PID)
     return controller
 
@@ -250,7 +251,7 @@ def test_a_regrouping_is_held_until_the_last_one_is_a_load_window_old():
     backend.run(101, 0)
     choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
     controller = Controller(backend, NullBinder(), FlipEveryRound(), choice,
-                            load_window_ms=300, dry_run=True)
+                            timings=Timings(load_window_ms=300), dry_run=True)
     controller.add_target(PID)
     domains = []
     for _ in range(8):                      # 100 ms rounds
@@ -293,7 +294,8 @@ def _watched(policy, shares, rounds, born_at=None):
     for tid in shares:
         backend.run(tid, 0)
     choice = DomainChoice("explicit", (frozenset({0, 1}),), "test")
-    controller = Controller(backend, NullBinder(), policy, choice, quiet_rounds=False)
+    controller = Controller(backend, NullBinder(), policy, choice,
+                            timings=Timings(quiet_rounds=False))
     controller.add_target(PID)
     intervals, interval = [], 100
     for index in range(rounds):

@@ -149,7 +149,7 @@ def merged_beside(background_ms, successor=False):
     other work read each round (100 ms apart, a 300 ms load window)."""
     backend = ExitingThreads()
     layout = Layout(DomainChoice("explicit", (DOMAIN,), "merged"))
-    other = OtherWork(backend, layout, 300 * MS, None, capacity="cpus", merges=True)
+    other = OtherWork(backend, layout, 300 * MS, None, merges=True)
     tracker = ThreadTracker(backend, NullBinder(), make_policy("auto"), layout,
                             MachineWatch(backend), RunStats(0.0), lambda line: None,
                             bound_masks=set(), load_window_ns=300 * MS,

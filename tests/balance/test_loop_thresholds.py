@@ -77,7 +77,7 @@ def merger():
     class Scripted:
         def cpu_times(self):
             raise Unsupported("scripted")
-    other = OtherWork(Scripted(), layout, WINDOW_NS, None, capacity="cpus", merges=True)
+    other = OtherWork(Scripted(), layout, WINDOW_NS, None, merges=True)
     return DomainMerger(make_policy("auto"), layout, WINDOW_NS, other, moves_threads=True,
                         reshape=layout.set, may_use=lambda: ZERO | ONE), layout
 

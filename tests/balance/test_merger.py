@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from tumbler.balance.domains import DomainChoice, Layout
 from tumbler.balance.merged import MERGE_HOLD_WINDOWS, SPLIT_HOLD_WINDOWS, DomainMerger
-from tumbler.balance.otherwork import OtherWork
+from tumbler.balance.otherwork import OtherWork, OtherWorkCounting
 from tumbler.engine.model import ThreadView
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import Unsupported
@@ -30,7 +30,8 @@ def merger_over(choice=SPLIT, policy="auto", capacity="cpus"):
     def reshape(choice):
         reshaped.append(choice)
         layout.set(choice)
-    other = OtherWork(Scripted(), layout, WINDOW_NS, None, capacity=capacity, merges=True)
+    other = OtherWork(Scripted(), layout, WINDOW_NS, None, merges=True,
+                      counting=OtherWorkCounting(capacity))
     merger = DomainMerger(make_policy(policy), layout, WINDOW_NS, other, moves_threads=True,
                           reshape=reshape, may_use=lambda: ZERO | ONE)
     return merger, layout, reshaped

@@ -7,7 +7,7 @@ sets (a hog on CPU 1) and a real thread tracker."""
 from support.scripted import MS, PID, ColumnBackend
 from tumbler.balance.domains import DomainChoice, Layout
 from tumbler.balance.machine import MachineWatch
-from tumbler.balance.otherwork import OtherWork
+from tumbler.balance.otherwork import OtherWork, OtherWorkCounting
 from tumbler.balance.spreads import RunStats
 from tumbler.balance.threads import ThreadTracker
 from tumbler.engine.policy import make_policy
@@ -22,7 +22,8 @@ def beside_a_hog(capacity="cpus", merges=True):
     round: 100 ms more of that, then the tracker's loads)."""
     backend = ColumnBackend()
     layout = Layout(DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test"))
-    other = OtherWork(backend, layout, WINDOW_NS, None, capacity=capacity, merges=merges)
+    other = OtherWork(backend, layout, WINDOW_NS, None, merges=merges,
+                      counting=OtherWorkCounting(capacity))
     tracker = ThreadTracker(backend, NullBinder(), make_policy("auto"), layout,
                             MachineWatch(backend), RunStats(0.0), lambda line: None,
                             bound_masks=set(), load_window_ns=WINDOW_NS, other_meter=other.meter)
@@ -104,7 +105,7 @@ def test_a_quiet_round_counts_the_threads_use_as_it_read_it_not_the_last_full_ro
     process's CPU time is read once per sample time."""
     backend = ProcessTimes()
     layout = Layout(DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test"))
-    other = OtherWork(backend, layout, WINDOW_NS, None, capacity="cpus", merges=True)
+    other = OtherWork(backend, layout, WINDOW_NS, None, merges=True)
     tracker = ThreadTracker(backend, NullBinder(), make_policy("auto"), layout,
                             MachineWatch(backend), RunStats(0.0), lambda line: None,
                             bound_masks=set(), load_window_ns=WINDOW_NS, other_meter=other.meter)

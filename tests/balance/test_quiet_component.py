@@ -28,7 +28,7 @@ def quiet_over(policy="tumbler", choice=TWO):
     tracker = ThreadTracker(backend, NullBinder(), policy, layout, MachineWatch(backend),
                             stats, lambda line: None, bound_masks=set(),
                             load_window_ns=300 * MS)
-    other = OtherWork(backend, layout, 300 * MS, None, capacity="cpus", merges=False)
+    other = OtherWork(backend, layout, 300 * MS, None, merges=False)
     quiet = QuietRounds(backend, policy, layout, tracker, stats, other, lambda: False)
     return quiet, backend, tracker
 

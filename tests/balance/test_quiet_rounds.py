@@ -16,6 +16,8 @@ from support.scripted import MS, PID, ColumnBackend
 from tumbler.balance.controller import Controller
 from tumbler.balance.quiet import QuietRound
 from tumbler.balance.domains import DomainChoice
+from tumbler.balance.otherwork import OtherWorkCounting
+from tumbler.balance.timings import Timings
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NoSuchProcess, NullBinder, Sample, ThreadTimes
 
@@ -83,8 +85,8 @@ def run_script(script, quiet, policy="auto", domains=({0}, {1}), window_ms=300, 
         backend.run(tid, 0)
     choice = DomainChoice("explicit", tuple(frozenset(d) for d in domains), "test")
     controller = Controller(backend, NullBinder(), make_policy(policy), choice,
-                            load_window_ms=window_ms, quiet_rounds=quiet,
-                            capacity="cpus" if other is None else "measured")
+                            timings=Timings(load_window_ms=window_ms, quiet_rounds=quiet),
+                            counting=OtherWorkCounting("cpus" if other is None else "measured"))
     controller.add_target(PID)
     if tree:
         controller.add_target(SHELL_PID)
@@ -298,7 +300,7 @@ def test_quiet_round_reads_no_thread_objects():
     backend.sample = lambda pid: samples.append(pid) or original(pid)
     choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
     controller = Controller(backend, NullBinder(), make_policy("tumbler"), choice,
-                            load_window_ms=300)
+                            timings=Timings(load_window_ms=300))
     controller.add_target(PID)
     for _ in range(10):
         backend.now += 100 * MS
@@ -320,7 +322,7 @@ def test_no_quiet_rounds_with_observers_or_when_disabled():
     for controller in (Controller(backend, NullBinder(), make_policy("auto"), choice,
                                   observers=[Observer()]),
                        Controller(backend, NullBinder(), make_policy("auto"), choice,
-                                  quiet_rounds=False)):
+                                  timings=Timings(quiet_rounds=False))):
         controller.add_target(PID)
         for _ in range(6):
             backend.now += 100 * MS
@@ -336,7 +338,7 @@ def test_window_base_is_the_same_for_quiet_and_full_rounds():
     backend = ColumnBackend()
     choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
     controller = Controller(backend, NullBinder(), make_policy("auto"), choice,
-                            load_window_ms=300)
+                            timings=Timings(load_window_ms=300))
 
     class At:
         def __init__(self, wall_ns):
@@ -386,7 +388,7 @@ def test_a_quiet_round_that_cannot_decide_lends_its_reads_to_the_full_round(poli
         backend.run(tid, 0)
     choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
     controller = Controller(backend, NullBinder(), make_policy(policy), choice,
-                            load_window_ms=300)
+                            timings=Timings(load_window_ms=300))
     controller.add_target(PID)
     reads, kinds = [], []
     for ms, busy, _, _, _ in script:

@@ -18,6 +18,7 @@ from support.scripted import MS, PID, ScriptedBackend
 from tumbler.balance import loads, speedstep
 from tumbler.balance.controller import Controller
 from tumbler.balance.domains import DomainChoice
+from tumbler.balance.timings import Timings
 from tumbler.engine import columns as engine_columns, merging
 from tumbler.engine.policy import make_policy
 from tumbler.platform.base import NullBinder
@@ -81,7 +82,8 @@ def scripted_run(seed, policy, with_c, monkeypatch, columns=False):
         backend.run(199, 0)
         choice = DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test")
         controller = Controller(backend, NullBinder(), make_policy(policy), choice,
-                                dry_run=True, load_window_ms=300, quiet_rounds=False)
+                                dry_run=True,
+                                timings=Timings(load_window_ms=300, quiet_rounds=False))
         controller.add_target(PID)
         decide = controller.policy.decide
         seen = []
@@ -246,7 +248,7 @@ def test_the_cyclic_gc_waits_until_the_round_is_over():
         backend.run(tid, 0)
     controller = Controller(backend, NullBinder(), make_policy("auto"),
                             DomainChoice("explicit", (frozenset({0}), frozenset({1})), "test"),
-                            dry_run=True, quiet_rounds=False)
+                            dry_run=True, timings=Timings(quiet_rounds=False))
     controller.add_target(PID)
     assert gc.isenabled()
     backend.now += 100 * MS

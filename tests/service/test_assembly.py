@@ -197,12 +197,33 @@ def test_build_run_makes_the_policy_and_binder_each_command_s_settings_ask_for()
         dry = assembly.build_run(settings(dry_run=True), 2, backend, choice)
         runs.append(dry)
         assert isinstance(dry.controller.binder, NullBinder) and dry.controller.dry_run
+        assert moving.controller.other.capacity_meter is None       # --capacity cpus
+        measured = assembly.build_run(settings(capacity="measured"), 4, backend, choice)
+        runs.append(measured)
+        assert measured.controller.other.capacity_meter is not None
         checked = NullBinder()
         given = assembly.build_run(settings(policy="observe"), 3, backend, choice,
                                    binder=checked, first_interval_ms=50)
         runs.append(given)
         assert given.controller.binder is checked
-        assert given.controller.first_interval_ms == 50 and given.key == 3
+        assert given.controller.timings.first_interval_ms == 50 and given.key == 3
     finally:
         for run in runs:
             run.hand_back()
+
+
+def test_a_service_program_counts_no_other_managed_program_as_other_work():
+    """The service's counting of other work (loop.py, Service._counting):
+    the file's capacity, smoothed over CAPACITY_SMOOTH_WINDOWS, and the CPU
+    every *other* program received on the CPUs not counted."""
+    from types import SimpleNamespace
+    from tumbler.service import loop
+
+    def program(pid, received):
+        return SimpleNamespace(pid=pid, received_on=lambda cpus: received * len(cpus))
+    service = SimpleNamespace(programs={7: program(7, 0.5), 8: program(8, 0.25),
+                                        9: program(9, 0.125)})
+    counting = loop.Service._counting(service, 7, "measured")
+    assert counting.capacity == "measured"
+    assert counting.smooth_windows == loop.CAPACITY_SMOOTH_WINDOWS
+    assert counting.managed_elsewhere(frozenset({0, 1})) == 0.75      # 8's and 9's only

@@ -3,7 +3,6 @@ does (issue 49, item 3).  Every number the procedure states is a value
 of its THRESHOLDS table, every value there is what the code's constant
 is, and the procedure fits in 30 lines."""
 
-import inspect
 import os
 import re
 import shutil
@@ -13,7 +12,7 @@ import textwrap
 import pytest
 
 from support.helpers import REPO
-from tumbler.balance import capacity, controller, merged, speedstep
+from tumbler.balance import capacity, controller, merged, speedstep, timings
 from tumbler.engine import grouping, merging, policy, speed, swaps, variation
 
 PAGE = os.path.join(REPO, "man", "tumbler-auto.7")
@@ -56,16 +55,14 @@ def procedure_items():
 
 def code_values():
     """Every name the table's expressions may use: the constants of the
-    modules auto decides in, SpeedParams, and the controller's defaults."""
+    modules auto decides in, SpeedParams, and the loop's timings' defaults."""
     names = {}
     for module in (policy, speed, merging, grouping, swaps, variation, controller, capacity,
                    merged, speedstep):
         names.update({name: value for name, value in vars(module).items()
                       if name.isupper() and not name.startswith("_")})
     names["SpeedParams"] = speed.SpeedParams
-    for name, parameter in inspect.signature(controller.Controller.__init__).parameters.items():
-        if parameter.default is not inspect.Parameter.empty:
-            names[name] = parameter.default
+    names.update(timings.Timings._field_defaults)
     return names
 
 

@@ -5,7 +5,8 @@ components it builds, each owning its state (``controller.py``; threads.py
 tracks the threads, loads.py their loads, quiet.py the quiet rounds,
 speedstep.py speed balancing's steps, placer.py the binding, handback.py
 putting threads back, merged.py merging domains and splitting them
-again, otherwork.py other work on the domains' CPUs), the domains
+again, otherwork.py other work on the domains' CPUs; timings.py the
+loop's timings), the domains
 (domains.py, from the targets' CPUs: targets.py), following the machine
 (machine.py, capacity.py), space sharing between programs (sharing.py,
 llc.py), the spread the summary reports (spreads.py), and the static

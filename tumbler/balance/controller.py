@@ -15,7 +15,8 @@ Each round (paper Algorithm 1; ``Controller.round``):
    placement before its first move;
 5. log the round (what acted where: mechanisms.py) and sleep the interval.
 
-Between rounds the loop wakes every ``discover_ms`` to look for new threads
+Between rounds the loop wakes every ``discover_ms`` (its Timings,
+timings.py: the defaults and their evidence) to look for new threads
 and places them at once (initial placement), and at once for signals.
 While speed balancing is engaged (the decision has a
 ``speed_interval_ms``), it also wakes for speed balancing's steps: each
@@ -47,10 +48,12 @@ The jobs, one component each, built by ``Controller`` with what it needs
                    is made; owns the masks tumbler set
 ``handback.py``    HandBack: every thread back, bound threads' children too
 ``merged.py``      DomainMerger: merging the domains and splitting them again
-``otherwork.py``   OtherWork: other work on the domains' CPUs (measured capacity)
+``otherwork.py``   OtherWork: other work on the domains' CPUs (measured capacity),
+                   counted as the run says (OtherWorkCounting)
 ``machine.py``     MachineWatch: CPUs off-line and back, cpusets changed
 ``domains.py``     Layout: the domains balanced over now (the controller's)
 ``mechanisms.py``  MechanismLog (the stats'): what acted in each domain, when
+``timings.py``     Timings (the controller's): the loop's timings, their defaults
 =================  ========================================================
 
 This module holds what ties them: one round, following the machine and
@@ -72,12 +75,13 @@ from .domains import DomainChoice, Layout
 from .handback import HandBack
 from .machine import MachineWatch
 from .merged import DomainMerger
-from .otherwork import OtherWork
+from .otherwork import OtherWork, OtherWorkCounting
 from .placer import Placer
 from .quiet import QuietRound, QuietRounds
 from .speedstep import SpeedSteps
 from .spreads import RunStats
 from .threads import ThreadTracker
+from .timings import Timings
 
 
 #: Rounds and looks for new threads due within this are done at once when
@@ -99,31 +103,27 @@ DEFERRED_FLOOR_MS = 10
 class Controller:
     """One run's balancing: the round, the cadences, and the components
     that do the jobs (see the module docstring), each owning its state.
-    Its defaults are the run's (config.py defers to them): ``discover_ms``
-    measured (BENCHMARKS.md, issue 27: 100 or 800 ms, the same ratio beside
-    a hog; threads living under 100 ms are never placed, 148 of ~120,000 in
-    the soak), the first round and the load window reasoned
-    (tumbler-auto(7), THRESHOLDS)."""
+    It owns its backend, binder, policy, domains, ``timings`` (timings.py)
+    and the ``counting`` of other work (otherwork.py); the run lends it its
+    journal, round observers and ``warn`` (service/assembly.py)."""
 
-    def __init__(self, backend, binder, policy, domain_choice, *, dry_run=False,
-                 discover_ms=100, observers=(), warn=None, first_interval_ms=100,
-                 load_window_ms=500, journal=None, quiet_rounds=True, capacity="cpus",
-                 managed_elsewhere=None, smooth_windows=1):
+    def __init__(self, backend, binder, policy, domain_choice, *, timings=Timings(),
+                 counting=OtherWorkCounting(), journal=None, observers=(), warn=None,
+                 dry_run=False):
         self.backend = backend
         self.binder = binder
         self.policy = policy
         self.layout = Layout(domain_choice)     # the domains balanced over now
         self.dry_run = dry_run
         self.moves_threads = policy.moves_threads
-        self.discover_s = discover_ms / 1000.0
-        self.load_window_ns = load_window_ms * 1_000_000
+        self.timings = timings
+        self.discover_s = timings.discover_ms / 1000.0
+        self.load_window_ns = timings.load_window_ms * 1_000_000
         self.regroup_hold_ns = self.load_window_ns  # see _regroup
-        self.first_interval_ms = first_interval_ms
         self.journal = journal          # crash-safe record of original placements
         self.observers = list(observers)   # each has write_round(controller, plan, moves)
         self.warn = warn = warn or warn_line
         self.stats = RunStats(started=time.monotonic())
-        self.quiet_rounds = quiet_rounds    # False: every round is a full one
         self._last_decision = None
         self._regrouped_ns = None   # sample time of the last round that moved threads
         self._judging_first = True      # no binding yet: see _binding_deferred
@@ -134,10 +134,8 @@ class Controller:
         # The components, each owning its state; what one needs of another
         # is passed to it here.
         layout, stats = self.layout, self.stats
-        self.other = OtherWork(backend, layout, self.load_window_ns, warn, capacity=capacity,
-                               merges=policy.merges_domains and self.moves_threads,
-                               managed_elsewhere=managed_elsewhere,
-                               smooth_windows=smooth_windows)
+        self.other = OtherWork(backend, layout, self.load_window_ns, warn, counting=counting,
+                               merges=policy.merges_domains and self.moves_threads)
         self.placer = Placer(backend, binder, layout, self.machine, stats, warn,
                              journal=journal, dry_run=dry_run)
         self.tracker = ThreadTracker(backend, binder, policy, layout, self.machine, stats, warn,
@@ -326,7 +324,7 @@ class Controller:
         for observer in self.observers:
             observer.write_round(self, plan, applied)
         # Merged domains split again on what full rounds see: none quiet.
-        if self.quiet_rounds and self.merger.split_choice is None and not (
+        if self.timings.quiet_rounds and self.merger.split_choice is None and not (
                 self.merger.pending or deferred or self.tracker.loads.placed_at or applied
                 or plan.moves or decision.pins
                 or self.speed.pins_made or decision.engaged or self.observers):
@@ -495,7 +493,7 @@ class Controller:
         priority settles (platform/priority.py)."""
         settle_priority()
         now = time.monotonic()
-        self._next_round = now + self.first_interval_ms / 1000.0
+        self._next_round = now + self.timings.first_interval_ms / 1000.0
         self._next_step = None          # next speed balancing step between rounds
         self._scanned = now             # last look for new threads
 

@@ -2,13 +2,34 @@
 with ``--capacity measured`` the domains are weighed by what other work
 leaves of them (balance/capacity.py has the meter and its smoothing);
 ``auto`` measures it too, with capacity counted in CPUs, and leaves
-domains other work competes for to the OS (engine/policy.py, 3.)."""
+domains other work competes for to the OS (engine/policy.py, 3.).
+How a run counts it is the run's to say (``OtherWorkCounting``)."""
+
+from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 
 from ..platform.base import NoSuchProcess, PlatformError
+from ..records import record
 from .capacity import CapacityMeter, weighed
+
+
+@record
+class OtherWorkCounting:
+    """How a run counts other work (balance/capacity.py has the why):
+    ``capacity`` -- "cpus", a domain's capacity is its CPU count, or
+    "measured" (--capacity), what other work leaves of it;
+    ``managed_elsewhere(cpus)`` -- the CPU the service's other programs
+    received on those CPUs, not counted as other work (None: no other
+    program is balanced beside this one); ``smooth_windows`` -- measured
+    capacity's other work is averaged over this many load windows (1:
+    not at all; the service's: loop.py, CAPACITY_SMOOTH_WINDOWS)."""
+
+    capacity: str = "cpus"
+    managed_elsewhere: Callable | None = None
+    smooth_windows: int = 1
 
 
 class OtherWork:
@@ -22,19 +43,20 @@ class OtherWork:
     CPU the tracker's threads received (its LoadWindow); weighs the
     Layout's domains."""
 
-    def __init__(self, backend, layout, load_window_ns, warn, *, capacity, merges,
-                 managed_elsewhere=None, smooth_windows=1):
+    def __init__(self, backend, layout, load_window_ns, warn, *, merges,
+                 counting=OtherWorkCounting()):
         self.layout = layout
         # --capacity measured: the service's other programs not counted,
         # and smoothed over ``smooth_windows`` (balance/capacity.py).
+        elsewhere = counting.managed_elsewhere
         self.capacity_meter = (CapacityMeter(backend, load_window_ns, warn,
-                                             managed_elsewhere=managed_elsewhere,
-                                             smooth_windows=smooth_windows)
-                               if capacity == "measured" else None)
+                                             managed_elsewhere=elsewhere,
+                                             smooth_windows=counting.smooth_windows)
+                               if counting.capacity == "measured" else None)
         self.meter = self.capacity_meter
         if self.meter is None and merges:
             self.meter = CapacityMeter(backend, load_window_ns, warn,
-                                       managed_elsewhere=managed_elsewhere)
+                                       managed_elsewhere=elsewhere)
         self.seen = None            # other work per domain at the last full round
         self.backend = backend
         self.load_window_ns = load_window_ns

@@ -9,7 +9,11 @@ policy (the engine's, with what the configuration file sets), its
 observers (--probe, --log, -v), its journal (crash-safe state, on the
 running system only), and how it is handed back: every thread restored,
 the observers closed, one line if threads could not be restored.  The
-loop that drives runs is driver.py.
+controller is given what it owns -- its timings (balance/timings.py:
+the file's, the command's, the defaults) and how it counts other work
+(balance/otherwork.py: --capacity, the service's other programs) -- and
+lent the run's journal, observers and warn.  The loop that drives runs
+is driver.py.
 
 Why here, in service/: a run needs balance/ (the controller), state/ (the
 journal) and observers/, so it sits above all three, and below the
@@ -88,21 +92,22 @@ def observers_for(probe=False, log_path=None, verbose=False, log_fields=None, ap
 
 
 def build_run(settings, key, backend, choice, *, binder=None, journal=None, observers=(),
-              **options):
+              **timings):
     """The run of a command's ``settings`` (commands/options.py: -p, exec,
     --share space) over ``choice``'s domains, in one call: the policy and
     (unless the command checked one already: ``binder``) the binder from
     the settings, capacity and -n from them, the loop's timings from their
     configuration.  What the command opened and checked -- the backend,
     the journal (claimed in its own order), the observers -- it passes in;
-    ``options``: the controller's own (first_interval_ms, ...)."""
+    ``timings``: the command's own (exec: first_interval_ms; Run)."""
+    from ..balance.otherwork import OtherWorkCounting
     if binder is None:
         from ..config import moves_threads
         binder = binder_for(backend, moves_threads(settings.policy, settings.dry_run),
                             settings.binder)
     return Run(key, backend, policy_for(settings.policy, settings.config, settings.interval_ms),
-               choice, binder, settings.config, capacity=settings.capacity,
-               dry_run=settings.dry_run, journal=journal, observers=observers, **options)
+               choice, binder, settings.config, counting=OtherWorkCounting(settings.capacity),
+               dry_run=settings.dry_run, journal=journal, observers=observers, **timings)
 
 
 def unrestored(failed):
@@ -120,23 +125,27 @@ class Run:
     __slots__ = ("key", "name", "controller", "journal", "observers", "parked")
 
     def __init__(self, key, backend, policy, choice, binder, config, *, name=None,
-                 capacity="cpus", dry_run=False, journal=None, observers=(), warn=None,
-                 **options):
+                 counting=None, dry_run=False, journal=None, observers=(), warn=None,
+                 **timings):
         """The controller over ``choice``'s domains (balance/domains.py),
-        its loop options from ``config`` (tumbler.config.Config), then the
-        journal told the binder's resources and the domains.  ``options``:
-        the controller's own (first_interval_ms, managed_elsewhere, ...).
-        The targets are the caller's to add (``controller.add_target``)."""
+        with the timings (balance/timings.py) that ``config``
+        (tumbler.config.Config) sets and ``timings`` the caller's own
+        (exec: first_interval_ms), the defaults elsewhere; other work
+        counted as ``counting`` says (balance/otherwork.py; None: capacity
+        in CPUs); then the journal told the binder's resources and the
+        domains.  The targets are the caller's to add (``controller.add_target``)."""
         from ..balance.controller import Controller
+        from ..balance.otherwork import OtherWorkCounting
+        from ..balance.timings import Timings
         self.key = key
         self.name = name
         self.journal = journal
         self.observers = list(observers)
         self.parked = None
-        self.controller = Controller(backend, binder, policy, choice, dry_run=dry_run,
-                                     observers=self.observers, journal=journal,
-                                     capacity=capacity, warn=warn,
-                                     **config.loop_options(), **options)
+        self.controller = Controller(
+            backend, binder, policy, choice, timings=Timings(**config.loop_options(), **timings),
+            counting=OtherWorkCounting() if counting is None else counting,
+            journal=journal, observers=self.observers, warn=warn, dry_run=dry_run)
         if journal is not None:
             journal.attach(binder, choice.domains)
 

@@ -62,6 +62,7 @@ from .. import __version__
 from ..balance.domains import choose_domains
 from ..balance.llc import LlcMeter
 from ..balance.machine import MachineWatch
+from ..balance.otherwork import OtherWorkCounting
 from ..balance.sharing import SpaceSharing
 from ..cpulist import format_cpulist
 from ..errors import TumblerError
@@ -450,10 +451,8 @@ class Service:
                     return
             observers = self._observers(pid, facts.comm, rule, warn)
             program = Program(pid, facts.comm, rule, backend, policy, choice, binder, balancing,
-                              capacity=balancing.capacity, journal=journal,
-                              observers=observers, warn=warn,
-                              managed_elsewhere=self._managed_elsewhere(pid),
-                              smooth_windows=CAPACITY_SMOOTH_WINDOWS)
+                              counting=self._counting(pid, balancing.capacity),
+                              journal=journal, observers=observers, warn=warn)
             program.controller.tell_machine = lambda note: None     # said once for all
             program.controller.add_target(pid, allowed)
             self.machine.add(pid, backend)      # its cpuset now: a change is told
@@ -475,12 +474,13 @@ class Service:
             self.sharing.join(pid, program.controller, rule.weight,
                               "PID %d (%s)" % (pid, facts.comm))
 
-    def _managed_elsewhere(self, pid):
-        """For the capacity meters of program ``pid``: the CPU the service's
-        other programs received on a set of CPUs (balance/capacity.py)."""
+    def _counting(self, pid, capacity):
+        """How program ``pid`` counts other work (balance/otherwork.py): by
+        ``capacity``, less the CPU the service's other programs received on
+        those CPUs (balance/capacity.py), smoothed (CAPACITY_SMOOTH_WINDOWS)."""
         def elsewhere(cpus):
             return sum(p.received_on(cpus) for p in self.programs.values() if p.pid != pid)
-        return elsewhere
+        return OtherWorkCounting(capacity, elsewhere, CAPACITY_SMOOTH_WINDOWS)
 
     def _sharing(self, config):
         """Space sharing's coordinator, or None with ``sharing: {mode: time}``."""
