@@ -39,14 +39,14 @@ def test_balancing_at_nice_0_rises_after_three_late_waits_in_a_row(fresh):
     calls, waits, _ = fresh
     priority.woke(1.0)                  # not settled yet: nothing
     priority.settle_priority()
-    assert calls == [0] and priority.note().startswith("nice 0, normal (nice -20 only to start")
+    assert calls == [0] and priority.note().startswith("nice 0 (it starts at -20")
     for wait in (0.08, 0.08, 0.01, 0.06, 0.07):   # a short wait breaks the run
         wake(fresh, wait)
     assert calls == [0]
     wake(fresh, 0.09)
     assert calls == [0, priority.NICE]
-    assert priority.note() == ("nice -20 for the last 0 s (a round waited 90 ms for a CPU at nice "
-                               "0; back to 0 after 10 s on time)")
+    assert priority.note() == ("nice -20 for the last 0 s (its balancing waited 90 ms for a CPU at nice "
+                               "0; back to 0 after 10 s on schedule)")
     priority.settle_priority()          # once only: settling never lowers a raised tumbler
     assert calls == [0, priority.NICE]
 
@@ -64,10 +64,10 @@ def test_raised_it_returns_to_nice_0_once_on_time_for_the_calm_period(fresh):
     for _ in range(19):
         wake(fresh, 0.001, every=priority.CALM_S / 20)
     assert calls == [0, priority.NICE]
-    assert priority.note().startswith("nice -20 for the last 15 s (a round waited 200 ms")
+    assert priority.note().startswith("nice -20 for the last 15 s (its balancing waited 200 ms")
     wake(fresh, 0.001, every=priority.CALM_S / 20)
     assert calls == [0, priority.NICE, 0]
-    assert priority.note() == ("nice 0, normal (raised to -20 for %.0f s while its rounds started late)"
+    assert priority.note() == ("nice 0 (raised to -20 for %.0f s while its balancing fell behind schedule)"
                                % (clock[0] - raised_at))
     for _ in range(100):                # on time at nice 0: it stays there
         wake(fresh, 0.01)
@@ -98,13 +98,13 @@ def test_a_failed_trial_doubles_the_next_calm_up_to_its_cap_a_new_overload_start
             wake(fresh, 0.0, every=0.1)         # on time at -20 (it is raised)
         calms.append(round(clock[0] - raised_at))
     assert calms == [10, 20, 40, 80, 80, 80]
-    assert priority.note() == "nice 0, normal (raised to -20 for 310 s in 6 spells while " \
-        "its rounds started late)"
+    assert priority.note() == "nice 0 (raised to -20 for 310 s in 6 spells while " \
+        "its balancing fell behind schedule)"
     for _ in range(int(priority.CALM_MAX_S / 0.1)):
         wake(fresh, 0.0, every=0.1)             # a whole calm on time at nice 0
     for _ in range(3):
         wake(fresh, 0.2, every=0.1)
-    assert priority.note().endswith("back to 0 after 10 s on time; 310 s in 6 spells earlier)")
+    assert priority.note().endswith("back to 0 after 10 s on schedule; 310 s in 6 spells earlier)")
 
 
 def test_under_a_lasting_overload_few_wake_ups_run_late_and_after_it_it_returns(fresh):
@@ -171,7 +171,7 @@ NICE_SCRIPT = textwrap.dedent("""
     if sys.argv[1] == "late":
         wake(0.2, 3)
         say("late")
-    wake(0.001, 200)        # 100 s on time
+    wake(0.001, 200)        # 100 s on schedule
     say("on-time")
     print(priority.note())
 """)
@@ -180,7 +180,7 @@ NICE_SCRIPT = textwrap.dedent("""
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root")
 @pytest.mark.parametrize("run", ["late", "never-late"])
 def test_the_real_nice_value_returns_to_0_once_wake_ups_are_on_time(run):
-    assert priority.CALM_MAX_S < 100    # the script's 100 s on time is a calm period
+    assert priority.CALM_MAX_S < 100    # the script's 100 s on schedule is a calm period
     result = subprocess.run([sys.executable, "-c", NICE_SCRIPT, run],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -188,6 +188,6 @@ def test_the_real_nice_value_returns_to_0_once_wake_ups_are_on_time(run):
     expected = ["start-up -20", "balancing 0"] + (["late -20"] if run == "late" else [])
     assert niceness == expected + ["on-time 0"]
     if run == "late":
-        assert note == "nice 0, normal (raised to -20 for 10 s while its rounds started late)"
+        assert note == "nice 0 (raised to -20 for 10 s while its balancing fell behind schedule)"
     else:
-        assert note.startswith("nice 0, normal (nice -20 only to start")
+        assert note.startswith("nice 0 (it starts at -20")

@@ -135,15 +135,15 @@ class _Settled:
     def note(self, now):
         if self.raised_at is None:
             if not self.times:
-                return ("nice 0, normal (nice -20 only to start, and again if its rounds "
-                        "start %d ms late)" % (LATE_S * 1000))
-            return "nice 0, normal (raised to %d for %s while its rounds started late)" % (
+                return ("nice 0 (it starts at -20, and rises again only while its balancing "
+                        "falls %d ms behind schedule)" % (LATE_S * 1000))
+            return "nice 0 (raised to %d for %s while its balancing fell behind schedule)" % (
                 NICE, self._spells(self.raised_s))
         earlier = "" if self.times == 1 else "; %s earlier" % self._spells(
             self.raised_s, self.times - 1)
-        return "nice %d for the last %.0f s (a round waited %d ms for a CPU at nice 0; back " \
-            "to 0 after %.0f s on time%s)" % (NICE, now - self.raised_at, self.waited_s * 1000,
-                                            self.calm_s, earlier)
+        return "nice %d for the last %.0f s (its balancing waited %d ms for a CPU at nice 0; " \
+            "back to 0 after %.0f s on schedule%s)" % (
+                NICE, now - self.raised_at, self.waited_s * 1000, self.calm_s, earlier)
 
     def _spells(self, seconds, times=None):
         times = self.times if times is None else times
