@@ -45,8 +45,8 @@ def test_balancing_at_nice_0_rises_after_three_late_waits_in_a_row(fresh):
     assert calls == [0]
     wake(fresh, 0.09)
     assert calls == [0, priority.NICE]
-    assert priority.note() == ("nice -20 for the last 0 s (its balancing waited 90 ms for a CPU at nice "
-                               "0; back to 0 after 10 s on schedule)")
+    assert priority.note() == ("nice -20 for the last 0 s (its balancing waited 90 ms for a CPU "
+                               "at nice 0; back to 0 after 10 s on schedule)")
     priority.settle_priority()          # once only: settling never lowers a raised tumbler
     assert calls == [0, priority.NICE]
 
@@ -67,8 +67,8 @@ def test_raised_it_returns_to_nice_0_once_on_time_for_the_calm_period(fresh):
     assert priority.note().startswith("nice -20 for the last 15 s (its balancing waited 200 ms")
     wake(fresh, 0.001, every=priority.CALM_S / 20)
     assert calls == [0, priority.NICE, 0]
-    assert priority.note() == ("nice 0 (raised to -20 for %.0f s while its balancing fell behind schedule)"
-                               % (clock[0] - raised_at))
+    assert priority.note() == ("nice 0 (raised to -20 for %.0f s while its balancing fell "
+                               "behind schedule)" % (clock[0] - raised_at))
     for _ in range(100):                # on time at nice 0: it stays there
         wake(fresh, 0.01)
     assert calls == [0, priority.NICE, 0]

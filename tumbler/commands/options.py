@@ -66,7 +66,8 @@ BALANCING_OPTIONS = (
     level_option(),
     domains_option(),
     click.option("--policy", type=click.Choice(POLICY_CHOICES), default=None,
-                 help="How to balance: one of the policies below (default: %s)." % _DEFAULT["policy"]),
+                 help="How to balance: one of the policies below (default: %s)."
+                      % _DEFAULT["policy"]),
     click.option("--share", type=click.Choice(SHARE_CHOICES), default=None,
                  help="Several -p programs: time, all of them on every CPU, or space, CPUs "
                       "of their own sized by --share-policy (default: %s)." % _DEFAULT["share"]),

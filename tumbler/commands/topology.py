@@ -21,8 +21,8 @@ DEFAULT_SAMPLE_MS = 200
                    "tumbler topology --json      # the same, for scripts",
                    "tumbler topology --sample 0  # without watching what other work leaves"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--sample", "sample_ms", type=int, callback=within(0, 60_000), default=DEFAULT_SAMPLE_MS,
-              metavar="MS",
+@click.option("--sample", "sample_ms", type=int, callback=within(0, 60_000),
+              default=DEFAULT_SAMPLE_MS, metavar="MS",
               help="Watch the CPUs' busy time this long, 0 to 60000 ms, for what other "
                    "work leaves of them; 0: do not (default: %d)." % DEFAULT_SAMPLE_MS)
 @click.pass_context
