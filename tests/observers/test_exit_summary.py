@@ -34,7 +34,7 @@ def test_every_line_of_a_full_summary():
         "measured capacity at the end (CPUs other work leaves): 1.00 / 0.50",
         "1 thread allowed only CPUs outside the domains: left alone",
         "domain loads differed by 80% (CV) early in the run, 20% late",
-        "tumbler's priority: nice -5, balancing at nice 0",
+        "priority: nice -5, balancing at nice 0",
         "start-up took 1.5 s of it (an overloaded machine delays the start before tumbler "
         "can raise its priority)",
         "own CPU time 0.060 s (0.6% of one CPU)"]
@@ -124,7 +124,7 @@ def test_a_space_shared_run_names_each_program_and_its_own_cost_once():
         "PID 102: 8 rounds, 0 of them quiet (nothing to change)",
         "PID 102: measured capacity at the end (CPUs other work leaves): 1.00 / 0.50",
         "PID 102: domain loads differed by 80% (CV) early in the run, 20% late",
-        "tumbler's priority: nice -5, balancing at nice 0",
+        "priority: nice -5, balancing at nice 0",
         "start-up took 1.5 s of it (an overloaded machine delays the start before tumbler "
         "can raise its priority)",
         "own CPU time 0.060 s (0.6% of one CPU)"]

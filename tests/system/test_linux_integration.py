@@ -537,7 +537,7 @@ def test_overload_cannot_starve_the_loop(crowd):
     # At nice 0 once balancing starts, raised again if its waits for a CPU
     # say so (whether they do depends on how much its rounds need: quiet
     # ones may not; tests/platform/test_priority.py holds the rule itself).
-    assert re.search(r"tumbler's priority: nice (0 \(it starts at -20|0 \(raised "
+    assert re.search(r"tumbler: priority: nice (0 \(it starts at -20|0 \(raised "
                      r"to -20 for |-20 for the last \d+ s \(its balancing waited)",
                      result.stderr), result.stderr
     startup = re.search(r"start-up took (\d+\.\d) s", result.stderr)
@@ -558,4 +558,4 @@ def test_tumbler_starts_at_nice_minus_20_balances_at_0_and_its_command_at_0():
     command_nice, tumbler_nice = result.stdout.splitlines()
     assert command_nice == "0"
     assert tumbler_nice == "0"          # stat field 19, balancing
-    assert "tumbler's priority: nice 0 (it starts at -20" in result.stderr
+    assert "tumbler: priority: nice 0 (it starts at -20" in result.stderr

@@ -87,7 +87,7 @@ def own_cost_lines(stats, wall_s, cpu_s, process_cpu_s):
     """tumbler's own cost: how its loop was scheduled, a slow start, its CPU time."""
     lines = []
     if stats.priority is not None:
-        lines.append("tumbler's priority: %s" % stats.priority())
+        lines.append("priority: %s" % stats.priority())
     if stats.startup_s >= STARTUP_NOTE_S:
         lines.append("start-up took %s of it (an overloaded machine delays the start "
                      "before tumbler can raise its priority)" % seconds(stats.startup_s))
