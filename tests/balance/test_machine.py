@@ -40,7 +40,7 @@ class HotplugBackend(ScriptedBackend):
 
     def __init__(self, cpus=BOTH, keeps_requested=True):
         super().__init__()
-        self.online = self.cpuset = frozenset(cpus)
+        self.online = self.cpuset = self.active = frozenset(cpus)
         self.keeps_requested = self.keeps_asked_mask = keeps_requested
         self.masks = {}                 # tid -> mask, the cpuset's CPUs until set
         self.requested = {}             # tid -> the mask sched_setaffinity asked for
@@ -52,12 +52,19 @@ class HotplugBackend(ScriptedBackend):
         return "cgroup /app", self.cpuset
 
     def allowed_cpus(self, pid, tid):
+        """sched_getaffinity: the mask within the CPUs active now."""
+        return self.mask_as_set(pid, tid) & self.active
+
+    def mask_as_set(self, pid, tid):
         return self.masks.get(tid, self.cpuset)
+
+    def inactive_cpus(self):
+        return self.online - self.active
 
     def set_affinity(self, tid, cpus):
         """sched_setaffinity: the mask asked for within the cpuset; EINVAL
-        when that leaves no on-line CPU."""
-        mask = frozenset(cpus) & self.cpuset & self.online
+        when that leaves no active CPU."""
+        mask = frozenset(cpus) & self.cpuset & self.active
         if not mask:
             raise Unmovable(tid, "the kernel refused the CPU set (EINVAL)")
         self.requested[tid] = frozenset(cpus)
@@ -76,13 +83,28 @@ class HotplugBackend(ScriptedBackend):
     def offline(self, cpu):
         """CPU ``cpu`` goes off-line: a thread with no on-line CPU left in
         its mask gets its cpuset's CPUs (select_fallback_rq)."""
-        self.online = self.online - {cpu}
+        self.online = self.active = self.online - {cpu}
         for tid, mask in self.masks.items():
             if not mask & self.online:
                 self.masks[tid] = self.cpuset
 
-    def back_online(self, cpu):
+    def back_online(self, cpu, active=True):
+        """CPU ``cpu`` on-line again; ``active=False``: not yet among the
+        active CPUs (the scheduler's), as for a moment of each hotplug."""
         self.online = self.online | {cpu}
+        self.active = self.active | {cpu} if active else self.active
+
+    def deactivate(self, cpu, push=False):
+        """The first step of taking CPU ``cpu`` off-line: no longer active,
+        still on-line (sched_cpu_deactivate, before the CPU is torn down).
+        ``push``: the scheduler already pushes its threads away (balance
+        push): one with no active CPU left gets its cpuset's CPUs, all of
+        them (select_fallback_rq), while the on-line CPUs and the cpuset
+        still show ``cpu``."""
+        self.active = self.active - {cpu}
+        for tid, mask in self.masks.items():
+            if push and not mask & self.active:
+                self.masks[tid] = self.cpuset
 
 
 class MaskBinder(Binder):
@@ -134,8 +156,9 @@ def hotplug_run(backend=None):
 
 
 def split(backend, tids):
-    """The threads' masks, as sorted lists of CPUs, in order."""
-    return sorted(sorted(backend.allowed_cpus(PID, tid)) for tid in tids)
+    """The threads' masks (as set, not within the active CPUs), as sorted
+    lists of CPUs, in order."""
+    return sorted(sorted(backend.mask_as_set(PID, tid)) for tid in tids)
 
 
 def assert_grouped_again_then_restored(backend, controller, tids):
@@ -180,6 +203,65 @@ def test_a_reset_seen_before_the_round_that_notices_the_cpu_is_the_kernels(every
     assert controller.placer.still_ours(thread)
     assert thread.bound_mask is None and not thread.unmovable
     assert not any("someone else" in w for w in warnings)
+
+
+@pytest.mark.parametrize("push", [False, True])
+def test_a_cpu_leaving_the_active_cpus_before_it_goes_off_line_is_no_ones_change(
+        every_round, push):
+    """sched_getaffinity(2) shows a mask within the active CPUs, and a CPU
+    leaves them before it goes off-line: for that moment a thread bound to
+    it reads as bound elsewhere (here to no CPU), or the kernel has
+    already moved it (``push``: its mask now its cpuset's CPUs) while the
+    on-line CPUs and the cpuset still show the CPU.  Either way the thread
+    is still tumbler's, placed again and restored (a Linux 6.1 guest test
+    found threads handed over, never restored, so)."""
+    backend, controller, tids, warnings = hotplug_run()
+    busy_rounds(backend, controller, 3, tids)
+    on_one = [tid for tid in tids if backend.masks[tid] == {1}]
+    backend.deactivate(1, push)
+    thread = controller.threads[(PID, on_one[0])]
+    assert controller.placer.still_ours(thread)
+    assert thread.bound_mask == (None if push else {1}) and not thread.unmovable
+    backend.offline(1)
+    busy_rounds(backend, controller, 2, tids)
+    assert split(backend, tids) == [[0, 1]] * 4
+    backend.back_online(1)
+    assert_grouped_again_then_restored(backend, controller, tids)
+    assert not [w for w in warnings if "someone else" in w], warnings
+
+
+def test_a_bind_refused_for_a_cpu_leaving_the_active_ones_leaves_the_thread_tumblers(
+        every_round):
+    """The kernel refuses a mask of no active CPU (EINVAL) while the CPU is
+    still on-line and in the cpuset: the machine changed under the bind,
+    the thread is not unmovable (the 6.1 guest test found one so)."""
+    backend, controller, tids, warnings = hotplug_run()
+    busy_rounds(backend, controller, 3, tids)
+    thread = next(t for t in controller.threads.values() if t.domain == 0)
+    backend.deactivate(1)
+    assert controller.placer.apply([(thread, 1)]) == []
+    assert not thread.unmovable and thread.domain == 0
+    assert not [w for w in warnings if "cannot be moved" in w], warnings
+    backend.offline(1)
+    busy_rounds(backend, controller, 2, tids)
+    backend.back_online(1)
+    assert_grouped_again_then_restored(backend, controller, tids)
+
+
+def test_a_cpu_on_line_but_not_yet_active_is_no_ones_change(every_round):
+    """Back on-line, a CPU joins the active CPUs a moment later: a thread
+    handed back with both CPUs reads CPU 0 alone meanwhile.  Bound again
+    then, it is still tumbler's."""
+    backend, controller, tids, warnings = hotplug_run()
+    busy_rounds(backend, controller, 3, tids)
+    backend.offline(1)
+    busy_rounds(backend, controller, 2, tids)
+    backend.back_online(1, active=False)
+    busy_rounds(backend, controller, 1, tids)
+    assert not [w for w in warnings if "someone else" in w], warnings
+    backend.back_online(1)
+    assert_grouped_again_then_restored(backend, controller, tids)
+    assert not [w for w in warnings if "someone else" in w], warnings
 
 
 def test_an_admins_change_on_cpus_that_stayed_on_line_is_still_left_alone(every_round):
@@ -470,6 +552,41 @@ def _can_take_off_line(cpu):
 def _set_online(cpu, on):
     with open(_online_file(cpu), "w") as f:
         f.write("1" if on else "0")
+
+
+@linux_root
+def test_the_mask_as_set_keeps_the_cpu_sched_getaffinity_leaves_out(two_cpus):
+    """What Backend.mask_as_set and inactive_cpus are for, on the real
+    kernel: a thread's mask read by sched_getaffinity(2) is cut to the
+    active CPUs (an off-line CPU is not one; a CPU being hot-plugged is
+    not, for a moment), the status file shows it as set."""
+    import threading
+    from tumbler.platform.linux.backend import LinuxBackend
+    cpu_a, cpu_b = two_cpus
+    _can_take_off_line(cpu_b)
+    both = frozenset(two_cpus)
+    done, tids = threading.Event(), []
+    thread = threading.Thread(target=lambda: (tids.append(threading.get_native_id()),
+                                              done.wait()))
+    thread.start()
+    backend = LinuxBackend()
+    try:
+        wait_until(lambda: tids, timeout=10, what="the thread started")
+        os.sched_setaffinity(tids[0], both)
+        _set_online(cpu_b, False)
+        try:
+            assert backend.allowed_cpus(os.getpid(), tids[0]) == {cpu_a}
+            assert backend.mask_as_set(os.getpid(), tids[0]) == both
+            assert backend.inactive_cpus() == {cpu_b}     # as this thread's mask shows
+        finally:
+            _set_online(cpu_b, True)
+        assert backend.allowed_cpus(os.getpid(), tids[0]) == both
+        assert backend.mask_as_set(os.getpid(), tids[0]) == both
+        assert backend.inactive_cpus() == frozenset()
+    finally:
+        done.set()
+        thread.join()
+        backend.close()
 
 
 @linux_root

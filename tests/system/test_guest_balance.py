@@ -69,7 +69,8 @@ def test_a_socket_offline_mid_run_then_back(seen):
     assert all(set(m) <= {0, 1} for m in run["during_offline"].values()), run
     assert run["online_seen"], run["stderr"]
     # Whole, not as pytest cuts a dict short: the masks at each step and
-    # tumbler's lines (this failed now and then on 6.1: issue 48's notes).
+    # tumbler's lines (this failed now and then on 6.1 until tumbler knew
+    # CPUs on-line but not active: docs/guests.md).
     assert run["split_again"], json.dumps(run, indent=1)
     assert_split(run, run["during_online_again"])
 

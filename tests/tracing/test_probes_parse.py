@@ -520,7 +520,7 @@ def test_with_prelude_needs_exactly_one_mark(tmp_path):
 # -- waits in progress at the start: what /proc shows ---------------------------
 
 def test_futex_wait_ops_are_the_ones_locktime_counts():
-    from tumbler.platform.linux import backend as linux
+    from tumbler.platform.linux import procfs as linux
     text = bt("locktime")
     ops = {int(op) for op in re.findall(r"\$op == (\d+)", text)}
     assert ops == linux.FUTEX_WAIT_OPS

@@ -224,12 +224,19 @@ class MachineWatch:
 
     def outside(self, pid, cpus):
         """Whether ``cpus`` (a bind the kernel refused) are not all usable
-        now -- off-line, or outside ``pid``'s cpuset, read now: the
+        now -- off-line, not active (going off-line or coming on-line:
+        Backend.inactive_cpus), or outside ``pid``'s cpuset, read now: the
         machine changed under the bind, the next look re-plans."""
         online = self._read()
         found = self._cpuset(pid)
-        return bool((online is not None and cpus - online)
+        return bool((online is not None and cpus - online) or cpus & self._inactive()
                     or (found is not None and cpus - found[1]))
+
+    def _inactive(self):
+        try:
+            return self.backend.inactive_cpus()
+        except PlatformError:
+            return frozenset()
 
     def kernel_masks(self, pid, asked):
         """The masks a thread of ``pid`` that asked for ``asked`` may show
@@ -248,12 +255,21 @@ class MachineWatch:
         return _kernel_made(asked, found[1], online, self._cut_for_good(asked))
 
     def _online_now(self):
-        """The CPUs on-line now (None: not told), noting those gone since
-        the last look in ``went_offline``."""
+        """The CPUs on-line and active now (None: not told), noting those
+        gone since the last look, and those on-line but not active, in
+        ``went_offline``.  A CPU going off-line leaves the scheduler's
+        active CPUs before the on-line ones (the kernel may already have
+        moved its threads), one coming on-line joins them after: either
+        way a mask set then is cut by it (Backend.inactive_cpus; only
+        asked when a mask is not as tumbler left it)."""
         online = self._read()
-        if online is not None and self.online is not None:
+        if online is None:
+            return None
+        inactive = self._inactive() & online
+        self.went_offline |= inactive
+        if self.online is not None:
             self.went_offline |= self.online - online
-        return online
+        return online - inactive
 
     def _cut_for_good(self, mask):
         """The CPUs of ``mask`` a kernel that does not keep the mask asked

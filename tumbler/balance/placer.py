@@ -193,13 +193,20 @@ class Placer:
         stops managing it and will not "restore" over that choice.  Not
         so when the kernel moved it off CPUs taken off-line, or for a
         cpuset change (balance/machine.py): the thread stays tumbler's, to
-        place again.
+        place again.  Where the mask differs it is read again as set
+        (Backend.mask_as_set): the fast read leaves out CPUs going off-line
+        or coming on-line at this moment, which the on-line CPUs and the
+        cpusets show only later (a 6.1 guest test found threads handed
+        over so; MachineWatch takes such CPUs for off-line).
         """
         if not self.binder.binds_masks or thread.bound_mask is None:
             return False
         current = self.backend.allowed_cpus(thread.pid, thread.tid)
         if current == thread.bound_mask:
             return False
+        exact = self.backend.mask_as_set(thread.pid, thread.tid)
+        if exact == thread.bound_mask:
+            return False            # seen through a CPU being hot-plugged, unchanged
         if self.machine.reset_by_kernel(thread.pid, thread.bound_mask, current):
             thread.bound_mask = thread.pinned_cpu = None
             return False
@@ -214,13 +221,15 @@ class Placer:
         the program, placed it meanwhile."""
         try:
             current = self.backend.allowed_cpus(thread.pid, thread.tid)
+            masks = self.machine.kernel_masks(thread.pid, thread.handed)
+            if current not in masks:
+                if self.backend.mask_as_set(thread.pid, thread.tid) not in masks:
+                    self._someone_elses(thread, current)
+                    return False
         except NoSuchProcess:
             return False
-        if current in self.machine.kernel_masks(thread.pid, thread.handed):
-            thread.handed = None
-            return True
-        self._someone_elses(thread, current)
-        return False
+        thread.handed = None
+        return True
 
     def _someone_elses(self, thread, current):
         """Hand the thread over: its mask ``current`` is someone else's

@@ -321,6 +321,22 @@ class Backend:
     def allowed_cpus(self, pid, tid):
         raise NotImplementedError
 
+    def mask_as_set(self, pid, tid):
+        """The thread's mask as last set, where ``allowed_cpus`` (a fast
+        read) can show less: Linux's sched_getaffinity(2) gives the mask
+        within the CPUs *active* now, and a CPU leaves them before it goes
+        off-line and joins them after it comes on-line -- so for a moment
+        of each hotplug a thread bound to it seems to have lost it.
+        Asked only when a mask differs from the one expected.  Default:
+        ``allowed_cpus`` (no such moment)."""
+        return self.allowed_cpus(pid, tid)
+
+    def inactive_cpus(self):
+        """The CPUs going off-line or coming on-line at this moment (not
+        active, see ``mask_as_set``) as far as tumbler's own thread's mask
+        shows; asked only when the kernel refuses a bind.  Default: none."""
+        return frozenset()
+
     #: Whether ``context_switches`` answers.  Speed balancing then tells
     #: threads that sleep at barriers (voluntary switches) from those that
     #: yield at them (involuntary ones, many per CPU-second) and from

@@ -18,27 +18,16 @@ from ..base import (MAX_CMDLINE, AccessDenied, Backend, NoSuchProcess, PlatformE
                     ProcessFacts, ProcessInfo, Unsupported)
 from .affinity import AffinityBinder
 from .oserror import SETAFFINITY_PRIVILEGE, mapped, os_error, thread_phrase
-from .procfs import (NS_PER_TICK, PF_KTHREAD, STAT_ENDCODE, STAT_FLAGS, STAT_NUM_THREADS,
-                     STAT_STARTCODE, STAT_STARTSTACK, STAT_STARTTIME, STAT_STATE, STAT_STIME,
-                     STAT_UTIME, ProcStat, cgroup_path, cpu_times_from_stat, current_cpu,
-                     exited, has_capability, parse_stat, read_status, release_at_least,
-                     set_child_subreaper, stat_fields, status_value, switch_counts)
+from .procfs import (FUTEX_SYSCALL, NS_PER_TICK, PF_KTHREAD, STAT_ENDCODE, STAT_FLAGS,
+                     STAT_NUM_THREADS, STAT_STARTCODE, STAT_STARTSTACK, STAT_STARTTIME,
+                     STAT_STATE, STAT_STIME, STAT_UTIME, ProcStat, cgroup_path,
+                     cpu_times_from_stat, current_cpu, exited, has_capability, in_futex_wait,
+                     parse_stat, read_status, release_at_least, set_child_subreaper,
+                     stat_fields, status_value, switch_counts)
 from .threads import ThreadSampler
 from .topology import read_topology
 
 CAP_SYS_NICE = 23
-
-#: futex(2)'s number in /proc/PID/task/TID/syscall, by machine (the kernel's
-#: syscall tables: arch/x86/entry/syscalls, include/uapi/asm-generic/unistd.h
-#: and the others); futex_waitv(2) has one number everywhere (kernel >= 5.16).
-FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "riscv64": 98, "loongarch64": 98,
-                 "ppc64le": 221, "ppc64": 221, "s390x": 238, "i686": 240, "i386": 240,
-                 "armv7l": 240, "armv6l": 240}
-FUTEX_WAITV_SYSCALL = 449
-#: The futex ops (op & 0x7f) that sleep until woken: FUTEX_WAIT, LOCK_PI,
-#: WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2 -- what probes/linux/locktime.bt
-#: counts as lock waits.
-FUTEX_WAIT_OPS = frozenset((0, 6, 9, 11, 13))
 
 #: process_state re-reads the main thread's stat at least this often while
 #: the threads stay the same (see process_state).
@@ -264,13 +253,7 @@ class LinuxBackend(Backend):
                     STAT_STATE]
             except (OSError, IndexError):
                 continue                    # gone, or not ours to read
-            try:
-                nr = int(call[0])
-                waits = ((nr == futex and int(call[2], 16) & 0x7f in FUTEX_WAIT_OPS)
-                         or nr == FUTEX_WAITV_SYSCALL)
-            except (IndexError, ValueError):
-                continue                    # "running", or no system call
-            if waits and state in ("S", "D"):
+            if state in ("S", "D") and in_futex_wait(call, futex):
                 found[tid] = time.monotonic_ns()
         return found
 
@@ -500,6 +483,16 @@ class LinuxBackend(Backend):
             except OSError as exc:
                 raise os_error(exc, pid, tid,
                                "read the CPU mask of " + thread_phrase(pid, tid)) from None
+        return self.mask_as_set(pid, tid)
+
+    def inactive_cpus(self):
+        from _thread import get_native_id      # a refused bind only: not at start-up
+        tid = get_native_id()
+        return self.mask_as_set(os.getpid(), tid) - self.allowed_cpus(os.getpid(), tid)
+
+    def mask_as_set(self, pid, tid):
+        # The status file shows the mask itself (task->cpus_mask), not
+        # within the active CPUs as sched_getaffinity(2) does.
         path = "%s/%d/task/%d/status" % (self.proc, pid, tid)
         with mapped(pid, tid, "read " + path):
             status = read_status(path)

@@ -224,3 +224,28 @@ def release_at_least(proc, version):
         return tuple(int(part) for part in release) >= version
     except (OSError, ValueError):
         return True
+
+
+#: futex(2)'s number in /proc/PID/task/TID/syscall, by machine (the kernel's
+#: syscall tables: arch/x86/entry/syscalls, include/uapi/asm-generic/unistd.h
+#: and the others); futex_waitv(2) has one number everywhere (kernel >= 5.16).
+FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "riscv64": 98, "loongarch64": 98,
+                 "ppc64le": 221, "ppc64": 221, "s390x": 238, "i686": 240, "i386": 240,
+                 "armv7l": 240, "armv6l": 240}
+FUTEX_WAITV_SYSCALL = 449
+#: The futex ops (op & 0x7f) that sleep until woken: FUTEX_WAIT, LOCK_PI,
+#: WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2 -- what probes/linux/locktime.bt
+#: counts as lock waits.
+FUTEX_WAIT_OPS = frozenset((0, 6, 9, 11, 13))
+
+
+def in_futex_wait(call, futex):
+    """Whether a thread's syscall file (``call``: its words) shows it asleep
+    in futex(2) number ``futex`` with a waiting op (its 2nd number) or in
+    futex_waitv(2); "running" or no system call: False."""
+    try:
+        nr = int(call[0])
+        return (nr == futex and int(call[2], 16) & 0x7f in FUTEX_WAIT_OPS) \
+            or nr == FUTEX_WAITV_SYSCALL
+    except (IndexError, ValueError):
+        return False
