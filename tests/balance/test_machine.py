@@ -455,29 +455,6 @@ class CgroupsBackend(HotplugBackend):
         return where, frozenset(cpus)
 
 
-def test_a_cpuset_that_loses_a_cpu_going_off_line_first_is_the_hotplug(every_round):
-    """A CPU being taken off-line leaves the scheduler's active CPUs, and
-    the cpusets with them, before the on-line CPUs show it: that is the
-    hotplug, not an admin's cpuset change (the 6.1 guest said "cgroup /:
-    CPUs 0-1,3 (was 0-3)" so).  The domains are cut to it all the same."""
-    from tumbler.balance.machine import MachineWatch
-    cpus = frozenset({0, 1, 2, 3})
-    backend = CgroupsBackend({PID: ["cgroup /", cpus]}, cpus)
-    watch = MachineWatch(backend, DomainChoice("explicit", ({0, 1}, {2, 3}), "explicit"))
-    watch.add(PID)
-    assert watch.replan([PID], lambda: cpus) is None
-    backend.deactivate(2)
-    backend.cgroups[PID][1] = {0, 1, 3}
-    choice, note = watch.replan([PID], lambda: cpus)
-    assert "cgroup" not in note, note
-    assert choice.domains == (frozenset({0, 1}), frozenset({3}))
-    backend.offline(2)
-    assert watch.replan([PID], lambda: cpus)[1] == "CPU 2 off-line: domains 0-1 / 3"
-    # An admin's change is still one.
-    backend.cgroups[PID][1] = {0, 1}
-    assert watch.replan([PID], lambda: cpus)[1] == "cgroup /: CPUs 0-1 (was 0-1,3): domains 0-1"
-
-
 def test_a_cpuset_read_that_fails_once_loses_no_change(every_round):
     """A look that cannot read a program's cpuset keeps what the look
     before read: narrowed while unreadable, the change is said at the next

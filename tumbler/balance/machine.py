@@ -157,10 +157,6 @@ class MachineWatch:
                 continue
             settling.append(pid)
             if not found[1] ^ before[1] <= recent:
-                # A CPU on its way off-line (or on-line) leaves (or joins)
-                # the cpusets before the on-line CPUs show it: a hotplug.
-                recent |= self._inactive()
-            if not found[1] ^ before[1] <= recent:
                 moved.setdefault((found[0], found[1], before[1]), []).append(pid)
         self.cpusets = cpusets
         self.settling = frozenset(settling)
