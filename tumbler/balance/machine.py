@@ -260,8 +260,9 @@ class MachineWatch:
         ``went_offline``.  A CPU going off-line leaves the scheduler's
         active CPUs before the on-line ones (the kernel may already have
         moved its threads), one coming on-line joins them after: either
-        way a mask set then is cut by it (Backend.inactive_cpus; only
-        asked when a mask is not as tumbler left it)."""
+        way a mask set then is cut by it (Backend.inactive_cpus: two reads
+        of tumbler's own thread, at each call -- a thread's mask that is
+        not as tumbler left it, or one handed back being bound again)."""
         online = self._read()
         if online is None:
             return None

@@ -222,10 +222,10 @@ class Placer:
         try:
             current = self.backend.allowed_cpus(thread.pid, thread.tid)
             masks = self.machine.kernel_masks(thread.pid, thread.handed)
-            if current not in masks:
-                if self.backend.mask_as_set(thread.pid, thread.tid) not in masks:
-                    self._someone_elses(thread, current)
-                    return False
+            if current not in masks and \
+                    self.backend.mask_as_set(thread.pid, thread.tid) not in masks:
+                self._someone_elses(thread, current)
+                return False
         except NoSuchProcess:
             return False
         thread.handed = None
