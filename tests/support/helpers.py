@@ -135,7 +135,9 @@ def build_workload(tmp_path_factory, name):
 
 class LockWait:
     """tests/workloads/lockwait running: ``tids`` by thread name, ``tell``
-    it a command, ``times`` of a released thread."""
+    it a command, ``times`` of a released thread, ``released``: main's
+    clock around the unlock that woke it, ``asleep_by``: when it was seen
+    asleep in its lock."""
 
     NAMES = ("held", "cond", "late", "waitv", "never")
 
@@ -144,6 +146,7 @@ class LockWait:
                                      universal_newlines=True, start_new_session=True)
         self.pid = self.proc.pid
         self.tids = {}
+        self.kept = []              # lines read past the one asked for, as words
         while len(self.tids) < len(self.NAMES):
             name, tid = self.proc.stdout.readline().split()
             self.tids[name] = int(tid)
@@ -155,12 +158,48 @@ class LockWait:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
 
-    def times(self, name):
-        """(began, came back) of ``name``'s wait, CLOCK_MONOTONIC ns."""
+    def _line(self, wanted):
+        """The first line (its words) ``wanted`` accepts; lines of other
+        threads read past it are kept for the calls that want them."""
+        for words in self.kept:
+            if wanted(words):
+                self.kept.remove(words)
+                return words
         while True:
             words = self.proc.stdout.readline().split()
-            if len(words) == 3 and words[0] == name and words[1] != "calling":
-                return int(words[1]), int(words[2])
+            if not words:
+                raise AssertionError("lockwait ended")
+            if wanted(words):
+                return words
+            self.kept.append(words)
+
+    def times(self, name):
+        """(began, came back) of ``name``'s wait, CLOCK_MONOTONIC ns."""
+        words = self._line(lambda w: len(w) == 3 and w[0] == name and w[1] != "calling")
+        return int(words[1]), int(words[2])
+
+    def released(self, name):
+        """(before, after): main's clock around the unlock that woke
+        ``name`` (CLOCK_MONOTONIC ns): its wakeup came between."""
+        words = self._line(lambda w: len(w) == 4 and w[:2] == [name, "released"])
+        return int(words[2]), int(words[3])
+
+    def asleep_by(self, name):
+        """Wait for ``name`` to be asleep in a futex wait; CLOCK_MONOTONIC
+        ns just after the read that showed it so.  It had left the CPU by
+        then: the kernel shows a sleeping thread's system call only once
+        the thread is off the CPU (task_current_syscall waits for it), so
+        the read is made over and over, not every few ms."""
+        from tumbler.platform.linux.procfs import FUTEX_SYSCALL, in_futex_wait
+        futex = FUTEX_SYSCALL[os.uname().machine]
+        path = "/proc/%d/task/%d/syscall" % (self.pid, self.tids[name])
+        deadline = time.monotonic() + WAIT_LIMIT_S
+        while time.monotonic() < deadline:
+            with open(path) as f:
+                asleep = in_futex_wait(f.read().split(), futex)
+            if asleep:
+                return time.monotonic_ns()
+        pytest.fail("gave up waiting for %s to sleep in its lock" % name)
 
     def wait_blocked(self, *names):
         from tumbler.platform import open_backend

@@ -327,37 +327,35 @@ def overlap(a, b, c, d):
 
 def test_a_wait_over_several_intervals_shows_in_each(lockwait):
     """late blocks after the start for ~1 s: each interval holds the part of
-    the wait inside it (the thread's own clock readings around its lock
-    call, on the clock of the probes), not the whole wait at its end.  Its
-    clock reading after the call also holds its wait for a CPU once woken,
-    which is no lock time: the kernel's run delay over the release says how
-    long that was."""
-    backend = open_backend()
-    run_delay = []
+    the wait inside it, not the whole wait at its end.  The wait's ends are
+    known between clock readings on the probes' clock: it begins after
+    late's reading before its lock call and before the test saw it asleep
+    there; it ends (the wakeup, made on late's CPU) after main's reading
+    before the unlock that wakes it and before late's own reading once its
+    lock call is back.  Between two readings, not at one: from a reading
+    to the event, the thread may wait for a CPU and run for milliseconds
+    in a guest whose vCPU its host held up (the CI failure this replaced:
+    6 ms between late's reading and its sleep)."""
+    asleep = []
 
-    def release():
-        run_delay.append(backend.sample(lockwait.pid).threads[lockwait.tids["late"]].lat_ns)
-        lockwait.tell("release late")
+    def block():
+        lockwait.tell("block late")
+        asleep.append(lockwait.asleep_by("late"))
 
-    try:
-        with probe.ProbeSession(period_ms=100) as session:
-            session.start([lockwait.pid], ["locks"])
-            # one interval after another, no gap: the wait begins in the
-            # second and ends in the eleventh
-            seen = intervals(session, "locks", 13,
-                             {1: lambda: lockwait.tell("block late"), 10: release})
-            began, ended = lockwait.times("late")
-            run_delay.append(backend.sample(lockwait.pid).threads[lockwait.tids["late"]].lat_ns)
-    finally:
-        backend.close()
-    woken_to_back = run_delay[1] - run_delay[0]
+    with probe.ProbeSession(period_ms=100) as session:
+        session.start([lockwait.pid], ["locks"])
+        # one interval after another, no gap: the wait begins in the
+        # second and ends in the eleventh
+        seen = intervals(session, "locks", 13,
+                         {1: block, 10: lambda: lockwait.tell("release late")})
+        began, ended = lockwait.times("late")
+        unlocking, _ = lockwait.released("late")
     full = partial = 0
     for values, span, end in seen:
         got = values.get(lockwait.key("late"), probe.empty_record())["lock_ns"]
-        expected = overlap(began, ended, end - span, end)
-        if end - span < ended <= end:
-            expected -= woken_to_back
-        assert probe_check.agrees(got * 100.0 / span, expected * 100.0 / span), (got, expected)
+        least = overlap(asleep[0], unlocking, end - span, end)
+        most = overlap(began, ended, end - span, end)
+        assert least <= got <= most, (got, least, most)
         assert_at_most_the_interval(values, span)
         full += got == span
         partial += 0 < got < span
@@ -366,21 +364,32 @@ def test_a_wait_over_several_intervals_shows_in_each(lockwait):
 
 def test_a_wait_in_progress_at_the_start_found_only_at_its_end(lockwait, monkeypatch):
     """Without the reader's look at /proc (as run by hand), held's wait,
-    in progress at the start, is counted when it ends: from the start."""
+    in progress at the start, is counted when it ends: from the start to
+    its wakeup -- after main's reading before the unlock that wakes it,
+    before held's own once its lock call is back (the wakeup is made on
+    held's CPU, which may come after main's unlock returned).  The
+    readings show it over the intervals after its end, none growing by
+    more than its own length (tracing/parse.py): in a slow guest the
+    release comes well into the second interval, so the wait is longer
+    than the interval it ends in and its rest shows in the next."""
     monkeypatch.setattr(LinuxBackend, "lock_waiters", lambda self, pid, tids: {})
     with probe.ProbeSession(period_ms=100) as session:
         session.start([lockwait.pid], ["locks"])
         before, spans = session.next_reading()
         assert before[lockwait.key("held")]["lock_ns"] == 0
         lockwait.tell("release held")
+        unlocking, _ = lockwait.released("held")
         _, ended = lockwait.times("held")
-        after, spans = session.next_reading()
+        shown = []
+        while len(shown) < 2 or shown[-1] != shown[-2]:
+            assert len(shown) < 50, shown       # 5 s: the wait is over, its total must settle
+            after, spans = session.next_reading()
+            shown.append(after[lockwait.key("held")]["lock_ns"])
     start = spans["locks"][0]
     got = after[lockwait.key("held")]
     assert got["lock_count"] == 1
-    # the probe stops at the wakeup; the thread's clock reading after its
-    # lock call comes back a little later
-    assert 0 < ended - start - got["lock_ns"] < 5e6, (got, ended - start)
+    assert unlocking - start <= got["lock_ns"] <= ended - start, \
+        (got, unlocking - start, ended - start, shown)
 
 
 def test_locktime_loads_without_futex_waitv(lockwait, monkeypatch):

@@ -20,7 +20,9 @@
  * lock and when it came back (CLOCK_MONOTONIC, the clock of bpftrace's
  * nsecs), then sleeps in pause(2), which is no lock wait, and stays alive:
  * the probes drop a thread's totals when it exits.  "late" also prints
- * "late calling NS" just before it calls into the lock.  Output is written
+ * "late calling NS" just before it calls into the lock.  Releasing held or
+ * late, main prints "NAME released BEFORE_NS AFTER_NS", its clock just
+ * before and just after the unlock that wakes it: the wakeup is between.  Output is written
  * with write(2), never stdio, whose own lock would be a futex.  EOF on
  * stdin ends the program.
  */
@@ -150,8 +152,10 @@ int main(void)
         }
         line[len] = 0;
         len = 0;
+        long long before = clock_ns(CLOCK_MONOTONIC);
         if (strcmp(line, "release held") == 0) {
             pthread_mutex_unlock(&held_lock);
+            say("%s released %lld %lld\n", "held", before, clock_ns(CLOCK_MONOTONIC));
         } else if (strcmp(line, "release cond") == 0) {
             pthread_mutex_lock(&cond_lock);
             work = 1;
@@ -162,6 +166,7 @@ int main(void)
                 return 1;
         } else if (strcmp(line, "release late") == 0) {
             pthread_mutex_unlock(&late_lock);
+            say("%s released %lld %lld\n", "late", before, clock_ns(CLOCK_MONOTONIC));
         } else if (strcmp(line, "release waitv") == 0) {
             __atomic_store_n(&waitv_word, 1, __ATOMIC_RELEASE);
             syscall(SYS_futex, &waitv_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
