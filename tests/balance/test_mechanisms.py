@@ -63,6 +63,12 @@ def test_a_line_only_when_a_state_or_the_domains_change_and_the_time_in_each():
         "CPU-second, no sign of waiting at barriers (--policy speed pins such threads; see "
         "tumbler(8), --policy)"]
     log.follow(notes, pair, 10.0)
+    merged = "domains 0-1 / 2-3 merged: more runnable threads than their 4 CPUs, and no " \
+        "grouping even"
+    log.follow({}, [Domain(0, frozenset({0, 1, 2, 3}))], 10.0, merged)
+    assert log.since_cursor(cursor)[0][-1] == merged     # why, where the round knows it
+    log.follow(notes, pair, 10.0)
+    assert "domains 0-3 now 0-1 / 2-3" in log.since_cursor(cursor)[0]     # no why given
     assert log.seconds[("speed", "0-1")] == 4.0 and log.seconds[("other", "0-1")] == 2.0
     assert log.seconds[("crowded", "2-3")] == 2.0
     summary = log.summary_lines(10.0)

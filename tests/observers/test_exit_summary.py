@@ -40,6 +40,16 @@ def test_every_line_of_a_full_summary():
         "own CPU time 0.060 s (0.6% of one CPU)"]
 
 
+def test_a_run_that_ends_with_its_domains_merged_still_grouped_over_them():
+    """Merged at the end (auto, engine/merging.py), the run grouped over
+    its two domains until then: it says so, not that it watched one."""
+    controller = finished()
+    controller.domains = [Domain(0, {0, 1})]
+    assert summary_lines(controller, 10.0, 0.06, "command exited")[1] == (
+        "grouped 5 threads of 2 processes into 2 domains; moved 4 threads between them, "
+        "6 moves in all (0.6 a second)")
+
+
 def test_a_quiet_run_says_only_what_happened():
     """No measured capacity, outsider, pin, round, priority or slow start:
     none of their lines; a run of no time has no rates."""

@@ -20,7 +20,8 @@ def make_controller(domains, *, intervals=0, policy="tumbler", dry_run=False, th
                   startup_s=0.0, mechanisms=MechanismLog())
     fields.update(stats)
     warned = []
-    return SimpleNamespace(
+    merger = SimpleNamespace(unmerged=lambda: SimpleNamespace(domains=[d.cpus for d in domains]))
+    return SimpleNamespace(merger=merger,
         stats=SimpleNamespace(**fields), policy=SimpleNamespace(name=policy),
         domains=list(domains), dry_run=dry_run, threads=threads or {},
         last_decision=decision, pins_made=list(pins_made), steps=steps,

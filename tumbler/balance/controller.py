@@ -318,7 +318,7 @@ class Controller:
             self.speed.follow(decision, measured)
         self._last_decision = decision
         self.stats.intervals += 1
-        self.stats.mechanisms.follow(decision.notes, self.domains, time.monotonic())
+        self.stats.mechanisms.follow(decision.notes, self.domains, time.monotonic(), merge_note)
         if not self.choice.single:
             self.stats.spreads.append(plan.spread_before)
         for observer in self.observers:

@@ -87,9 +87,10 @@ class MechanismLog:
         self.names = None       # the domains' names at the last full round
         self.crowded = {}       # domain name -> its last "crowded" description
 
-    def follow(self, notes, domains, now):
+    def follow(self, notes, domains, now, why=None):
         """One full round's ``notes`` (domain index -> note) over
-        ``domains`` at ``now`` (monotonic s)."""
+        ``domains`` at ``now`` (monotonic s); ``why``: the line that says
+        why the domains changed this round, if they did (a merge, a split)."""
         if self.since is not None:
             for name, state in self.states.items():
                 key = (state, name)
@@ -97,7 +98,7 @@ class MechanismLog:
         self.since = now
         names = [format_cpulist(d.cpus) for d in domains]
         if self.names is not None and names != self.names:
-            self.changes.append((now, "domains %s now %s" % (
+            self.changes.append((now, why or "domains %s now %s" % (
                 " / ".join(self.names), " / ".join(names))))
             self.states = {n: s for n, s in self.states.items() if n in names}
         self.names = names

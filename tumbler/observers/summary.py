@@ -50,12 +50,13 @@ def what_it_did(controller, wall_s):
     """The summary's lines on what the run did, for one program."""
     stats = controller.stats
     domains = controller.domains
-    if len(domains) < 2:
+    planned = len(controller.merger.unmerged().domains)     # merged at the end or not
+    if planned < 2:
         lines = ["watched %s on one domain" % threads_of(stats)]
     else:
         moved = stats.threads_moved
         lines = ["grouped %s into %d domains; %s" % (
-            threads_of(stats), len(domains),
+            threads_of(stats), planned,
             "moved no thread between them" if not stats.migrations else
             "moved %s between them, %s in all (%s)" % (
                 plural(moved, "thread"), plural(stats.migrations, "move"),
