@@ -22,9 +22,9 @@
  * the probes drop a thread's totals when it exits.  "late" also prints
  * "late calling NS" just before it calls into the lock.  Releasing held or
  * late, main prints "NAME released BEFORE_NS AFTER_NS", its clock just
- * before and just after the unlock that wakes it: the wakeup is between.  Output is written
- * with write(2), never stdio, whose own lock would be a futex.  EOF on
- * stdin ends the program.
+ * before and just after the unlock that wakes it.  Output is written with
+ * write(2), never stdio, whose own lock would be a futex.  EOF on stdin
+ * ends the program.
  */
 #define _GNU_SOURCE
 #include <linux/futex.h>
