@@ -180,25 +180,29 @@ class LockWait:
 
     def released(self, name):
         """(before, after): main's clock around the unlock that woke
-        ``name`` (CLOCK_MONOTONIC ns): its wakeup came between."""
+        ``name`` (CLOCK_MONOTONIC ns).  The wakeup comes after ``before``;
+        made on the woken thread's CPU, it may come after ``after`` too."""
         words = self._line(lambda w: len(w) == 4 and w[:2] == [name, "released"])
         return int(words[2]), int(words[3])
 
     def asleep_by(self, name):
         """Wait for ``name`` to be asleep in a futex wait; CLOCK_MONOTONIC
-        ns just after the read that showed it so.  It had left the CPU by
-        then: the kernel shows a sleeping thread's system call only once
-        the thread is off the CPU (task_current_syscall waits for it), so
-        the read is made over and over, not every few ms."""
-        from tumbler.platform.linux.procfs import FUTEX_SYSCALL, in_futex_wait
-        futex = FUTEX_SYSCALL[os.uname().machine]
-        path = "/proc/%d/task/%d/syscall" % (self.pid, self.tids[name])
+        ns just after the read that showed it so (Backend.lock_waiters).
+        It had left the CPU by then: the kernel shows a sleeping thread's
+        system call only once the thread is off the CPU
+        (task_current_syscall waits for it), so the read is made over and
+        over, not every few ms."""
+        from tumbler.platform import open_backend
+        backend = open_backend()
+        tid = self.tids[name]
         deadline = time.monotonic() + WAIT_LIMIT_S
-        while time.monotonic() < deadline:
-            with open(path) as f:
-                asleep = in_futex_wait(f.read().split(), futex)
-            if asleep:
-                return time.monotonic_ns()
+        try:
+            while time.monotonic() < deadline:
+                seen = backend.lock_waiters(self.pid, [tid]).get(tid)
+                if seen is not None:
+                    return seen
+        finally:
+            backend.close()
         pytest.fail("gave up waiting for %s to sleep in its lock" % name)
 
     def wait_blocked(self, *names):
