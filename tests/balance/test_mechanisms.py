@@ -13,6 +13,7 @@ import pytest
 
 from support.helpers import REPO, run_tumbler
 from tumbler.balance.domains import Domain
+from tumbler.balance import mechanisms
 from tumbler.balance.mechanisms import MechanismLog, state_of
 from tumbler.engine.policy import _os_note
 
@@ -77,6 +78,27 @@ def test_a_line_only_when_a_state_or_the_domains_change_and_the_time_in_each():
     assert summary[2].startswith("domain 2-3: 3 runnable threads on 2 cores, 120 switches")
     assert "--policy speed may be faster (1.18x on spin barriers here)" in summary[2]
     assert "0.981x" in summary[2] and len(summary) == 3
+
+
+def test_a_domain_changing_state_for_months_keeps_a_bounded_log_and_readers_miss_nothing():
+    """A service runs for months: a domain flipping between two states
+    every round must not grow the log without end; a reader taking the
+    lines every round gets each once, one far behind gets the last kept."""
+    log = MechanismLog()
+    crowd, other = _os_note(3, 3, BOTH, 0.0, 150.0), _os_note(3, 3, BOTH, 0.4, 150.0)
+    every_round, cursor = [], 0
+    rounds = 10 * mechanisms.KEPT_LINES
+    for index in range(rounds):
+        log.follow({0: crowd if index % 2 else other}, [BOTH], float(index))
+        lines, cursor = log.since_cursor(cursor)
+        every_round += lines
+    assert len(every_round) == rounds and cursor == rounds
+    assert [line.startswith("domain 0-1 left to the OS: other work") for line in every_round] \
+        == [index % 2 == 0 for index in range(rounds)]
+    assert len(log.changes) < 2 * mechanisms.KEPT_LINES
+    behind, at = log.since_cursor(0)
+    assert at == rounds and behind == every_round[-len(behind):]
+    assert len(behind) >= mechanisms.KEPT_LINES
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")

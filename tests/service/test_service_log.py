@@ -4,9 +4,11 @@ and the service's own lines are never held back (issue 47: 200
 short-lived processes a rule selected made 133 lines a second)."""
 
 import io
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -180,3 +182,32 @@ def test_a_real_service_says_a_burst_of_selected_processes_in_a_few_lines_and_a_
     assert len(one_by_one) + held == count, lines
     assert len(one_by_one) < count / 2, lines
     assert "service stopped (signal 15): every thread handed back" in lines[-1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                    reason="Linux, as root")
+def test_a_real_service_logs_each_change_of_a_programs_domain_state_once(
+        procs, state, tmp_path, spawner, two_cpus):
+    """Without -v, the service's log says what ``--log`` records as each
+    round's ``changes`` (balance/mechanisms.py), once each, named by PID:
+    3 spinning threads on a domain of 2 CPUs are a crowd whatever else
+    runs here (judged, then left to the OS, or left to it for other work)."""
+    both = frozenset(two_cpus)
+    program = procs.start([spawner, "3", "100000", "1", "0", "0", "crowd"],
+                          stdout=subprocess.PIPE, text=True, preexec_fn=on_cpus(both))
+    assert program.stdout.readline().strip() == "spawner: ready"
+    runs = tmp_path / "service.jsonl"
+    rules = ('  - name: crowd\n    match: {cmdline: " 0 0 crowd$"}\n    min_cpu: 0\n'
+             '    domains: "%d,%d"\n' % two_cpus)
+    service = Service(procs, state, tmp_path, config(rules), args=("--log", str(runs)))
+
+    def recorded():
+        return [change for line in runs.read_text().splitlines()
+                for change in json.loads(line).get("changes", [])] if runs.exists() else []
+    wait_until(lambda: len(recorded()) >= 1, what="a change of the domain's state")
+    assert service.stop() == 0
+    prefix = "PID %d (spawner): " % program.pid
+    said = [line.split(prefix, 1)[1] for line in service.log().splitlines() if prefix in line]
+    logged = [line for line in said if not line.startswith(("managed by rule", "dropped ("))]
+    assert logged == recorded(), service.log()
+    assert re.match(r"domain \d+-\d+(: | left to the OS: )", logged[0]), logged

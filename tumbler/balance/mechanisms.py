@@ -20,10 +20,17 @@ A line is made when a domain's state changes (not when its figures move)
 and when the domains themselves change (merged, split, a CPU gone); the
 time in each state is summed for the summary.  Quiet rounds keep the
 state of the full round before them: they come only while nothing is
-engaged or crowded (balance/quiet.py).
+engaged or crowded (balance/quiet.py).  Only the last KEPT_LINES lines
+are kept: a service runs for months, and a program whose domains change
+state every few seconds must not grow its memory without end.
 """
 
 from ..cpulist import format_cpulist
+
+#: Lines kept for readers that have not taken them yet (``since_cursor``):
+#: -v, --log and the service read them every round, so a reader further
+#: behind than this has already missed far more than it could print.
+KEPT_LINES = 256
 
 def state_of(note):
     """(state, what the line says of it) of one domain's note.  Read with
@@ -77,13 +84,14 @@ def _line(name, state, why, was):
 class MechanismLog:
     """The states of a run's domains over time (the module doc)."""
 
-    __slots__ = ("states", "since", "seconds", "changes", "names", "crowded")
+    __slots__ = ("states", "since", "seconds", "changes", "dropped", "names", "crowded")
 
     def __init__(self):
         self.states = {}        # domain name (its CPUs) -> state now
         self.since = None       # monotonic s of the last full round
         self.seconds = {}       # (state, domain name) -> s spent in it
-        self.changes = []       # (monotonic s, line), in order
+        self.changes = []       # the last lines made, in order (KEPT_LINES or more)
+        self.dropped = 0        # lines made and no longer kept
         self.names = None       # the domains' names at the last full round
         self.crowded = {}       # domain name -> its last "crowded" description
 
@@ -98,8 +106,7 @@ class MechanismLog:
         self.since = now
         names = [format_cpulist(d.cpus) for d in domains]
         if self.names is not None and names != self.names:
-            self.changes.append((now, why or "domains %s now %s" % (
-                " / ".join(self.names), " / ".join(names))))
+            self._say(why or "domains %s now %s" % (" / ".join(self.names), " / ".join(names)))
             self.states = {n: s for n, s in self.states.items() if n in names}
         self.names = names
         for index, name in enumerate(names):
@@ -114,11 +121,18 @@ class MechanismLog:
                 self.states[name] = state
                 line = _line(name, state, why, was)
                 if line is not None:
-                    self.changes.append((now, line))
+                    self._say(line)
+
+    def _say(self, line):
+        self.changes.append(line)
+        if len(self.changes) >= 2 * KEPT_LINES:
+            del self.changes[:KEPT_LINES]
+            self.dropped += KEPT_LINES
 
     def since_cursor(self, cursor):
-        """(the lines made since ``cursor``, the new cursor)."""
-        return [line for _, line in self.changes[cursor:]], len(self.changes)
+        """(the lines made since ``cursor`` and still kept, the new cursor);
+        a cursor starts at 0."""
+        return self.changes[max(cursor - self.dropped, 0):], self.dropped + len(self.changes)
 
     def summary_lines(self, wall_s):
         """What acted, where and for how long; where a crowd showed no

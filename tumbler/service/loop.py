@@ -110,10 +110,8 @@ class Service:
         self.events = Events(log)   # lines about processes: rate-limited (log.py)
         self.verbose = verbose
         self.log_path = log_path    # --log: one JSON line per round of each program
-        # The one loop (driver.py): it ticks every program's controller
-        # (``programs``: pid -> Program) beside the scans.
-        self.driver = Driver()
-        self.programs = self.driver.runs
+        self.driver = Driver()      # the one loop: it ticks every program beside the scans
+        self.programs = self.driver.runs    # pid -> Program
         self.declined = {}          # pid -> its start token: refused, not looked at again
         self.candidates = {}        # pid -> (monotonic s, CPU ns) at the scan that saw it
         self.unselected = {}        # pid -> ((start, name, uid), scans since) no rule selected
@@ -142,7 +140,7 @@ class Service:
         driver = self.driver
         driver.on_signal = self._signal
         driver.on_error = self._failed
-        driver.on_tick = self._check_cap
+        driver.on_tick = self._ticked
         driver.on_exit = lambda program: self._drop(program, "exited")
 
         def scan(now):
@@ -204,6 +202,13 @@ class Service:
         self.events(program.rule.name, "programs whose balancing failed", ERROR, "PID %d (%s): "
                     "balancing failed: %s; handed back" % (program.pid, program.name, exc))
         self._drop(program, "failed")
+
+    def _ticked(self, program):
+        """After a program's tick: its domains' changes of state (-v says them itself)."""
+        for line in () if self.verbose else program.changes():
+            self.events(program.rule.name, "changes of a domain's state", INFO,
+                        "PID %d (%s): %s" % (program.pid, program.name, line))
+        self._check_cap(program)
 
     def _check_cap(self, program, threads=None):
         """A program past its thread cap (``threads``, else those tracked) is handed back."""
@@ -288,11 +293,9 @@ class Service:
                      % (len(self.capped), self.config.max_programs, self.config.max_threads))
 
     def _listing(self):
-        """The PIDs of every process, sorted; None if they cannot be listed.
-        Listed again only when a PID was made since (Backend.newest_pid),
-        or after RELIST_SCANS scans: the PIDs of the last listing are all
-        there is otherwise, less those that exited (their reads fail).
-        The tables lose the PIDs that left."""
+        """The PIDs of every process, sorted (None: cannot be listed); listed
+        again only when a PID was made since (Backend.newest_pid) or after
+        RELIST_SCANS scans.  The tables lose the PIDs that left."""
         newest = self.backend.newest_pid()
         last = self.listed
         if newest is not None and last is not None and newest == last[0] \
@@ -378,9 +381,8 @@ class Service:
         self._manage(pid, start, facts, rule)
 
     def _weigh(self, program):
-        """Park or wake ``program`` by its CPU use since the last look (the
-        module doc; Program.weigh); no look less than half a parked look's
-        interval after the last."""
+        """Park or wake ``program`` by its CPU use since the last look
+        (Program.weigh), at most every half a parked look's interval."""
         if program.weigh(self.config.scan_interval / PARKED_LOOKS / 2,
                          *program.park_below(self.config.park_below)):
             self.driver.tick_soon(program.pid)      # woken: a round now
@@ -396,12 +398,10 @@ class Service:
     def _over_cap(self, rule, facts):
         """Whether managing a process of ``rule`` with ``facts.threads``
         threads would pass a cap (the module doc)."""
-        if len(self.programs) >= self.config.max_programs:
-            return True
-        if rule.max_programs is not None and rule.max_programs <= sum(
-                1 for p in self.programs.values() if p.rule.name == rule.name):
-            return True
-        return facts.threads > self._thread_cap(rule)
+        same_rule = sum(1 for p in self.programs.values() if p.rule.name == rule.name)
+        return (len(self.programs) >= self.config.max_programs
+                or (rule.max_programs is not None and same_rule >= rule.max_programs)
+                or facts.threads > self._thread_cap(rule))
 
     def _decline(self, pid, rule, kind, priority, message, start=None):
         if start is None:

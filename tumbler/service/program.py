@@ -44,7 +44,7 @@ WAKE_ABOVE = 1.5
 class Program(Run):
     """A managed program: its run (assembly.py) and what the status reports."""
 
-    __slots__ = ("rule", "since", "cpu_mark", "used", "received", "unparked_at")
+    __slots__ = ("rule", "since", "cpu_mark", "used", "received", "unparked_at", "said")
 
     def __init__(self, pid, name, rule, *parts, **options):
         """The run of ``parts`` and ``options`` (assembly.Run's)."""
@@ -55,6 +55,13 @@ class Program(Run):
         self.used = 0.0             # CPUs it used between the last two looks
         self.received = None        # (rounds, controller.received_now()) cached
         self.unparked_at = None     # monotonic s its last wake from parking was decided
+        self.said = 0               # its MechanismLog's lines logged so far
+
+    def changes(self):
+        """The lines its domains' changes of state made since the last call
+        (balance/mechanisms.py): "speed balancing on in domain 0-3: ..."."""
+        lines, self.said = self.controller.stats.mechanisms.since_cursor(self.said)
+        return lines
 
     def weigh(self, shortest, below, why):
         """Park or wake this program by the CPUs it used since the last look
