@@ -192,7 +192,10 @@ def test_exec_duration_hands_threads_back_while_the_command_runs_on(duty, two_cp
     everywhere = frozenset(os.sched_getaffinity(0))     # what the command inherited
     assert domains <= set().union(*bound.values()), bound
     assert set(after.values()) == {everywhere}, after
-    assert re.search(r"ran 2\.\d s \(duration reached\)", summary), summary
+    # "ran" counts from tumbler's own start, --duration from balancing's:
+    # on a loaded machine Python's start alone took over a second.
+    ran = re.search(r"ran (\d+\.\d) s \(duration reached\)", summary)
+    assert ran and float(ran.group(1)) >= 2.0, summary
 
 
 def start_workload(duty, seconds="600"):
