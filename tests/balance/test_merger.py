@@ -81,7 +81,7 @@ def test_merged_domains_split_again_once_the_grouping_can_be_even():
     assert merger.judge(busy(2), at(start), None) is None and merger.pending
     assert merger.judge(busy(2), at(start + SPLIT_HOLD_WINDOWS * WINDOW_NS - 1), None) is None
     note = merger.judge(busy(2), at(start + SPLIT_HOLD_WINDOWS * WINDOW_NS), None)
-    assert note == "domains split again: the grouping can be even, no other work"
+    assert note == "domains split again into 0 / 1: the grouping can be even, no other work"
     assert reshaped[-1] is SPLIT and merger.split_choice is None
     assert layout.choice is SPLIT
 

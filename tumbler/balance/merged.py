@@ -108,14 +108,14 @@ class DomainMerger:
             self.due_ns = self.wanted_ns + hold * self.load_window_ns
             return None
         self.wanted_ns = None
+        names = " / ".join(format_cpulist(d) for d in split.domains)
         if not merged:
             self.reshape(split)
             self.split_choice = None
-            return "domains split again: the grouping can be even, no other work"
+            return "domains split again into %s: the grouping can be even, no other work" % names
         union = frozenset().union(*split.domains)
         may_use = self.may_use()
         confined = split.confined or not may_use <= union
-        names = " / ".join(format_cpulist(d) for d in split.domains)
         if merged == OVERSUBSCRIBED:
             note = ("domains %s merged: more runnable threads than their %d CPUs, "
                     "and no grouping even" % (names, len(union)))
