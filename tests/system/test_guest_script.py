@@ -1,7 +1,7 @@
 """scripts/guest's own behaviour around QEMU, with a stand-in for
 qemu-system-x86_64 first on PATH: a kernel that dies before its initramfs
 runs is booted once more (it happened to Linux 6.12 under TCG, issue 48),
-and no more than that.  The guest's real kernel and initramfs are built
+and no more than that; 6.12 gets single-threaded TCG unless told.  The guest's real kernel and initramfs are built
 (or taken from the cache) as for every guest test; the stand-in reads the
 same command line QEMU would and plays the guest's part: the console, the
 output share's marks, the command's output and status.
@@ -24,6 +24,7 @@ args = sys.argv[1:]
 count_file = os.environ["FAKE_QEMU_COUNT"]
 attempt = int(open(count_file).read() or 0) + 1 if os.path.exists(count_file) else 1
 open(count_file, "w").write(str(attempt))
+open(count_file + ".accel", "a").write(args[args.index("-accel") + 1] + "\n")
 console = next(a[len("file:"):] for a in args if a.startswith("file:"))
 out = next(a.split("path=")[1].split(",")[0] for a in args if "id=guestout" in a)
 if str(attempt) in os.environ["FAKE_QEMU_DIES"].split():
@@ -38,28 +39,38 @@ open(os.path.join(out, "status"), "w").write("7\n")
 """
 
 
-@pytest.fixture(scope="module")
-def built():
+def build(kernel):
+    """The guest of ``kernel`` built (or cached), else the test skipped."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         pytest.skip("the guest's build needs Linux and root (its cache is root's)")
-    made = subprocess.run([sys.executable, guest.GUEST, "--build", "--kernel", "6.1"],
+    made = subprocess.run([sys.executable, guest.GUEST, "--build", "--kernel", kernel],
                           capture_output=True, text=True)
     if made.returncode != 0:
-        pytest.skip("no guest kernel 6.1: %s" % made.stderr.strip().splitlines()[-1:])
+        pytest.skip("no guest kernel %s: %s" % (kernel, made.stderr.strip().splitlines()[-1:]))
 
 
-def run_with_fake_qemu(tmp_path, dies):
+@pytest.fixture(scope="module")
+def built():
+    build("6.1")
+
+
+def run_with_fake_qemu(tmp_path, dies, kernel="6.1", options=()):
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     fake = bin_dir / "qemu-system-x86_64"
     fake.write_text(FAKE_QEMU)
     fake.chmod(0o755)
     count = tmp_path / "attempts"
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]),
                FAKE_QEMU_COUNT=str(count), FAKE_QEMU_DIES=dies)
-    done = subprocess.run([sys.executable, guest.GUEST, "--kernel", "6.1", "--timeout", "60",
-                           "--", "true"], capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, guest.GUEST, "--kernel", kernel, "--timeout", "60",
+                           *options, "--", "true"], capture_output=True, text=True, env=env)
     return done, int(count.read_text())
+
+
+def accel(tmp_path):
+    """The -accel of each QEMU the last run_with_fake_qemu started."""
+    return (tmp_path / "attempts.accel").read_text().split()
 
 
 def test_a_kernel_that_dies_at_boot_is_booted_once_more(built, tmp_path):
@@ -83,3 +94,17 @@ def test_a_guest_that_boots_is_booted_once(built, tmp_path):
     assert attempts == 1
     assert done.returncode == 7
     assert "did not boot" not in done.stderr
+    assert accel(tmp_path) == ["tcg,thread=multi"]
+
+
+def test_linux_6_12_runs_in_single_threaded_tcg_unless_told(tmp_path):
+    """6.12 crashed where it patched its own code under multi-threaded TCG
+    (scripts/guest, SINGLE_THREADED_TCG): one host thread runs all its vCPUs."""
+    build("6.12")
+    done, _ = run_with_fake_qemu(tmp_path / "default", dies="", kernel="6.12")
+    assert done.returncode == 7, done.stderr
+    assert accel(tmp_path / "default") == ["tcg,thread=single"]
+    done, _ = run_with_fake_qemu(tmp_path / "told", dies="", kernel="6.12",
+                                 options=("--tcg", "multi"))
+    assert done.returncode == 7, done.stderr
+    assert accel(tmp_path / "told") == ["tcg,thread=multi"]
