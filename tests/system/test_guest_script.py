@@ -1,7 +1,7 @@
 """scripts/guest's own behaviour around QEMU, with a stand-in for
 qemu-system-x86_64 first on PATH: a kernel that dies before its initramfs
-runs is booted once more (it happened to Linux 6.12 under TCG, issue 48),
-and no more than that; 6.12 gets single-threaded TCG unless told.  The guest's real kernel and initramfs are built
+runs, or hangs before it, is booted once more (it happened to Linux 6.12
+under TCG, issue 48; a hang once to 6.1), and no more than that; 6.12 gets single-threaded TCG unless told.  The guest's real kernel and initramfs are built
 (or taken from the cache) as for every guest test; the stand-in reads the
 same command line QEMU would and plays the guest's part: the console, the
 output share's marks, the command's output and status.
@@ -27,6 +27,10 @@ open(count_file, "w").write(str(attempt))
 open(count_file + ".accel", "a").write(args[args.index("-accel") + 1] + "\n")
 console = next(a[len("file:"):] for a in args if a.startswith("file:"))
 out = next(a.split("path=")[1].split(",")[0] for a in args if "id=guestout" in a)
+if str(attempt) in os.environ.get("FAKE_QEMU_HANGS", "").split():
+    import time
+    open(console, "w").write("[ 1.0] Booting\n")
+    time.sleep(600)
 if str(attempt) in os.environ["FAKE_QEMU_DIES"].split():
     open(console, "w").write("[ 1.0] Booting\n[ 2.0] Oops: int3: 0000 [#1] PREEMPT SMP\n"
                              "[ 2.1] Kernel panic - not syncing: Fatal exception\n")
@@ -54,7 +58,7 @@ def built():
     build("6.1")
 
 
-def run_with_fake_qemu(tmp_path, dies, kernel="6.1", options=()):
+def run_with_fake_qemu(tmp_path, dies, kernel="6.1", options=(), hangs=""):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(parents=True)
     fake = bin_dir / "qemu-system-x86_64"
@@ -62,7 +66,7 @@ def run_with_fake_qemu(tmp_path, dies, kernel="6.1", options=()):
     fake.chmod(0o755)
     count = tmp_path / "attempts"
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]),
-               FAKE_QEMU_COUNT=str(count), FAKE_QEMU_DIES=dies)
+               FAKE_QEMU_COUNT=str(count), FAKE_QEMU_DIES=dies, FAKE_QEMU_HANGS=hangs)
     done = subprocess.run([sys.executable, guest.GUEST, "--kernel", kernel, "--timeout", "60",
                            *options, "--", "true"], capture_output=True, text=True, env=env)
     return done, int(count.read_text())
@@ -80,6 +84,15 @@ def test_a_kernel_that_dies_at_boot_is_booted_once_more(built, tmp_path):
     assert done.stdout == "ran\n"
     assert "the kernel did not boot (attempt 1 of 2: " in done.stderr
     assert "Oops: int3" in done.stderr
+
+
+def test_a_kernel_that_hangs_before_its_initramfs_is_ended_and_booted_once_more(built,
+                                                                                  tmp_path):
+    done, attempts = run_with_fake_qemu(tmp_path, dies="", hangs="1",
+                                        options=("--boot-wait", "2"))
+    assert attempts == 2
+    assert done.returncode == 7, done.stderr
+    assert "the kernel did not boot (attempt 1 of 2: no initramfs after 2 s)" in done.stderr
 
 
 def test_a_kernel_that_dies_twice_is_a_guest_that_did_not_run(built, tmp_path):
