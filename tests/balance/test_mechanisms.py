@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from support.helpers import REPO, run_tumbler
-from tumbler.balance.domains import Domain
 from tumbler.balance import mechanisms
+from tumbler.balance.domains import Domain
 from tumbler.balance.mechanisms import MechanismLog, state_of
 from tumbler.engine.policy import _os_note
 

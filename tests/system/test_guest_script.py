@@ -1,8 +1,9 @@
 """scripts/guest's own behaviour around QEMU, with a stand-in for
 qemu-system-x86_64 first on PATH: a kernel that dies before its initramfs
 runs, or hangs before it, is booted once more (it happened to Linux 6.12
-under TCG, issue 48; a hang once to 6.1), and no more than that; 6.12 gets single-threaded TCG unless told.  The guest's real kernel and initramfs are built
-(or taken from the cache) as for every guest test; the stand-in reads the
+under TCG, issue 48; a hang once to 6.1), and no more than that; 6.12
+gets single-threaded TCG unless told.  The guest's real kernel and
+initramfs are built (or taken from the cache) as for every guest test; the stand-in reads the
 same command line QEMU would and plays the guest's part: the console, the
 output share's marks, the command's output and status.
 """

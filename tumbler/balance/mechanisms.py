@@ -21,8 +21,9 @@ and when the domains themselves change (merged, split, a CPU gone); the
 time in each state is summed for the summary.  Quiet rounds keep the
 state of the full round before them: they come only while nothing is
 engaged or crowded (balance/quiet.py).  Only the last KEPT_LINES lines
-are kept: a service runs for months, and a program whose domains change
-state every few seconds must not grow its memory without end.
+(up to twice that, between trims) are kept: a service runs for months, and
+a program whose domains change state every few seconds must not grow its
+memory without end.
 """
 
 from ..cpulist import format_cpulist
@@ -31,6 +32,7 @@ from ..cpulist import format_cpulist
 #: -v, --log and the service read them every round, so a reader further
 #: behind than this has already missed far more than it could print.
 KEPT_LINES = 256
+
 
 def state_of(note):
     """(state, what the line says of it) of one domain's note.  Read with
@@ -90,7 +92,7 @@ class MechanismLog:
         self.states = {}        # domain name (its CPUs) -> state now
         self.since = None       # monotonic s of the last full round
         self.seconds = {}       # (state, domain name) -> s spent in it
-        self.changes = []       # the last lines made, in order (KEPT_LINES or more)
+        self.changes = []       # the last lines made, in order (fewer than 2 x KEPT_LINES)
         self.dropped = 0        # lines made and no longer kept
         self.names = None       # the domains' names at the last full round
         self.crowded = {}       # domain name -> its last "crowded" description

@@ -398,9 +398,9 @@ class Service:
     def _over_cap(self, rule, facts):
         """Whether managing a process of ``rule`` with ``facts.threads``
         threads would pass a cap (the module doc)."""
-        same_rule = sum(1 for p in self.programs.values() if p.rule.name == rule.name)
         return (len(self.programs) >= self.config.max_programs
-                or (rule.max_programs is not None and same_rule >= rule.max_programs)
+                or (rule.max_programs is not None and rule.max_programs <= sum(
+                    1 for p in self.programs.values() if p.rule.name == rule.name))
                 or facts.threads > self._thread_cap(rule))
 
     def _decline(self, pid, rule, kind, priority, message, start=None):
