@@ -265,8 +265,8 @@ def test_a_regrouping_is_held_until_the_last_one_is_a_load_window_old():
 def test_without_switch_counts_auto_leaves_crowded_threads_to_the_os_calmly():
     """A backend that cannot count context switches gives auto no evidence
     of barriers: three always-runnable threads on 2 cores are the OS's,
-    and the rounds come at the calm watch, not the 100 ms judging pace
-    (which would never end: the counts never come)."""
+    and the rounds come at the calm watch, paced, not held at the judging
+    pace (which would never end: the counts never come)."""
     from tumbler.engine.policy import WATCH_INTERVAL_MS, make_policy
     backend = ScriptedBackend()
     assert not backend.counts_context_switches
@@ -281,7 +281,9 @@ def test_without_switch_counts_auto_leaves_crowded_threads_to_the_os_calmly():
             backend.run(tid, share * 100, lat_ms=(1 - share) * 100)
         decision = controller.round()
     assert decision.engaged == [] and decision.pins == {}
-    assert decision.interval_ms >= WATCH_INTERVAL_MS     # the watch, paced (below)
+    # Nothing judged: the watch, paced (below) -- not held at the watch's
+    # pace, as a crowd still being judged is.
+    assert not decision.watching and decision.interval_ms > WATCH_INTERVAL_MS
     assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores"
 
 
@@ -476,9 +478,16 @@ def test_auto_merges_domains_other_work_crowds_and_splits_them_when_it_leaves():
     assert not any("split" in d.plan.reason for d in decisions)
     assert [d.interval_ms for d in decisions[-3:]] == [800] * 3, \
         [d.interval_ms for d in decisions]
-    # The hog goes: split after two load windows, one thread per domain.
+    # The hog goes: split after two load windows, one thread per domain;
+    # while the split is judged, rounds at the watch's pace, not paced
+    # further as a single domain's calm watch is.
     decisions = rounds(20, hog=False)
     assert sum("split" in d.plan.reason for d in decisions) == 1
+    from tumbler.engine.policy import WATCH_INTERVAL_MS
+    split = next(i for i, d in enumerate(decisions) if "split" in d.plan.reason)
+    judged = [d.interval_ms for d in decisions[:split]]
+    wanted = next(i for i, ms in enumerate(judged) if ms < 800)    # the split wanted
+    assert len(judged) - wanted >= 3 and set(judged[wanted:]) == {WATCH_INTERVAL_MS}, judged
     assert [d.cpus for d in controller.domains] == [frozenset({0}), frozenset({1})]
     assert sorted(t.domain for t in controller.threads.values()) == [0, 1]
 
@@ -528,12 +537,11 @@ def test_rounds_that_bind_nothing_yet_come_when_it_can_be_decided():
     rounds: the next round comes when what it waits for can be decided
     -- other work's first reading (half a load window after add_target's
     sample), the end of the merge's hold (a load window after the first
-    judgement that asked for it) -- else JUDGE_INTERVAL_MS while the
+    judgement that asked for it) -- else WATCH_INTERVAL_MS while the
     readings that judge merging mature.  They came every 50 ms, then
     every 100 ms: 10 rounds to the merge; now 6, and the merge comes as
     soon (its readings and hold are times).  The loop here sleeps what
     each round asks."""
-    from tumbler.engine.policy import JUDGE_INTERVAL_MS
     busy, waiting = (101, 102, 103), 100
     backend, controller = _busy_on_two_domains((waiting,) + busy)
     elapsed, interval, rounds, merged_at = 0, 50, [], None
@@ -559,7 +567,6 @@ def test_rounds_that_bind_nothing_yet_come_when_it_can_be_decided():
     assert "while merging is judged" in rounds[1][2], rounds
     assert deferred == [(50, 201), (251, 300)], rounds
     assert merged_at == 551, rounds
-    assert JUDGE_INTERVAL_MS < 201
 
 
 def test_a_round_that_binds_nothing_yet_leaves_nothing_engaged(monkeypatch):

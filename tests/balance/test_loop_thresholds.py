@@ -16,7 +16,7 @@ from tumbler.balance.merged import DomainMerger
 from tumbler.balance.otherwork import OtherWork
 from tumbler.balance.speedstep import SpeedSteps
 from tumbler.engine.model import Domain, ThreadView
-from tumbler.engine.policy import JUDGE_INTERVAL_MS, make_policy
+from tumbler.engine.policy import WATCH_INTERVAL_MS, make_policy
 from tumbler.platform.base import NullBinder, Unsupported
 
 WINDOW_NS = 500 * MS
@@ -108,12 +108,13 @@ def test_a_moment_of_idleness_does_not_split_merged_domains_a_lasting_change_doe
     assert not layout.choice.single
 
 
-def test_rounds_at_the_judging_pace_each_read_new_counts_and_judge_at_the_shortest_span():
-    """JUDGE_INTERVAL_MS, supported [100, 150]; SWITCH_MIN_RUN_NS, supported
+def test_rounds_at_the_watching_pace_each_read_new_counts_and_judge_by_the_third():
+    """WATCH_INTERVAL_MS, supported [100, 200]; SWITCH_MIN_RUN_NS, supported
     up to 150 ms.  A crowded thread at the slowest speed of 3 on 2 CPUs
     (0.5) read at every round: no round re-uses the last counts (switch
     counts are read at most every 100 ms), and its sleeping and switching
-    are known at 300 ms, the shortest span they are judged over."""
+    are known by the third reading, 400 ms after the first (the shortest
+    span they are judged over is 300 ms)."""
     reads = []
 
     class Counting:
@@ -126,7 +127,7 @@ def test_rounds_at_the_judging_pace_each_read_new_counts_and_judge_at_the_shorte
     thread = SimpleNamespace(pid=PID, tid=7, prev_wall=0, prev_run=0, switches=None,
                              sleeps_per_s=None, switch_rate=None)
     rounds, judged_at = 0, None
-    for at_ms in range(0, 1001, JUDGE_INTERVAL_MS):
+    for at_ms in range(0, 1001, WATCH_INTERVAL_MS):
         thread.prev_wall, thread.prev_run = at_ms * MS, at_ms * MS // 2
         sleeps, rate = steps._switch_rates(thread)
         rounds += 1
@@ -134,7 +135,33 @@ def test_rounds_at_the_judging_pace_each_read_new_counts_and_judge_at_the_shorte
             judged_at = at_ms
             break
     assert len(reads) == rounds, (reads, rounds)
-    assert judged_at == 300
+    # The first reading spanning 300 ms: the fourth at 100 ms, the third at 150 or 200.
+    assert rounds == -(-300 // WATCH_INTERVAL_MS) + 1 and judged_at <= 400, (rounds, judged_at)
+
+
+def test_a_thread_starved_for_a_whole_switch_window_shows_no_sign_of_barriers():
+    """SWITCH_MIN_RUN_NS over SWITCH_WINDOW_NS: a crowd so large (over 40
+    runnable threads per CPU) that a thread runs under 50 ms in 2 s.  Its
+    switches per CPU-second cannot be told, and a crowd with one unknown
+    is judged -- its rounds never paced -- for ever.  Over a whole window
+    it shows no sign of barriers (0.0), as on a backend that cannot count
+    switches; before that it is unknown."""
+    class Counting:
+        counts_context_switches = True
+
+        def context_switches(self, pid, tid):
+            return 0, 5
+
+    steps = SpeedSteps(Counting(), None, None, None, None, None, lambda: False)
+    thread = SimpleNamespace(pid=PID, tid=7, prev_wall=0, prev_run=0, switches=None,
+                             sleeps_per_s=None, switch_rate=None)
+    rates = []
+    for at_ms in range(0, 2401, WATCH_INTERVAL_MS):
+        thread.prev_wall, thread.prev_run = at_ms * MS, at_ms * MS // 100    # 1% of a CPU
+        rates.append((at_ms, steps._switch_rates(thread)))
+    assert all(rate is None for at_ms, (_, rate) in rates if at_ms < 2000), rates
+    assert all(rate == 0.0 and sleeps == 0.0 for at_ms, (sleeps, rate) in rates
+               if at_ms >= 2000), rates
 
 
 class CountingSwitches(ScriptedBackend):
@@ -156,8 +183,8 @@ class CountingSwitches(ScriptedBackend):
 
 def test_three_busy_threads_on_two_one_cpu_domains_are_never_bound_before_the_merge():
     """FIRST_JUDGEMENT_WINDOWS, supported [2, 4]: three CPU-bound threads
-    on two 1-CPU domains.  Whether they sleep is known 0.3 s after the first
-    round sees them crowded, then the merge waits its hold: bound at once
+    on two 1-CPU domains.  Whether they sleep is known 0.3-0.4 s after the
+    first round sees them crowded, then the merge waits its hold: bound at once
     they would stay 2 + 1 until then; the first binding waits for that
     judgement, and they are never bound.  The loop sleeps what each round
     asks."""
@@ -170,7 +197,7 @@ def test_three_busy_threads_on_two_one_cpu_domains_are_never_bound_before_the_me
     clock = {"now": 0}
     # The first judgement's deadline on the test's clock, not the machine's.
     controller._first_judgement_left_s = lambda: _left_s(controller, clock["now"])
-    elapsed, interval, bound, merged_at = 0, 100, [], None
+    elapsed, interval, bound, merged_at, waits = 0, 100, [], None, []
     while elapsed < 3000 and merged_at is None:
         backend.now += interval * MS
         elapsed += interval
@@ -185,8 +212,13 @@ def test_three_busy_threads_on_two_one_cpu_domains_are_never_bound_before_the_me
         if controller.choice.single:
             merged_at = elapsed
         interval = decision.interval_ms
+        waits.append((interval, decision.plan.reason))
     assert merged_at is not None, bound
     assert not any(bound), (bound, merged_at)
+    # While the judgement waits for the threads' readings: rounds at the
+    # watch's pace (then to the end of the merge's hold).
+    assert (WATCH_INTERVAL_MS, True) in [(ms, "while merging is judged" in reason)
+                                         for ms, reason in waits], waits
 
 
 def _left_s(controller, elapsed_ms):

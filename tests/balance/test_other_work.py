@@ -64,8 +64,8 @@ def test_a_hog_beside_a_bound_thread_merges_the_domains_until_it_goes(
 def test_without_per_round_output_the_merge_is_judged_too(spawner, duty, procs, state,
                                                           two_cpus):
     """No --log: rounds may be quiet, with the table's long intervals; a
-    merge waiting for its readings keeps them full and at auto's judging
-    pace, so the threads are handed back within seconds of the hog."""
+    merge waiting for its readings keeps them full and at auto's watch
+    pace (never paced further), so the threads are handed back within seconds of the hog."""
     cpu_b = two_cpus[1]
     both = frozenset(two_cpus)
     target, tumbler = bound_across(procs, spawner, state, two_cpus, 2)

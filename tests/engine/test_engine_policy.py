@@ -1,8 +1,7 @@
 """The auto and speed policies: when speed balancing engages, and what it pins."""
 
 from tumbler.engine import Domain
-from tumbler.engine.policy import (ENGAGED_INTERVAL_MS, JUDGE_INTERVAL_MS,
-                                   SYNC_SWITCHES_PER_CPU_S, WATCH_INTERVAL_MS, ThreadView,
+from tumbler.engine.policy import (SYNC_SWITCHES_PER_CPU_S, WATCH_INTERVAL_MS, ThreadView,
                                    make_policy)
 from tumbler.engine.speed import SpeedParams
 
@@ -35,7 +34,7 @@ def test_three_yielders_on_two_cores_engage_speed_balancing():
     assert sorted(decision.pins) == [1, 2, 3]
     assert set(decision.pins.values()) == {0, 1}
     # Full rounds calm down; speed balancing steps at its own cadence between.
-    assert decision.interval_ms == ENGAGED_INTERVAL_MS
+    assert decision.interval_ms == WATCH_INTERVAL_MS
     assert decision.speed_interval_ms == SpeedParams().interval_ms     # no jitter in auto()
 
 
@@ -68,7 +67,8 @@ def test_threads_that_only_compute_are_left_to_the_os():
     decision = auto().decide(threads, ONE_DOMAIN)
     assert decision.engaged == [] and decision.pins == {}
     assert decision.interval_ms == WATCH_INTERVAL_MS
-    assert decision.notes[0] == "os: 3 runnable of 3 threads on 2 cores, 130 switches per CPU-second"
+    assert decision.notes[0] == \
+        "os: 3 runnable of 3 threads on 2 cores, 130 switches per CPU-second"
     # Just under the evidence threshold: still the OS's.
     near = [t._replace(switches_per_cpu_s=SYNC_SWITCHES_PER_CPU_S - 1) for t in threads]
     assert auto().decide(near, ONE_DOMAIN).engaged == []
@@ -84,7 +84,7 @@ def test_unknown_switching_is_judged_before_anything_is_pinned():
                spinner(3, 1.0, sleeps=None, switches=None)]
     first = policy.decide(unknown, ONE_DOMAIN)
     assert first.engaged == [] and first.pins == {}
-    assert first.interval_ms == JUDGE_INTERVAL_MS
+    assert first.interval_ms == WATCH_INTERVAL_MS and first.watching
     # 0.3 s later the readings say they yield: engaged.
     known = [t._replace(sleeps_per_s=0.0, switches_per_cpu_s=YIELDING) for t in unknown]
     later = policy.decide(known, ONE_DOMAIN)
@@ -105,26 +105,50 @@ def test_engaged_domain_lets_go_when_the_yielding_stops():
     assert released.engaged == [] and released.pins == {1: None, 2: None, 3: None}
 
 
-def test_crowded_domain_not_yet_judged_is_watched_closely():
+def test_crowded_domain_not_yet_judged_is_watched_without_pacing():
     # Equal speeds (the OS shares fairly for now): not engaged, but whether
-    # they sleep is still unknown -- rounds come faster than the calm watch.
+    # they sleep is still unknown -- rounds stay at the watch's pace (never
+    # spaced further: ``watching``) until they are judged.
     threads = [spinner(t, 2 / 3, sleeps=None, switches=None) for t in (1, 2, 3)]
     decision = auto().decide(threads, ONE_DOMAIN)
     assert decision.engaged == []
-    assert decision.interval_ms == JUDGE_INTERVAL_MS < WATCH_INTERVAL_MS
+    assert decision.interval_ms == WATCH_INTERVAL_MS and decision.watching
     # Known sleepers, or no more runnable threads than cores, or a multiple
-    # of the cores: nothing to judge, calm watch.
+    # of the cores: nothing to judge, a calm watch (the controller paces it).
     for calm in ([spinner(1, 0.5, sleeps=20.0), spinner(2, 0.5, sleeps=20.0),
                   spinner(3, 1.0, sleeps=20.0)],
                  [spinner(1, 1.0, sleeps=None), spinner(2, 1.0, sleeps=None)],
                  [spinner(t, 0.5, sleeps=None) for t in (1, 2, 3, 4)],
                  [spinner(t, 2 / 3, switches=COMPUTING) for t in (1, 2, 3)]):
-        assert auto().decide(calm, ONE_DOMAIN).interval_ms == WATCH_INTERVAL_MS
+        calmly = auto().decide(calm, ONE_DOMAIN)
+        assert calmly.interval_ms == WATCH_INTERVAL_MS and not calmly.watching
     # Other work on the domain keeps speed balancing out whatever the
-    # threads do (7.): nothing to judge there either (3 busy threads on
-    # two 1-CPU domains merged beside a hog: 3 rounds fewer at 100 ms).
-    assert auto().decide(threads, ONE_DOMAIN, [0.5]).interval_ms == WATCH_INTERVAL_MS
-    assert auto().decide(threads, ONE_DOMAIN, [0.0]).interval_ms == JUDGE_INTERVAL_MS
+    # threads do (7.): nothing to judge there either.
+    assert not auto().decide(threads, ONE_DOMAIN, [0.5]).watching
+    assert auto().decide(threads, ONE_DOMAIN, [0.0]).watching
+    # Nor while the service holds speed balancing (its CPU budget): nothing
+    # could engage, and judging would keep the rounds from being paced.
+    held = auto()
+    held.speed_held = True
+    assert not held.decide(threads, ONE_DOMAIN).watching
+
+
+def test_a_crowd_judged_or_engaged_over_domains_is_watched_at_the_watch_pace():
+    """Over two domains the variation table paces rounds -- up to its idle
+    800 ms for loads this even -- except while a crowd in one is judged
+    or engaged: then WATCH_INTERVAL_MS at most."""
+    domains = [Domain(0, {0, 1}), Domain(1, {2, 3})]
+    # Domain 1: three threads that block half the time, as busy as the crowd.
+    blocking = [ThreadView(tid, 2 / 3, 1, runnable=0.5) for tid in (7, 8, 9)]
+    unknown = [spinner(t, 2 / 3, sleeps=None, switches=None) for t in (1, 2, 3)]
+    sleepers = [spinner(t, 2 / 3, sleeps=20.0) for t in (1, 2, 3)]
+    calm = auto().decide(sleepers + blocking, domains)
+    assert calm.interval_ms > WATCH_INTERVAL_MS and not calm.watching
+    judged = auto().decide(unknown + blocking, domains)
+    assert judged.interval_ms == WATCH_INTERVAL_MS and judged.watching
+    yielders = [spinner(1, 0.5), spinner(2, 0.5), spinner(3, 1.0)]
+    engaged = auto().decide(yielders + blocking, domains)
+    assert engaged.engaged == [0] and engaged.interval_ms == WATCH_INTERVAL_MS
 
 
 def test_single_domain_ignores_the_variation_table():

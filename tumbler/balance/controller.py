@@ -69,7 +69,7 @@ import time
 
 from ..cpulist import format_cpulist
 from ..platform.priority import settle_priority
-from ..engine.policy import JUDGE_INTERVAL_MS
+from ..engine.policy import WATCH_INTERVAL_MS
 from ..errors import warn as warn_line
 from .domains import DomainChoice, Layout
 from .handback import HandBack
@@ -283,13 +283,14 @@ class Controller:
         self.other.seen = other
         decision = self.policy.decide(views, self.domains, other)
         plan = decision.plan
-        if self.merger.pending and decision.interval_ms > JUDGE_INTERVAL_MS:
-            # Whether to merge is being judged: at auto's judging pace.
-            decision.interval_ms = plan.interval_ms = JUDGE_INTERVAL_MS
+        judging = self.merger.pending       # whether to merge or split: at the watch's pace
+        if judging and decision.interval_ms > WATCH_INTERVAL_MS:
+            decision.interval_ms = plan.interval_ms = WATCH_INTERVAL_MS
         if merge_note:
             plan.reason += "; " + merge_note
         decision.interval_ms = plan.interval_ms = quiet.paced_ms(
-            decision.interval_ms, decision.engaged or decision.pins or decision.watching,
+            decision.interval_ms,
+            judging or decision.engaged or decision.pins or decision.watching,
             self.speed.speeding)
         placer = self.placer
         applied, placer.placed_between_rounds = placer.placed_between_rounds, []
@@ -370,15 +371,13 @@ class Controller:
         other work can first be read, or a merge's hold ends
         (DomainMerger.due_ns) -- a judgement at its end sees the loads of
         the whole hold, which reach back a load window -- or
-        JUDGE_INTERVAL_MS while merging waits for readings that mature
+        WATCH_INTERVAL_MS while merging waits for readings that mature
         with the threads' own; never past the first judgement's end.  Two
         1-CPU domains, 3 busy threads: 6 rounds to the merge, not 10."""
         due = self.other.readable_at_ns() if self.other.unread() else self.merger.due_ns
-        if due is None:
-            return JUDGE_INTERVAL_MS
         now = samples[0].wall_ns if samples else time.monotonic_ns()
         # A millisecond late rather than early: a round before it decides nothing.
-        wait = (due - now) // 1_000_000 + 1
+        wait = WATCH_INTERVAL_MS if due is None else (due - now) // 1_000_000 + 1
         if self._judging_first:
             wait = min(wait, int(1000 * self._first_judgement_left_s()) + 1)
         # Never a tight loop, whatever the clocks say (DEFERRED_FLOOR_MS).

@@ -77,7 +77,8 @@ class DomainMerger:
         a window after.
         Returns a note for the round's reason when it did either; sets
         ``pending`` while a judgement waits for readings or its hold
-        (rounds come at auto's judging pace then, none quiet), and
+        (rounds come at WATCH_INTERVAL_MS at most then, never paced
+        further, none quiet), and
         ``due_ns`` (the samples' clock) to when the hold ends, None when
         it waits for readings or nothing."""
         self.pending = False

@@ -340,12 +340,12 @@ class QuietRounds:
 
     def paced_ms(self, interval, acting=False, speeding=False):
         """The interval to the next round: the decision's (``interval``;
-        ``acting``: it engaged, pinned, or watches synchronising threads'
-        speeds, which a longer window would even out; ``speeding``: speed
-        balancing samples threads between rounds), except where auto
-        only watches a single domain (WATCH_INTERVAL_MS: nothing engaged,
-        pinned or being judged; merged domains too, whose split, once
-        wanted, is judged at auto's judging pace) and the rounds
+        ``acting``: it engaged, pinned, judges a crowd or whether domains
+        merge or split, or watches synchronising threads' speeds, which a
+        longer window would even out; ``speeding``: speed balancing samples
+        threads between rounds), except where auto only watches a single
+        domain (WATCH_INTERVAL_MS, nothing acting; merged domains too) and
+        the rounds
         keep finding the same threads: then twice the last, up to the
         variation table's idle interval (800 ms).  Such rounds can only
         find that speed balancing should engage now, and each costs CPU the

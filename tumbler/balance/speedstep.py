@@ -24,8 +24,9 @@ SWITCH_WINDOW_NS = 2_000_000_000
 #: Derived: one voluntary switch in it is 3.3 per second, over
 #: SLEEPS_PER_SECOND; threads sleeping at barriers 3 on 2 CPUs (3.96 per
 #: second at least, BENCHMARKS.md, "auto's thresholds against what
-#: threads show") show 1.2 in it.  It sets when a crowd is first judged
-#: (engine/policy.py, JUDGE_INTERVAL_MS).
+#: threads show") show 1.2 in it.  With rounds at WATCH_INTERVAL_MS
+#: (engine/policy.py) a crowd is first judged at the second round after
+#: it is seen, 400 ms.
 SWITCH_MIN_SPAN_NS = 300_000_000
 #: Context switches are read at most this often per thread; in between,
 #: the last rates stand (speed balancing rounds come every 20 ms, and a
@@ -37,14 +38,16 @@ SWITCH_READ_NS = 100_000_000
 #: slice's ~330 and SYNC_SWITCHES_PER_CPU_S (800); and the slowest thread
 #: of a crowd not yet balanced, 3 on 2 CPUs at 0.5, runs 150 ms in
 #: SWITCH_MIN_SPAN_NS, so it is judged then.  Supported: [3 ms, 150 ms]
-#: (below a 3 ms slice one switch is the whole count).
+#: (below a 3 ms slice one switch is the whole count).  A thread that runs
+#: less over a whole SWITCH_WINDOW_NS (a crowd of over 40 per CPU) shows
+#: no sign of barriers: its crowd is not judged for ever.
 SWITCH_MIN_RUN_NS = 50_000_000
 
 
 _UNKNOWN = (None, None)
 #: What a backend that cannot count switches gives: known, and no sign of
 #: barriers -- auto leaves such threads to the OS instead of judging them
-#: (and rounding every 100 ms) for ever.
+#: (its rounds never paced) for ever.
 _NO_EVIDENCE = (0.0, 0.0)
 
 
@@ -322,8 +325,12 @@ class SpeedSteps:
         else:
             sleeps = (voluntary - first[1]) * 1e9 / (now - first[0])
             ran = thread.prev_run - first[3]
-            rate = ((voluntary + involuntary - first[2]) * 1e9 / ran
-                    if ran >= SWITCH_MIN_RUN_NS else None)
+            if ran >= SWITCH_MIN_RUN_NS:
+                rate = (voluntary + involuntary - first[2]) * 1e9 / ran
+            else:
+                # Starved for a whole window (a crowd of over 40 per CPU):
+                # no sign of barriers, rather than judged for ever.
+                rate = 0.0 if now - first[0] >= SWITCH_WINDOW_NS else None
         thread.sleeps_per_s, thread.switch_rate = sleeps, rate
         return sleeps, rate
 

@@ -182,9 +182,10 @@ class Decision:
     speed balancing pinned in those domains and calls ``speed_step``.
     ``pins``: tid -> CPU (None: the whole domain again); ``notes``: domain
     -> mechanism and why; ``engaged``: the domains speed-balanced;
-    ``watching``: some domain's synchronising threads outnumber its cores
-    and only their even speeds kept speed balancing out (auto): the next
-    window must be as short as this one to show unevenness again.
+    ``watching``: some domain's crowd is being judged, or its synchronising
+    threads outnumber its cores and only their even speeds kept speed
+    balancing out (auto): the next window must be as short as this one, to
+    judge it or to show unevenness again.
     """
 
     __slots__ = ("plan", "pins", "interval_ms", "notes", "engaged", "speed_interval_ms",

@@ -72,13 +72,14 @@ Policies:
                 switches at least ``STAY_ENGAGED_SWITCHES_PER_CPU_S``, and disengages
                 (threads bound to the whole domain) otherwise.  A candidate
                 that starts sleeping is unpinned at the next full round.
-             8. *Pace*: full rounds every ``ENGAGED_INTERVAL_MS`` while
-                engaged; ``JUDGE_INTERVAL_MS`` while a crowd with no other
-                work is judged; ``WATCH_INTERVAL_MS`` on a single domain,
-                spaced further while rounds find the same threads
-                (balance/quiet.py, ``paced_ms``; not while a crowd
-                switches as synchronising threads do, whose speeds a
-                longer window evens out); else the variation table's.
+             8. *Pace*: full rounds every ``WATCH_INTERVAL_MS`` while
+                a domain is engaged or a crowd with no other work is
+                judged, and on a single domain, where they are spaced
+                further while rounds find the same threads
+                (balance/quiet.py, ``paced_ms``; not while a crowd is
+                judged or switches as synchronising threads do, whose
+                speeds a longer window evens out); else the variation
+                table's.
 
 A policy's ``decide`` returns a ``Decision``: the domain plan (moves between
 domains), the pins (thread -> core, or None to release it to its whole
@@ -140,28 +141,21 @@ SYNC_SWITCHES_PER_CPU_S = 800.0
 #: (2 x 800 + 130) / 3 = 577 at the least; threads that stop yielding
 #: drop to the spin barriers' 100-196 (mean <= 160).  Supported: (160, 577].
 STAY_ENGAGED_SWITCHES_PER_CPU_S = SYNC_SWITCHES_PER_CPU_S / 4
-#: Round interval of ``auto`` on a single domain while speed balancing is
-#: idle.  Reasoned, not measured on its own: between JUDGE_INTERVAL_MS
-#: (faster would be judging) and the variation table's idle 800 ms, to
-#: which a watch that finds the same threads is paced (balance/quiet.py,
-#: paced_ms); a crowd appearing is seen within it.  The figures auto was
-#: measured with (BENCHMARKS.md, issue 27: yield barriers 1.125x, the
-#: suite's medians) ran at this value.
+#: Round interval of ``auto`` where a crowd is watched -- speed balancing
+#: engaged, a crowded domain being judged, domains whose merge or split is
+#: judged (at most this over several domains) -- and on a single domain,
+#: where the variation table's pace is about regrouping, which cannot
+#: happen there (a watch that keeps finding the same threads is paced
+#: further, to the table's idle 800 ms: balance/quiet.py, paced_ms); and
+#: of ``--policy speed``'s full rounds.  One pace, not three: it was
+#: 100 ms while judging, 200 ms otherwise; issue 49 measured the suite
+#: before and after (BENCHMARKS.md, "One pace for crowds").  Bounds: at
+#: least SWITCH_READ_NS (balance/speedstep.py: a faster round reads no
+#: new switch counts); at most 200 ms, at which the yield-barrier program
+#: gains 1.13x (engaged: ten speed steps of 20 ms per full round) and a
+#: crowd is judged by its third reading, 400 ms after it is first seen
+#: (SWITCH_MIN_SPAN_NS is 300 ms).  Supported: [100, 200].
 WATCH_INTERVAL_MS = 200
-#: Round interval of ``auto`` while a crowded domain's threads are being
-#: judged and speed balancing is not engaged.  Derived: switch counts are
-#: read at most every 100 ms (balance/speedstep.py, SWITCH_READ_NS), so
-#: a faster round brings no new reading; and a crowd is judged once they
-#: span 0.3 s (SWITCH_MIN_SPAN_NS), which rounds at 100 ms reach with
-#: their fourth reading, 300 ms after the first.  Supported: [100, 150].
-JUDGE_INTERVAL_MS = 100
-#: Interval of full rounds while speed balancing is engaged somewhere; its
-#: steps come in between (see Decision.speed_interval_ms).  Full rounds
-#: then only look for sleepers and new threads, and cost CPU the crowded
-#: domain's threads are short of.  Reasoned, not measured on its own:
-#: ten speed steps (20 ms) per full round; yield barriers gained 1.125x
-#: at this value (BENCHMARKS.md, issue 27).
-ENGAGED_INTERVAL_MS = 200
 #: A tolerance no regrouping can meet: the speed policy only places
 #: threads.  Derived: a deviation (grouping.py) is at most the CPUs of all
 #: domains less one (all the load on one CPU), far below this.
@@ -315,7 +309,7 @@ class _SpeedMixin:
         ``threads``: ThreadViews of the threads pinned in the engaged
         ``domains``, with their CPU time since the last step.  Nothing else
         is sampled or judged: the full round does that every
-        ``ENGAGED_INTERVAL_MS``.  Returns (pins, ms to the next step).
+        ``WATCH_INTERVAL_MS``.  Returns (pins, ms to the next step).
         """
         pins = {}
         for domain in domains:
@@ -353,7 +347,7 @@ class SpeedPolicy(_SpeedMixin, TumblerPolicy):
             moves = self._speed_round(domain, members, pins)
             notes[domain.index] = "speed: %d threads on %d cores, %d pulls" % (
                 len(members), len(domain.cpus), len(moves))
-        interval = ENGAGED_INTERVAL_MS
+        interval = WATCH_INTERVAL_MS
         if self.fixed_interval_ms is not None:
             interval = self.fixed_interval_ms
         plan.interval_ms = interval
@@ -430,20 +424,21 @@ class AutoPolicy(_SpeedMixin, TumblerPolicy):
             # Speed balancing steps at its own cadence (20 ms + jitter) in
             # between; full rounds watch for sleepers and new threads.
             speed_interval = self._balancer(domains[engaged[0]]).next_interval_ms()
-            interval = min(interval, ENGAGED_INTERVAL_MS) if len(domains) > 1 \
-                else ENGAGED_INTERVAL_MS
-        elif len(domains) < 2:
-            # Nothing to group across and nothing to speed-balance: watch
-            # at a calm pace.  The table's interval is about regrouping,
-            # which cannot happen here, so it does not apply.
+        # Held (the service's budget), nothing engages: nothing to judge.
+        judging = not (engaged or self.speed_held) and \
+            self._judging(runnable, domains, assignment, other)
+        if len(domains) < 2:
+            # The table's interval is about regrouping, which cannot
+            # happen here, so it does not apply.
             interval = WATCH_INTERVAL_MS
-        if not engaged and self._judging(runnable, domains, assignment, other):
-            interval = min(interval, JUDGE_INTERVAL_MS)
+        elif engaged or judging:
+            interval = min(interval, WATCH_INTERVAL_MS)
         if self.fixed_interval_ms is not None:
             interval = self.fixed_interval_ms
         plan.interval_ms = interval
         return Decision(plan=plan, pins=pins, interval_ms=interval, notes=notes,
-                        engaged=engaged, speed_interval_ms=speed_interval, watching=watching)
+                        engaged=engaged, speed_interval_ms=speed_interval,
+                        watching=watching or judging)
 
     def quiet_verdict(self, summary, capacities):
         """decide()'s answer when no domain holds more runnable threads than
