@@ -5,8 +5,8 @@ Skips (one line naming the missing piece) when the guest cannot be had:
 not root, no qemu-system-x86_64, no kernel package to download.  A guest
 that was built but did not boot, or a plan that printed no JSON, fails.
 TUMBLER_GUEST_KERNELS chooses the kernels (default "6.1 6.12": Debian 12's
-CFS kernel and the EEVDF one; scripts/guest runs 6.12 in single-threaded
-TCG, where it does not crash: docs/guests.md).
+CFS kernel and the EEVDF one; scripts/guest runs them in single-threaded
+TCG, where neither crashed nor hung: docs/guests.md).
 """
 
 import json

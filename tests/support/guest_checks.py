@@ -276,10 +276,18 @@ def plan_pytest(*files):
     env = dict(os.environ, TUMBLER_TEST_CGROUP_SWAP="0")
     out = {}
     for name in files:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p",
-                               "no:cacheprovider", name, "-k", "not " + TIMED_ON_THE_HOST],
-                              capture_output=True, text=True, cwd=REPO, env=env)
-        out[name] = {"status": proc.returncode, "output": proc.stdout[-6000:],
+        # pytest -v writes into the output share as it goes, so that a
+        # guest that never ends still shows the test it was in (scripts/
+        # guest prints the file's end when it times out: PROGRESS).
+        progress = os.path.join(os.environ.get("GUEST_OUT", "/tmp"), "progress")
+        with open(progress, "w") as log:
+            proc = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rs", "-p",
+                                   "no:cacheprovider", name, "-k", "not " + TIMED_ON_THE_HOST],
+                                  stdout=log, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                  env=env)
+        with open(progress) as log:
+            output = log.read()
+        out[name] = {"status": proc.returncode, "output": output[-6000:],
                      "stderr": proc.stderr[-2000:]}
     return out
 
