@@ -78,9 +78,8 @@ class DomainMerger:
         Returns a note for the round's reason when it did either; sets
         ``pending`` while a judgement waits for readings or its hold
         (rounds come at WATCH_INTERVAL_MS at most then, never paced
-        further, none quiet), and
-        ``due_ns`` (the samples' clock) to when the hold ends, None when
-        it waits for readings or nothing."""
+        further, none quiet), and ``due_ns`` (the samples' clock) to when
+        the hold ends, None when it waits for readings or nothing."""
         self.pending = False
         self.due_ns = None
         if not self.may_merge():

@@ -345,8 +345,7 @@ class QuietRounds:
         longer window would even out; ``speeding``: speed balancing samples
         threads between rounds), except where auto only watches a single
         domain (WATCH_INTERVAL_MS, nothing acting; merged domains too) and
-        the rounds
-        keep finding the same threads: then twice the last, up to the
+        the rounds keep finding the same threads: then twice the last, up to the
         variation table's idle interval (800 ms).  Such rounds can only
         find that speed balancing should engage now, and each costs CPU the
         program could use: 24 rounds in 4.5 s took 30 ms of CPU beside an
